@@ -1,0 +1,53 @@
+//! The health model of an upstream server, as shown by `portico servers` and the API.
+
+use serde::Serialize;
+
+/// Where an upstream is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    /// Configured with `enabled = false`.
+    Disabled,
+    /// First connection attempt in progress.
+    Connecting,
+    /// Handshake done and catalog listed.
+    Ready,
+    /// The last attempt failed; a restart is scheduled.
+    Restarting,
+    /// Gave up (only when the hub is shutting down or the server cannot be started at all, such as a
+    /// refused command).
+    Failed,
+}
+
+impl std::fmt::Display for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ServerState::Disabled => "disabled",
+            ServerState::Connecting => "connecting",
+            ServerState::Ready => "ready",
+            ServerState::Restarting => "restarting",
+            ServerState::Failed => "failed",
+        })
+    }
+}
+
+/// A snapshot of one upstream's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerStatus {
+    pub name: String,
+    /// `stdio`, `http` or `sse`; for `sse`, what the URL turned out to speak is in `transport_detail`.
+    pub transport: String,
+    pub transport_detail: Option<String>,
+    pub state: ServerState,
+    /// The MCP protocol version negotiated with the server.
+    pub protocol_version: Option<String>,
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    pub tools: usize,
+    pub resources: usize,
+    pub resource_templates: usize,
+    pub prompts: usize,
+    pub last_error: Option<String>,
+    /// How many times the connection was (re)established.
+    pub connects: u32,
+}

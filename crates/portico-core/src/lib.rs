@@ -1,0 +1,23 @@
+//! Portico's domain core: the aggregated catalog, tool naming, and the health model of upstream servers.
+//!
+//! This crate is what every door and edge agrees on. It is deliberately free of wire formats, sockets and
+//! processes: MCP, A2A and HTTP live in edge crates, which convert to and from these types. Upstream
+//! definitions (a tool's schemas, annotations, icons, `_meta`) are carried as opaque JSON objects so that
+//! Portico passes them on unchanged without having to understand every field a future spec adds.
+//!
+//! It is not a protocol implementation and not a supervisor: it names, indexes and routes, and describes
+//! state; the hub crate drives connections.
+
+pub mod backoff;
+pub mod catalog;
+pub mod health;
+pub mod naming;
+
+pub use catalog::{
+    Catalog, CatalogPrompt, CatalogResource, CatalogResourceTemplate, CatalogTool, NameCollision,
+    PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,
+};
+pub use health::{ServerState, ServerStatus};
+
+/// A JSON object as received from an upstream, kept verbatim.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
