@@ -1,0 +1,560 @@
+//! `config check`: every problem in a config file, with line, column and a hint.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use portico_core::naming::normalize_segment;
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based.
+    pub line: usize,
+    /// 1-based, in characters.
+    pub column: usize,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.column, self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " (hint: {hint})")?;
+        }
+        Ok(())
+    }
+}
+
+impl Problem {
+    fn at(text: &str, span: Range<usize>, message: impl Into<String>, hint: Option<String>) -> Self {
+        let (line, column) = line_column(text, span.start);
+        Problem {
+            line,
+            column,
+            message: message.into(),
+            hint,
+        }
+    }
+
+    pub(crate) fn from_toml_error(text: &str, error: &toml::de::Error) -> Self {
+        let span = error.span().unwrap_or(0..0);
+        Problem::at(
+            text,
+            span,
+            error.message().trim().to_string(),
+            Some("fix the TOML syntax at this position".into()),
+        )
+    }
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = text[line_start..offset].chars().count() + 1;
+    (line, column)
+}
+
+/// Checks config text and returns every problem found, in file order. Empty means valid.
+pub fn check(text: &str) -> Vec<Problem> {
+    let (root, syntax_errors) = DeTable::parse_recoverable(text);
+    let mut checker = Checker {
+        text,
+        problems: syntax_errors
+            .iter()
+            .map(|e| Problem::from_toml_error(text, e))
+            .collect(),
+    };
+    if checker.problems.is_empty() {
+        checker.root(root.get_ref());
+    }
+    checker
+        .problems
+        .sort_by_key(|p| (p.line, p.column));
+    checker.problems
+}
+
+struct Checker<'t> {
+    text: &'t str,
+    problems: Vec<Problem>,
+}
+
+type Entry<'a, 'i> = (&'a Spanned<std::borrow::Cow<'i, str>>, &'a Spanned<DeValue<'i>>);
+
+impl Checker<'_> {
+    fn report(&mut self, span: Range<usize>, message: impl Into<String>, hint: Option<String>) {
+        self.problems
+            .push(Problem::at(self.text, span, message, hint));
+    }
+
+    fn unknown_key(&mut self, key: &Spanned<std::borrow::Cow<'_, str>>, section: &str, known: &[&str]) {
+        let hint = match closest(key.get_ref(), known) {
+            Some(suggestion) => format!("did you mean `{suggestion}`? known keys: {}", known.join(", ")),
+            None => format!("known keys: {}", known.join(", ")),
+        };
+        self.report(
+            key.span(),
+            format!("unknown key `{}` in {section}", key.get_ref()),
+            Some(hint),
+        );
+    }
+
+    fn expect_table<'a, 'i>(
+        &mut self,
+        value: &'a Spanned<DeValue<'i>>,
+        what: &str,
+    ) -> Option<&'a DeTable<'i>> {
+        match value.get_ref() {
+            DeValue::Table(t) => Some(t),
+            other => {
+                self.wrong_type(value.span(), what, "a table", other);
+                None
+            }
+        }
+    }
+
+    fn expect_string<'a>(&mut self, value: &'a Spanned<DeValue<'_>>, what: &str) -> Option<&'a str> {
+        match value.get_ref() {
+            DeValue::String(s) => Some(s),
+            other => {
+                self.wrong_type(value.span(), what, "a string", other);
+                None
+            }
+        }
+    }
+
+    fn expect_bool(&mut self, value: &Spanned<DeValue<'_>>, what: &str) {
+        if !matches!(value.get_ref(), DeValue::Boolean(_)) {
+            self.wrong_type(value.span(), what, "true or false", value.get_ref());
+        }
+    }
+
+    fn expect_string_array(&mut self, value: &Spanned<DeValue<'_>>, what: &str) -> Vec<(String, Range<usize>)> {
+        let mut out = Vec::new();
+        match value.get_ref() {
+            DeValue::Array(items) => {
+                for item in items.iter() {
+                    if let Some(s) = self.expect_string(item, &format!("each item of {what}")) {
+                        out.push((s.to_string(), item.span()));
+                    }
+                }
+            }
+            other => self.wrong_type(value.span(), what, "an array of strings", other),
+        }
+        out
+    }
+
+    fn expect_string_table(&mut self, value: &Spanned<DeValue<'_>>, what: &str) -> Vec<(String, Range<usize>)> {
+        let mut out = Vec::new();
+        if let Some(table) = self.expect_table(value, what) {
+            for (key, v) in table.iter() {
+                if self.expect_string(v, &format!("`{}` in {what}", key.get_ref())).is_some() {
+                    out.push((key.get_ref().to_string(), key.span()));
+                }
+            }
+        }
+        out
+    }
+
+    fn wrong_type(&mut self, span: Range<usize>, what: &str, expected: &str, found: &DeValue<'_>) {
+        self.report(
+            span,
+            format!("{what} must be {expected}, found {}", type_name(found)),
+            None,
+        );
+    }
+
+    fn root(&mut self, root: &DeTable<'_>) {
+        const KNOWN: &[&str] = &["server", "mcp_servers"];
+        for (key, value) in root.iter() {
+            match key.get_ref().as_ref() {
+                "server" => self.server_section(value),
+                "mcp_servers" => self.mcp_servers(value),
+                _ => self.unknown_key(key, "the top level", KNOWN),
+            }
+        }
+    }
+
+    fn server_section(&mut self, value: &Spanned<DeValue<'_>>) {
+        const KNOWN: &[&str] = &["listen", "instructions"];
+        let Some(table) = self.expect_table(value, "[server]") else {
+            return;
+        };
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "listen" => {
+                    if let Some(listen) = self.expect_string(value, "[server] listen")
+                        && listen.parse::<std::net::SocketAddr>().is_err()
+                    {
+                        self.report(
+                            value.span(),
+                            format!("[server] listen `{listen}` is not an IP address and port"),
+                            Some("write it like \"127.0.0.1:4200\"".into()),
+                        );
+                    }
+                }
+                "instructions" => {
+                    self.expect_string(value, "[server] instructions");
+                }
+                _ => self.unknown_key(key, "[server]", KNOWN),
+            }
+        }
+    }
+
+    fn mcp_servers(&mut self, value: &Spanned<DeValue<'_>>) {
+        let DeValue::Array(items) = value.get_ref() else {
+            self.wrong_type(
+                value.span(),
+                "mcp_servers",
+                "an array of tables ([[mcp_servers]])",
+                value.get_ref(),
+            );
+            return;
+        };
+        // Normalised name → span of first use, to catch `my-server` vs `my_server`.
+        let mut seen: HashMap<String, (String, Range<usize>)> = HashMap::new();
+        for item in items.iter() {
+            let Some(table) = self.expect_table(item, "each [[mcp_servers]] entry") else {
+                continue;
+            };
+            self.mcp_server(item.span(), table, &mut seen);
+        }
+    }
+
+    fn mcp_server(
+        &mut self,
+        span: Range<usize>,
+        table: &DeTable<'_>,
+        seen: &mut HashMap<String, (String, Range<usize>)>,
+    ) {
+        const KNOWN: &[&str] = &[
+            "name",
+            "timeout_secs",
+            "env",
+            "enabled",
+            "allow_private_network",
+            "transport",
+        ];
+        let mut has_name = false;
+        let mut has_transport = false;
+        for entry in table.iter() {
+            let (key, value): Entry = entry;
+            match key.get_ref().as_ref() {
+                "name" => {
+                    has_name = true;
+                    let Some(name) = self.expect_string(value, "mcp_servers.name") else {
+                        continue;
+                    };
+                    let normalized = normalize_segment(name);
+                    if name.trim().is_empty() {
+                        self.report(value.span(), "mcp_servers.name is empty", Some("give every server a short name such as \"github\"".into()));
+                    } else if let Some((first, first_span)) = seen.get(&normalized) {
+                        let (line, _) = line_column(self.text, first_span.start);
+                        self.report(
+                            value.span(),
+                            format!("server name `{name}` clashes with `{first}` (line {line}): both become `{normalized}` in tool names"),
+                            Some("give each server a distinct name".into()),
+                        );
+                    } else {
+                        seen.insert(normalized, (name.to_string(), value.span()));
+                    }
+                }
+                "timeout_secs" => match value.get_ref() {
+                    DeValue::Integer(i) => {
+                        let ok = i.as_str().replace('_', "").parse::<u64>().is_ok_and(|n| n > 0);
+                        if !ok || i.radix() != 10 {
+                            self.report(value.span(), format!("timeout_secs must be a positive number of seconds, found {}", i.as_str()), Some("the default is 30".into()));
+                        }
+                    }
+                    other => self.wrong_type(value.span(), "timeout_secs", "a positive integer", other),
+                },
+                "env" => self.env(value),
+                "enabled" => self.expect_bool(value, "enabled"),
+                "allow_private_network" => self.expect_bool(value, "allow_private_network"),
+                "transport" => {
+                    has_transport = true;
+                    self.transport(value);
+                }
+                _ => self.unknown_key(key, "[[mcp_servers]]", KNOWN),
+            }
+        }
+        if !has_name {
+            self.report(span.clone(), "[[mcp_servers]] entry has no `name`", Some("add name = \"...\"".into()));
+        }
+        if !has_transport {
+            self.report(
+                span,
+                "[[mcp_servers]] entry has no transport",
+                Some("add a [mcp_servers.transport] table with type = \"stdio\", \"http\" or \"sse\"".into()),
+            );
+        }
+    }
+
+    fn env(&mut self, value: &Spanned<DeValue<'_>>) {
+        let names: Vec<(String, Range<usize>)> = match value.get_ref() {
+            DeValue::Array(_) => self
+                .expect_string_array(value, "env")
+                .into_iter()
+                .map(|(item, span)| (item.split_once('=').map_or(item.clone(), |(n, _)| n.to_string()), span))
+                .collect(),
+            DeValue::Table(_) => self.expect_string_table(value, "env"),
+            other => {
+                self.wrong_type(value.span(), "env", "a list of variable names or a table of values", other);
+                return;
+            }
+        };
+        for (name, span) in names {
+            if !is_env_name(&name) {
+                self.report(
+                    span,
+                    format!("`{name}` is not a valid environment variable name"),
+                    Some("use letters, digits and _, not starting with a digit; write NAME or NAME=value".into()),
+                );
+            }
+        }
+    }
+
+    fn transport(&mut self, value: &Spanned<DeValue<'_>>) {
+        let Some(table) = self.expect_table(value, "mcp_servers.transport") else {
+            return;
+        };
+        let kind = table.iter().find(|(k, _)| k.get_ref() == "type").map(|(_, v)| v);
+        let Some(kind_value) = kind else {
+            self.report(
+                value.span(),
+                "transport has no `type`",
+                Some("add type = \"stdio\", \"http\" or \"sse\"".into()),
+            );
+            return;
+        };
+        let Some(kind) = self.expect_string(kind_value, "transport.type") else {
+            return;
+        };
+        let known: &[&str] = match kind {
+            "stdio" => &["type", "command", "args", "cwd"],
+            "http" | "sse" => &["type", "url", "headers"],
+            other => {
+                self.report(
+                    kind_value.span(),
+                    format!("unknown transport type `{other}`"),
+                    Some("use \"stdio\", \"http\" (Streamable HTTP) or \"sse\" (legacy HTTP+SSE, auto-detected)".into()),
+                );
+                return;
+            }
+        };
+        let section = format!("a {kind} transport");
+        let mut has_target = false;
+        for (key, v) in table.iter() {
+            match key.get_ref().as_ref() {
+                "type" => {}
+                "command" if kind == "stdio" => {
+                    has_target = true;
+                    if let Some(command) = self.expect_string(v, "transport.command") {
+                        if command.trim().is_empty() {
+                            self.report(v.span(), "transport.command is empty", Some("name the program to run, such as \"npx\"".into()));
+                        } else if std::path::Path::new(command)
+                            .components()
+                            .any(|c| matches!(c, std::path::Component::ParentDir))
+                        {
+                            self.report(
+                                v.span(),
+                                format!("transport.command `{command}` contains a `..` path component, which Portico refuses"),
+                                Some("use an absolute path or a program on PATH".into()),
+                            );
+                        }
+                    }
+                }
+                "args" if kind == "stdio" => {
+                    self.expect_string_array(v, "transport.args");
+                }
+                "cwd" if kind == "stdio" => {
+                    self.expect_string(v, "transport.cwd");
+                }
+                "url" if kind != "stdio" => {
+                    has_target = true;
+                    if let Some(url) = self.expect_string(v, "transport.url") {
+                        match url::Url::parse(url) {
+                            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
+                            Ok(parsed) => self.report(
+                                v.span(),
+                                format!("transport.url scheme `{}` is not allowed", parsed.scheme()),
+                                Some("use an http:// or https:// URL".into()),
+                            ),
+                            Err(e) => self.report(
+                                v.span(),
+                                format!("transport.url `{url}` is not a valid URL: {e}"),
+                                Some("write a full URL such as \"https://mcp.example.com/mcp\"".into()),
+                            ),
+                        }
+                    }
+                }
+                "headers" if kind != "stdio" => {
+                    self.expect_string_table(v, "transport.headers");
+                }
+                _ => self.unknown_key(key, &section, known),
+            }
+        }
+        if !has_target {
+            let (field, hint) = if kind == "stdio" {
+                ("command", "add command = \"npx\" (and args = [...])")
+            } else {
+                ("url", "add url = \"https://...\"")
+            };
+            self.report(value.span(), format!("{section} needs `{field}`"), Some(hint.into()));
+        }
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn type_name(value: &DeValue<'_>) -> &'static str {
+    match value {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a datetime",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+/// The known key closest to `key` by edit distance, if close enough to be a likely typo.
+fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (edit_distance(key, k), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_reference_config_has_no_problems() {
+        let text = r#"
+[server]
+listen = "127.0.0.1:4200"
+
+[[mcp_servers]]
+name = "github"
+timeout_secs = 30
+env = ["GITHUB_PERSONAL_ACCESS_TOKEN", "MODE=fast"]
+
+[mcp_servers.transport]
+type = "stdio"
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-github"]
+
+[[mcp_servers]]
+name = "remote"
+allow_private_network = true
+env = { A = "b" }
+[mcp_servers.transport]
+type = "http"
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer ${TOKEN}" }
+"#;
+        assert_eq!(check(text), vec![]);
+        let config: crate::Config = crate::parse("t", text).unwrap();
+        assert_eq!(config.mcp_servers.len(), 2);
+        assert_eq!(config.mcp_servers[0].timeout_secs, 30);
+        assert_eq!(
+            config.mcp_servers[0].env,
+            vec![
+                crate::EnvEntry::PassThrough("GITHUB_PERSONAL_ACCESS_TOKEN".into()),
+                crate::EnvEntry::Literal { name: "MODE".into(), value: "fast".into() }
+            ]
+        );
+        assert!(config.mcp_servers[1].allow_private_network);
+    }
+
+    #[test]
+    fn reports_every_problem_with_position_and_hint() {
+        let text = r#"[[mcp_servers]]
+nmae = "x"
+timeout_secs = "soon"
+env = ["GOOD", "1BAD"]
+[mcp_servers.transport]
+type = "stdio"
+command = "../bin/server"
+url = "http://x"
+
+[[mcp_servers]]
+name = "a-b"
+[mcp_servers.transport]
+type = "carrier-pigeon"
+
+[[mcp_servers]]
+name = "a_b"
+[mcp_servers.transport]
+type = "http"
+url = "file:///etc/passwd"
+
+[bogus]
+"#;
+        let problems = check(text);
+        let rendered: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        let expect = [
+            "2:1: unknown key `nmae` in [[mcp_servers]] (hint: did you mean `name`?",
+            "3:16: timeout_secs must be a positive integer, found a string",
+            "4:16: `1BAD` is not a valid environment variable name",
+            "7:11: transport.command `../bin/server` contains a `..` path component",
+            "8:1: unknown key `url` in a stdio transport",
+            "13:8: unknown transport type `carrier-pigeon`",
+            "16:8: server name `a_b` clashes with `a-b` (line 11)",
+            "19:7: transport.url scheme `file` is not allowed",
+            "21:2: unknown key `bogus` in the top level",
+        ];
+        for e in expect {
+            assert!(rendered.iter().any(|r| r.starts_with(e)), "missing {e:?} in {rendered:#?}");
+        }
+        // The entry without a name is reported too.
+        assert!(rendered.iter().any(|r| r.contains("entry has no `name`")), "{rendered:#?}");
+        assert_eq!(problems.len(), expect.len() + 1, "{rendered:#?}");
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let problems = check("[server\nlisten = 1");
+        assert!(!problems.is_empty());
+        assert_eq!(problems[0].line, 1);
+    }
+
+    #[test]
+    fn missing_transport_and_url() {
+        let rendered: Vec<String> = check("[[mcp_servers]]\nname = \"x\"\n\n[[mcp_servers]]\nname = \"y\"\ntransport = { type = \"sse\" }\n")
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert!(rendered.iter().any(|r| r.contains("has no transport")), "{rendered:#?}");
+        assert!(rendered.iter().any(|r| r.contains("a sse transport needs `url`")), "{rendered:#?}");
+    }
+}

@@ -1,0 +1,49 @@
+//! Where the configuration and Portico's data live.
+
+use std::path::{Path, PathBuf};
+
+/// The configuration used when no file is found: no upstreams, loopback listener.
+pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    Embedded,
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::File(p) => write!(f, "{}", p.display()),
+            ConfigSource::Embedded => f.write_str("<embedded default>"),
+        }
+    }
+}
+
+/// Portico's data directory: `$PORTICO_HOME` if set, else `portico` in the user's data dir.
+pub fn data_dir() -> PathBuf {
+    if let Some(home) = std::env::var_os("PORTICO_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home);
+    }
+    dirs::data_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("portico")
+}
+
+/// Finds the config: `--config` if given, then `$PORTICO_CONFIG`, then `config.toml` in [`data_dir`];
+/// when none of these names an existing file, the embedded default. An explicit path (flag or variable)
+/// is returned even if missing, so that the error names it instead of silently using defaults.
+pub fn locate(explicit: Option<&Path>) -> ConfigSource {
+    if let Some(path) = explicit {
+        return ConfigSource::File(path.to_path_buf());
+    }
+    if let Some(path) = std::env::var_os("PORTICO_CONFIG").filter(|v| !v.is_empty()) {
+        return ConfigSource::File(PathBuf::from(path));
+    }
+    let default = data_dir().join("config.toml");
+    if default.is_file() {
+        ConfigSource::File(default)
+    } else {
+        ConfigSource::Embedded
+    }
+}

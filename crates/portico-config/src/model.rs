@@ -1,0 +1,151 @@
+//! The typed configuration.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4200";
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Sent to MCP clients in the handshake.
+    #[serde(default)]
+    pub instructions: Option<String>,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            listen: default_listen(),
+            instructions: None,
+        }
+    }
+}
+
+fn default_listen() -> String {
+    DEFAULT_LISTEN.to_string()
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    pub name: String,
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    #[serde(default, deserialize_with = "deserialize_env")]
+    pub env: Vec<EnvEntry>,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Lets this server's URL (and its redirects) reach loopback and private-range addresses. Cloud
+    /// metadata and link-local addresses stay blocked regardless.
+    #[serde(default)]
+    pub allow_private_network: bool,
+    pub transport: Transport,
+}
+
+impl McpServerConfig {
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_secs)
+    }
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_SECS
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// One environment variable given to a stdio server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvEntry {
+    /// Passed through from Portico's own environment when set there.
+    PassThrough(String),
+    /// A literal value; `${VAR}` in it is expanded from Portico's environment.
+    Literal { name: String, value: String },
+}
+
+impl EnvEntry {
+    pub fn name(&self) -> &str {
+        match self {
+            EnvEntry::PassThrough(name) | EnvEntry::Literal { name, .. } => name,
+        }
+    }
+
+    /// Parses a list item: `NAME` passes through, `NAME=value` is literal.
+    pub fn from_list_item(item: &str) -> Self {
+        match item.split_once('=') {
+            Some((name, value)) => EnvEntry::Literal {
+                name: name.to_string(),
+                value: value.to_string(),
+            },
+            None => EnvEntry::PassThrough(item.to_string()),
+        }
+    }
+}
+
+/// `env` is either the reference list of names (items may also be `NAME=value`) or, as in Claude
+/// Desktop's JSON, a table of literal values.
+fn deserialize_env<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<EnvEntry>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum EnvField {
+        List(Vec<String>),
+        Table(BTreeMap<String, String>),
+    }
+    Ok(match EnvField::deserialize(d)? {
+        EnvField::List(items) => items.iter().map(|i| EnvEntry::from_list_item(i)).collect(),
+        EnvField::Table(table) => table
+            .into_iter()
+            .map(|(name, value)| EnvEntry::Literal { name, value })
+            .collect(),
+    })
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        #[serde(default)]
+        args: Vec<String>,
+        #[serde(default)]
+        cwd: Option<String>,
+    },
+    /// Legacy HTTP+SSE, or Streamable HTTP behind a URL labelled "sse": Portico tries Streamable HTTP
+    /// first and falls back.
+    Sse {
+        url: String,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl Transport {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Transport::Stdio { .. } => "stdio",
+            Transport::Sse { .. } => "sse",
+            Transport::Http { .. } => "http",
+        }
+    }
+}
