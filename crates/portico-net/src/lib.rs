@@ -1,0 +1,38 @@
+//! `portico-net` is the one outbound HTTP client: every request Portico makes
+//! to an upstream MCP server goes through [`SafeClient`], which refuses
+//! server-side request forgery targets.
+//!
+//! What it guarantees:
+//! - only `http` and `https` URLs are fetched;
+//! - every address is checked against a [`NetPolicy`] before a connection is
+//!   made, and the connection is pinned to the checked address (the check
+//!   lives in the resolver reqwest connects with, so DNS rebinding has no
+//!   window); IP-literal hosts, which skip the resolver, are checked
+//!   explicitly, and a connector guard re-checks the peer of every socket;
+//! - each redirect hop is re-checked, and at most [`MAX_REDIRECTS`] are followed;
+//! - cloud metadata, link-local, unspecified, multicast, broadcast and
+//!   reserved destinations are always refused; loopback and private ranges
+//!   only with `allow_private`;
+//! - proxies (including `HTTP_PROXY` & co.) are never used, since a proxy
+//!   would connect on our behalf, out of reach of the checks;
+//! - refusals name the rule that fired ([`BlockedAddress`]).
+//!
+//! What it is not: an HTTP abstraction, a retry layer, or an MCP transport.
+//! Callers use reqwest's types directly; [`SafeClient::http`] hands the
+//! checked `reqwest::Client` to code (rmcp, the SSE client) that drives
+//! reqwest itself. It also does not decide policy: which servers may reach
+//! private networks is configuration, passed in as a [`NetPolicy`].
+
+mod client;
+mod error;
+mod guard;
+mod policy;
+mod resolve;
+
+pub use client::{MAX_REDIRECTS, SafeClient, SafeClientBuilder, check_url};
+pub use error::{BlockedAddress, NetError, blocked_in_error_chain};
+pub use policy::{
+    BlockRule, NetPolicy, address_class, classify, embedded_ipv4, host_name_class,
+    parse_ipv4_lenient,
+};
+pub use resolve::{BoxFuture, HostResolver, SystemResolver};
