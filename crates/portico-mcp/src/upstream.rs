@@ -1,0 +1,527 @@
+//! One live session with one upstream MCP server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use portico_config::{McpServerConfig, Transport, expand_vars};
+use portico_core::{JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef};
+use portico_net::{NetPolicy, SafeClient};
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ServerNotification, SubscriptionFilter,
+};
+use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::client_handler::{PorticoClient, UpstreamEvent};
+use crate::{legacy_sse, stdio};
+
+/// Everything that can go wrong with an upstream. Each variant names the server, says what failed and,
+/// where there is one, what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("server `{server}`: {message}")]
+    Config { server: String, message: String },
+    #[error("server `{server}`: cannot start `{command}`: {source} (is it installed and on PATH?)")]
+    Spawn {
+        server: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("server `{server}`: {message}")]
+    Refused { server: String, message: String },
+    #[error("server `{server}`: handshake failed: {message}")]
+    Handshake { server: String, message: String },
+    #[error("server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start)")]
+    HandshakeTimeout { server: String, secs: u64 },
+    #[error("server `{server}`: {what} timed out after {secs}s")]
+    Timeout { server: String, what: String, secs: u64 },
+    #[error("server `{server}`: connection closed during {what}; the server exited or dropped the connection and will be restarted")]
+    Closed { server: String, what: String },
+    #[error("server `{server}`: {what} failed: {message}")]
+    Remote {
+        server: String,
+        what: String,
+        code: Option<i32>,
+        message: String,
+    },
+}
+
+impl UpstreamError {
+    /// True when retrying cannot help until the configuration changes.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, UpstreamError::Config { .. } | UpstreamError::Refused { .. })
+    }
+}
+
+/// What the handshake told us about the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandshakeInfo {
+    pub protocol_version: String,
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    pub instructions: Option<String>,
+    /// `stdio`, `streamable-http` or `legacy-sse`: what the connection really speaks.
+    pub transport: &'static str,
+    pub pid: Option<u32>,
+}
+
+/// Resolves when the session ends, with the reason. Await it after [`Upstream::shutdown`] to be sure a
+/// stdio child has been stopped and reaped.
+pub struct UpstreamExit(tokio::task::JoinHandle<String>);
+
+impl UpstreamExit {
+    pub async fn wait(self) -> String {
+        self.0
+            .await
+            .unwrap_or_else(|e| format!("session task failed: {e}"))
+    }
+}
+
+/// A live session with one upstream. Cheap to share behind an `Arc`: calls only clone the rmcp peer
+/// handle, so concurrent calls never wait on each other.
+pub struct Upstream {
+    server: String,
+    peer: Peer<RoleClient>,
+    info: HandshakeInfo,
+    timeout: Duration,
+    stop: CancellationToken,
+}
+
+const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
+
+impl Upstream {
+    /// Connects and completes the handshake within the server's `timeout_secs`.
+    pub async fn connect(
+        config: &McpServerConfig,
+        events: mpsc::UnboundedSender<UpstreamEvent>,
+    ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
+        let timeout = config.timeout();
+        let server = config.name.clone();
+        match tokio::time::timeout(timeout, Self::connect_inner(config, events)).await {
+            Ok(result) => result,
+            Err(_) => Err(UpstreamError::HandshakeTimeout {
+                server,
+                secs: config.timeout_secs,
+            }),
+        }
+    }
+
+    async fn connect_inner(
+        config: &McpServerConfig,
+        events: mpsc::UnboundedSender<UpstreamEvent>,
+    ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
+        let server = config.name.as_str();
+        let handler = || PorticoClient {
+            server: server.to_string(),
+            events: events.clone(),
+        };
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: PREFERRED_VERSIONS.to_vec(),
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        };
+        match &config.transport {
+            Transport::Stdio { command, args, cwd } => {
+                let (child, pid) = stdio::spawn(&stdio::StdioSpec {
+                    server,
+                    command,
+                    args,
+                    cwd: cwd.as_deref(),
+                    env: &config.env,
+                })?;
+                let service = handler()
+                    .serve_with_lifecycle(child, lifecycle)
+                    .await
+                    .map_err(|e| handshake_error(server, e))?;
+                Ok(Self::start(config, service, "stdio", pid, events.clone()))
+            }
+            Transport::Http { url, headers } => {
+                let client = safe_client(config)?;
+                let url = check_url(server, &client, url)?;
+                let headers = expand_headers(server, headers)?;
+                let transport = streamable_transport(&client, &url, &headers)?;
+                let service = handler()
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+                    .map_err(|e| handshake_error(server, e))?;
+                Ok(Self::start(config, service, "streamable-http", None, events.clone()))
+            }
+            Transport::Sse { url, headers } => {
+                let client = safe_client(config)?;
+                let url = check_url(server, &client, url)?;
+                let headers = expand_headers(server, headers)?;
+                // Many URLs labelled "sse" really speak Streamable HTTP; the spec's backwards-compatibility
+                // rule is to try that first and fall back to the legacy GET stream when it fails.
+                let transport = streamable_transport(&client, &url, &headers)?;
+                let streamable_error = match handler().serve_with_lifecycle(transport, lifecycle.clone()).await {
+                    Ok(service) => return Ok(Self::start(config, service, "streamable-http", None, events.clone())),
+                    Err(e) => handshake_error(server, e),
+                };
+                if matches!(streamable_error, UpstreamError::Refused { .. }) {
+                    return Err(streamable_error);
+                }
+                tracing::debug!(server, "not Streamable HTTP ({streamable_error}); trying legacy HTTP+SSE");
+                let mut header_map = reqwest::header::HeaderMap::new();
+                for (name, value) in &headers {
+                    header_map.insert(name.clone(), value.clone());
+                }
+                let legacy = legacy_sse::connect(
+                    client.http().clone(),
+                    legacy_sse::LegacySseConfig {
+                        url: url.clone(),
+                        headers: header_map,
+                        connect_timeout: config.timeout(),
+                        max_event_bytes: 16 * 1024 * 1024,
+                    },
+                )
+                .await
+                .map_err(|e| UpstreamError::Handshake {
+                    server: server.to_string(),
+                    message: format!("neither Streamable HTTP ({streamable_error}) nor legacy HTTP+SSE ({e}) worked at {url}"),
+                })?;
+                let service = handler()
+                    .serve_with_lifecycle(legacy, lifecycle)
+                    .await
+                    .map_err(|e| handshake_error(server, e))?;
+                Ok(Self::start(config, service, "legacy-sse", None, events.clone()))
+            }
+        }
+    }
+
+    fn start(
+        config: &McpServerConfig,
+        service: rmcp::service::RunningService<RoleClient, PorticoClient>,
+        transport: &'static str,
+        pid: Option<u32>,
+        events: mpsc::UnboundedSender<UpstreamEvent>,
+    ) -> (Upstream, UpstreamExit) {
+        let peer = service.peer().clone();
+        let peer_info = peer.peer_info();
+        let info = HandshakeInfo {
+            protocol_version: peer_info
+                .as_ref()
+                .map(|i| i.protocol_version.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            server_name: peer_info
+                .as_ref()
+                .and_then(|i| i.server_info.as_ref().map(|s| s.name.clone())),
+            server_version: peer_info
+                .as_ref()
+                .and_then(|i| i.server_info.as_ref().map(|s| s.version.clone())),
+            instructions: peer_info.as_ref().and_then(|i| i.instructions.clone()),
+            transport,
+            pid,
+        };
+        let stop = CancellationToken::new();
+        let service_stop = service.cancellation_token();
+        let task_stop = stop.clone();
+        let exit = tokio::spawn(async move {
+            let waiting = service.waiting();
+            tokio::pin!(waiting);
+            let reason = tokio::select! {
+                reason = &mut waiting => format!("{reason:?}"),
+                _ = task_stop.cancelled() => {
+                    service_stop.cancel();
+                    let reason = waiting.await;
+                    format!("{reason:?}")
+                }
+            };
+            if let Some(pid) = pid {
+                stdio::kill_leftover_group(pid);
+            }
+            reason
+        });
+        let upstream = Upstream {
+            server: config.name.clone(),
+            peer,
+            info,
+            timeout: config.timeout(),
+            stop,
+        };
+        upstream.listen_for_changes(peer_info.as_deref(), events);
+        (upstream, UpstreamExit(exit))
+    }
+
+    /// On 2026-07-28 sessions list-change notifications are only sent on a `subscriptions/listen` stream;
+    /// older servers send them unprompted and the handler relays them.
+    fn listen_for_changes(
+        &self,
+        peer_info: Option<&rmcp::model::ServerPeerInfo>,
+        events: mpsc::UnboundedSender<UpstreamEvent>,
+    ) {
+        let Some(info) = peer_info else { return };
+        if info.protocol_version < ProtocolVersion::NO_INITIALIZE {
+            return;
+        }
+        let caps = &info.capabilities;
+        let mut filter = SubscriptionFilter::builder();
+        let mut any = false;
+        if caps.tools.as_ref().is_some_and(|t| t.list_changed == Some(true)) {
+            filter = filter.tools_list_changed();
+            any = true;
+        }
+        if caps.prompts.as_ref().is_some_and(|p| p.list_changed == Some(true)) {
+            filter = filter.prompts_list_changed();
+            any = true;
+        }
+        if caps.resources.as_ref().is_some_and(|r| r.list_changed == Some(true)) {
+            filter = filter.resources_list_changed();
+            any = true;
+        }
+        if !any {
+            return;
+        }
+        let filter = filter.build();
+        let peer = self.peer.clone();
+        let server = self.server.clone();
+        let stop = self.stop.clone();
+                tokio::spawn(async move {
+            let mut subscription = match peer.listen(filter).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(server, "cannot subscribe to list changes: {e}");
+                    return;
+                }
+            };
+            loop {
+                let next = tokio::select! {
+                    next = subscription.next() => next,
+                    _ = stop.cancelled() => return,
+                };
+                let event = match next {
+                    Ok(Some(ServerNotification::ToolListChangedNotification(_))) => UpstreamEvent::ToolsChanged,
+                    Ok(Some(ServerNotification::PromptListChangedNotification(_))) => UpstreamEvent::PromptsChanged,
+                    Ok(Some(ServerNotification::ResourceListChangedNotification(_))) => UpstreamEvent::ResourcesChanged,
+                    Ok(Some(_)) => continue,
+                    Ok(None) | Err(_) => return,
+                };
+                if events.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn info(&self) -> &HandshakeInfo {
+        &self.info
+    }
+
+    /// Ends the session: closes the transport and, for stdio, stops the child (stdin closed, then
+    /// SIGTERM, then SIGKILL). Await the matching [`UpstreamExit`] to know it is done.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+
+    async fn request<T>(
+        &self,
+        what: impl Into<String>,
+        future: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, UpstreamError> {
+        let what = what.into();
+        match tokio::time::timeout(self.timeout, future).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(service_error(&self.server, what, e)),
+            Err(_) => Err(UpstreamError::Timeout {
+                server: self.server.clone(),
+                what,
+                secs: self.timeout.as_secs(),
+            }),
+        }
+    }
+
+    /// Lists everything the server offers (following pagination), keeping each definition verbatim.
+    pub async fn list_catalog(&self) -> Result<ServerCatalog, UpstreamError> {
+        let caps = self
+            .peer
+            .peer_info()
+            .map(|i| i.capabilities.clone())
+            .unwrap_or_default();
+        let mut catalog = ServerCatalog {
+            server: self.server.clone(),
+            ..Default::default()
+        };
+        if caps.tools.is_some() {
+            for tool in self.request("tools/list", self.peer.list_all_tools()).await? {
+                let definition = to_object(&tool);
+                catalog.tools.push(ToolDef { name: tool.name.to_string(), definition });
+            }
+        }
+        if caps.prompts.is_some() {
+            for prompt in self.request("prompts/list", self.peer.list_all_prompts()).await? {
+                let definition = to_object(&prompt);
+                catalog.prompts.push(PromptDef { name: prompt.name.to_string(), definition });
+            }
+        }
+        if caps.resources.is_some() {
+            for resource in self.request("resources/list", self.peer.list_all_resources()).await? {
+                let definition = to_object(&resource);
+                catalog.resources.push(ResourceDef { uri: resource.uri.to_string(), definition });
+            }
+            for template in self
+                .request("resources/templates/list", self.peer.list_all_resource_templates())
+                .await?
+            {
+                let definition = to_object(&template);
+                catalog.resource_templates.push(ResourceTemplateDef {
+                    uri_template: template.uri_template.to_string(),
+                    definition,
+                });
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// Calls a tool by its upstream name. The result is the server's `CallToolResult` as JSON: every
+    /// content block, `isError`, `structuredContent` and `_meta` untouched.
+    pub async fn call_tool(&self, tool: &str, arguments: Option<JsonObject>) -> Result<JsonObject, UpstreamError> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = arguments;
+        let result = self
+            .request(format!("tools/call `{tool}`"), self.peer.call_tool(params))
+            .await?;
+        Ok(to_object(&result))
+    }
+
+    pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamError> {
+        let params = ReadResourceRequestParams::new(uri.to_string());
+        let result = self
+            .request(format!("resources/read `{uri}`"), self.peer.read_resource(params))
+            .await?;
+        Ok(to_object(&result))
+    }
+
+    pub async fn get_prompt(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, UpstreamError> {
+        let mut params = GetPromptRequestParams::new(name.to_string());
+        params.arguments = arguments;
+        let result = self
+            .request(format!("prompts/get `{name}`"), self.peer.get_prompt(params))
+            .await?;
+        Ok(to_object(&result))
+    }
+}
+
+fn to_object<T: Serialize>(value: &T) -> JsonObject {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(other) => {
+            let mut map = JsonObject::new();
+            map.insert("value".into(), other);
+            map
+        }
+        Err(e) => {
+            let mut map = JsonObject::new();
+            map.insert("error".into(), format!("unserialisable upstream value: {e}").into());
+            map
+        }
+    }
+}
+
+fn safe_client(config: &McpServerConfig) -> Result<SafeClient, UpstreamError> {
+    SafeClient::new(NetPolicy {
+        allow_private: config.allow_private_network,
+    })
+    .map_err(|e| UpstreamError::Config {
+        server: config.name.clone(),
+        message: format!("cannot build HTTP client: {e}"),
+    })
+}
+
+fn check_url(server: &str, client: &SafeClient, url: &str) -> Result<url::Url, UpstreamError> {
+    client.check_url(url).map_err(|e| UpstreamError::Refused {
+        server: server.to_string(),
+        message: e.to_string(),
+    })
+}
+
+fn expand_headers(
+    server: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, UpstreamError> {
+    let config_error = |message: String| UpstreamError::Config {
+        server: server.to_string(),
+        message,
+    };
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let value = expand_vars(value, |var| std::env::var(var).ok())
+                .map_err(|e| config_error(format!("header `{name}`: {e}")))?;
+            let name = http::HeaderName::try_from(name.as_str())
+                .map_err(|e| config_error(format!("header name `{name}` is invalid: {e}")))?;
+            let mut value = http::HeaderValue::try_from(value)
+                .map_err(|e| config_error(format!("header `{name}` has an invalid value: {e}")))?;
+            // Header values usually carry credentials; keep them out of debug output.
+            value.set_sensitive(true);
+            Ok((name, value))
+        })
+        .collect()
+}
+
+fn streamable_transport(
+    client: &SafeClient,
+    url: &url::Url,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, UpstreamError> {
+    let custom: HashMap<_, _> = headers.iter().cloned().collect();
+    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+    Ok(StreamableHttpClientTransport::with_client(client.http().clone(), config))
+}
+
+fn handshake_error(server: &str, error: ClientInitializeError) -> UpstreamError {
+    let message = error_chain(&error);
+    if let Some(blocked) = portico_net::blocked_in_error_chain(&error) {
+        return UpstreamError::Refused {
+            server: server.to_string(),
+            message: blocked.to_string(),
+        };
+    }
+    UpstreamError::Handshake {
+        server: server.to_string(),
+        message,
+    }
+}
+
+fn service_error(server: &str, what: String, error: ServiceError) -> UpstreamError {
+    match error {
+        ServiceError::TransportClosed => UpstreamError::Closed {
+            server: server.to_string(),
+            what,
+        },
+        ServiceError::McpError(e) => UpstreamError::Remote {
+            server: server.to_string(),
+            what,
+            code: Some(e.code.0),
+            message: e.message.to_string(),
+        },
+        other => UpstreamError::Remote {
+            server: server.to_string(),
+            what,
+            code: None,
+            message: error_chain(&other),
+        },
+    }
+}
+
+/// Renders an error with its sources, since rmcp's top-level messages alone often hide the cause.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
