@@ -148,7 +148,7 @@ impl Upstream {
                 let service = handler()
                     .serve_with_lifecycle(transport, lifecycle)
                     .await
-                    .map_err(|e| handshake_error(server, e))?;
+                    .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
                 Ok(Self::start(config, service, "streamable-http", None, events.clone()))
             }
             Transport::Sse { url, headers } => {
@@ -160,7 +160,7 @@ impl Upstream {
                 let transport = streamable_transport(&client, &url, &headers)?;
                 let streamable_error = match handler().serve_with_lifecycle(transport, lifecycle.clone()).await {
                     Ok(service) => return Ok(Self::start(config, service, "streamable-http", None, events.clone())),
-                    Err(e) => handshake_error(server, e),
+                    Err(e) => handshake_error_via(server, e, Some(&client)),
                 };
                 if matches!(streamable_error, UpstreamError::Refused { .. }) {
                     return Err(streamable_error);
@@ -180,14 +180,20 @@ impl Upstream {
                     },
                 )
                 .await
-                .map_err(|e| UpstreamError::Handshake {
+                .map_err(|e| match client.last_refusal() {
+                    Some(blocked) => UpstreamError::Refused {
+                        server: server.to_string(),
+                        message: blocked.to_string(),
+                    },
+                    None => UpstreamError::Handshake {
                     server: server.to_string(),
                     message: format!("neither Streamable HTTP ({streamable_error}) nor legacy HTTP+SSE ({e}) worked at {url}"),
+                    },
                 })?;
                 let service = handler()
                     .serve_with_lifecycle(legacy, lifecycle)
                     .await
-                    .map_err(|e| handshake_error(server, e))?;
+                    .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
                 Ok(Self::start(config, service, "legacy-sse", None, events.clone()))
             }
         }
@@ -477,8 +483,17 @@ fn streamable_transport(
 }
 
 fn handshake_error(server: &str, error: ClientInitializeError) -> UpstreamError {
+    handshake_error_via(server, error, None)
+}
+
+/// Like [`handshake_error`], but also asks the HTTP client whether it refused an address: rmcp's
+/// transport errors keep only reqwest's top-level message, which does not say which rule refused what.
+fn handshake_error_via(server: &str, error: ClientInitializeError, client: Option<&SafeClient>) -> UpstreamError {
     let message = error_chain(&error);
-    if let Some(blocked) = portico_net::blocked_in_error_chain(&error) {
+    let refusal = portico_net::blocked_in_error_chain(&error)
+        .cloned()
+        .or_else(|| client.and_then(SafeClient::last_refusal));
+    if let Some(blocked) = refusal {
         return UpstreamError::Refused {
             server: server.to_string(),
             message: blocked.to_string(),

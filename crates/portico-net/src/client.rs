@@ -69,6 +69,7 @@ fn check_parsed_url(url: &Url, policy: &NetPolicy) -> Result<(), NetError> {
 pub struct SafeClient {
     http: reqwest::Client,
     policy: NetPolicy,
+    refusals: crate::error::RefusalLog,
 }
 
 impl fmt::Debug for SafeClient {
@@ -91,6 +92,12 @@ impl SafeClient {
 
     pub fn policy(&self) -> &NetPolicy {
         &self.policy
+    }
+
+    /// The last address this client refused in its resolver or redirect policy, for callers whose
+    /// error passed through a library that dropped the typed cause.
+    pub fn last_refusal(&self) -> Option<BlockedAddress> {
+        self.refusals.last()
     }
 
     /// [`check_url`] under this client's policy.
@@ -201,9 +208,11 @@ impl SafeClientBuilder {
 
     pub fn build(self) -> Result<SafeClient, NetError> {
         let policy = self.policy;
+        let refusals = crate::error::RefusalLog::default();
         let redirect_policy = {
             let policy = policy.clone();
-            redirect::Policy::custom(move |attempt| check_redirect(attempt, &policy))
+            let refusals = refusals.clone();
+            redirect::Policy::custom(move |attempt| check_redirect(attempt, &policy, &refusals))
         };
         let mut builder = reqwest::Client::builder()
             // A proxy would resolve and connect on our behalf, out of reach
@@ -212,6 +221,7 @@ impl SafeClientBuilder {
             .dns_resolver(Arc::new(CheckingResolver {
                 inner: self.resolver,
                 policy: policy.clone(),
+                refusals: refusals.clone(),
             }))
             .redirect(redirect_policy)
             .connector_layer(PeerGuardLayer {
@@ -223,13 +233,21 @@ impl SafeClientBuilder {
             builder = builder.timeout(timeout);
         }
         let http = builder.build().map_err(NetError::Build)?;
-        Ok(SafeClient { http, policy })
+        Ok(SafeClient {
+            http,
+            policy,
+            refusals,
+        })
     }
 }
 
 /// Each hop is re-checked here (scheme, names, IP literals) before reqwest
 /// follows it; host names then meet the checking resolver on connect.
-fn check_redirect(attempt: redirect::Attempt<'_>, policy: &NetPolicy) -> redirect::Action {
+fn check_redirect(
+    attempt: redirect::Attempt<'_>,
+    policy: &NetPolicy,
+    refusals: &crate::error::RefusalLog,
+) -> redirect::Action {
     // `previous` starts with the original URL and gains one entry per hop,
     // so this lets exactly MAX_REDIRECTS hops through.
     if attempt.previous().len() > MAX_REDIRECTS {
@@ -243,7 +261,9 @@ fn check_redirect(attempt: redirect::Attempt<'_>, policy: &NetPolicy) -> redirec
         Ok(()) => attempt.follow(),
         Err(NetError::Blocked(blocked)) => {
             tracing::debug!(%blocked, "refusing redirect");
-            attempt.error(blocked.via_redirect())
+            let blocked = blocked.via_redirect();
+            refusals.record(&blocked);
+            attempt.error(blocked)
         }
         Err(other) => attempt.error(other),
     }

@@ -404,3 +404,24 @@ mod tests {
         assert_eq!(blocked_in_error_chain(&unrelated), None);
     }
 }
+
+/// The most recent refusal made inside a client's resolver or redirect policy.
+///
+/// Refusals there surface as a `reqwest::Error` whose source is the typed [`BlockedAddress`], but
+/// libraries that wrap reqwest (rmcp's transports) often keep only the top-level message, which then
+/// says "error following redirect" or "dns error" without the rule. Each client keeps its last refusal
+/// so the caller can still tell the user which rule refused which address.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RefusalLog(std::sync::Arc<std::sync::Mutex<Option<BlockedAddress>>>);
+
+impl RefusalLog {
+    pub(crate) fn record(&self, refusal: &BlockedAddress) {
+        if let Ok(mut last) = self.0.lock() {
+            *last = Some(refusal.clone());
+        }
+    }
+
+    pub(crate) fn last(&self) -> Option<BlockedAddress> {
+        self.0.lock().ok().and_then(|last| last.clone())
+    }
+}

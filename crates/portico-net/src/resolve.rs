@@ -91,6 +91,7 @@ pub(crate) async fn resolve_checked(
 pub(crate) struct CheckingResolver {
     pub(crate) inner: Arc<dyn HostResolver>,
     pub(crate) policy: NetPolicy,
+    pub(crate) refusals: crate::error::RefusalLog,
 }
 
 impl Resolve for CheckingResolver {
@@ -98,8 +99,15 @@ impl Resolve for CheckingResolver {
         let inner = Arc::clone(&self.inner);
         let policy = self.policy.clone();
         let host = name.as_str().to_owned();
+        let refusals = self.refusals.clone();
         Box::pin(async move {
-            let addrs = resolve_checked(&*inner, &policy, &host).await?;
+            let addrs = resolve_checked(&*inner, &policy, &host)
+                .await
+                .inspect_err(|e| {
+                    if let Some(blocked) = e.downcast_ref::<BlockedAddress>() {
+                        refusals.record(blocked);
+                    }
+                })?;
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
     }

@@ -1,0 +1,429 @@
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use portico_config::{Config, McpServerConfig};
+use portico_core::backoff::Backoff;
+use portico_core::{Catalog, JsonObject, ServerCatalog, ServerState, ServerStatus};
+use portico_mcp::{Upstream, UpstreamError};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// A session that lived at least this long resets the backoff: the server was healthy, so its next
+/// failure is a new incident rather than part of a crash loop.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// Why the hub could not serve a request.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("no tool named `{name}`{hint}")]
+    UnknownTool { name: String, hint: String },
+    #[error("no prompt named `{name}`")]
+    UnknownPrompt { name: String },
+    #[error("no resource `{uri}`: Portico resource URIs look like portico://SERVER/URI")]
+    UnknownResource { uri: String },
+    #[error("server `{server}` is {state}{}; try again once it is ready (see `portico servers`)", .last_error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
+    Unavailable {
+        server: String,
+        state: ServerState,
+        last_error: Option<String>,
+    },
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+}
+
+struct SlotState {
+    status: ServerStatus,
+    upstream: Option<Arc<Upstream>>,
+    catalog: Option<ServerCatalog>,
+    /// The first connection attempt has finished, one way or the other.
+    settled: bool,
+}
+
+struct Slot {
+    config: McpServerConfig,
+    state: Mutex<SlotState>,
+}
+
+struct Shared {
+    slots: Vec<Slot>,
+    catalog: RwLock<Arc<Catalog>>,
+    /// Bumped on every state or catalog change; lets callers wait for readiness and show progress.
+    changes: watch::Sender<u64>,
+    shutdown: CancellationToken,
+    backoff: Backoff,
+}
+
+/// The running hub. Clone it freely; all clones share one set of upstreams.
+#[derive(Clone)]
+pub struct Hub {
+    shared: Arc<Shared>,
+    supervisors: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Hub {
+    /// Starts a supervisor for every enabled server, concurrently, and returns at once.
+    pub fn start(config: &Config) -> Hub {
+        Self::start_with_backoff(config, Backoff::default())
+    }
+
+    pub fn start_with_backoff(config: &Config, backoff: Backoff) -> Hub {
+        let slots = config
+            .mcp_servers
+            .iter()
+            .map(|server| Slot {
+                config: server.clone(),
+                state: Mutex::new(SlotState {
+                    status: ServerStatus {
+                        name: server.name.clone(),
+                        transport: server.transport.kind().to_string(),
+                        transport_detail: None,
+                        state: if server.enabled {
+                            ServerState::Connecting
+                        } else {
+                            ServerState::Disabled
+                        },
+                        protocol_version: None,
+                        server_name: None,
+                        server_version: None,
+                        tools: 0,
+                        resources: 0,
+                        resource_templates: 0,
+                        prompts: 0,
+                        last_error: None,
+                        connects: 0,
+                    },
+                    upstream: None,
+                    catalog: None,
+                    settled: !server.enabled,
+                }),
+            })
+            .collect();
+        let (changes, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            slots,
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            changes,
+            shutdown: CancellationToken::new(),
+            backoff,
+        });
+        let supervisors = (0..shared.slots.len())
+            .filter(|&i| shared.slots[i].config.enabled)
+            .map(|i| tokio::spawn(supervise(shared.clone(), i)))
+            .collect();
+        Hub {
+            shared,
+            supervisors: Arc::new(Mutex::new(supervisors)),
+        }
+    }
+
+    /// The current aggregated catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.shared.catalog.read().expect("catalog lock").clone()
+    }
+
+    /// A status snapshot of every configured server, in config order.
+    pub fn servers(&self) -> Vec<ServerStatus> {
+        self.shared
+            .slots
+            .iter()
+            .map(|slot| slot.state.lock().expect("slot lock").status.clone())
+            .collect()
+    }
+
+    /// Notifies on every state or catalog change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
+    /// True once every enabled server has finished its first connection attempt (each attempt is
+    /// bounded by that server's `timeout_secs`).
+    pub fn settled(&self) -> bool {
+        self.shared
+            .slots
+            .iter()
+            .all(|slot| slot.state.lock().expect("slot lock").settled)
+    }
+
+    /// Waits until [`Hub::settled`].
+    pub async fn wait_settled(&self) {
+        let mut changes = self.subscribe();
+        while !self.settled() {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn slot(&self, server: &str) -> Option<&Slot> {
+        self.shared.slots.iter().find(|s| s.config.name == server)
+    }
+
+    fn upstream(&self, server: &str) -> Result<Arc<Upstream>, HubError> {
+        let slot = self.slot(server).ok_or_else(|| HubError::Unavailable {
+            server: server.to_string(),
+            state: ServerState::Failed,
+            last_error: Some("not configured".into()),
+        })?;
+        let state = slot.state.lock().expect("slot lock");
+        state.upstream.clone().ok_or_else(|| HubError::Unavailable {
+            server: server.to_string(),
+            state: state.status.state,
+            last_error: state.status.last_error.clone(),
+        })
+    }
+
+    /// Calls a tool by its exposed name, routed through the catalog's exact reverse map.
+    pub async fn call_tool(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, HubError> {
+        let catalog = self.catalog();
+        let Some(tool) = catalog.tool(name) else {
+            return Err(HubError::UnknownTool {
+                name: name.to_string(),
+                hint: suggest(name, catalog.tools().iter().map(|t| t.name.as_str())),
+            });
+        };
+        let upstream = self.upstream(&tool.server)?;
+        Ok(upstream.call_tool(&tool.upstream_name, arguments).await?)
+    }
+
+    pub async fn get_prompt(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, HubError> {
+        let catalog = self.catalog();
+        let prompt = catalog.prompt(name).ok_or_else(|| HubError::UnknownPrompt { name: name.to_string() })?;
+        let upstream = self.upstream(&prompt.server)?;
+        Ok(upstream.get_prompt(&prompt.upstream_name, arguments).await?)
+    }
+
+    pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, HubError> {
+        let catalog = self.catalog();
+        let (server, upstream_uri) = catalog
+            .resolve_resource_uri(uri)
+            .ok_or_else(|| HubError::UnknownResource { uri: uri.to_string() })?;
+        let upstream = self.upstream(server)?;
+        let mut result = upstream.read_resource(upstream_uri).await?;
+        // Contents carry the upstream URI; give the client back the URI it asked with.
+        rewrite_content_uris(&mut result, server, upstream_uri, uri);
+        Ok(result)
+    }
+
+    /// The handshake details of a connected server, such as its pid for a stdio child.
+    pub fn handshake(&self, server: &str) -> Option<portico_mcp::HandshakeInfo> {
+        self.upstream(server).ok().map(|u| u.info().clone())
+    }
+
+    /// Stops every supervisor: sessions are closed and stdio children stopped and reaped before this
+    /// returns.
+    pub async fn shutdown(&self) {
+        self.shared.shutdown.cancel();
+        let handles = std::mem::take(&mut *self.supervisors.lock().expect("supervisors lock"));
+        for handle in handles {
+            let _ = handle.await;
+        }
+    }
+}
+
+fn rewrite_content_uris(result: &mut JsonObject, server: &str, upstream_uri: &str, exposed_uri: &str) {
+    let Some(serde_json::Value::Array(contents)) = result.get_mut("contents") else {
+        return;
+    };
+    for content in contents {
+        if let Some(uri) = content.get_mut("uri") {
+            if uri.as_str() == Some(upstream_uri) {
+                *uri = exposed_uri.into();
+            } else if let Some(other) = uri.as_str() {
+                *uri = portico_core::naming::namespace_resource_uri(server, other).into();
+            }
+        }
+    }
+}
+
+fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> String {
+    let needle = name.to_ascii_lowercase();
+    let close: Vec<&str> = known
+        .filter(|k| {
+            let k = k.to_ascii_lowercase();
+            k.ends_with(&needle) || needle.ends_with(&k) || k.contains(&needle)
+        })
+        .take(3)
+        .collect();
+    if close.is_empty() {
+        "; list tools with `portico tools`".into()
+    } else {
+        format!("; did you mean {}?", close.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", "))
+    }
+}
+
+impl Shared {
+    fn update(&self, index: usize, f: impl FnOnce(&mut SlotState)) {
+        {
+            let mut state = self.slots[index].state.lock().expect("slot lock");
+            f(&mut state);
+        }
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Applies a change that affects the server's catalog and rebuilds the aggregate *before* anyone is
+    /// notified, so that a waiter who sees the new state also sees the new catalog.
+    fn update_catalog(&self, index: usize, f: impl FnOnce(&mut SlotState)) {
+        {
+            let mut state = self.slots[index].state.lock().expect("slot lock");
+            f(&mut state);
+        }
+        self.rebuild_catalog();
+    }
+
+    fn rebuild_catalog(&self) {
+        let snapshots: Vec<ServerCatalog> = self
+            .slots
+            .iter()
+            .filter_map(|slot| slot.state.lock().expect("slot lock").catalog.clone())
+            .collect();
+        let catalog = Arc::new(Catalog::build(&snapshots));
+        *self.catalog.write().expect("catalog lock") = catalog;
+        self.changes.send_modify(|n| *n += 1);
+    }
+}
+
+fn record_catalog(state: &mut SlotState, catalog: ServerCatalog) {
+    state.status.tools = catalog.tools.len();
+    state.status.prompts = catalog.prompts.len();
+    state.status.resources = catalog.resources.len();
+    state.status.resource_templates = catalog.resource_templates.len();
+    state.catalog = Some(catalog);
+}
+
+/// One server's life: connect, serve, and restart on failure until shutdown.
+async fn supervise(shared: Arc<Shared>, index: usize) {
+    let config = shared.slots[index].config.clone();
+    let server = config.name.as_str();
+    let mut attempt: u32 = 0;
+    loop {
+        let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+        let connected = tokio::select! {
+            result = Upstream::connect(&config, events_tx) => result,
+            _ = shared.shutdown.cancelled() => return,
+        };
+        let (upstream, exit) = match connected {
+            Ok(pair) => pair,
+            Err(error) => {
+                tracing::warn!(server, "{error}");
+                let permanent = error.is_permanent();
+                shared.update(index, |s| {
+                    s.status.state = if permanent { ServerState::Failed } else { ServerState::Restarting };
+                    s.status.last_error = Some(error.to_string());
+                    s.settled = true;
+                });
+                if permanent {
+                    return;
+                }
+                if !sleep_backoff(&shared, attempt).await {
+                    return;
+                }
+                attempt = attempt.saturating_add(1);
+                continue;
+            }
+        };
+        let upstream = Arc::new(upstream);
+        let started = Instant::now();
+        let mut exit = std::pin::pin!(exit.wait());
+
+        let listed = tokio::select! {
+            listed = upstream.list_catalog() => listed,
+            reason = &mut exit => Err(UpstreamError::Closed { server: server.to_string(), what: format!("listing ({reason})") }),
+            _ = shared.shutdown.cancelled() => {
+                upstream.shutdown();
+                exit.await;
+                return;
+            }
+        };
+        match listed {
+            Ok(catalog) => {
+                let info = upstream.info().clone();
+                tracing::info!(
+                    server,
+                    protocol = info.protocol_version,
+                    transport = info.transport,
+                    tools = catalog.tools.len(),
+                    "connected"
+                );
+                shared.update_catalog(index, |s| {
+                    s.status.state = ServerState::Ready;
+                    s.status.protocol_version = Some(info.protocol_version.clone());
+                    s.status.transport_detail = Some(info.transport.to_string());
+                    s.status.server_name = info.server_name.clone();
+                    s.status.server_version = info.server_version.clone();
+                    s.status.last_error = None;
+                    s.status.connects += 1;
+                    s.upstream = Some(upstream.clone());
+                    record_catalog(s, catalog);
+                    s.settled = true;
+                });
+            }
+            Err(error) => {
+                tracing::warn!(server, "{error}");
+                upstream.shutdown();
+                exit.await;
+                shared.update(index, |s| {
+                    s.status.state = ServerState::Restarting;
+                    s.status.last_error = Some(error.to_string());
+                    s.settled = true;
+                });
+                if !sleep_backoff(&shared, attempt).await {
+                    return;
+                }
+                attempt = attempt.saturating_add(1);
+                continue;
+            }
+        }
+
+        // Serve until the session ends or we are told to stop.
+        let reason = loop {
+            tokio::select! {
+                reason = &mut exit => break reason,
+                Some(event) = events_rx.recv() => {
+                    // Coalesce a burst of notifications into one refresh.
+                    while events_rx.try_recv().is_ok() {}
+                    tracing::debug!(server, ?event, "list changed; refreshing");
+                    match upstream.list_catalog().await {
+                        Ok(catalog) => shared.update_catalog(index, |s| record_catalog(s, catalog)),
+                        Err(error) => tracing::warn!(server, "refresh after {event:?} failed: {error}"),
+                    }
+                }
+                _ = shared.shutdown.cancelled() => {
+                    upstream.shutdown();
+                    exit.await;
+                    shared.update(index, |s| {
+                        s.upstream = None;
+                    });
+                    return;
+                }
+            }
+        };
+        tracing::warn!(server, "session ended ({reason}); restarting");
+        shared.update_catalog(index, |s| {
+            s.upstream = None;
+            s.catalog = None;
+            s.status.state = ServerState::Restarting;
+            s.status.last_error = Some(format!("server `{server}` exited or closed the connection ({reason})"));
+            s.status.tools = 0;
+            s.status.prompts = 0;
+            s.status.resources = 0;
+            s.status.resource_templates = 0;
+        });
+        if started.elapsed() >= STABLE_AFTER {
+            attempt = 0;
+        }
+        if !sleep_backoff(&shared, attempt).await {
+            return;
+        }
+        attempt = attempt.saturating_add(1);
+    }
+}
+
+/// Sleeps for the backoff delay; false when shutdown came first.
+async fn sleep_backoff(shared: &Shared, attempt: u32) -> bool {
+    let delay = shared.backoff.delay(attempt);
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => true,
+        _ = shared.shutdown.cancelled() => false,
+    }
+}

@@ -1,0 +1,17 @@
+//! The hub: every configured upstream connected concurrently, supervised, and aggregated into one catalog.
+//!
+//! Each enabled server gets its own supervisor task, so a slow, failing or hanging server never delays or
+//! breaks another. A supervisor connects, lists the server's catalog, then waits for one of three things:
+//! the session ending (the server died: its in-flight calls have already failed, and it is restarted with
+//! capped, jittered exponential backoff), a list-changed notification (the server's part of the catalog
+//! is listed again), or shutdown (the session is closed and a stdio child stopped and reaped).
+//!
+//! The aggregated [`Catalog`] is rebuilt whole on every change and swapped in behind an `Arc`, so readers
+//! never wait on writers and never see half a catalog. Locks here are plain `std` locks held only for
+//! copies and swaps, never across an await.
+//!
+//! The hub is not a protocol edge: it neither speaks MCP to clients nor parses wire formats.
+
+mod hub;
+
+pub use hub::{Hub, HubError};

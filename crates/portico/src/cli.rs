@@ -1,0 +1,213 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use portico_config::ConfigSource;
+use portico_hub::Hub;
+
+use crate::{output, progress};
+
+#[derive(Debug, Parser)]
+#[command(name = "portico", version, about = "Connect AI agents, tools and IDEs: one hub for your MCP servers")]
+pub struct Cli {
+    /// Config file (default: $PORTICO_CONFIG, then config.toml in Portico's data dir, else built-in defaults).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// More log output on stderr (-v info, -vv debug). PORTICO_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the hub: connect every configured server and keep them healthy until interrupted.
+    Serve,
+    /// Show each configured server: transport, state, protocol version, catalog counts, last error.
+    Servers {
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the aggregated tool catalog.
+    Tools {
+        /// Only this server's tools.
+        #[arg(long, value_name = "NAME")]
+        server: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool by its catalog name and print the result.
+    Call {
+        /// The tool's name as `portico tools` shows it, e.g. mcp_github_create_issue.
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        /// Print the raw MCP result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check the config file and report every problem with line, column and a hint.
+    Check,
+    /// Print where the config is read from.
+    Path,
+}
+
+impl Command {
+    pub fn is_daemon(&self) -> bool {
+        matches!(self, Command::Serve)
+    }
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Config { command: ConfigCommand::Check } => config_check(cli.config.as_deref()),
+        Command::Config { command: ConfigCommand::Path } => {
+            println!("{}", portico_config::locate(cli.config.as_deref()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve => serve(cli.config.as_deref()).await,
+        Command::Servers { json } => {
+            let hub = start_hub(cli.config.as_deref()).await?;
+            let servers = hub.servers();
+            hub.shutdown().await;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&servers)?);
+            } else {
+                print!("{}", output::servers_table(&servers));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tools { server, json } => {
+            let hub = start_hub(cli.config.as_deref()).await?;
+            let catalog = hub.catalog();
+            let servers = hub.servers();
+            hub.shutdown().await;
+            if let Some(name) = &server
+                && !servers.iter().any(|s| &s.name == name)
+            {
+                bail!("no server named `{name}` in the config; configured: {}", names(&servers));
+            }
+            let tools: Vec<_> = catalog
+                .tools()
+                .iter()
+                .filter(|t| server.as_ref().is_none_or(|s| &t.server == s))
+                .collect();
+            if json {
+                let list: Vec<_> = tools.iter().map(|t| serde_json::Value::Object(t.exposed_definition())).collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                print!("{}", output::tools_list(&tools));
+                output::warn_unready(&servers);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call { tool, args, json } => {
+            let arguments: serde_json::Value = serde_json::from_str(&args)
+                .with_context(|| format!("--args is not valid JSON: {args}"))?;
+            let serde_json::Value::Object(arguments) = arguments else {
+                bail!("--args must be a JSON object such as '{{\"path\": \"/tmp\"}}', got {args}");
+            };
+            let hub = start_hub(cli.config.as_deref()).await?;
+            let result = hub.call_tool(&tool, Some(arguments)).await;
+            hub.shutdown().await;
+            let result = result?;
+            let is_error = result.get("isError").and_then(|v| v.as_bool()).unwrap_or(false);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+            } else {
+                print!("{}", output::call_result(&result));
+            }
+            Ok(if is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+    }
+}
+
+fn names(servers: &[portico_core::ServerStatus]) -> String {
+    if servers.is_empty() {
+        return "none".into();
+    }
+    servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn config_check(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let source = portico_config::locate(explicit);
+    let (origin, text) = match &source {
+        ConfigSource::File(path) => (
+            path.display().to_string(),
+            std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?,
+        ),
+        ConfigSource::Embedded => (source.to_string(), portico_config::DEFAULT_CONFIG.to_string()),
+    };
+    let problems = portico_config::check(&text);
+    if problems.is_empty() {
+        println!("{origin}: ok");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for problem in &problems {
+        println!("{origin}:{problem}");
+    }
+    println!("{} problem(s) found", problems.len());
+    Ok(ExitCode::from(2))
+}
+
+/// Loads the config and starts the hub, showing progress until every server's first attempt is done.
+async fn start_hub(explicit: Option<&std::path::Path>) -> anyhow::Result<Hub> {
+    let (config, _source) = portico_config::load(explicit)?;
+    let hub = Hub::start(&config);
+    progress::until_settled(&hub).await;
+    Ok(hub)
+}
+
+async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let (config, source) = portico_config::load(explicit)?;
+    tracing::info!("config: {source}");
+    if config.mcp_servers.is_empty() {
+        tracing::warn!("no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)");
+    }
+    let hub = Hub::start(&config);
+    let mut changes = hub.subscribe();
+    let mut reported = false;
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        if !reported && hub.settled() {
+            reported = true;
+            eprint!("{}", output::servers_table(&hub.servers()));
+            eprintln!("portico: ready; {} tool(s) from {} server(s). Ctrl-C to stop.", hub.catalog().tools().len(), config.mcp_servers.len());
+        }
+        tokio::select! {
+            _ = &mut signal => break,
+            changed = changes.changed() => if changed.is_err() { break },
+        }
+    }
+    eprintln!("portico: shutting down");
+    // Children get their grace periods; a second signal is not needed but bounded anyway.
+    if tokio::time::timeout(Duration::from_secs(30), hub.shutdown()).await.is_err() {
+        eprintln!("portico: some servers did not stop within 30s");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,47 @@
+//! The `portico` binary: command-line parsing and output over the library crates. No protocol or
+//! domain logic lives here; see ARCHITECTURE.md for where it does.
+
+mod cli;
+mod output;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    init_logging(&args);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(args: &cli::Cli) {
+    use tracing_subscriber::EnvFilter;
+    let default = match (args.verbose, args.command.is_daemon()) {
+        (0, true) => "info",
+        (0, false) => "warn",
+        (1, _) => "info",
+        (2, _) => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_env("PORTICO_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,121 @@
+//! Human-readable rendering of servers, tools and call results.
+
+use portico_core::{CatalogTool, ServerState, ServerStatus};
+use serde_json::Value;
+
+pub fn servers_table(servers: &[ServerStatus]) -> String {
+    if servers.is_empty() {
+        return "no MCP servers configured\n".into();
+    }
+    let mut rows = vec![[
+        "NAME".to_string(),
+        "TRANSPORT".into(),
+        "STATE".into(),
+        "PROTOCOL".into(),
+        "TOOLS".into(),
+        "RESOURCES".into(),
+        "PROMPTS".into(),
+        "LAST ERROR".into(),
+    ]];
+    for s in servers {
+        let transport = match &s.transport_detail {
+            Some(detail) if detail != &s.transport => format!("{} ({detail})", s.transport),
+            _ => s.transport.clone(),
+        };
+        rows.push([
+            s.name.clone(),
+            transport,
+            s.state.to_string(),
+            s.protocol_version.clone().unwrap_or_else(|| "-".into()),
+            s.tools.to_string(),
+            (s.resources + s.resource_templates).to_string(),
+            s.prompts.to_string(),
+            s.last_error.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        for (c, cell) in row.iter().enumerate() {
+            if c < 7 {
+                out.push_str(&format!("{cell:<width$}  ", width = widths[c]));
+            } else {
+                out.push_str(cell);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub fn tools_list(tools: &[&CatalogTool]) -> String {
+    let mut out = String::new();
+    for tool in tools {
+        let description = tool
+            .definition
+            .get("description")
+            .and_then(Value::as_str)
+            .map(|d| d.lines().next().unwrap_or("").to_string())
+            .unwrap_or_default();
+        out.push_str(&format!("{}  [{}]  {}\n", tool.name, tool.server, description));
+    }
+    if tools.is_empty() {
+        out.push_str("no tools\n");
+    }
+    out
+}
+
+pub fn warn_unready(servers: &[ServerStatus]) {
+    for s in servers {
+        if !matches!(s.state, ServerState::Ready | ServerState::Disabled) {
+            eprintln!(
+                "warning: server `{}` is {}: {}",
+                s.name,
+                s.state,
+                s.last_error.as_deref().unwrap_or("no error recorded")
+            );
+        }
+    }
+}
+
+/// Renders a `CallToolResult` for a person: text as is, other content types summarised, structured
+/// content as pretty JSON.
+pub fn call_result(result: &serde_json::Map<String, Value>) -> String {
+    let mut out = String::new();
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        out.push_str("error: the tool reported a failure\n");
+    }
+    for block in result.get("content").and_then(Value::as_array).into_iter().flatten() {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
+        let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text" => out.push_str(field("text")),
+            "image" | "audio" => out.push_str(&format!(
+                "[{kind}: {}, {} bytes base64]",
+                field("mimeType"),
+                field("data").len()
+            )),
+            "resource" => {
+                let resource = block.get("resource").cloned().unwrap_or_default();
+                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
+                match resource.get("text").and_then(Value::as_str) {
+                    Some(text) => out.push_str(&format!("[resource {uri}]\n{text}")),
+                    None => out.push_str(&format!("[resource {uri}: binary]")),
+                }
+            }
+            "resource_link" => out.push_str(&format!("[link: {} {}]", field("uri"), field("name"))),
+            other => out.push_str(&format!("[{other} content]")),
+        }
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    if let Some(structured) = result.get("structuredContent") {
+        out.push_str("structured content:\n");
+        out.push_str(&serde_json::to_string_pretty(structured).unwrap_or_default());
+        out.push('\n');
+    }
+    out
+}
