@@ -30,7 +30,12 @@ impl std::fmt::Display for Problem {
 }
 
 impl Problem {
-    fn at(text: &str, span: Range<usize>, message: impl Into<String>, hint: Option<String>) -> Self {
+    fn at(
+        text: &str,
+        span: Range<usize>,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> Self {
         let (line, column) = line_column(text, span.start);
         Problem {
             line,
@@ -73,9 +78,7 @@ pub fn check(text: &str) -> Vec<Problem> {
     if checker.problems.is_empty() {
         checker.root(root.get_ref());
     }
-    checker
-        .problems
-        .sort_by_key(|p| (p.line, p.column));
+    checker.problems.sort_by_key(|p| (p.line, p.column));
     checker.problems
 }
 
@@ -84,7 +87,10 @@ struct Checker<'t> {
     problems: Vec<Problem>,
 }
 
-type Entry<'a, 'i> = (&'a Spanned<std::borrow::Cow<'i, str>>, &'a Spanned<DeValue<'i>>);
+type Entry<'a, 'i> = (
+    &'a Spanned<std::borrow::Cow<'i, str>>,
+    &'a Spanned<DeValue<'i>>,
+);
 
 impl Checker<'_> {
     fn report(&mut self, span: Range<usize>, message: impl Into<String>, hint: Option<String>) {
@@ -92,9 +98,17 @@ impl Checker<'_> {
             .push(Problem::at(self.text, span, message, hint));
     }
 
-    fn unknown_key(&mut self, key: &Spanned<std::borrow::Cow<'_, str>>, section: &str, known: &[&str]) {
+    fn unknown_key(
+        &mut self,
+        key: &Spanned<std::borrow::Cow<'_, str>>,
+        section: &str,
+        known: &[&str],
+    ) {
         let hint = match closest(key.get_ref(), known) {
-            Some(suggestion) => format!("did you mean `{suggestion}`? known keys: {}", known.join(", ")),
+            Some(suggestion) => format!(
+                "did you mean `{suggestion}`? known keys: {}",
+                known.join(", ")
+            ),
             None => format!("known keys: {}", known.join(", ")),
         };
         self.report(
@@ -118,7 +132,11 @@ impl Checker<'_> {
         }
     }
 
-    fn expect_string<'a>(&mut self, value: &'a Spanned<DeValue<'_>>, what: &str) -> Option<&'a str> {
+    fn expect_string<'a>(
+        &mut self,
+        value: &'a Spanned<DeValue<'_>>,
+        what: &str,
+    ) -> Option<&'a str> {
         match value.get_ref() {
             DeValue::String(s) => Some(s),
             other => {
@@ -134,7 +152,11 @@ impl Checker<'_> {
         }
     }
 
-    fn expect_string_array(&mut self, value: &Spanned<DeValue<'_>>, what: &str) -> Vec<(String, Range<usize>)> {
+    fn expect_string_array(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        what: &str,
+    ) -> Vec<(String, Range<usize>)> {
         let mut out = Vec::new();
         match value.get_ref() {
             DeValue::Array(items) => {
@@ -149,11 +171,18 @@ impl Checker<'_> {
         out
     }
 
-    fn expect_string_table(&mut self, value: &Spanned<DeValue<'_>>, what: &str) -> Vec<(String, Range<usize>)> {
+    fn expect_string_table(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        what: &str,
+    ) -> Vec<(String, Range<usize>)> {
         let mut out = Vec::new();
         if let Some(table) = self.expect_table(value, what) {
             for (key, v) in table.iter() {
-                if self.expect_string(v, &format!("`{}` in {what}", key.get_ref())).is_some() {
+                if self
+                    .expect_string(v, &format!("`{}` in {what}", key.get_ref()))
+                    .is_some()
+                {
                     out.push((key.get_ref().to_string(), key.span()));
                 }
             }
@@ -252,7 +281,11 @@ impl Checker<'_> {
                     };
                     let normalized = normalize_segment(name);
                     if name.trim().is_empty() {
-                        self.report(value.span(), "mcp_servers.name is empty", Some("give every server a short name such as \"github\"".into()));
+                        self.report(
+                            value.span(),
+                            "mcp_servers.name is empty",
+                            Some("give every server a short name such as \"github\"".into()),
+                        );
                     } else if let Some((first, first_span)) = seen.get(&normalized) {
                         let (line, _) = line_column(self.text, first_span.start);
                         self.report(
@@ -264,15 +297,26 @@ impl Checker<'_> {
                         seen.insert(normalized, (name.to_string(), value.span()));
                     }
                 }
-                "timeout_secs" => match value.get_ref() {
-                    DeValue::Integer(i) => {
-                        let ok = i.as_str().replace('_', "").parse::<u64>().is_ok_and(|n| n > 0);
-                        if !ok || i.radix() != 10 {
-                            self.report(value.span(), format!("timeout_secs must be a positive number of seconds, found {}", i.as_str()), Some("the default is 30".into()));
+                "timeout_secs" => {
+                    match value.get_ref() {
+                        DeValue::Integer(i) => {
+                            let ok = i
+                                .as_str()
+                                .replace('_', "")
+                                .parse::<u64>()
+                                .is_ok_and(|n| n > 0);
+                            if !ok || i.radix() != 10 {
+                                self.report(value.span(), format!("timeout_secs must be a positive number of seconds, found {}", i.as_str()), Some("the default is 30".into()));
+                            }
                         }
+                        other => self.wrong_type(
+                            value.span(),
+                            "timeout_secs",
+                            "a positive integer",
+                            other,
+                        ),
                     }
-                    other => self.wrong_type(value.span(), "timeout_secs", "a positive integer", other),
-                },
+                }
                 "env" => self.env(value),
                 "enabled" => self.expect_bool(value, "enabled"),
                 "allow_private_network" => self.expect_bool(value, "allow_private_network"),
@@ -284,7 +328,11 @@ impl Checker<'_> {
             }
         }
         if !has_name {
-            self.report(span.clone(), "[[mcp_servers]] entry has no `name`", Some("add name = \"...\"".into()));
+            self.report(
+                span.clone(),
+                "[[mcp_servers]] entry has no `name`",
+                Some("add name = \"...\"".into()),
+            );
         }
         if !has_transport {
             self.report(
@@ -300,11 +348,22 @@ impl Checker<'_> {
             DeValue::Array(_) => self
                 .expect_string_array(value, "env")
                 .into_iter()
-                .map(|(item, span)| (item.split_once('=').map_or(item.clone(), |(n, _)| n.to_string()), span))
+                .map(|(item, span)| {
+                    (
+                        item.split_once('=')
+                            .map_or(item.clone(), |(n, _)| n.to_string()),
+                        span,
+                    )
+                })
                 .collect(),
             DeValue::Table(_) => self.expect_string_table(value, "env"),
             other => {
-                self.wrong_type(value.span(), "env", "a list of variable names or a table of values", other);
+                self.wrong_type(
+                    value.span(),
+                    "env",
+                    "a list of variable names or a table of values",
+                    other,
+                );
                 return;
             }
         };
@@ -323,7 +382,10 @@ impl Checker<'_> {
         let Some(table) = self.expect_table(value, "mcp_servers.transport") else {
             return;
         };
-        let kind = table.iter().find(|(k, _)| k.get_ref() == "type").map(|(_, v)| v);
+        let kind = table
+            .iter()
+            .find(|(k, _)| k.get_ref() == "type")
+            .map(|(_, v)| v);
         let Some(kind_value) = kind else {
             self.report(
                 value.span(),
@@ -356,7 +418,11 @@ impl Checker<'_> {
                     has_target = true;
                     if let Some(command) = self.expect_string(v, "transport.command") {
                         if command.trim().is_empty() {
-                            self.report(v.span(), "transport.command is empty", Some("name the program to run, such as \"npx\"".into()));
+                            self.report(
+                                v.span(),
+                                "transport.command is empty",
+                                Some("name the program to run, such as \"npx\"".into()),
+                            );
                         } else if std::path::Path::new(command)
                             .components()
                             .any(|c| matches!(c, std::path::Component::ParentDir))
@@ -382,13 +448,19 @@ impl Checker<'_> {
                             Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
                             Ok(parsed) => self.report(
                                 v.span(),
-                                format!("transport.url scheme `{}` is not allowed", parsed.scheme()),
+                                format!(
+                                    "transport.url scheme `{}` is not allowed",
+                                    parsed.scheme()
+                                ),
                                 Some("use an http:// or https:// URL".into()),
                             ),
                             Err(e) => self.report(
                                 v.span(),
                                 format!("transport.url `{url}` is not a valid URL: {e}"),
-                                Some("write a full URL such as \"https://mcp.example.com/mcp\"".into()),
+                                Some(
+                                    "write a full URL such as \"https://mcp.example.com/mcp\""
+                                        .into(),
+                                ),
                             ),
                         }
                     }
@@ -405,7 +477,11 @@ impl Checker<'_> {
             } else {
                 ("url", "add url = \"https://...\"")
             };
-            self.report(value.span(), format!("{section} needs `{field}`"), Some(hint.into()));
+            self.report(
+                value.span(),
+                format!("{section} needs `{field}`"),
+                Some(hint.into()),
+            );
         }
     }
 }
@@ -490,7 +566,10 @@ headers = { Authorization = "Bearer ${TOKEN}" }
             config.mcp_servers[0].env,
             vec![
                 crate::EnvEntry::PassThrough("GITHUB_PERSONAL_ACCESS_TOKEN".into()),
-                crate::EnvEntry::Literal { name: "MODE".into(), value: "fast".into() }
+                crate::EnvEntry::Literal {
+                    name: "MODE".into(),
+                    value: "fast".into()
+                }
             ]
         );
         assert!(config.mcp_servers[1].allow_private_network);
@@ -534,10 +613,16 @@ url = "file:///etc/passwd"
             "21:2: unknown key `bogus` in the top level",
         ];
         for e in expect {
-            assert!(rendered.iter().any(|r| r.starts_with(e)), "missing {e:?} in {rendered:#?}");
+            assert!(
+                rendered.iter().any(|r| r.starts_with(e)),
+                "missing {e:?} in {rendered:#?}"
+            );
         }
         // The entry without a name is reported too.
-        assert!(rendered.iter().any(|r| r.contains("entry has no `name`")), "{rendered:#?}");
+        assert!(
+            rendered.iter().any(|r| r.contains("entry has no `name`")),
+            "{rendered:#?}"
+        );
         assert_eq!(problems.len(), expect.len() + 1, "{rendered:#?}");
     }
 
@@ -554,7 +639,15 @@ url = "file:///etc/passwd"
             .iter()
             .map(|p| p.to_string())
             .collect();
-        assert!(rendered.iter().any(|r| r.contains("has no transport")), "{rendered:#?}");
-        assert!(rendered.iter().any(|r| r.contains("a sse transport needs `url`")), "{rendered:#?}");
+        assert!(
+            rendered.iter().any(|r| r.contains("has no transport")),
+            "{rendered:#?}"
+        );
+        assert!(
+            rendered
+                .iter()
+                .any(|r| r.contains("a sse transport needs `url`")),
+            "{rendered:#?}"
+        );
     }
 }

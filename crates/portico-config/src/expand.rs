@@ -3,7 +3,9 @@
 /// A `${VAR}` reference that could not be expanded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpandError {
-    #[error("environment variable `{0}` is referenced as ${{{0}}} but is not set; export it before starting Portico")]
+    #[error(
+        "environment variable `{0}` is referenced as ${{{0}}} but is not set; export it before starting Portico"
+    )]
     Missing(String),
     #[error("unterminated `${{` in `{0}`; write `${{NAME}}`")]
     Unterminated(String),
@@ -41,12 +43,21 @@ mod tests {
 
     #[test]
     fn expands_and_reports() {
-        assert_eq!(expand_vars("Bearer ${TOKEN}", env).unwrap(), "Bearer s3cret");
-        assert_eq!(expand_vars("a$b ${TOKEN}${TOKEN}", env).unwrap(), "a$b s3crets3cret");
+        assert_eq!(
+            expand_vars("Bearer ${TOKEN}", env).unwrap(),
+            "Bearer s3cret"
+        );
+        assert_eq!(
+            expand_vars("a$b ${TOKEN}${TOKEN}", env).unwrap(),
+            "a$b s3crets3cret"
+        );
         assert_eq!(
             expand_vars("${NOPE}", env),
             Err(ExpandError::Missing("NOPE".into()))
         );
-        assert!(matches!(expand_vars("${TOKEN", env), Err(ExpandError::Unterminated(_))));
+        assert!(matches!(
+            expand_vars("${TOKEN", env),
+            Err(ExpandError::Unterminated(_))
+        ));
     }
 }

@@ -52,7 +52,10 @@ mod tests {
         assert_eq!(b.ceiling(u32::MAX), Duration::from_secs(2));
         for attempt in 0..30 {
             let d = b.delay(attempt);
-            assert!(d >= b.ceiling(attempt) / 2 && d <= b.ceiling(attempt), "{d:?}");
+            assert!(
+                d >= b.ceiling(attempt) / 2 && d <= b.ceiling(attempt),
+                "{d:?}"
+            );
         }
     }
 }

@@ -278,7 +278,9 @@ impl Catalog {
     }
 
     pub fn prompt(&self, exposed_name: &str) -> Option<&CatalogPrompt> {
-        self.prompt_index.get(exposed_name).map(|&i| &self.prompts[i])
+        self.prompt_index
+            .get(exposed_name)
+            .map(|&i| &self.prompts[i])
     }
 
     pub fn resources(&self) -> &[CatalogResource] {
@@ -408,9 +410,15 @@ mod tests {
         );
         // Routing is exact: each name leads back to its own server and upstream name.
         let first = catalog.tool(names[0]).unwrap();
-        assert_eq!((first.server.as_str(), first.upstream_name.as_str()), ("a", "b_x"));
+        assert_eq!(
+            (first.server.as_str(), first.upstream_name.as_str()),
+            ("a", "b_x")
+        );
         let second = catalog.tool(names[1]).unwrap();
-        assert_eq!((second.server.as_str(), second.upstream_name.as_str()), ("a_b", "x"));
+        assert_eq!(
+            (second.server.as_str(), second.upstream_name.as_str()),
+            ("a_b", "x")
+        );
         assert!(catalog.tool("mcp_a_b_x").is_none());
         assert_eq!(catalog.collisions().len(), 1);
         let warning = catalog.collisions()[0].to_string();
@@ -444,7 +452,10 @@ mod tests {
     #[test]
     fn long_colliding_names_stay_within_limit() {
         let long = "x".repeat(80);
-        let catalog = Catalog::build(&[server("a", &[&format!("b_{long}")]), server("a_b", &[&long])]);
+        let catalog = Catalog::build(&[
+            server("a", &[&format!("b_{long}")]),
+            server("a_b", &[&long]),
+        ]);
         let names: HashSet<&str> = catalog.tools().iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names.len(), 2);
         for name in names {
@@ -469,11 +480,17 @@ mod tests {
         let mut s = server("files", &[]);
         s.resources.push(ResourceDef {
             uri: "file:///a.txt".into(),
-            definition: json!({"uri": "file:///a.txt", "name": "a"}).as_object().unwrap().clone(),
+            definition: json!({"uri": "file:///a.txt", "name": "a"})
+                .as_object()
+                .unwrap()
+                .clone(),
         });
         s.resource_templates.push(ResourceTemplateDef {
             uri_template: "file:///{path}".into(),
-            definition: json!({"uriTemplate": "file:///{path}", "name": "any"}).as_object().unwrap().clone(),
+            definition: json!({"uriTemplate": "file:///{path}", "name": "any"})
+                .as_object()
+                .unwrap()
+                .clone(),
         });
         s.prompts.push(PromptDef {
             name: "summarise".into(),
@@ -493,7 +510,10 @@ mod tests {
             catalog.resolve_resource_uri("portico://files/file:///etc/x"),
             Some(("files", "file:///etc/x"))
         );
-        assert_eq!(catalog.resolve_resource_uri("portico://nope/file:///x"), None);
+        assert_eq!(
+            catalog.resolve_resource_uri("portico://nope/file:///x"),
+            None
+        );
         assert!(catalog.prompt("mcp_files_summarise").is_some());
     }
 }

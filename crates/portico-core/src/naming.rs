@@ -170,10 +170,7 @@ mod tests {
             format_mcp_tool_name("My.Server", "get-Weather/v2 ü"),
             "mcp_my_server_get_weather_v2__"
         );
-        assert!(is_valid_tool_name(&format_mcp_tool_name(
-            "ÄÖÜ",
-            "日本語"
-        )));
+        assert!(is_valid_tool_name(&format_mcp_tool_name("ÄÖÜ", "日本語")));
     }
 
     #[test]

@@ -174,7 +174,11 @@ impl Hub {
     }
 
     /// Calls a tool by its exposed name, routed through the catalog's exact reverse map.
-    pub async fn call_tool(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, HubError> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<JsonObject, HubError> {
         let catalog = self.catalog();
         let Some(tool) = catalog.tool(name) else {
             return Err(HubError::UnknownTool {
@@ -186,18 +190,31 @@ impl Hub {
         Ok(upstream.call_tool(&tool.upstream_name, arguments).await?)
     }
 
-    pub async fn get_prompt(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, HubError> {
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<JsonObject, HubError> {
         let catalog = self.catalog();
-        let prompt = catalog.prompt(name).ok_or_else(|| HubError::UnknownPrompt { name: name.to_string() })?;
+        let prompt = catalog
+            .prompt(name)
+            .ok_or_else(|| HubError::UnknownPrompt {
+                name: name.to_string(),
+            })?;
         let upstream = self.upstream(&prompt.server)?;
-        Ok(upstream.get_prompt(&prompt.upstream_name, arguments).await?)
+        Ok(upstream
+            .get_prompt(&prompt.upstream_name, arguments)
+            .await?)
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, HubError> {
         let catalog = self.catalog();
-        let (server, upstream_uri) = catalog
-            .resolve_resource_uri(uri)
-            .ok_or_else(|| HubError::UnknownResource { uri: uri.to_string() })?;
+        let (server, upstream_uri) =
+            catalog
+                .resolve_resource_uri(uri)
+                .ok_or_else(|| HubError::UnknownResource {
+                    uri: uri.to_string(),
+                })?;
         let upstream = self.upstream(server)?;
         let mut result = upstream.read_resource(upstream_uri).await?;
         // Contents carry the upstream URI; give the client back the URI it asked with.
@@ -221,7 +238,12 @@ impl Hub {
     }
 }
 
-fn rewrite_content_uris(result: &mut JsonObject, server: &str, upstream_uri: &str, exposed_uri: &str) {
+fn rewrite_content_uris(
+    result: &mut JsonObject,
+    server: &str,
+    upstream_uri: &str,
+    exposed_uri: &str,
+) {
     let Some(serde_json::Value::Array(contents)) = result.get_mut("contents") else {
         return;
     };
@@ -248,7 +270,14 @@ fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> String {
     if close.is_empty() {
         "; list tools with `portico tools`".into()
     } else {
-        format!("; did you mean {}?", close.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", "))
+        format!(
+            "; did you mean {}?",
+            close
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 
@@ -308,7 +337,11 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
                 tracing::warn!(server, "{error}");
                 let permanent = error.is_permanent();
                 shared.update(index, |s| {
-                    s.status.state = if permanent { ServerState::Failed } else { ServerState::Restarting };
+                    s.status.state = if permanent {
+                        ServerState::Failed
+                    } else {
+                        ServerState::Restarting
+                    };
                     s.status.last_error = Some(error.to_string());
                     s.settled = true;
                 });
@@ -403,7 +436,9 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
             s.upstream = None;
             s.catalog = None;
             s.status.state = ServerState::Restarting;
-            s.status.last_error = Some(format!("server `{server}` exited or closed the connection ({reason})"));
+            s.status.last_error = Some(format!(
+                "server `{server}` exited or closed the connection ({reason})"
+            ));
             s.status.tools = 0;
             s.status.prompts = 0;
             s.status.resources = 0;

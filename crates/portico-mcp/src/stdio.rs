@@ -45,7 +45,10 @@ pub(crate) fn child_env(
                 if let Some(value) = lookup(name) {
                     vars.push((name.clone(), value));
                 } else {
-                    tracing::warn!(server, "env `{name}` is whitelisted but not set in Portico's environment");
+                    tracing::warn!(
+                        server,
+                        "env `{name}` is whitelisted but not set in Portico's environment"
+                    );
                 }
             }
             EnvEntry::Literal { name, value } => {
@@ -77,7 +80,9 @@ pub(crate) fn refuse_parent_dir(server: &str, command: &str) -> Result<(), Upstr
 
 /// Spawns the child in its own process group (so stopping it also stops whatever it started, such as
 /// the node process behind `npx`), and forwards its stderr to the log under the server's name.
-pub(crate) fn spawn(spec: &StdioSpec<'_>) -> Result<(TokioChildProcess, Option<u32>), UpstreamError> {
+pub(crate) fn spawn(
+    spec: &StdioSpec<'_>,
+) -> Result<(TokioChildProcess, Option<u32>), UpstreamError> {
     refuse_parent_dir(spec.server, spec.command)?;
     let vars = child_env(spec.server, spec.env, |name| std::env::var(name).ok())?;
     let mut command = tokio::process::Command::new(spec.command);
@@ -107,7 +112,9 @@ pub(crate) fn spawn(spec: &StdioSpec<'_>) -> Result<(TokioChildProcess, Option<u
 /// started for this session and must not outlive it. The group id is the leader's pid, and this runs
 /// right after the leader was reaped, so the id cannot have been reused by an unrelated group.
 pub(crate) fn kill_leftover_group(pid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else { return };
+    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
     // SAFETY: killpg has no memory-safety preconditions; ESRCH (group already empty) is the common case.
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);
@@ -154,7 +161,10 @@ mod tests {
         let env = vec![
             EnvEntry::PassThrough("TOKEN".into()),
             EnvEntry::PassThrough("UNSET".into()),
-            EnvEntry::Literal { name: "AUTH".into(), value: "Bearer ${TOKEN}".into() },
+            EnvEntry::Literal {
+                name: "AUTH".into(),
+                value: "Bearer ${TOKEN}".into(),
+            },
         ];
         let vars = child_env("s", &env, outer).unwrap();
         assert_eq!(
@@ -166,7 +176,10 @@ mod tests {
                 ("AUTH".into(), "Bearer t0k".into()),
             ]
         );
-        let missing = vec![EnvEntry::Literal { name: "X".into(), value: "${NOPE}".into() }];
+        let missing = vec![EnvEntry::Literal {
+            name: "X".into(),
+            value: "${NOPE}".into(),
+        }];
         let err = child_env("s", &missing, outer).unwrap_err().to_string();
         assert!(err.contains("NOPE") && err.contains("`s`"), "{err}");
     }

@@ -4,13 +4,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use portico_config::{McpServerConfig, Transport, expand_vars};
-use portico_core::{JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef};
+use portico_core::{
+    JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,
+};
 use portico_net::{NetPolicy, SafeClient};
 use rmcp::model::{
     CallToolRequestParams, GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ServerNotification, SubscriptionFilter,
 };
-use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, ServiceError};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, ServiceError,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde::Serialize;
@@ -37,11 +41,19 @@ pub enum UpstreamError {
     Refused { server: String, message: String },
     #[error("server `{server}`: handshake failed: {message}")]
     Handshake { server: String, message: String },
-    #[error("server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start)")]
+    #[error(
+        "server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start)"
+    )]
     HandshakeTimeout { server: String, secs: u64 },
     #[error("server `{server}`: {what} timed out after {secs}s")]
-    Timeout { server: String, what: String, secs: u64 },
-    #[error("server `{server}`: connection closed during {what}; the server exited or dropped the connection and will be restarted")]
+    Timeout {
+        server: String,
+        what: String,
+        secs: u64,
+    },
+    #[error(
+        "server `{server}`: connection closed during {what}; the server exited or dropped the connection and will be restarted"
+    )]
     Closed { server: String, what: String },
     #[error("server `{server}`: {what} failed: {message}")]
     Remote {
@@ -55,7 +67,10 @@ pub enum UpstreamError {
 impl UpstreamError {
     /// True when retrying cannot help until the configuration changes.
     pub fn is_permanent(&self) -> bool {
-        matches!(self, UpstreamError::Config { .. } | UpstreamError::Refused { .. })
+        matches!(
+            self,
+            UpstreamError::Config { .. } | UpstreamError::Refused { .. }
+        )
     }
 }
 
@@ -149,7 +164,13 @@ impl Upstream {
                     .serve_with_lifecycle(transport, lifecycle)
                     .await
                     .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
-                Ok(Self::start(config, service, "streamable-http", None, events.clone()))
+                Ok(Self::start(
+                    config,
+                    service,
+                    "streamable-http",
+                    None,
+                    events.clone(),
+                ))
             }
             Transport::Sse { url, headers } => {
                 let client = safe_client(config)?;
@@ -158,14 +179,28 @@ impl Upstream {
                 // Many URLs labelled "sse" really speak Streamable HTTP; the spec's backwards-compatibility
                 // rule is to try that first and fall back to the legacy GET stream when it fails.
                 let transport = streamable_transport(&client, &url, &headers)?;
-                let streamable_error = match handler().serve_with_lifecycle(transport, lifecycle.clone()).await {
-                    Ok(service) => return Ok(Self::start(config, service, "streamable-http", None, events.clone())),
+                let streamable_error = match handler()
+                    .serve_with_lifecycle(transport, lifecycle.clone())
+                    .await
+                {
+                    Ok(service) => {
+                        return Ok(Self::start(
+                            config,
+                            service,
+                            "streamable-http",
+                            None,
+                            events.clone(),
+                        ));
+                    }
                     Err(e) => handshake_error_via(server, e, Some(&client)),
                 };
                 if matches!(streamable_error, UpstreamError::Refused { .. }) {
                     return Err(streamable_error);
                 }
-                tracing::debug!(server, "not Streamable HTTP ({streamable_error}); trying legacy HTTP+SSE");
+                tracing::debug!(
+                    server,
+                    "not Streamable HTTP ({streamable_error}); trying legacy HTTP+SSE"
+                );
                 let mut header_map = reqwest::header::HeaderMap::new();
                 for (name, value) in &headers {
                     header_map.insert(name.clone(), value.clone());
@@ -194,7 +229,13 @@ impl Upstream {
                     .serve_with_lifecycle(legacy, lifecycle)
                     .await
                     .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
-                Ok(Self::start(config, service, "legacy-sse", None, events.clone()))
+                Ok(Self::start(
+                    config,
+                    service,
+                    "legacy-sse",
+                    None,
+                    events.clone(),
+                ))
             }
         }
     }
@@ -267,15 +308,27 @@ impl Upstream {
         let caps = &info.capabilities;
         let mut filter = SubscriptionFilter::builder();
         let mut any = false;
-        if caps.tools.as_ref().is_some_and(|t| t.list_changed == Some(true)) {
+        if caps
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.list_changed == Some(true))
+        {
             filter = filter.tools_list_changed();
             any = true;
         }
-        if caps.prompts.as_ref().is_some_and(|p| p.list_changed == Some(true)) {
+        if caps
+            .prompts
+            .as_ref()
+            .is_some_and(|p| p.list_changed == Some(true))
+        {
             filter = filter.prompts_list_changed();
             any = true;
         }
-        if caps.resources.as_ref().is_some_and(|r| r.list_changed == Some(true)) {
+        if caps
+            .resources
+            .as_ref()
+            .is_some_and(|r| r.list_changed == Some(true))
+        {
             filter = filter.resources_list_changed();
             any = true;
         }
@@ -286,7 +339,7 @@ impl Upstream {
         let peer = self.peer.clone();
         let server = self.server.clone();
         let stop = self.stop.clone();
-                tokio::spawn(async move {
+        tokio::spawn(async move {
             let mut subscription = match peer.listen(filter).await {
                 Ok(s) => s,
                 Err(e) => {
@@ -300,9 +353,15 @@ impl Upstream {
                     _ = stop.cancelled() => return,
                 };
                 let event = match next {
-                    Ok(Some(ServerNotification::ToolListChangedNotification(_))) => UpstreamEvent::ToolsChanged,
-                    Ok(Some(ServerNotification::PromptListChangedNotification(_))) => UpstreamEvent::PromptsChanged,
-                    Ok(Some(ServerNotification::ResourceListChangedNotification(_))) => UpstreamEvent::ResourcesChanged,
+                    Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                        UpstreamEvent::ToolsChanged
+                    }
+                    Ok(Some(ServerNotification::PromptListChangedNotification(_))) => {
+                        UpstreamEvent::PromptsChanged
+                    }
+                    Ok(Some(ServerNotification::ResourceListChangedNotification(_))) => {
+                        UpstreamEvent::ResourcesChanged
+                    }
                     Ok(Some(_)) => continue,
                     Ok(None) | Err(_) => return,
                 };
@@ -356,24 +415,45 @@ impl Upstream {
             ..Default::default()
         };
         if caps.tools.is_some() {
-            for tool in self.request("tools/list", self.peer.list_all_tools()).await? {
+            for tool in self
+                .request("tools/list", self.peer.list_all_tools())
+                .await?
+            {
                 let definition = to_object(&tool);
-                catalog.tools.push(ToolDef { name: tool.name.to_string(), definition });
+                catalog.tools.push(ToolDef {
+                    name: tool.name.to_string(),
+                    definition,
+                });
             }
         }
         if caps.prompts.is_some() {
-            for prompt in self.request("prompts/list", self.peer.list_all_prompts()).await? {
+            for prompt in self
+                .request("prompts/list", self.peer.list_all_prompts())
+                .await?
+            {
                 let definition = to_object(&prompt);
-                catalog.prompts.push(PromptDef { name: prompt.name.to_string(), definition });
+                catalog.prompts.push(PromptDef {
+                    name: prompt.name.to_string(),
+                    definition,
+                });
             }
         }
         if caps.resources.is_some() {
-            for resource in self.request("resources/list", self.peer.list_all_resources()).await? {
+            for resource in self
+                .request("resources/list", self.peer.list_all_resources())
+                .await?
+            {
                 let definition = to_object(&resource);
-                catalog.resources.push(ResourceDef { uri: resource.uri.to_string(), definition });
+                catalog.resources.push(ResourceDef {
+                    uri: resource.uri.to_string(),
+                    definition,
+                });
             }
             for template in self
-                .request("resources/templates/list", self.peer.list_all_resource_templates())
+                .request(
+                    "resources/templates/list",
+                    self.peer.list_all_resource_templates(),
+                )
                 .await?
             {
                 let definition = to_object(&template);
@@ -388,7 +468,11 @@ impl Upstream {
 
     /// Calls a tool by its upstream name. The result is the server's `CallToolResult` as JSON: every
     /// content block, `isError`, `structuredContent` and `_meta` untouched.
-    pub async fn call_tool(&self, tool: &str, arguments: Option<JsonObject>) -> Result<JsonObject, UpstreamError> {
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<JsonObject, UpstreamError> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
         let result = self
@@ -400,16 +484,26 @@ impl Upstream {
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamError> {
         let params = ReadResourceRequestParams::new(uri.to_string());
         let result = self
-            .request(format!("resources/read `{uri}`"), self.peer.read_resource(params))
+            .request(
+                format!("resources/read `{uri}`"),
+                self.peer.read_resource(params),
+            )
             .await?;
         Ok(to_object(&result))
     }
 
-    pub async fn get_prompt(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, UpstreamError> {
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<JsonObject, UpstreamError> {
         let mut params = GetPromptRequestParams::new(name.to_string());
         params.arguments = arguments;
         let result = self
-            .request(format!("prompts/get `{name}`"), self.peer.get_prompt(params))
+            .request(
+                format!("prompts/get `{name}`"),
+                self.peer.get_prompt(params),
+            )
             .await?;
         Ok(to_object(&result))
     }
@@ -425,7 +519,10 @@ fn to_object<T: Serialize>(value: &T) -> JsonObject {
         }
         Err(e) => {
             let mut map = JsonObject::new();
-            map.insert("error".into(), format!("unserialisable upstream value: {e}").into());
+            map.insert(
+                "error".into(),
+                format!("unserialisable upstream value: {e}").into(),
+            );
             map
         }
     }
@@ -479,7 +576,10 @@ fn streamable_transport(
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, UpstreamError> {
     let custom: HashMap<_, _> = headers.iter().cloned().collect();
     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-    Ok(StreamableHttpClientTransport::with_client(client.http().clone(), config))
+    Ok(StreamableHttpClientTransport::with_client(
+        client.http().clone(),
+        config,
+    ))
 }
 
 fn handshake_error(server: &str, error: ClientInitializeError) -> UpstreamError {
@@ -488,7 +588,11 @@ fn handshake_error(server: &str, error: ClientInitializeError) -> UpstreamError 
 
 /// Like [`handshake_error`], but also asks the HTTP client whether it refused an address: rmcp's
 /// transport errors keep only reqwest's top-level message, which does not say which rule refused what.
-fn handshake_error_via(server: &str, error: ClientInitializeError, client: Option<&SafeClient>) -> UpstreamError {
+fn handshake_error_via(
+    server: &str,
+    error: ClientInitializeError,
+    client: Option<&SafeClient>,
+) -> UpstreamError {
     let message = error_chain(&error);
     let refusal = portico_net::blocked_in_error_chain(&error)
         .cloned()

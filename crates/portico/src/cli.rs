@@ -12,7 +12,11 @@ use portico_hub::Hub;
 use crate::{output, progress};
 
 #[derive(Debug, Parser)]
-#[command(name = "portico", version, about = "Connect AI agents, tools and IDEs: one hub for your MCP servers")]
+#[command(
+    name = "portico",
+    version,
+    about = "Connect AI agents, tools and IDEs: one hub for your MCP servers"
+)]
 pub struct Cli {
     /// Config file (default: $PORTICO_CONFIG, then config.toml in Portico's data dir, else built-in defaults).
     #[arg(long, global = true, value_name = "PATH")]
@@ -75,8 +79,12 @@ impl Command {
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Config { command: ConfigCommand::Check } => config_check(cli.config.as_deref()),
-        Command::Config { command: ConfigCommand::Path } => {
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => config_check(cli.config.as_deref()),
+        Command::Config {
+            command: ConfigCommand::Path,
+        } => {
             println!("{}", portico_config::locate(cli.config.as_deref()));
             Ok(ExitCode::SUCCESS)
         }
@@ -100,7 +108,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(name) = &server
                 && !servers.iter().any(|s| &s.name == name)
             {
-                bail!("no server named `{name}` in the config; configured: {}", names(&servers));
+                bail!(
+                    "no server named `{name}` in the config; configured: {}",
+                    names(&servers)
+                );
             }
             let tools: Vec<_> = catalog
                 .tools()
@@ -108,7 +119,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .filter(|t| server.as_ref().is_none_or(|s| &t.server == s))
                 .collect();
             if json {
-                let list: Vec<_> = tools.iter().map(|t| serde_json::Value::Object(t.exposed_definition())).collect();
+                let list: Vec<_> = tools
+                    .iter()
+                    .map(|t| serde_json::Value::Object(t.exposed_definition()))
+                    .collect();
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else {
                 print!("{}", output::tools_list(&tools));
@@ -126,13 +140,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let result = hub.call_tool(&tool, Some(arguments)).await;
             hub.shutdown().await;
             let result = result?;
-            let is_error = result.get("isError").and_then(|v| v.as_bool()).unwrap_or(false);
+            let is_error = result
+                .get("isError")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
             if json {
                 println!("{}", serde_json::to_string_pretty(&result)?);
             } else {
                 print!("{}", output::call_result(&result));
             }
-            Ok(if is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if is_error {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
     }
 }
@@ -141,7 +162,11 @@ fn names(servers: &[portico_core::ServerStatus]) -> String {
     if servers.is_empty() {
         return "none".into();
     }
-    servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn config_check(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
@@ -149,9 +174,13 @@ fn config_check(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> 
     let (origin, text) = match &source {
         ConfigSource::File(path) => (
             path.display().to_string(),
-            std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?,
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?,
         ),
-        ConfigSource::Embedded => (source.to_string(), portico_config::DEFAULT_CONFIG.to_string()),
+        ConfigSource::Embedded => (
+            source.to_string(),
+            portico_config::DEFAULT_CONFIG.to_string(),
+        ),
     };
     let problems = portico_config::check(&text);
     if problems.is_empty() {
@@ -177,7 +206,9 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     let (config, source) = portico_config::load(explicit)?;
     tracing::info!("config: {source}");
     if config.mcp_servers.is_empty() {
-        tracing::warn!("no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)");
+        tracing::warn!(
+            "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"
+        );
     }
     let hub = Hub::start(&config);
     let mut changes = hub.subscribe();
@@ -188,7 +219,11 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
         if !reported && hub.settled() {
             reported = true;
             eprint!("{}", output::servers_table(&hub.servers()));
-            eprintln!("portico: ready; {} tool(s) from {} server(s). Ctrl-C to stop.", hub.catalog().tools().len(), config.mcp_servers.len());
+            eprintln!(
+                "portico: ready; {} tool(s) from {} server(s). Ctrl-C to stop.",
+                hub.catalog().tools().len(),
+                config.mcp_servers.len()
+            );
         }
         tokio::select! {
             _ = &mut signal => break,
@@ -197,7 +232,10 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     }
     eprintln!("portico: shutting down");
     // Children get their grace periods; a second signal is not needed but bounded anyway.
-    if tokio::time::timeout(Duration::from_secs(30), hub.shutdown()).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(30), hub.shutdown())
+        .await
+        .is_err()
+    {
         eprintln!("portico: some servers did not stop within 30s");
     }
     Ok(ExitCode::SUCCESS)

@@ -59,7 +59,10 @@ pub fn tools_list(tools: &[&CatalogTool]) -> String {
             .and_then(Value::as_str)
             .map(|d| d.lines().next().unwrap_or("").to_string())
             .unwrap_or_default();
-        out.push_str(&format!("{}  [{}]  {}\n", tool.name, tool.server, description));
+        out.push_str(&format!(
+            "{}  [{}]  {}\n",
+            tool.name, tool.server, description
+        ));
     }
     if tools.is_empty() {
         out.push_str("no tools\n");
@@ -87,7 +90,12 @@ pub fn call_result(result: &serde_json::Map<String, Value>) -> String {
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
         out.push_str("error: the tool reported a failure\n");
     }
-    for block in result.get("content").and_then(Value::as_array).into_iter().flatten() {
+    for block in result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
         let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("");
         match kind {

@@ -16,7 +16,10 @@ pub async fn until_settled(hub: &Hub) {
     let mut stderr = std::io::stderr();
     loop {
         let servers = hub.servers();
-        let total = servers.iter().filter(|s| s.state != ServerState::Disabled).count();
+        let total = servers
+            .iter()
+            .filter(|s| s.state != ServerState::Disabled)
+            .count();
         let pending: Vec<&str> = servers
             .iter()
             .filter(|s| s.state == ServerState::Connecting)

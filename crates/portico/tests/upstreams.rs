@@ -8,6 +8,8 @@ mod support;
 
 #[path = "upstreams/binary.rs"]
 mod binary;
+#[path = "upstreams/catalog.rs"]
+mod catalog;
 #[path = "upstreams/eras.rs"]
 mod eras;
 #[path = "upstreams/faults.rs"]

@@ -31,7 +31,7 @@ import socket
 import sys
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
@@ -54,6 +54,19 @@ def echo(message: str) -> str:
 
 class Sum(BaseModel):
     sum: int
+
+
+@server.tool(
+    description="Registers a new tool <name> (answering '<name> called') and announces the change to listeners.",
+    structured_output=False,
+)
+async def add_tool(name: str, ctx: Context) -> str:
+    def added() -> str:
+        return f"{name} called"
+
+    server.add_tool(added, name=name, description=f"Added at run time: {name}", structured_output=False)
+    await ctx.notify_tools_changed()
+    return f"added {name}"
 
 
 @server.tool(description="Adds two integers; structured output {sum}.")

@@ -1,7 +1,6 @@
 //! The `portico` binary, driven over its real stdout, stderr and exit codes.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
@@ -13,16 +12,39 @@ fn everything_and_friends(marked: &Marked) -> String {
     format!(
         "{}{}{}",
         // The marker directory as an extra (ignored) argument tags the node process.
-        stdio_entry("everything", &node(), &[everything.to_str().unwrap(), "stdio", marked.path().to_str().unwrap()], ""),
-        stdio_entry("crashy", &python3(), &[marked.script("fault_crash_at_start.py").to_str().unwrap()], ""),
-        stdio_entry("envy", &python3(), &[marked.script("env_dump.py").to_str().unwrap()], "env = [\"ALLOWED_VAR\"]"),
+        stdio_entry(
+            "everything",
+            &node(),
+            &[
+                everything.to_str().unwrap(),
+                "stdio",
+                marked.path().to_str().unwrap()
+            ],
+            ""
+        ),
+        stdio_entry(
+            "crashy",
+            &python3(),
+            &[marked.script("fault_crash_at_start.py").to_str().unwrap()],
+            ""
+        ),
+        stdio_entry(
+            "envy",
+            &python3(),
+            &[marked.script("env_dump.py").to_str().unwrap()],
+            "env = [\"ALLOWED_VAR\"]"
+        ),
     )
 }
 
 #[test]
 fn servers_reports_transport_state_era_counts_and_errors() {
     let marked = Marked::new();
-    let (code, stdout, stderr) = run_portico(&everything_and_friends(&marked), &["servers", "--json"], &[]);
+    let (code, stdout, stderr) = run_portico(
+        &everything_and_friends(&marked),
+        &["servers", "--json"],
+        &[],
+    );
     assert_eq!(code, 0, "{stderr}");
     let servers: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(servers.len(), 3);
@@ -33,15 +55,32 @@ fn servers_reports_transport_state_era_counts_and_errors() {
     assert_eq!(servers[0]["tools"], 13);
     assert_eq!(servers[1]["name"], "crashy");
     assert_eq!(servers[1]["state"], "restarting");
-    assert!(servers[1]["last_error"].as_str().unwrap().contains("server `crashy`"));
+    assert!(
+        servers[1]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("server `crashy`")
+    );
     assert_eq!(servers[2]["state"], "ready");
-    assert!(marked.processes().is_empty(), "left behind: {:#?}", marked.processes());
+    assert!(
+        marked.processes().is_empty(),
+        "left behind: {:#?}",
+        marked.processes()
+    );
 
     let (code, table, _) = run_portico(&everything_and_friends(&marked), &["servers"], &[]);
     assert_eq!(code, 0);
     let header = table.lines().next().unwrap();
-    assert!(header.starts_with("NAME") && header.contains("PROTOCOL") && header.contains("LAST ERROR"), "{table}");
-    assert!(table.lines().any(|l| l.starts_with("everything") && l.contains("ready") && l.contains("2025-11-25")), "{table}");
+    assert!(
+        header.starts_with("NAME") && header.contains("PROTOCOL") && header.contains("LAST ERROR"),
+        "{table}"
+    );
+    assert!(
+        table.lines().any(|l| l.starts_with("everything")
+            && l.contains("ready")
+            && l.contains("2025-11-25")),
+        "{table}"
+    );
     assert!(marked.processes().is_empty());
 }
 
@@ -49,27 +88,58 @@ fn servers_reports_transport_state_era_counts_and_errors() {
 fn child_stderr_is_logged_under_the_server_name() {
     let marked = Marked::new();
     let (_, _, stderr) = run_portico(&everything_and_friends(&marked), &["-v", "servers"], &[]);
-    let line = stderr.lines().find(|l| l.contains("fatal: cannot start")).unwrap_or_else(|| panic!("{stderr}"));
-    assert!(line.contains("server=\"crashy\"") || line.contains("server=crashy"), "{line}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("fatal: cannot start"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        line.contains("server=\"crashy\"") || line.contains("server=crashy"),
+        "{line}"
+    );
 }
 
 #[test]
 fn tools_lists_the_namespaced_catalog() {
     let marked = Marked::new();
-    let (code, stdout, stderr) = run_portico(&everything_and_friends(&marked), &["tools", "--server", "everything", "--json"], &[]);
+    let (code, stdout, stderr) = run_portico(
+        &everything_and_friends(&marked),
+        &["tools", "--server", "everything", "--json"],
+        &[],
+    );
     assert_eq!(code, 0, "{stderr}");
     let tools: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(tools.len(), 13);
-    let echo = tools.iter().find(|t| t["name"] == "mcp_everything_echo").unwrap();
-    assert_eq!(echo["inputSchema"]["properties"]["message"]["type"], "string");
-    assert!(tools.iter().all(|t| t["name"].as_str().unwrap().starts_with("mcp_everything_")));
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "mcp_everything_echo")
+        .unwrap();
+    assert_eq!(
+        echo["inputSchema"]["properties"]["message"]["type"],
+        "string"
+    );
+    assert!(
+        tools
+            .iter()
+            .all(|t| t["name"].as_str().unwrap().starts_with("mcp_everything_"))
+    );
 
     let (code, text, _) = run_portico(&everything_and_friends(&marked), &["tools"], &[]);
     assert_eq!(code, 0);
-    assert!(text.lines().any(|l| l.starts_with("mcp_everything_echo  [everything]")), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("mcp_envy_env  [envy]")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("mcp_everything_echo  [everything]")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("mcp_envy_env  [envy]")),
+        "{text}"
+    );
 
-    let (code, _, stderr) = run_portico(&everything_and_friends(&marked), &["tools", "--server", "nope"], &[]);
+    let (code, _, stderr) = run_portico(
+        &everything_and_friends(&marked),
+        &["tools", "--server", "nope"],
+        &[],
+    );
     assert_eq!(code, 1);
     assert!(stderr.contains("no server named `nope`"), "{stderr}");
     assert!(marked.processes().is_empty());
@@ -79,25 +149,54 @@ fn tools_lists_the_namespaced_catalog() {
 fn call_prints_the_result_readably_or_as_json() {
     let marked = Marked::new();
     let config = everything_and_friends(&marked);
-    let (code, stdout, stderr) = run_portico(&config, &["call", "mcp_everything_echo", "--args", r#"{"message":"hi"}"#], &[]);
+    let (code, stdout, stderr) = run_portico(
+        &config,
+        &[
+            "call",
+            "mcp_everything_echo",
+            "--args",
+            r#"{"message":"hi"}"#,
+        ],
+        &[],
+    );
     assert_eq!((code, stdout.as_str()), (0, "Echo: hi\n"), "{stderr}");
 
-    let (code, stdout, _) = run_portico(&config, &["call", "mcp_everything_echo", "--args", r#"{"message":"hi"}"#, "--json"], &[]);
+    let (code, stdout, _) = run_portico(
+        &config,
+        &[
+            "call",
+            "mcp_everything_echo",
+            "--args",
+            r#"{"message":"hi"}"#,
+            "--json",
+        ],
+        &[],
+    );
     assert_eq!(code, 0);
     let result: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(result["content"][0], serde_json::json!({"type": "text", "text": "Echo: hi"}));
+    assert_eq!(
+        result["content"][0],
+        serde_json::json!({"type": "text", "text": "Echo: hi"})
+    );
 
     let (code, stdout, _) = run_portico(&config, &["call", "mcp_everything_get_tiny_image"], &[]);
     assert_eq!(code, 0);
     assert!(stdout.contains("[image: image/png,"), "{stdout}");
 
-    let (code, _, stderr) = run_portico(&config, &["call", "mcp_everything_echo", "--args", "{not json"], &[]);
+    let (code, _, stderr) = run_portico(
+        &config,
+        &["call", "mcp_everything_echo", "--args", "{not json"],
+        &[],
+    );
     assert_eq!(code, 1);
     assert!(stderr.contains("--args is not valid JSON"), "{stderr}");
 
     let (code, _, stderr) = run_portico(&config, &["call", "echo"], &[]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("no tool named `echo`") && stderr.contains("mcp_everything_echo"), "{stderr}");
+    assert!(
+        stderr.contains("no tool named `echo`") && stderr.contains("mcp_everything_echo"),
+        "{stderr}"
+    );
     assert!(marked.processes().is_empty());
 }
 
@@ -107,7 +206,10 @@ fn secrets_in_portico_environment_do_not_reach_children() {
     let (code, stdout, stderr) = run_portico(
         &everything_and_friends(&marked),
         &["call", "mcp_envy_env"],
-        &[("ALLOWED_VAR", "fine"), ("AWS_SECRET_ACCESS_KEY", "hunter2")],
+        &[
+            ("ALLOWED_VAR", "fine"),
+            ("AWS_SECRET_ACCESS_KEY", "hunter2"),
+        ],
     );
     assert_eq!(code, 0, "{stderr}");
     let env: serde_json::Map<String, Value> = serde_json::from_str(stdout.trim()).unwrap();
@@ -121,19 +223,35 @@ fn config_check_reports_every_problem() {
     let config = "[[mcp_servers]]\nnmae = \"x\"\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"../x\"\n";
     let (code, stdout, _) = run_portico(config, &["config", "check"], &[]);
     assert_eq!(code, 2);
-    assert!(stdout.contains("config.toml:2:1: unknown key `nmae` in [[mcp_servers]] (hint: did you mean `name`?"), "{stdout}");
-    assert!(stdout.contains("config.toml:5:11: transport.command `../x` contains a `..` path component"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "config.toml:2:1: unknown key `nmae` in [[mcp_servers]] (hint: did you mean `name`?"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("config.toml:5:11: transport.command `../x` contains a `..` path component"),
+        "{stdout}"
+    );
     assert!(stdout.contains("entry has no `name`"), "{stdout}");
     assert!(stdout.ends_with("3 problem(s) found\n"), "{stdout}");
 
-    let (code, stdout, _) = run_portico("[server]\nlisten = \"127.0.0.1:4200\"\n", &["config", "check"], &[]);
+    let (code, stdout, _) = run_portico(
+        "[server]\nlisten = \"127.0.0.1:4200\"\n",
+        &["config", "check"],
+        &[],
+    );
     assert_eq!(code, 0);
     assert!(stdout.ends_with(": ok\n"));
 
     // Every other command refuses to run on a broken config, with the same diagnostics.
     let (code, _, stderr) = run_portico(config, &["servers"], &[]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("3 problem(s)") && stderr.contains("unknown key `nmae`"), "{stderr}");
+    assert!(
+        stderr.contains("3 problem(s)") && stderr.contains("unknown key `nmae`"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -161,14 +279,28 @@ fn serve_runs_until_sigterm_then_stops_its_children() {
             break;
         }
     }
-    assert!(seen.iter().any(|l| l.starts_with("portico: ready; 16 tool(s) from 3 server(s)")), "{seen:#?}");
-    assert!(!marked.processes().is_empty(), "children should be running while serving");
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with("portico: ready; 16 tool(s) from 3 server(s)")),
+        "{seen:#?}"
+    );
+    assert!(
+        !marked.processes().is_empty(),
+        "children should be running while serving"
+    );
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
     }
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?} {rest:#?}");
-    assert!(rest.iter().any(|l| l == "portico: shutting down"), "{rest:#?}");
-    assert!(marked.processes().is_empty(), "left behind: {:#?}", marked.processes());
+    assert!(
+        rest.iter().any(|l| l == "portico: shutting down"),
+        "{rest:#?}"
+    );
+    assert!(
+        marked.processes().is_empty(),
+        "left behind: {:#?}",
+        marked.processes()
+    );
 }

@@ -11,17 +11,26 @@ use serde_json::json;
 use crate::support::*;
 
 fn fast_backoff() -> Backoff {
-    Backoff { base: Duration::from_millis(50), cap: Duration::from_millis(500) }
+    Backoff {
+        base: Duration::from_millis(50),
+        cap: Duration::from_millis(500),
+    }
 }
 
 async fn hub_with(toml: &str) -> Hub {
     let hub = Hub::start_with_backoff(&parse_config(toml), fast_backoff());
-    tokio::time::timeout(Duration::from_secs(120), hub.wait_settled()).await.expect("settle (test guard)");
+    tokio::time::timeout(Duration::from_secs(120), hub.wait_settled())
+        .await
+        .expect("settle (test guard)");
     hub
 }
 
 /// Waits (on the hub's change notifications, not a timer) until `pred` holds for the named server.
-async fn wait_for(hub: &Hub, name: &str, pred: impl Fn(&portico_core::ServerStatus) -> bool) -> portico_core::ServerStatus {
+async fn wait_for(
+    hub: &Hub,
+    name: &str,
+    pred: impl Fn(&portico_core::ServerStatus) -> bool,
+) -> portico_core::ServerStatus {
     let mut changes = hub.subscribe();
     let wait = async {
         loop {
@@ -33,7 +42,9 @@ async fn wait_for(hub: &Hub, name: &str, pred: impl Fn(&portico_core::ServerStat
             changes.changed().await.unwrap();
         }
     };
-    tokio::time::timeout(Duration::from_secs(60), wait).await.expect("condition not reached (test guard)")
+    tokio::time::timeout(Duration::from_secs(60), wait)
+        .await
+        .expect("condition not reached (test guard)")
 }
 
 fn steady(marked: &Marked) -> String {
@@ -42,7 +53,10 @@ fn steady(marked: &Marked) -> String {
 }
 
 async fn assert_steady_works(hub: &Hub) {
-    let result = hub.call_tool("mcp_steady_echo", args(json!({"message": "still here"}))).await.unwrap();
+    let result = hub
+        .call_tool("mcp_steady_echo", args(json!({"message": "still here"})))
+        .await
+        .unwrap();
     assert_eq!(text_of(&result), "echo: still here");
 }
 
@@ -60,18 +74,35 @@ async fn server_exiting_mid_call_fails_the_call_at_once_and_is_restarted() {
     let dying = marked.script("fault_exit_mid_call.py");
     let toml = format!(
         "{}{}",
-        stdio_entry("dying", &python3(), &[dying.to_str().unwrap()], "timeout_secs = 60"),
+        stdio_entry(
+            "dying",
+            &python3(),
+            &[dying.to_str().unwrap()],
+            "timeout_secs = 60"
+        ),
         steady(&marked)
     );
     let hub = hub_with(&toml).await;
-    let error = hub.call_tool("mcp_dying_slow", args(json!({}))).await.unwrap_err();
+    let error = hub
+        .call_tool("mcp_dying_slow", args(json!({})))
+        .await
+        .unwrap_err();
     // Closed, not Timeout: the call failed when the server died, not 60s later.
-    assert!(matches!(error, HubError::Upstream(UpstreamError::Closed { ref server, .. }) if server == "dying"), "{error}");
+    assert!(
+        matches!(error, HubError::Upstream(UpstreamError::Closed { ref server, .. }) if server == "dying"),
+        "{error}"
+    );
     assert!(error.to_string().contains("`dying`"), "{error}");
     assert_steady_works(&hub).await;
-    let back = wait_for(&hub, "dying", |s| s.state == ServerState::Ready && s.connects >= 2).await;
+    let back = wait_for(&hub, "dying", |s| {
+        s.state == ServerState::Ready && s.connects >= 2
+    })
+    .await;
     assert_eq!(back.tools, 2);
-    let ok = hub.call_tool("mcp_dying_ok", args(json!({}))).await.unwrap();
+    let ok = hub
+        .call_tool("mcp_dying_ok", args(json!({})))
+        .await
+        .unwrap();
     assert_eq!(text_of(&ok), "ok");
     assert_nothing_left(hub, &marked).await;
 }
@@ -82,7 +113,12 @@ async fn server_that_never_answers_times_out_without_blocking_other_calls() {
     let stuck = marked.script("fault_never_answers.py");
     let toml = format!(
         "{}{}",
-        stdio_entry("stuck", &python3(), &[stuck.to_str().unwrap()], "timeout_secs = 3"),
+        stdio_entry(
+            "stuck",
+            &python3(),
+            &[stuck.to_str().unwrap()],
+            "timeout_secs = 3"
+        ),
         steady(&marked)
     );
     let hub = hub_with(&toml).await;
@@ -91,11 +127,20 @@ async fn server_that_never_answers_times_out_without_blocking_other_calls() {
         tokio::spawn(async move { hub.call_tool("mcp_stuck_hang", args(json!({}))).await })
     };
     // While `hang` is in flight on the same server, another call to it is answered.
-    let ok = hub.call_tool("mcp_stuck_ok", args(json!({}))).await.unwrap();
+    let ok = hub
+        .call_tool("mcp_stuck_ok", args(json!({})))
+        .await
+        .unwrap();
     assert_eq!(text_of(&ok), "ok");
-    assert!(!hanging.is_finished(), "hang must still be waiting when ok returns");
+    assert!(
+        !hanging.is_finished(),
+        "hang must still be waiting when ok returns"
+    );
     let error = hanging.await.unwrap().unwrap_err();
-    assert!(matches!(error, HubError::Upstream(UpstreamError::Timeout { ref server, secs: 3, .. }) if server == "stuck"), "{error}");
+    assert!(
+        matches!(error, HubError::Upstream(UpstreamError::Timeout { ref server, secs: 3, .. }) if server == "stuck"),
+        "{error}"
+    );
     assert!(error.to_string().contains("timed out after 3s"), "{error}");
     assert_steady_works(&hub).await;
     assert_nothing_left(hub, &marked).await;
@@ -107,7 +152,12 @@ async fn server_hanging_in_the_handshake_does_not_delay_the_others() {
     let mute = marked.script("fault_never_answers.py");
     let toml = format!(
         "{}{}",
-        stdio_entry("mute", &python3(), &[mute.to_str().unwrap(), "--hang-handshake"], "timeout_secs = 2"),
+        stdio_entry(
+            "mute",
+            &python3(),
+            &[mute.to_str().unwrap(), "--hang-handshake"],
+            "timeout_secs = 2"
+        ),
         steady(&marked)
     );
     let hub = Hub::start_with_backoff(&parse_config(&toml), fast_backoff());
@@ -117,7 +167,10 @@ async fn server_hanging_in_the_handshake_does_not_delay_the_others() {
     assert_steady_works(&hub).await;
     let mute_status = wait_for(&hub, "mute", |s| s.last_error.is_some()).await;
     let error = mute_status.last_error.unwrap();
-    assert!(error.contains("server `mute`: no handshake answer within 2s"), "{error}");
+    assert!(
+        error.contains("server `mute`: no handshake answer within 2s"),
+        "{error}"
+    );
     assert_nothing_left(hub, &marked).await;
 }
 
@@ -131,10 +184,17 @@ async fn non_json_lines_and_a_20_mib_line_on_stdout_are_survived() {
         steady(&marked)
     );
     let hub = hub_with(&toml).await;
-    let status = hub.servers().into_iter().find(|s| s.name == "noisy").unwrap();
+    let status = hub
+        .servers()
+        .into_iter()
+        .find(|s| s.name == "noisy")
+        .unwrap();
     assert_eq!(status.state, ServerState::Ready, "{status:#?}");
     for i in 0..3 {
-        let result = hub.call_tool("mcp_noisy_echo", args(json!({"message": format!("n{i}")}))).await.unwrap();
+        let result = hub
+            .call_tool("mcp_noisy_echo", args(json!({"message": format!("n{i}")})))
+            .await
+            .unwrap();
         assert_eq!(text_of(&result), format!("echo: n{i}"));
     }
     assert_steady_works(&hub).await;
@@ -153,8 +213,18 @@ async fn server_crashing_at_start_is_reported_and_retried() {
     let hub = hub_with(&toml).await;
     let status = wait_for(&hub, "crashy", |s| s.last_error.is_some()).await;
     assert_eq!(status.state, ServerState::Restarting, "{status:#?}");
-    assert!(status.last_error.as_deref().unwrap().starts_with("server `crashy`: handshake failed"), "{status:#?}");
-    let error = hub.call_tool("mcp_crashy_anything", args(json!({}))).await.unwrap_err();
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap()
+            .starts_with("server `crashy`: handshake failed"),
+        "{status:#?}"
+    );
+    let error = hub
+        .call_tool("mcp_crashy_anything", args(json!({})))
+        .await
+        .unwrap_err();
     assert!(matches!(error, HubError::UnknownTool { .. }), "{error}");
     assert_steady_works(&hub).await;
     assert_nothing_left(hub, &marked).await;
@@ -167,15 +237,27 @@ async fn child_ignoring_sigterm_is_killed_and_its_process_group_with_it() {
     let toml = stdio_entry(
         "stubborn",
         &python3(),
-        &[script.to_str().unwrap(), "--ignore-sigterm", "--ignore-stdin-eof", "--spawn-grandchild"],
+        &[
+            script.to_str().unwrap(),
+            "--ignore-sigterm",
+            "--ignore-stdin-eof",
+            "--spawn-grandchild",
+        ],
         "",
     );
     let hub = hub_with(&toml).await;
-    let pids = hub.call_tool("mcp_stubborn_pid", args(json!({}))).await.unwrap();
+    let pids = hub
+        .call_tool("mcp_stubborn_pid", args(json!({})))
+        .await
+        .unwrap();
     let pids: serde_json::Value = serde_json::from_str(&text_of(&pids)).unwrap();
     let child = pids["pid"].as_u64().unwrap() as u32;
     let grandchild = pids["grandchild"].as_u64().unwrap() as u32;
-    assert_eq!(pids["pgid"].as_u64().unwrap() as u32, child, "the child leads its own process group");
+    assert_eq!(
+        pids["pgid"].as_u64().unwrap() as u32,
+        child,
+        "the child leads its own process group"
+    );
     assert_eq!(hub.handshake("stubborn").unwrap().pid, Some(child));
     assert!(std::path::Path::new(&format!("/proc/{grandchild}")).exists());
     hub.shutdown().await;
@@ -183,7 +265,9 @@ async fn child_ignoring_sigterm_is_killed_and_its_process_group_with_it() {
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
         // Gone, or at most a zombie of init's that is being reaped — never running.
         assert!(
-            state.as_deref().is_none_or(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim().starts_with('Z'))),
+            state.as_deref().is_none_or(|s| s
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim().starts_with('Z'))),
             "pid {pid} still alive: {state:?}"
         );
     }
@@ -203,13 +287,28 @@ async fn child_environment_is_cleared_but_for_base_and_whitelisted_names() {
         "env = [\"CARGO_PKG_NAME\", \"GREETING=hello ${CARGO_PKG_NAME}\", \"NOT_SET_ANYWHERE_XYZ\"]",
     );
     let hub = hub_with(&toml).await;
-    let result = hub.call_tool("mcp_envy_env", args(json!({}))).await.unwrap();
-    let env: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text_of(&result)).unwrap();
+    let result = hub
+        .call_tool("mcp_envy_env", args(json!({})))
+        .await
+        .unwrap();
+    let env: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&text_of(&result)).unwrap();
     let mut names: Vec<&str> = env.keys().map(String::as_str).collect();
     names.sort();
-    let allowed = ["CARGO_PKG_NAME", "GREETING", "HOME", "PATH", "TEMP", "TMP", "TMPDIR"];
+    let allowed = [
+        "CARGO_PKG_NAME",
+        "GREETING",
+        "HOME",
+        "PATH",
+        "TEMP",
+        "TMP",
+        "TMPDIR",
+    ];
     for name in &names {
-        assert!(allowed.contains(name), "unexpected variable {name} reached the child: {names:?}");
+        assert!(
+            allowed.contains(name),
+            "unexpected variable {name} reached the child: {names:?}"
+        );
     }
     assert!(names.contains(&"PATH"));
     assert_eq!(env["CARGO_PKG_NAME"], "portico");
@@ -224,7 +323,11 @@ async fn parent_dir_command_is_refused_and_not_retried() {
     // The config check refuses it up front...
     assert!(portico_config::parse("t", &toml).is_err());
     // ...and the upstream layer refuses it again for configs built in code.
-    let mut config = portico_config::parse("t", &stdio_entry("sneaky", std::path::Path::new("sh"), &[], "")).unwrap();
+    let mut config = portico_config::parse(
+        "t",
+        &stdio_entry("sneaky", std::path::Path::new("sh"), &[], ""),
+    )
+    .unwrap();
     if let portico_config::Transport::Stdio { command, .. } = &mut config.mcp_servers[0].transport {
         *command = "../../bin/sh".into();
     }
@@ -232,6 +335,13 @@ async fn parent_dir_command_is_refused_and_not_retried() {
     hub.wait_settled().await;
     let status = &hub.servers()[0];
     assert_eq!(status.state, ServerState::Failed, "{status:#?}");
-    assert!(status.last_error.as_deref().unwrap().contains("`..` path component"), "{status:#?}");
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("`..` path component"),
+        "{status:#?}"
+    );
     hub.shutdown().await;
 }

@@ -10,32 +10,79 @@ async fn every_content_type_and_field_passes_through() {
     let toml = stdio_entry("ev", &node(), &[everything.to_str().unwrap(), "stdio"], "");
     let hub = settled_hub(&toml).await;
 
-    let image = hub.call_tool("mcp_ev_get_tiny_image", args(json!({}))).await.unwrap();
-    let types: Vec<&str> = image["content"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+    let image = hub
+        .call_tool("mcp_ev_get_tiny_image", args(json!({})))
+        .await
+        .unwrap();
+    let types: Vec<&str> = image["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
     assert!(types.contains(&"image"), "{types:?}");
-    let img = image["content"].as_array().unwrap().iter().find(|c| c["type"] == "image").unwrap();
+    let img = image["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "image")
+        .unwrap();
     assert_eq!(img["mimeType"], "image/png");
     assert!(img["data"].as_str().unwrap().len() > 100);
 
-    let links = hub.call_tool("mcp_ev_get_resource_links", args(json!({"count": 2}))).await.unwrap();
-    let link_count = links["content"].as_array().unwrap().iter().filter(|c| c["type"] == "resource_link").count();
+    let links = hub
+        .call_tool("mcp_ev_get_resource_links", args(json!({"count": 2})))
+        .await
+        .unwrap();
+    let link_count = links["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "resource_link")
+        .count();
     assert_eq!(link_count, 2, "{links:?}");
 
     let reference = hub
-        .call_tool("mcp_ev_get_resource_reference", args(json!({"resourceType": "Text", "resourceId": 1})))
+        .call_tool(
+            "mcp_ev_get_resource_reference",
+            args(json!({"resourceType": "Text", "resourceId": 1})),
+        )
         .await
         .unwrap();
-    let embedded = reference["content"].as_array().unwrap().iter().find(|c| c["type"] == "resource").expect("embedded resource");
-    assert!(embedded["resource"]["uri"].as_str().unwrap().contains("1"), "{embedded:?}");
+    let embedded = reference["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "resource")
+        .expect("embedded resource");
+    assert!(
+        embedded["resource"]["uri"].as_str().unwrap().contains("1"),
+        "{embedded:?}"
+    );
 
-    let structured = hub.call_tool("mcp_ev_get_structured_content", args(json!({"location": "New York"}))).await.unwrap();
-    assert!(structured["structuredContent"].is_object(), "{structured:?}");
+    let structured = hub
+        .call_tool(
+            "mcp_ev_get_structured_content",
+            args(json!({"location": "New York"})),
+        )
+        .await
+        .unwrap();
+    assert!(
+        structured["structuredContent"].is_object(),
+        "{structured:?}"
+    );
 
     let annotated = hub
-        .call_tool("mcp_ev_get_annotated_message", args(json!({"messageType": "error", "includeImage": true})))
+        .call_tool(
+            "mcp_ev_get_annotated_message",
+            args(json!({"messageType": "error", "includeImage": true})),
+        )
         .await
         .unwrap();
-    assert!(annotated["content"][0]["annotations"].is_object(), "{annotated:?}");
+    assert!(
+        annotated["content"][0]["annotations"].is_object(),
+        "{annotated:?}"
+    );
     hub.shutdown().await;
 }
 
@@ -52,7 +99,10 @@ async fn tool_definitions_are_kept_unchanged_but_for_the_name() {
     assert_eq!(schema["required"], json!(["sum"]));
     let delete = catalog.tool("mcp_modern_delete_item").unwrap();
     assert_eq!(delete.definition["title"], "Delete an item (pretend)");
-    assert_eq!(delete.definition["annotations"]["destructiveHint"], Value::Bool(true));
+    assert_eq!(
+        delete.definition["annotations"]["destructiveHint"],
+        Value::Bool(true)
+    );
     let exposed = delete.exposed_definition();
     assert_eq!(exposed["name"], "mcp_modern_delete_item");
     let mut original = exposed.clone();
@@ -67,7 +117,9 @@ async fn tool_errors_keep_is_error() {
     let toml = stdio_entry("modern", &venv_python(), &[server.to_str().unwrap()], "");
     let hub = settled_hub(&toml).await;
     // Wrong argument types: the SDK answers with an isError result, which must reach the caller as is.
-    let result = hub.call_tool("mcp_modern_add", args(json!({"a": "x", "b": 1}))).await;
+    let result = hub
+        .call_tool("mcp_modern_add", args(json!({"a": "x", "b": 1})))
+        .await;
     match result {
         Ok(r) => assert_eq!(r["isError"], Value::Bool(true), "{r:?}"),
         Err(e) => panic!("expected an isError result, got error {e}"),

@@ -33,7 +33,10 @@ async fn blocked_addresses_are_refused_with_the_rule_named() {
         let status = refusal(url, "").await;
         assert_eq!(status.state, ServerState::Failed, "{url}: {status:#?}");
         let error = status.last_error.unwrap();
-        assert!(error.contains(rule), "{url}: expected rule {rule:?} in {error}");
+        assert!(
+            error.contains(rule),
+            "{url}: expected rule {rule:?} in {error}"
+        );
         assert!(error.starts_with("server `remote`"), "{error}");
     }
 }
@@ -48,13 +51,21 @@ async fn metadata_stays_blocked_even_with_private_network_allowed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_to_a_blocked_address_is_refused() {
     use axum::response::Redirect;
-    let app = axum::Router::new().fallback(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data") });
+    let app = axum::Router::new()
+        .fallback(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data") });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
-    let status = refusal(&format!("http://127.0.0.1:{port}/mcp"), "allow_private_network = true").await;
+    let status = refusal(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        "allow_private_network = true",
+    )
+    .await;
     server.abort();
     assert_ne!(status.state, ServerState::Ready);
     let error = status.last_error.unwrap();
-    assert!(error.contains("169.254.169.254") && error.contains("cloud metadata"), "{error}");
+    assert!(
+        error.contains("169.254.169.254") && error.contains("cloud metadata"),
+        "{error}"
+    );
 }

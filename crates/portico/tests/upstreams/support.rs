@@ -12,7 +12,10 @@ use portico_config::Config;
 use portico_hub::Hub;
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 pub fn peers_dir() -> PathBuf {
@@ -75,7 +78,9 @@ pub fn stdio_entry(name: &str, command: &Path, args: &[&str], extra: &str) -> St
 
 /// TOML for an HTTP-family server entry (`http` or `sse`).
 pub fn url_entry(name: &str, kind: &str, url: &str, extra: &str) -> String {
-    format!("[[mcp_servers]]\nname = {name:?}\n{extra}\n[mcp_servers.transport]\ntype = {kind:?}\nurl = {url:?}\n\n")
+    format!(
+        "[[mcp_servers]]\nname = {name:?}\n{extra}\n[mcp_servers.transport]\ntype = {kind:?}\nurl = {url:?}\n\n"
+    )
 }
 
 pub fn parse_config(toml: &str) -> Config {
@@ -117,7 +122,10 @@ impl HttpPeer {
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent && let Some(rest) = line.strip_prefix("portico-listen-localhost: listening on 127.0.0.1:") {
+                if !sent
+                    && let Some(rest) =
+                        line.strip_prefix("portico-listen-localhost: listening on 127.0.0.1:")
+                {
                     let _ = tx.send(rest.trim().parse::<u16>().ok());
                     sent = true;
                 }
@@ -142,7 +150,11 @@ impl HttpPeer {
             .stdout(Stdio::null())
             .status()
             .unwrap();
-        assert!(status.success(), "peer {} listens beyond loopback", self.child.id());
+        assert!(
+            status.success(),
+            "peer {} listens beyond loopback",
+            self.child.id()
+        );
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -165,7 +177,12 @@ pub struct Marked {
 
 impl Marked {
     pub fn new() -> Marked {
-        Marked { dir: tempfile::Builder::new().prefix("portico-test-").tempdir().unwrap() }
+        Marked {
+            dir: tempfile::Builder::new()
+                .prefix("portico-test-")
+                .tempdir()
+                .unwrap(),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -198,18 +215,25 @@ pub fn processes_matching(pred: impl Fn(&str) -> bool) -> Vec<(u32, char, String
     let mut found = Vec::new();
     let me = std::process::id();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         if pid == me {
             continue;
         }
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
         if !pred(&cmdline) {
             continue;
         }
         let state = std::fs::read_to_string(entry.path().join("stat"))
             .ok()
-            .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.trim().chars().next()))
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim().chars().next())
+            })
             .unwrap_or('?');
         found.push((pid, state, cmdline));
     }
@@ -221,11 +245,19 @@ pub fn zombie_children() -> Vec<u32> {
     let me = std::process::id();
     let mut zombies = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.first() == Some(&"Z") && fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(me) {
+        if fields.first() == Some(&"Z")
+            && fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(me)
+        {
             zombies.push(pid);
         }
     }

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Catalog peer: a stdlib MCP server whose catalog is set on the command line.
+
+Used to test naming (collisions, long and odd names), pagination, list_changed refresh, and version
+negotiation with an old server.
+
+Flags:
+  --tools A,B,...       tool names (each answers the text "<name> called")
+  --prompts N           N prompts named prompt_0..prompt_{N-1}
+  --resources N         N resources mem://r/0..N-1 (text "resource <i>")
+  --page-size N         paginate every list with nextCursor, N items a page (0 = no pagination)
+  --only-version V      answer `initialize` with V whatever the client asks
+  --dynamic             tool `add_tool {name}` adds a tool and sends notifications/tools/list_changed
+"""
+
+import argparse
+
+from _stdio_peer import RpcError, StdioPeer, text_result, INVALID_PARAMS
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--tools", default="")
+parser.add_argument("--prompts", type=int, default=0)
+parser.add_argument("--resources", type=int, default=0)
+parser.add_argument("--page-size", type=int, default=0)
+parser.add_argument("--only-version", default=None)
+parser.add_argument("--dynamic", action="store_true")
+args = parser.parse_args()
+
+
+class CatalogPeer(StdioPeer):
+    def page(self, items, params, key):
+        if args.page_size <= 0:
+            return {key: items}
+        cursor = params.get("cursor")
+        try:
+            start = int(cursor) if cursor is not None else 0
+        except ValueError:
+            raise RpcError(INVALID_PARAMS, f"bad cursor {cursor!r}")
+        chunk = items[start : start + args.page_size]
+        result = {key: chunk}
+        if start + args.page_size < len(items):
+            result["nextCursor"] = str(start + args.page_size)
+        return result
+
+    def handle_request(self, method, params, msg_id):
+        if method == "initialize":
+            result = super().handle_request(method, params, msg_id)
+            if args.only_version:
+                result["protocolVersion"] = args.only_version
+            caps = {"tools": {"listChanged": args.dynamic}}
+            if args.prompts:
+                caps["prompts"] = {"listChanged": False}
+            if args.resources:
+                caps["resources"] = {"listChanged": False}
+            result["capabilities"] = caps
+            return result
+        if method == "tools/list":
+            return self.page(self.tools, params, "tools")
+        if method == "prompts/list":
+            prompts = [{"name": f"prompt_{i}", "description": f"prompt {i}"} for i in range(args.prompts)]
+            return self.page(prompts, params, "prompts")
+        if method == "resources/list":
+            resources = [{"uri": f"mem://r/{i}", "name": f"r{i}", "mimeType": "text/plain"} for i in range(args.resources)]
+            return self.page(resources, params, "resources")
+        if method == "resources/templates/list":
+            return {"resourceTemplates": []}
+        if method == "resources/read":
+            uri = params.get("uri", "")
+            if not uri.startswith("mem://r/"):
+                raise RpcError(INVALID_PARAMS, f"unknown resource {uri}")
+            return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": f"resource {uri[8:]}"}]}
+        return super().handle_request(method, params, msg_id)
+
+
+peer = CatalogPeer("catalog-peer")
+
+
+def register(name):
+    peer.tool(name, f"The tool {name}")(lambda arguments, msg_id: text_result(f"{name} called"))
+
+
+for tool_name in filter(None, args.tools.split(",")):
+    register(tool_name)
+
+if args.dynamic:
+
+    @peer.tool("add_tool", "Adds a tool and announces the change.", {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
+    def add_tool(arguments, msg_id):
+        register(arguments["name"])
+        peer.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return text_result(f"added {arguments['name']}")
+
+
+if __name__ == "__main__":
+    peer.run()
