@@ -199,18 +199,61 @@ impl Checker<'_> {
     }
 
     fn root(&mut self, root: &DeTable<'_>) {
-        const KNOWN: &[&str] = &["server", "mcp_servers"];
+        const KNOWN: &[&str] = &["server", "mcp_servers", "expose"];
         for (key, value) in root.iter() {
             match key.get_ref().as_ref() {
                 "server" => self.server_section(value),
                 "mcp_servers" => self.mcp_servers(value),
+                "expose" => self.expose_section(value),
                 _ => self.unknown_key(key, "the top level", KNOWN),
             }
         }
     }
 
+    fn expose_section(&mut self, value: &Spanned<DeValue<'_>>) {
+        const KNOWN: &[&str] = &["tools", "resources", "prompts"];
+        let Some(table) = self.expect_table(value, "[expose]") else {
+            return;
+        };
+        for (key, value) in table.iter() {
+            if KNOWN.contains(&key.get_ref().as_ref()) {
+                self.expect_bool(value, &format!("[expose] {}", key.get_ref()));
+            } else {
+                self.unknown_key(key, "[expose]", KNOWN);
+            }
+        }
+    }
+
+    fn positive_integer(&mut self, value: &Spanned<DeValue<'_>>, what: &str, hint: &str) {
+        match value.get_ref() {
+            DeValue::Integer(i) => {
+                let ok = i
+                    .as_str()
+                    .replace('_', "")
+                    .parse::<u64>()
+                    .is_ok_and(|n| n > 0);
+                if !ok || i.radix() != 10 {
+                    self.report(
+                        value.span(),
+                        format!("{what} must be a positive number, found {}", i.as_str()),
+                        Some(hint.into()),
+                    );
+                }
+            }
+            other => self.wrong_type(value.span(), what, "a positive integer", other),
+        }
+    }
+
     fn server_section(&mut self, value: &Spanned<DeValue<'_>>) {
-        const KNOWN: &[&str] = &["listen", "instructions"];
+        const KNOWN: &[&str] = &[
+            "listen",
+            "instructions",
+            "token",
+            "allowed_origins",
+            "allowed_hosts",
+            "max_response_bytes",
+            "max_message_bytes",
+        ];
         let Some(table) = self.expect_table(value, "[server]") else {
             return;
         };
@@ -230,6 +273,52 @@ impl Checker<'_> {
                 "instructions" => {
                     self.expect_string(value, "[server] instructions");
                 }
+                "token" => {
+                    if let Some(token) = self.expect_string(value, "[server] token")
+                        && token.trim().is_empty()
+                    {
+                        self.report(
+                            value.span(),
+                            "[server] token is empty",
+                            Some(
+                                "use a long random value, e.g. token = \"${PORTICO_TOKEN}\"".into(),
+                            ),
+                        );
+                    }
+                }
+                "allowed_origins" => {
+                    for (origin, span) in
+                        self.expect_string_array(value, "[server] allowed_origins")
+                    {
+                        let valid = origin == "null"
+                            || url::Url::parse(&origin).is_ok_and(|u| {
+                                matches!(u.scheme(), "http" | "https") && u.host().is_some()
+                            });
+                        if !valid {
+                            self.report(
+                                span,
+                                format!("`{origin}` is not an origin"),
+                                Some(
+                                    "write scheme://host[:port], e.g. \"https://app.example.com\""
+                                        .into(),
+                                ),
+                            );
+                        }
+                    }
+                }
+                "allowed_hosts" => {
+                    self.expect_string_array(value, "[server] allowed_hosts");
+                }
+                "max_response_bytes" => self.positive_integer(
+                    value,
+                    "[server] max_response_bytes",
+                    "the default is 16777216 (16 MiB)",
+                ),
+                "max_message_bytes" => self.positive_integer(
+                    value,
+                    "[server] max_message_bytes",
+                    "the default is 10485760 (10 MiB)",
+                ),
                 _ => self.unknown_key(key, "[server]", KNOWN),
             }
         }

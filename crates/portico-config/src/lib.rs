@@ -20,8 +20,8 @@ pub use check::{Problem, check};
 pub use expand::{ExpandError, expand_vars};
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
-    Config, DEFAULT_LISTEN, DEFAULT_TIMEOUT_SECS, EnvEntry, McpServerConfig, ServerSection,
-    Transport,
+    Config, DEFAULT_LISTEN, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, McpServerConfig,
+    ServerSection, Transport,
 };
 
 /// Why a configuration could not be loaded.

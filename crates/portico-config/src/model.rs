@@ -14,6 +14,30 @@ pub struct Config {
     pub server: ServerSection,
     #[serde(default)]
     pub mcp_servers: Vec<McpServerConfig>,
+    #[serde(default)]
+    pub expose: ExposeSection,
+}
+
+/// What Portico's MCP doors (`portico mcp`, `/mcp`) offer to clients.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExposeSection {
+    #[serde(default = "default_true")]
+    pub tools: bool,
+    #[serde(default = "default_true")]
+    pub resources: bool,
+    #[serde(default = "default_true")]
+    pub prompts: bool,
+}
+
+impl Default for ExposeSection {
+    fn default() -> Self {
+        ExposeSection {
+            tools: true,
+            resources: true,
+            prompts: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -24,6 +48,23 @@ pub struct ServerSection {
     /// Sent to MCP clients in the handshake.
     #[serde(default)]
     pub instructions: Option<String>,
+    /// Bearer token HTTP clients must present. Required when `listen` is not a loopback address.
+    /// `${VAR}` is expanded from Portico's environment, so the secret need not live in the file.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// Browser origins allowed to call the HTTP doors, e.g. "https://app.example.com". Requests with any
+    /// other `Origin` get 403; requests without one (non-browser clients) are allowed.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Extra host names (or `host:port`) accepted in the `Host` header besides loopback names.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Largest response Portico will send; larger results become a clear error.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// Largest message `portico mcp` accepts on stdin; larger ones are drained and refused.
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
 }
 
 impl Default for ServerSection {
@@ -31,8 +72,21 @@ impl Default for ServerSection {
         ServerSection {
             listen: default_listen(),
             instructions: None,
+            token: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_response_bytes: default_max_response_bytes(),
+            max_message_bytes: default_max_message_bytes(),
         }
     }
+}
+
+fn default_max_response_bytes() -> usize {
+    16 * 1024 * 1024
+}
+
+fn default_max_message_bytes() -> usize {
+    10 * 1024 * 1024
 }
 
 fn default_listen() -> String {

@@ -304,3 +304,55 @@ fn serve_runs_until_sigterm_then_stops_its_children() {
         marked.processes()
     );
 }
+
+#[test]
+fn progress_is_shown_on_a_terminal_and_not_when_piped() {
+    let marked = Marked::new();
+    let config = stdio_entry(
+        "mute",
+        &python3(),
+        &[
+            marked.script("fault_never_answers.py").to_str().unwrap(),
+            "--hang-handshake",
+        ],
+        "timeout_secs = 2",
+    ) + &stdio_entry(
+        "envy",
+        &python3(),
+        &[marked.script("env_dump.py").to_str().unwrap()],
+        "",
+    );
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("config.toml");
+    std::fs::write(&path, &config).unwrap();
+    let command = format!(
+        "{} --config {} tools",
+        env!("CARGO_BIN_EXE_portico"),
+        path.display()
+    );
+    // `script` gives the command a pseudo-terminal, as a person's shell would.
+    let output = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("PORTICO_HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        shown.contains("connecting 1/2 servers… waiting for mute"),
+        "{shown}"
+    );
+    assert!(shown.contains("mcp_envy_env  [envy]"), "{shown}");
+
+    let (code, stdout, stderr) = run_portico(&config, &["tools"], &[]);
+    assert_eq!(code, 0);
+    assert!(
+        !stdout.contains("connecting") && !stderr.contains("connecting"),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains("warning: server `mute` is restarting"),
+        "{stderr}"
+    );
+    assert!(marked.processes().is_empty(), "{:#?}", marked.processes());
+}
