@@ -1,17 +1,19 @@
 use std::sync::Arc;
 
 use portico_core::JsonObject;
-use portico_hub::{Hub, HubError};
+use portico_hub::HubError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+    ResourceTemplate, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
+
+use crate::backend::{Backend, BackendError, Listing};
 
 /// The default cap on one response, serialised: big enough for real tool output, small enough that a
 /// runaway upstream cannot make Portico write a frame a client will choke on.
@@ -55,16 +57,20 @@ impl Default for ServerOptions {
 /// The MCP server over the hub. Cheap to clone: one per client session.
 #[derive(Clone)]
 pub struct PorticoServer {
-    hub: Hub,
+    backend: Backend,
     options: Arc<ServerOptions>,
 }
 
 impl PorticoServer {
-    pub fn new(hub: Hub, options: ServerOptions) -> Self {
+    pub fn new(backend: Backend, options: ServerOptions) -> Self {
         PorticoServer {
-            hub,
+            backend,
             options: Arc::new(options),
         }
+    }
+
+    async fn listing(&self) -> Result<Listing, McpError> {
+        self.backend.listing().await.map_err(backend_error)
     }
 
     /// Fails with a clear error when a serialised result would exceed the response budget.
@@ -91,14 +97,25 @@ fn from_object<T: DeserializeOwned>(what: &str, object: JsonObject) -> Result<T,
     })
 }
 
-fn hub_error(error: HubError) -> McpError {
+fn backend_error(error: BackendError) -> McpError {
     match &error {
-        HubError::UnknownTool { .. } | HubError::UnknownPrompt { .. } => {
+        BackendError::Hub(HubError::UnknownTool { .. } | HubError::UnknownPrompt { .. }) => {
             McpError::invalid_params(error.to_string(), None)
         }
-        HubError::UnknownResource { .. } => McpError::resource_not_found(error.to_string(), None),
+        BackendError::Hub(HubError::UnknownResource { .. }) => {
+            McpError::resource_not_found(error.to_string(), None)
+        }
+        BackendError::Daemon(portico_mcp::UpstreamError::Remote {
+            code: Some(code),
+            message,
+            ..
+        }) => McpError::new(rmcp::model::ErrorCode(*code), message.clone(), None),
         _ => McpError::internal_error(error.to_string(), None),
     }
+}
+
+fn parse_all<T: DeserializeOwned>(what: &str, items: Vec<JsonObject>) -> Result<Vec<T>, McpError> {
+    items.into_iter().map(|item| from_object(what, item)).collect()
 }
 
 impl ServerHandler for PorticoServer {
@@ -139,12 +156,7 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let catalog = self.hub.catalog();
-        let tools = catalog
-            .tools()
-            .iter()
-            .map(|t| from_object::<Tool>("tool definition", t.exposed_definition()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let tools: Vec<Tool> = parse_all("tool definition", self.listing().await?.tools)?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -153,7 +165,7 @@ impl ServerHandler for PorticoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let call = self.hub.call_tool(&request.name, request.arguments);
+        let call = self.backend.call_tool(&request.name, request.arguments);
         let result = tokio::select! {
             result = call => result,
             _ = context.ct.cancelled() => {
@@ -164,7 +176,7 @@ impl ServerHandler for PorticoServer {
             Ok(result) => result,
             // An unknown tool is a protocol error; an upstream failure is the tool's failure and the model
             // should see it, so it becomes an isError result.
-            Err(error @ HubError::UnknownTool { .. }) => return Err(hub_error(error)),
+            Err(error) if error.is_unknown_tool() => return Err(backend_error(error)),
             Err(error) => {
                 return Ok(
                     CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
@@ -188,12 +200,7 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let catalog = self.hub.catalog();
-        let resources = catalog
-            .resources()
-            .iter()
-            .map(|r| from_object::<Resource>("resource", r.exposed_definition()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let resources: Vec<Resource> = parse_all("resource", self.listing().await?.resources)?;
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -202,12 +209,8 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let catalog = self.hub.catalog();
-        let templates = catalog
-            .resource_templates()
-            .iter()
-            .map(|t| from_object::<ResourceTemplate>("resource template", t.exposed_definition()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let templates: Vec<ResourceTemplate> =
+            parse_all("resource template", self.listing().await?.resource_templates)?;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -217,10 +220,10 @@ impl ServerHandler for PorticoServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let result = self
-            .hub
+            .backend
             .read_resource(&request.uri)
             .await
-            .map_err(hub_error)?;
+            .map_err(backend_error)?;
         let result: ReadResourceResult = from_object("resource contents", result)?;
         self.within_budget(&format!("resource `{}`", request.uri), &result)?;
         Ok(result.into())
@@ -231,12 +234,7 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let catalog = self.hub.catalog();
-        let prompts = catalog
-            .prompts()
-            .iter()
-            .map(|p| from_object::<Prompt>("prompt", p.exposed_definition()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let prompts: Vec<Prompt> = parse_all("prompt", self.listing().await?.prompts)?;
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -246,33 +244,34 @@ impl ServerHandler for PorticoServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let result = self
-            .hub
+            .backend
             .get_prompt(&request.name, request.arguments)
             .await
-            .map_err(hub_error)?;
+            .map_err(backend_error)?;
         let result: GetPromptResult = from_object("prompt", result)?;
         self.within_budget(&format!("prompt `{}`", request.name), &result)?;
         Ok(result.into())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Relay catalog changes to this client for as long as its session lives.
-        let hub = self.hub.clone();
+        // Handshake-era clients get list changes as plain notifications for as long as the session lives.
+        let backend = self.backend.clone();
         let peer = context.peer;
         let exposure = self.options.exposure.clone();
         tokio::spawn(async move {
-            let mut changes = hub.subscribe();
-            let mut last = CatalogShape::of(&hub);
+            let mut changes = backend.changes();
+            let mut last = backend.listing().await.unwrap_or_default();
             while changes.changed().await.is_ok() {
-                let now = CatalogShape::of(&hub);
+                let Ok(now) = backend.listing().await else { continue };
+                let changed = ChangedKinds::between(&last, &now, &exposure);
                 let sent = async {
-                    if exposure.tools && now.tools != last.tools {
+                    if changed.tools {
                         peer.notify_tool_list_changed().await?;
                     }
-                    if exposure.prompts && now.prompts != last.prompts {
+                    if changed.prompts {
                         peer.notify_prompt_list_changed().await?;
                     }
-                    if exposure.resources && now.resources != last.resources {
+                    if changed.resources {
                         peer.notify_resource_list_changed().await?;
                     }
                     Ok::<_, rmcp::service::ServiceError>(())
@@ -284,42 +283,81 @@ impl ServerHandler for PorticoServer {
             }
         });
     }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        // List changes are supported; per-resource update subscriptions are not relayed yet.
+        let mut accepted = requested.clone();
+        accepted.resource_subscriptions = None;
+        Some(accepted)
+    }
+
+    /// 2026-07-28 clients ask for list changes on a `subscriptions/listen` stream instead.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.backend.changes();
+        let mut last = self.backend.listing().await.unwrap_or_default();
+        let accepted = context.accepted().clone();
+        let sink = context.sink();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+            let Ok(now) = self.backend.listing().await else { continue };
+            let changed = ChangedKinds::between(&last, &now, &self.options.exposure);
+            let sent = async {
+                if changed.tools && accepted.tools_list_changed == Some(true) {
+                    sink.notify_tool_list_changed().await?;
+                }
+                if changed.prompts && accepted.prompts_list_changed == Some(true) {
+                    sink.notify_prompt_list_changed().await?;
+                }
+                if changed.resources && accepted.resources_list_changed == Some(true) {
+                    sink.notify_resource_list_changed().await?;
+                }
+                Ok::<_, rmcp::service::SubscriptionSendError>(())
+            };
+            if sent.await.is_err() {
+                return Ok(());
+            }
+            last = now;
+        }
+    }
 }
 
-/// What clients can observe of the catalog: names and definitions per kind. A list_changed is only sent
-/// when one of these actually changed, not on every server state change.
-#[derive(PartialEq)]
-struct CatalogShape {
-    tools: Vec<JsonObject>,
-    prompts: Vec<JsonObject>,
-    resources: Vec<JsonObject>,
+/// Which exposed lists differ between two listings: a list_changed goes out only for a real change, not
+/// for every server state change.
+struct ChangedKinds {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
 }
 
-impl CatalogShape {
-    fn of(hub: &Hub) -> Self {
-        let catalog = hub.catalog();
-        CatalogShape {
-            tools: catalog
-                .tools()
-                .iter()
-                .map(|t| t.exposed_definition())
-                .collect(),
-            prompts: catalog
-                .prompts()
-                .iter()
-                .map(|p| p.exposed_definition())
-                .collect(),
-            resources: catalog
-                .resources()
-                .iter()
-                .map(|r| r.exposed_definition())
-                .chain(
-                    catalog
-                        .resource_templates()
-                        .iter()
-                        .map(|t| t.exposed_definition()),
-                )
-                .collect(),
+impl ChangedKinds {
+    fn between(last: &Listing, now: &Listing, exposure: &Exposure) -> Self {
+        ChangedKinds {
+            tools: exposure.tools && now.tools != last.tools,
+            prompts: exposure.prompts && now.prompts != last.prompts,
+            resources: exposure.resources
+                && (now.resources != last.resources || now.resource_templates != last.resource_templates),
+        }
+    }
+}
+
+impl ServerOptions {
+    /// The options the config's `[server]` and `[expose]` sections ask for.
+    pub fn from_config(config: &portico_config::Config) -> Self {
+        ServerOptions {
+            instructions: config.server.instructions.clone(),
+            exposure: Exposure {
+                tools: config.expose.tools,
+                resources: config.expose.resources,
+                prompts: config.expose.prompts,
+            },
+            max_response_bytes: config.server.max_response_bytes,
         }
     }
 }

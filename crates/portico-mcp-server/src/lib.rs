@@ -9,6 +9,8 @@
 //! It does not connect to upstreams (the hub does) and does not own HTTP routing or authentication (the
 //! daemon does).
 
+mod backend;
 mod handler;
 
+pub use backend::{Backend, BackendError, DaemonLink, Listing};
 pub use handler::{DEFAULT_MAX_RESPONSE_BYTES, Exposure, PorticoServer, ServerOptions};

@@ -30,8 +30,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the hub: connect every configured server and keep them healthy until interrupted.
+    /// Run the daemon: connect every configured server, serve MCP at /mcp and the API at /api until
+    /// interrupted.
     Serve,
+    /// Serve MCP on stdin/stdout for an IDE (newline JSON or Content-Length framing). Proxies to a running
+    /// daemon when there is one, else runs the hub in-process.
+    Mcp {
+        /// Never proxy to a daemon, even if one is running.
+        #[arg(long)]
+        standalone: bool,
+    },
     /// Show each configured server: transport, state, protocol version, catalog counts, last error.
     Servers {
         #[arg(long)]
@@ -73,7 +81,7 @@ pub enum ConfigCommand {
 
 impl Command {
     pub fn is_daemon(&self) -> bool {
-        matches!(self, Command::Serve)
+        matches!(self, Command::Serve | Command::Mcp { .. })
     }
 }
 
@@ -89,6 +97,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => serve(cli.config.as_deref()).await,
+        Command::Mcp { standalone } => crate::stdio_door::run(cli.config.as_deref(), standalone).await,
         Command::Servers { json } => {
             let hub = start_hub(cli.config.as_deref()).await?;
             let servers = hub.servers();
@@ -206,42 +215,49 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     let (config, source) = portico_config::load(explicit)?;
     tracing::info!("config: {source}");
     if config.mcp_servers.is_empty() {
-        tracing::warn!(
-            "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"
-        );
+        tracing::warn!("no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)");
     }
+    let door = portico_daemon::DoorConfig::from_config(&config)?;
     let hub = Hub::start(&config);
-    let mut changes = hub.subscribe();
-    let mut reported = false;
-    let signal = shutdown_signal();
-    tokio::pin!(signal);
-    loop {
-        if !reported && hub.settled() {
-            reported = true;
+    let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
+    if let Some(stale) = info_file.read() {
+        tracing::debug!("replacing daemon info left by pid {} ({})", stale.pid, info_file.path().display());
+    }
+
+    // Report once every server's first attempt is done, without holding up the HTTP door.
+    let reporter = {
+        let hub = hub.clone();
+        let servers = config.mcp_servers.len();
+        tokio::spawn(async move {
+            hub.wait_settled().await;
             eprint!("{}", output::servers_table(&hub.servers()));
             eprintln!(
                 "portico: ready; {} tool(s) from {} server(s). Ctrl-C to stop.",
                 hub.catalog().tools().len(),
-                config.mcp_servers.len()
+                servers
             );
-        }
-        tokio::select! {
-            _ = &mut signal => break,
-            changed = changes.changed() => if changed.is_err() { break },
-        }
-    }
+        })
+    };
+    let served = portico_daemon::serve(
+        hub.clone(),
+        &config,
+        door,
+        info_file,
+        shutdown_signal(),
+        |addr| eprintln!("portico: listening on http://{addr} (MCP at /mcp)"),
+    )
+    .await;
+    reporter.abort();
     eprintln!("portico: shutting down");
-    // Children get their grace periods; a second signal is not needed but bounded anyway.
-    if tokio::time::timeout(Duration::from_secs(30), hub.shutdown())
-        .await
-        .is_err()
-    {
+    // Children get their grace periods; bounded so a wedged server cannot hold the exit forever.
+    if tokio::time::timeout(Duration::from_secs(30), hub.shutdown()).await.is_err() {
         eprintln!("portico: some servers did not stop within 30s");
     }
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
     tokio::select! {

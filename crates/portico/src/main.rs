@@ -4,6 +4,8 @@
 mod cli;
 mod output;
 mod progress;
+mod stdio_door;
+mod stdio_transport;
 
 use std::process::ExitCode;
 
@@ -34,9 +36,10 @@ fn main() -> ExitCode {
 fn init_logging(args: &cli::Cli) {
     use tracing_subscriber::EnvFilter;
     let default = match (args.verbose, args.command.is_daemon()) {
-        (0, true) => "info",
+        // rmcp logs every handshake in full at info level; keep that for -vv.
+        (0, true) => "info,rmcp=warn",
         (0, false) => "warn",
-        (1, _) => "info",
+        (1, _) => "info,rmcp=warn",
         (2, _) => "debug",
         _ => "trace",
     };

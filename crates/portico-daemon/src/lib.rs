@@ -1,0 +1,169 @@
+//! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`) and MCP
+//! over Streamable HTTP (`/mcp`), behind the door's security checks, plus the daemon info file that lets
+//! `portico mcp` find a running daemon.
+//!
+//! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
+//! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
+//! request, and requires the token, when one is set, everywhere but the health check.
+//!
+//! It does not know MCP beyond mounting `portico-mcp-server`'s handler, and it does not connect upstreams.
+
+mod api;
+mod info;
+mod security;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use portico_config::Config;
+use portico_hub::Hub;
+use portico_mcp_server::{Backend, PorticoServer, ServerOptions};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+pub use info::{DaemonInfo, InfoFile};
+pub use security::DoorPolicy;
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("[server] listen `{0}` is not an address and port such as 127.0.0.1:4200")]
+    BadListen(String),
+    #[error(
+        "[server] listen is {0}, which is not a loopback address, and no token is set; anyone who can reach it could use every tool. Set [server] token = \"${{PORTICO_TOKEN}}\" (and export PORTICO_TOKEN) or listen on 127.0.0.1"
+    )]
+    TokenRequired(SocketAddr),
+    #[error("[server] token: {0}")]
+    Token(String),
+    #[error("cannot listen on {addr}: {source} (is another Portico or program using the port? change [server] listen)")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write the daemon info file {path}: {source}")]
+    InfoFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("HTTP server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Everything the HTTP door needs, resolved from config.
+#[derive(Clone)]
+pub struct DoorConfig {
+    pub listen: SocketAddr,
+    pub policy: Arc<DoorPolicy>,
+    pub server: ServerOptions,
+}
+
+impl DoorConfig {
+    /// Resolves the `[server]` section: expands the token, and refuses a non-loopback listen address
+    /// without one.
+    pub fn from_config(config: &Config) -> Result<Self, DaemonError> {
+        let section = &config.server;
+        let listen: SocketAddr = section
+            .listen
+            .parse()
+            .map_err(|_| DaemonError::BadListen(section.listen.clone()))?;
+        let token = match &section.token {
+            Some(raw) => {
+                let token = portico_config::expand_vars(raw, |v| std::env::var(v).ok())
+                    .map_err(|e| DaemonError::Token(e.to_string()))?;
+                if token.trim().is_empty() {
+                    return Err(DaemonError::Token("expands to an empty value".into()));
+                }
+                Some(token)
+            }
+            None => None,
+        };
+        if !listen.ip().is_loopback() && token.is_none() {
+            return Err(DaemonError::TokenRequired(listen));
+        }
+        let policy = DoorPolicy::new(
+            listen,
+            token,
+            section.allowed_origins.clone(),
+            section.allowed_hosts.clone(),
+        );
+        Ok(DoorConfig {
+            listen,
+            policy: Arc::new(policy),
+            server: ServerOptions::from_config(config),
+        })
+    }
+
+    /// The same door bound to another address (tests bind port 0 and learn the real port after).
+    pub fn with_listen(mut self, listen: SocketAddr) -> Self {
+        let policy = (*self.policy).clone().with_listen(listen);
+        self.listen = listen;
+        self.policy = Arc::new(policy);
+        self
+    }
+}
+
+/// The router: `/api/*` and `/mcp`, behind the door policy. `shutdown` ends open MCP streams.
+pub fn app(hub: Hub, config: &Config, door: &DoorConfig, shutdown: CancellationToken) -> Router {
+    let server = PorticoServer::new(Backend::Hub(hub.clone()), door.server.clone());
+    // Host and Origin are enforced by the door policy for every route, so rmcp's own checks are
+    // configured to agree with it rather than to second-guess it.
+    let mcp_config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(door.policy.allowed_hosts())
+        .with_cancellation_token(shutdown);
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
+    Router::new()
+        .merge(api::routes(hub, config))
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            door.policy.clone(),
+            security::check,
+        ))
+}
+
+/// Binds, writes the daemon info file, serves until `shutdown` resolves, then removes the file.
+/// `on_bound` is called with the real address once listening (useful with port 0).
+pub async fn serve(
+    hub: Hub,
+    config: &Config,
+    door: DoorConfig,
+    info_file: InfoFile,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_bound: impl FnOnce(SocketAddr),
+) -> Result<(), DaemonError> {
+    let listener = tokio::net::TcpListener::bind(door.listen)
+        .await
+        .map_err(|source| DaemonError::Bind {
+            addr: door.listen,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(DaemonError::Serve)?;
+    let door = door.with_listen(bound);
+    let info = DaemonInfo::new(bound, door.policy.token().map(str::to_string));
+    info_file
+        .write(&info)
+        .map_err(|source| DaemonError::InfoFile {
+            path: info_file.path().display().to_string(),
+            source,
+        })?;
+    on_bound(bound);
+    let streams = CancellationToken::new();
+    let router = app(hub, config, &door, streams.clone());
+    let result = axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // Long-lived MCP streams would otherwise hold graceful shutdown open forever.
+            streams.cancel();
+        })
+        .await
+        .map_err(DaemonError::Serve);
+    info_file.remove_if_ours(&info);
+    result
+}

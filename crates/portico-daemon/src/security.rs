@@ -1,0 +1,193 @@
+//! The door's checks, applied to every request before any route runs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+/// Who may talk to the door.
+#[derive(Debug, Clone)]
+pub struct DoorPolicy {
+    listen: SocketAddr,
+    token: Option<String>,
+    allowed_origins: Vec<String>,
+    extra_hosts: Vec<String>,
+}
+
+impl DoorPolicy {
+    pub fn new(
+        listen: SocketAddr,
+        token: Option<String>,
+        allowed_origins: Vec<String>,
+        extra_hosts: Vec<String>,
+    ) -> Self {
+        DoorPolicy {
+            listen,
+            token,
+            allowed_origins: allowed_origins
+                .into_iter()
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
+            extra_hosts: extra_hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    pub fn with_listen(mut self, listen: SocketAddr) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Host names accepted in `Host`: loopback names always, the listen address when it is a specific
+    /// non-loopback one, and what the config adds.
+    pub fn allowed_hosts(&self) -> Vec<String> {
+        let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+        let ip = self.listen.ip();
+        if !ip.is_loopback() && !ip.is_unspecified() {
+            hosts.push(ip.to_string());
+        }
+        hosts.extend(self.extra_hosts.iter().cloned());
+        hosts
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        let name = strip_port(&host);
+        self.allowed_hosts()
+            .iter()
+            .any(|allowed| allowed == &host || allowed == name)
+    }
+
+    /// Browsers send `Origin`; other clients usually do not. A foreign origin is a web page trying to
+    /// reach a local service, which is exactly what must be refused.
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+        if self.allowed_origins.iter().any(|o| o == &origin) {
+            return true;
+        }
+        let port = self.listen.port();
+        ["localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .any(|h| origin == format!("http://{h}:{port}"))
+    }
+
+    fn token_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(expected) = &self.token else {
+            return true;
+        };
+        let Some(given) = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        else {
+            return false;
+        };
+        // Compare digests so the comparison time does not depend on how many leading bytes match.
+        Sha256::digest(given.trim().as_bytes()) == Sha256::digest(expected.as_bytes())
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+fn refuse(status: StatusCode, message: String) -> Response {
+    tracing::warn!(%status, "{message}");
+    (status, axum::Json(serde_json::json!({"error": message}))).into_response()
+}
+
+pub(crate) async fn check(State(policy): State<Arc<DoorPolicy>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    if !policy.host_allowed(host) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            format!("Host `{host}` is not allowed; add it to [server] allowed_hosts if Portico is meant to be reached by that name"),
+        );
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("<not text>");
+        if !policy.origin_allowed(origin) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                format!("Origin `{origin}` is not allowed; add it to [server] allowed_origins to let that web page call Portico"),
+            );
+        }
+    }
+    let public = request.uri().path() == "/api/health";
+    if !public && !policy.token_ok(headers) {
+        let mut response = refuse(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value".into(),
+        );
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+        return response;
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(token: Option<&str>) -> DoorPolicy {
+        DoorPolicy::new(
+            "127.0.0.1:4200".parse().unwrap(),
+            token.map(str::to_string),
+            vec!["https://app.example.com/".into()],
+            vec!["portico.internal".into()],
+        )
+    }
+
+    #[test]
+    fn hosts() {
+        let p = policy(None);
+        for ok in ["localhost:4200", "127.0.0.1:4200", "[::1]:4200", "localhost", "portico.internal:4200"] {
+            assert!(p.host_allowed(ok), "{ok}");
+        }
+        for bad in ["evil.com", "evil.com:4200", "127.0.0.1.evil.com", ""] {
+            assert!(!p.host_allowed(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn origins() {
+        let p = policy(None);
+        assert!(p.origin_allowed("https://app.example.com"));
+        assert!(p.origin_allowed("http://localhost:4200"));
+        assert!(!p.origin_allowed("http://localhost:3000"));
+        assert!(!p.origin_allowed("https://evil.com"));
+        assert!(!p.origin_allowed("null"));
+    }
+
+    #[test]
+    fn tokens() {
+        let p = policy(Some("s3cret"));
+        let mut headers = HeaderMap::new();
+        assert!(!p.token_ok(&headers));
+        headers.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
+        assert!(!p.token_ok(&headers));
+        headers.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+        assert!(p.token_ok(&headers));
+        assert!(policy(None).token_ok(&HeaderMap::new()));
+    }
+}

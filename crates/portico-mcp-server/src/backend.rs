@@ -1,0 +1,107 @@
+//! Where a served catalog comes from: the in-process hub, or a running daemon reached over MCP.
+
+use std::sync::Arc;
+
+use portico_core::JsonObject;
+use portico_hub::{Hub, HubError};
+use portico_mcp::{Upstream, UpstreamError};
+use tokio::sync::watch;
+
+/// The source of everything a door serves.
+#[derive(Clone)]
+pub enum Backend {
+    /// The hub in this process.
+    Hub(Hub),
+    /// A daemon's `/mcp`, for `portico mcp` when a daemon is running: its catalog is already aggregated
+    /// and named, so it is served as is.
+    Daemon(Arc<DaemonLink>),
+}
+
+/// A session with a running daemon, plus a change signal fed by its list-changed notifications.
+pub struct DaemonLink {
+    pub upstream: Upstream,
+    pub changes: watch::Receiver<u64>,
+}
+
+/// A lookup or call failure, from whichever backend.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error(transparent)]
+    Hub(#[from] HubError),
+    #[error(transparent)]
+    Daemon(#[from] UpstreamError),
+}
+
+impl BackendError {
+    pub fn is_unknown_tool(&self) -> bool {
+        matches!(self, BackendError::Hub(HubError::UnknownTool { .. }))
+            || matches!(self, BackendError::Daemon(UpstreamError::Remote { code: Some(-32602), .. }))
+    }
+}
+
+/// What a door lists: exposed definitions, ready to serve.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    pub tools: Vec<JsonObject>,
+    pub prompts: Vec<JsonObject>,
+    pub resources: Vec<JsonObject>,
+    pub resource_templates: Vec<JsonObject>,
+}
+
+impl Backend {
+    pub async fn listing(&self) -> Result<Listing, BackendError> {
+        match self {
+            Backend::Hub(hub) => {
+                let catalog = hub.catalog();
+                Ok(Listing {
+                    tools: catalog.tools().iter().map(|t| t.exposed_definition()).collect(),
+                    prompts: catalog.prompts().iter().map(|p| p.exposed_definition()).collect(),
+                    resources: catalog.resources().iter().map(|r| r.exposed_definition()).collect(),
+                    resource_templates: catalog
+                        .resource_templates()
+                        .iter()
+                        .map(|t| t.exposed_definition())
+                        .collect(),
+                })
+            }
+            Backend::Daemon(link) => {
+                let catalog = link.upstream.list_catalog().await?;
+                Ok(Listing {
+                    tools: catalog.tools.into_iter().map(|t| t.definition).collect(),
+                    prompts: catalog.prompts.into_iter().map(|p| p.definition).collect(),
+                    resources: catalog.resources.into_iter().map(|r| r.definition).collect(),
+                    resource_templates: catalog.resource_templates.into_iter().map(|t| t.definition).collect(),
+                })
+            }
+        }
+    }
+
+    pub async fn call_tool(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, BackendError> {
+        Ok(match self {
+            Backend::Hub(hub) => hub.call_tool(name, arguments).await?,
+            Backend::Daemon(link) => link.upstream.call_tool(name, arguments).await?,
+        })
+    }
+
+    pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, BackendError> {
+        Ok(match self {
+            Backend::Hub(hub) => hub.read_resource(uri).await?,
+            Backend::Daemon(link) => link.upstream.read_resource(uri).await?,
+        })
+    }
+
+    pub async fn get_prompt(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, BackendError> {
+        Ok(match self {
+            Backend::Hub(hub) => hub.get_prompt(name, arguments).await?,
+            Backend::Daemon(link) => link.upstream.get_prompt(name, arguments).await?,
+        })
+    }
+
+    /// Fires when what clients can list may have changed.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        match self {
+            Backend::Hub(hub) => hub.subscribe(),
+            Backend::Daemon(link) => link.changes.clone(),
+        }
+    }
+}

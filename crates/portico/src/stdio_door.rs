@@ -1,0 +1,107 @@
+//! `portico mcp`: the stdio door for IDEs.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use portico_config::{McpServerConfig, Transport};
+use portico_daemon::{DaemonInfo, InfoFile};
+use portico_hub::Hub;
+use portico_mcp::Upstream;
+use portico_mcp_server::{Backend, DaemonLink, PorticoServer, ServerOptions};
+use rmcp::ServiceExt;
+use tokio::sync::{mpsc, watch};
+
+pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow::Result<ExitCode> {
+    let (config, source) = portico_config::load(explicit)?;
+    let options = ServerOptions::from_config(&config);
+    let daemon = if standalone { None } else { connect_daemon().await };
+    let (backend, hub) = match daemon {
+        Some(link) => {
+            tracing::info!("proxying to the running daemon");
+            (Backend::Daemon(Arc::new(link)), None)
+        }
+        None => {
+            tracing::info!("no daemon running; serving config {source} in-process");
+            // The handshake is answered at once; servers join the catalog as they connect and clients
+            // hear about it through list_changed.
+            let hub = Hub::start(&config);
+            (Backend::Hub(hub.clone()), Some(hub))
+        }
+    };
+    let server = PorticoServer::new(backend, options);
+    let transport = crate::stdio_transport::transport(&config);
+    let outcome = match server.serve(transport).await {
+        Ok(running) => {
+            tokio::select! {
+                _ = running.waiting() => {}
+                _ = crate::cli::shutdown_signal() => {}
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(e).context("MCP session on stdio ended before it started"),
+    };
+    if let Some(hub) = hub
+        && tokio::time::timeout(Duration::from_secs(30), hub.shutdown()).await.is_err()
+    {
+        tracing::warn!("some servers did not stop within 30s");
+    }
+    outcome
+}
+
+/// Finds a live daemon through its info file and opens an MCP session with it. A stale file (the daemon
+/// died) or a daemon that does not answer means `None`: serve in-process instead.
+async fn connect_daemon() -> Option<DaemonLink> {
+    let info = InfoFile::in_dir(&portico_config::data_dir()).read()?;
+    if !daemon_is_alive(&info).await {
+        tracing::debug!("ignoring stale daemon info (pid {} at {})", info.pid, info.address);
+        return None;
+    }
+    let mut headers = std::collections::BTreeMap::new();
+    if let Some(token) = &info.token {
+        headers.insert("Authorization".to_string(), format!("Bearer {token}"));
+    }
+    let config = McpServerConfig {
+        name: "daemon".into(),
+        timeout_secs: portico_config::DEFAULT_TIMEOUT_SECS,
+        env: Vec::new(),
+        enabled: true,
+        // The daemon listens on this machine, so its address is loopback by design.
+        allow_private_network: true,
+        transport: Transport::Http { url: info.mcp_url(), headers },
+    };
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    let (upstream, _exit) = match Upstream::connect(&config, events_tx).await {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracing::warn!("a daemon is running at {} but did not accept an MCP session ({e}); serving in-process", info.address);
+            return None;
+        }
+    };
+    let (changes_tx, changes) = watch::channel(0u64);
+    tokio::spawn(async move {
+        while events_rx.recv().await.is_some() {
+            changes_tx.send_modify(|n| *n += 1);
+        }
+    });
+    Some(DaemonLink { upstream, changes })
+}
+
+async fn daemon_is_alive(info: &DaemonInfo) -> bool {
+    let Ok(client) = portico_net::SafeClient::builder()
+        .policy(portico_net::NetPolicy { allow_private: true })
+        .timeout(Duration::from_secs(2))
+        .build()
+    else {
+        return false;
+    };
+    let Ok(response) = client.get(&format!("{}/api/health", info.base_url())).await else {
+        return false;
+    };
+    let Ok(health) = response.json::<serde_json::Value>().await else {
+        return false;
+    };
+    health["status"] == "ok" && health["pid"].as_u64() == Some(u64::from(info.pid))
+}
+
