@@ -7,6 +7,9 @@ use portico_hub::{Hub, HubError};
 use portico_mcp::{Upstream, UpstreamError};
 use tokio::sync::watch;
 
+/// How long a listing waits for servers still making their first connection attempt.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The source of everything a door serves.
 #[derive(Clone)]
 pub enum Backend {
@@ -35,7 +38,13 @@ pub enum BackendError {
 impl BackendError {
     pub fn is_unknown_tool(&self) -> bool {
         matches!(self, BackendError::Hub(HubError::UnknownTool { .. }))
-            || matches!(self, BackendError::Daemon(UpstreamError::Remote { code: Some(-32602), .. }))
+            || matches!(
+                self,
+                BackendError::Daemon(UpstreamError::Remote {
+                    code: Some(-32602),
+                    ..
+                })
+            )
     }
 }
 
@@ -52,11 +61,28 @@ impl Backend {
     pub async fn listing(&self) -> Result<Listing, BackendError> {
         match self {
             Backend::Hub(hub) => {
+                // Right after start, servers are still connecting. An IDE lists tools once, at once, and
+                // not every client re-lists on list_changed, so give the first connections a moment.
+                if !hub.settled() {
+                    let _ = tokio::time::timeout(SETTLE_WAIT, hub.wait_settled()).await;
+                }
                 let catalog = hub.catalog();
                 Ok(Listing {
-                    tools: catalog.tools().iter().map(|t| t.exposed_definition()).collect(),
-                    prompts: catalog.prompts().iter().map(|p| p.exposed_definition()).collect(),
-                    resources: catalog.resources().iter().map(|r| r.exposed_definition()).collect(),
+                    tools: catalog
+                        .tools()
+                        .iter()
+                        .map(|t| t.exposed_definition())
+                        .collect(),
+                    prompts: catalog
+                        .prompts()
+                        .iter()
+                        .map(|p| p.exposed_definition())
+                        .collect(),
+                    resources: catalog
+                        .resources()
+                        .iter()
+                        .map(|r| r.exposed_definition())
+                        .collect(),
                     resource_templates: catalog
                         .resource_templates()
                         .iter()
@@ -69,14 +95,26 @@ impl Backend {
                 Ok(Listing {
                     tools: catalog.tools.into_iter().map(|t| t.definition).collect(),
                     prompts: catalog.prompts.into_iter().map(|p| p.definition).collect(),
-                    resources: catalog.resources.into_iter().map(|r| r.definition).collect(),
-                    resource_templates: catalog.resource_templates.into_iter().map(|t| t.definition).collect(),
+                    resources: catalog
+                        .resources
+                        .into_iter()
+                        .map(|r| r.definition)
+                        .collect(),
+                    resource_templates: catalog
+                        .resource_templates
+                        .into_iter()
+                        .map(|t| t.definition)
+                        .collect(),
                 })
             }
         }
     }
 
-    pub async fn call_tool(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, BackendError> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Hub(hub) => hub.call_tool(name, arguments).await?,
             Backend::Daemon(link) => link.upstream.call_tool(name, arguments).await?,
@@ -90,7 +128,11 @@ impl Backend {
         })
     }
 
-    pub async fn get_prompt(&self, name: &str, arguments: Option<JsonObject>) -> Result<JsonObject, BackendError> {
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Hub(hub) => hub.get_prompt(name, arguments).await?,
             Backend::Daemon(link) => link.upstream.get_prompt(name, arguments).await?,

@@ -115,7 +115,10 @@ fn backend_error(error: BackendError) -> McpError {
 }
 
 fn parse_all<T: DeserializeOwned>(what: &str, items: Vec<JsonObject>) -> Result<Vec<T>, McpError> {
-    items.into_iter().map(|item| from_object(what, item)).collect()
+    items
+        .into_iter()
+        .map(|item| from_object(what, item))
+        .collect()
 }
 
 impl ServerHandler for PorticoServer {
@@ -209,8 +212,10 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let templates: Vec<ResourceTemplate> =
-            parse_all("resource template", self.listing().await?.resource_templates)?;
+        let templates: Vec<ResourceTemplate> = parse_all(
+            "resource template",
+            self.listing().await?.resource_templates,
+        )?;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -262,7 +267,9 @@ impl ServerHandler for PorticoServer {
             let mut changes = backend.changes();
             let mut last = backend.listing().await.unwrap_or_default();
             while changes.changed().await.is_ok() {
-                let Ok(now) = backend.listing().await else { continue };
+                let Ok(now) = backend.listing().await else {
+                    continue;
+                };
                 let changed = ChangedKinds::between(&last, &now, &exposure);
                 let sent = async {
                     if changed.tools {
@@ -284,7 +291,10 @@ impl ServerHandler for PorticoServer {
         });
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         // List changes are supported; per-resource update subscriptions are not relayed yet.
         let mut accepted = requested.clone();
         accepted.resource_subscriptions = None;
@@ -306,7 +316,9 @@ impl ServerHandler for PorticoServer {
                     }
                 }
             }
-            let Ok(now) = self.backend.listing().await else { continue };
+            let Ok(now) = self.backend.listing().await else {
+                continue;
+            };
             let changed = ChangedKinds::between(&last, &now, &self.options.exposure);
             let sent = async {
                 if changed.tools && accepted.tools_list_changed == Some(true) {
@@ -342,7 +354,8 @@ impl ChangedKinds {
             tools: exposure.tools && now.tools != last.tools,
             prompts: exposure.prompts && now.prompts != last.prompts,
             resources: exposure.resources
-                && (now.resources != last.resources || now.resource_templates != last.resource_templates),
+                && (now.resources != last.resources
+                    || now.resource_templates != last.resource_templates),
         }
     }
 }

@@ -97,7 +97,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => serve(cli.config.as_deref()).await,
-        Command::Mcp { standalone } => crate::stdio_door::run(cli.config.as_deref(), standalone).await,
+        Command::Mcp { standalone } => {
+            crate::stdio_door::run(cli.config.as_deref(), standalone).await
+        }
         Command::Servers { json } => {
             let hub = start_hub(cli.config.as_deref()).await?;
             let servers = hub.servers();
@@ -215,13 +217,19 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     let (config, source) = portico_config::load(explicit)?;
     tracing::info!("config: {source}");
     if config.mcp_servers.is_empty() {
-        tracing::warn!("no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)");
+        tracing::warn!(
+            "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"
+        );
     }
     let door = portico_daemon::DoorConfig::from_config(&config)?;
     let hub = Hub::start(&config);
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
     if let Some(stale) = info_file.read() {
-        tracing::debug!("replacing daemon info left by pid {} ({})", stale.pid, info_file.path().display());
+        tracing::debug!(
+            "replacing daemon info left by pid {} ({})",
+            stale.pid,
+            info_file.path().display()
+        );
     }
 
     // Report once every server's first attempt is done, without holding up the HTTP door.
@@ -250,7 +258,10 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     reporter.abort();
     eprintln!("portico: shutting down");
     // Children get their grace periods; bounded so a wedged server cannot hold the exit forever.
-    if tokio::time::timeout(Duration::from_secs(30), hub.shutdown()).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(30), hub.shutdown())
+        .await
+        .is_err()
+    {
         eprintln!("portico: some servers did not stop within 30s");
     }
     served?;

@@ -16,7 +16,11 @@ use tokio::sync::{mpsc, watch};
 pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow::Result<ExitCode> {
     let (config, source) = portico_config::load(explicit)?;
     let options = ServerOptions::from_config(&config);
-    let daemon = if standalone { None } else { connect_daemon().await };
+    let daemon = if standalone {
+        None
+    } else {
+        connect_daemon().await
+    };
     let (backend, hub) = match daemon {
         Some(link) => {
             tracing::info!("proxying to the running daemon");
@@ -43,7 +47,9 @@ pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow
         Err(e) => Err(e).context("MCP session on stdio ended before it started"),
     };
     if let Some(hub) = hub
-        && tokio::time::timeout(Duration::from_secs(30), hub.shutdown()).await.is_err()
+        && tokio::time::timeout(Duration::from_secs(30), hub.shutdown())
+            .await
+            .is_err()
     {
         tracing::warn!("some servers did not stop within 30s");
     }
@@ -55,7 +61,11 @@ pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow
 async fn connect_daemon() -> Option<DaemonLink> {
     let info = InfoFile::in_dir(&portico_config::data_dir()).read()?;
     if !daemon_is_alive(&info).await {
-        tracing::debug!("ignoring stale daemon info (pid {} at {})", info.pid, info.address);
+        tracing::debug!(
+            "ignoring stale daemon info (pid {} at {})",
+            info.pid,
+            info.address
+        );
         return None;
     }
     let mut headers = std::collections::BTreeMap::new();
@@ -69,13 +79,19 @@ async fn connect_daemon() -> Option<DaemonLink> {
         enabled: true,
         // The daemon listens on this machine, so its address is loopback by design.
         allow_private_network: true,
-        transport: Transport::Http { url: info.mcp_url(), headers },
+        transport: Transport::Http {
+            url: info.mcp_url(),
+            headers,
+        },
     };
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let (upstream, _exit) = match Upstream::connect(&config, events_tx).await {
         Ok(pair) => pair,
         Err(e) => {
-            tracing::warn!("a daemon is running at {} but did not accept an MCP session ({e}); serving in-process", info.address);
+            tracing::warn!(
+                "a daemon is running at {} but did not accept an MCP session ({e}); serving in-process",
+                info.address
+            );
             return None;
         }
     };
@@ -90,7 +106,9 @@ async fn connect_daemon() -> Option<DaemonLink> {
 
 async fn daemon_is_alive(info: &DaemonInfo) -> bool {
     let Ok(client) = portico_net::SafeClient::builder()
-        .policy(portico_net::NetPolicy { allow_private: true })
+        .policy(portico_net::NetPolicy {
+            allow_private: true,
+        })
         .timeout(Duration::from_secs(2))
         .build()
     else {
@@ -104,4 +122,3 @@ async fn daemon_is_alive(info: &DaemonInfo) -> bool {
     };
     health["status"] == "ok" && health["pid"].as_u64() == Some(u64::from(info.pid))
 }
-

@@ -1,0 +1,13 @@
+//! Integration tests of Portico's MCP doors: `portico mcp` on stdio and the daemon's HTTP door, driven
+//! over real pipes and sockets.
+
+#[path = "upstreams/support.rs"]
+mod support;
+
+#[path = "doors/client.rs"]
+mod client;
+
+#[path = "doors/daemon.rs"]
+mod daemon;
+#[path = "doors/stdio.rs"]
+mod stdio;

@@ -1,0 +1,243 @@
+//! A minimal line-oriented MCP client over a child's stdio, and a daemon handle, for the door tests.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A config with one quick stdlib upstream named `cat` offering `t1`, plus extra TOML.
+pub fn config_with(extra: &str, catalog_flags: &[&str]) -> String {
+    let script = python_peer("catalog_server.py");
+    let mut args = vec![script.to_str().unwrap().to_string()];
+    args.extend(catalog_flags.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    format!("{extra}\n{}", stdio_entry("cat", &python3(), &args, ""))
+}
+
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new(config: &str) -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        Home { dir }
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_portico"));
+        command
+            .args(args)
+            .arg("--config")
+            .arg(self.config())
+            .env("PORTICO_HOME", self.dir.path());
+        command
+    }
+
+    pub fn info_file(&self) -> PathBuf {
+        self.dir.path().join("daemon.json")
+    }
+}
+
+/// `portico mcp` as a child, spoken to in newline-delimited JSON.
+pub struct StdioSession {
+    pub child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl StdioSession {
+    pub fn start(home: &Home, args: &[&str]) -> StdioSession {
+        let mut child = home
+            .command(&[&["mcp"], args].concat())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        StdioSession {
+            child,
+            stdin,
+            lines,
+            stderr,
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, message: Value) {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// The next line the server wrote, parsed.
+    pub fn next(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no message from portico mcp (test guard); stderr: {}",
+                    self.stderr.lock().unwrap()
+                )
+            });
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Sends a request and returns its response, collecting notifications seen meanwhile.
+    pub fn request(&mut self, id: u64, method: &str, params: Value) -> (Value, Vec<Value>) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut notes = Vec::new();
+        loop {
+            let message = self.next();
+            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                return (message, notes);
+            }
+            notes.push(message);
+        }
+    }
+
+    pub fn initialize(&mut self, version: &str) -> Value {
+        let (response, _) = self.request(
+            0,
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "door-test", "version": "1"}}),
+        );
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        response
+    }
+
+    pub fn tool_names(&mut self, id: u64) -> Vec<String> {
+        let (response, _) = self.request(id, "tools/list", json!({}));
+        response["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{response}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin);
+        let status = self.child.wait().unwrap();
+        let _ = &mut self.lines;
+        status
+    }
+}
+
+/// `portico serve` on a free loopback port, stopped (SIGTERM) on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub base: String,
+    pub log: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    pub fn start(home: &Home) -> Daemon {
+        Self::start_with_env(home, &[])
+    }
+
+    pub fn start_with_env(home: &Home, envs: &[(&str, &str)]) -> Daemon {
+        let mut child = home
+            .command(&["serve"])
+            .envs(envs.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, log) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut daemon = Daemon {
+            child,
+            base: String::new(),
+            log,
+        };
+        let line = daemon.wait_for_line("portico: listening on ");
+        let base = line
+            .trim_start_matches("portico: listening on ")
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string();
+        assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+        daemon.base = base;
+        daemon
+    }
+
+    pub fn wait_for_line(&mut self, prefix: &str) -> String {
+        loop {
+            let line = self
+                .log
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("daemon never printed {prefix:?} (test guard)"));
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
+    }
+
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}

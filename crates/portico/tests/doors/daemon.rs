@@ -1,0 +1,220 @@
+//! The daemon: its HTTP door (API, MCP, security) and `portico mcp` proxying to it.
+
+use serde_json::{Value, json};
+
+use crate::client::*;
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn mcp_post(base: &str, body: Value, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut request = http()
+        .post(format!("{base}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    request.send().await.unwrap()
+}
+
+fn initialize_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_reports_health_and_servers_in_the_reference_shape() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let health: Value = http()
+        .get(format!("{}/api/health", daemon.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["pid"], daemon.child.id());
+    assert_eq!(health["servers"], json!({"configured": 1, "ready": 1}));
+
+    let servers: Value = http()
+        .get(format!("{}/api/mcp/servers", daemon.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(servers["configured"][0]["name"], "cat");
+    assert_eq!(servers["configured"][0]["transport"]["type"], "stdio");
+    assert_eq!(servers["configured"][0]["timeout_secs"], 30);
+    let connected = &servers["connected"][0];
+    assert_eq!(connected["name"], "cat");
+    assert_eq!(connected["connected"], true);
+    assert_eq!(connected["tools_count"], 1);
+    assert_eq!(
+        connected["tools"][0],
+        json!({"name": "mcp_cat_t1", "description": "[MCP:cat] The tool t1"})
+    );
+
+    // The info file names the daemon while it runs and is removed when it stops cleanly.
+    let info: Value = serde_json::from_slice(&std::fs::read(home.info_file()).unwrap()).unwrap();
+    assert_eq!(info["pid"], daemon.child.id());
+    assert_eq!(
+        format!("http://{}", info["address"].as_str().unwrap()),
+        daemon.base
+    );
+    assert!(daemon.stop().success());
+    assert!(!home.info_file().exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_over_http_and_the_door_checks() {
+    // The token comes from the environment through `${VAR}`, so the secret need not be in the file.
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\ntoken = \"${DOOR_TEST_TOKEN}\"",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start_with_env(&home, &[("DOOR_TEST_TOKEN", "let-me-in")]);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let auth = [("authorization", "Bearer let-me-in")];
+
+    let denied = mcp_post(&base, initialize_body(), &[]).await;
+    assert_eq!(denied.status(), 401);
+    assert_eq!(denied.headers()["www-authenticate"], "Bearer");
+    let wrong = mcp_post(
+        &base,
+        initialize_body(),
+        &[("authorization", "Bearer nope")],
+    )
+    .await;
+    assert_eq!(wrong.status(), 401);
+    // Health stays public so that `portico mcp` can find the daemon; it reveals no catalog.
+    assert_eq!(
+        http()
+            .get(format!("{base}/api/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let servers = http()
+        .get(format!("{base}/api/mcp/servers"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(servers.status(), 401);
+
+    let foreign_origin = mcp_post(
+        &base,
+        initialize_body(),
+        &[auth[0], ("origin", "https://evil.example")],
+    )
+    .await;
+    assert_eq!(foreign_origin.status(), 403);
+    let rebinding = http()
+        .get(format!("{base}/api/health"))
+        .header("host", "attacker.example:80")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebinding.status(), 403);
+    let own_origin = base.clone();
+    let ok = mcp_post(
+        &base,
+        initialize_body(),
+        &[auth[0], ("origin", own_origin.as_str())],
+    )
+    .await;
+    assert_eq!(ok.status(), 200);
+    let session = ok.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    assert!(
+        session.len() >= 32,
+        "session ids must be unguessable: {session}"
+    );
+    let body = ok.text().await.unwrap();
+    assert!(
+        body.contains("\"serverInfo\":{\"name\":\"portico\""),
+        "{body}"
+    );
+    assert!(daemon.stop().success());
+}
+
+#[test]
+fn refuses_to_listen_off_loopback_without_a_token() {
+    let home = Home::new(&config_with("[server]\nlisten = \"0.0.0.0:4200\"", &[]));
+    let output = home.command(&["serve"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("not a loopback address, and no token is set"),
+        "{stderr}"
+    );
+    assert!(!home.info_file().exists());
+}
+
+#[test]
+fn portico_mcp_proxies_to_a_running_daemon() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--tools", "t1", "--dynamic"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+
+    // Session one changes state that lives in the daemon's upstream...
+    let mut first = StdioSession::start(&home, &[]);
+    first.initialize("2025-11-25");
+    let (added, _) = first.request(
+        1,
+        "tools/call",
+        json!({"name": "mcp_cat_add_tool", "arguments": {"name": "shared"}}),
+    );
+    assert_eq!(added["result"]["content"][0]["text"], "added shared");
+    assert!(first.finish().success());
+
+    // ...and a second, separate `portico mcp` sees it: both went through the daemon.
+    let mut second = StdioSession::start(&home, &[]);
+    second.initialize("2025-11-25");
+    let names = second.tool_names(1);
+    assert!(names.contains(&"mcp_cat_shared".to_string()), "{names:?}");
+    let (call, _) = second.request(
+        2,
+        "tools/call",
+        json!({"name": "mcp_cat_shared", "arguments": {}}),
+    );
+    assert_eq!(call["result"]["content"][0]["text"], "shared called");
+    let stderr = second.stderr.clone();
+    assert!(second.finish().success());
+    assert!(
+        stderr
+            .lock()
+            .unwrap()
+            .contains("proxying to the running daemon")
+    );
+
+    // Without the daemon (a stale info file left behind), `portico mcp` works alone.
+    let info = std::fs::read(home.info_file()).unwrap();
+    assert!(daemon.stop().success());
+    std::fs::write(home.info_file(), info).unwrap();
+    let mut alone = StdioSession::start(&home, &[]);
+    alone.initialize("2025-11-25");
+    let names = alone.tool_names(1);
+    assert!(
+        !names.contains(&"mcp_cat_shared".to_string()),
+        "fresh in-process hub: {names:?}"
+    );
+    assert!(names.contains(&"mcp_cat_t1".to_string()));
+    let stderr = alone.stderr.clone();
+    assert!(alone.finish().success());
+    assert!(!stderr.lock().unwrap().contains("proxying"));
+}
