@@ -211,7 +211,7 @@ impl Checker<'_> {
     }
 
     fn expose_section(&mut self, value: &Spanned<DeValue<'_>>) {
-        const KNOWN: &[&str] = &["tools", "resources", "prompts"];
+        const KNOWN: &[&str] = &["tools", "resources", "prompts", "prefix"];
         let Some(table) = self.expect_table(value, "[expose]") else {
             return;
         };
@@ -356,6 +356,7 @@ impl Checker<'_> {
             "env",
             "enabled",
             "allow_private_network",
+            "prefix",
             "transport",
         ];
         let mut has_name = false;
@@ -409,6 +410,7 @@ impl Checker<'_> {
                 "env" => self.env(value),
                 "enabled" => self.expect_bool(value, "enabled"),
                 "allow_private_network" => self.expect_bool(value, "allow_private_network"),
+                "prefix" => self.expect_bool(value, "prefix"),
                 "transport" => {
                     has_transport = true;
                     self.transport(value);

@@ -28,6 +28,11 @@ pub struct ExposeSection {
     pub resources: bool,
     #[serde(default = "default_true")]
     pub prompts: bool,
+    /// Serve upstream tools and prompts as `mcp_{server}_{name}` and resources as
+    /// `portico://{server}/{uri}`. `false` serves them under their own names (sensible with a single
+    /// upstream); a server entry's own `prefix` overrides this. Colliding unprefixed names are refused.
+    #[serde(default = "default_true")]
+    pub prefix: bool,
 }
 
 impl Default for ExposeSection {
@@ -36,6 +41,7 @@ impl Default for ExposeSection {
             tools: true,
             resources: true,
             prompts: true,
+            prefix: true,
         }
     }
 }
@@ -107,10 +113,18 @@ pub struct McpServerConfig {
     /// metadata and link-local addresses stay blocked regardless.
     #[serde(default)]
     pub allow_private_network: bool,
+    /// Overrides `[expose] prefix` for this server.
+    #[serde(default)]
+    pub prefix: Option<bool>,
     pub transport: Transport,
 }
 
 impl McpServerConfig {
+    /// Whether this server's catalog is namespaced, given the `[expose]` default.
+    pub fn prefixed(&self, expose: &ExposeSection) -> bool {
+        self.prefix.unwrap_or(expose.prefix)
+    }
+
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.timeout_secs)
     }

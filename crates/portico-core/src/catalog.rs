@@ -41,6 +41,9 @@ pub struct ResourceTemplateDef {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerCatalog {
     pub server: String,
+    /// Serve this server's tools and prompts under their own names and its resources under their own
+    /// URIs, without the `mcp_{server}_` / `portico://{server}/` namespace.
+    pub unprefixed: bool,
     pub tools: Vec<ToolDef>,
     pub prompts: Vec<PromptDef>,
     pub resources: Vec<ResourceDef>,
@@ -126,12 +129,22 @@ impl CatalogResourceTemplate {
 pub struct NameCollision {
     pub kind: &'static str,
     pub candidate: String,
-    /// `(server, upstream name, exposed name)` for each member.
+    /// `(server, upstream name, exposed name)` for each member that is served.
     pub members: Vec<(String, String, String)>,
+    /// `(server, upstream name)` of an unprefixed item that would have taken a name already in use: it
+    /// is not served, since an unprefixed name cannot be changed without breaking what clients expect.
+    pub refused: Option<(String, String)>,
 }
 
 impl std::fmt::Display for NameCollision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some((server, upstream)) = &self.refused {
+            return write!(
+                f,
+                "{} `{upstream}` of server `{server}` is configured unprefixed, but `{}` is already served; it is left out. Give one of the servers a prefix.",
+                self.kind, self.candidate
+            );
+        }
         write!(
             f,
             "{} name `{}` would be shared by ",
@@ -162,6 +175,10 @@ pub struct Catalog {
     resource_templates: Vec<CatalogResourceTemplate>,
     /// Normalised server segment → configured server name, for resource URIs.
     servers_by_segment: HashMap<String, String>,
+    /// Unprefixed servers' resources: their own URI → server.
+    unprefixed_resources: HashMap<String, String>,
+    /// Unprefixed servers' resource templates, tried in order: (template, server).
+    unprefixed_templates: Vec<(String, String)>,
     collisions: Vec<NameCollision>,
 }
 
@@ -171,9 +188,13 @@ impl Catalog {
     pub fn build(servers: &[ServerCatalog]) -> Self {
         let mut collisions = Vec::new();
 
-        let tool_keys: Vec<(&str, &str)> = servers
+        let tool_keys: Vec<NameKey> = servers
             .iter()
-            .flat_map(|s| s.tools.iter().map(|t| (s.server.as_str(), t.name.as_str())))
+            .flat_map(|s| {
+                s.tools
+                    .iter()
+                    .map(|t| (s.server.as_str(), t.name.as_str(), s.unprefixed))
+            })
             .collect();
         let tool_names = assign_names("tool", &tool_keys, &mut collisions);
         let mut tools = Vec::new();
@@ -194,12 +215,12 @@ impl Catalog {
             }
         }
 
-        let prompt_keys: Vec<(&str, &str)> = servers
+        let prompt_keys: Vec<NameKey> = servers
             .iter()
             .flat_map(|s| {
                 s.prompts
                     .iter()
-                    .map(|p| (s.server.as_str(), p.name.as_str()))
+                    .map(|p| (s.server.as_str(), p.name.as_str(), s.unprefixed))
             })
             .collect();
         let prompt_names = assign_names("prompt", &prompt_keys, &mut collisions);
@@ -224,19 +245,37 @@ impl Catalog {
         let mut resources = Vec::new();
         let mut resource_templates = Vec::new();
         let mut servers_by_segment = HashMap::new();
+        let mut unprefixed_resources = HashMap::new();
+        let mut unprefixed_templates = Vec::new();
         for server in servers {
             servers_by_segment.insert(normalize_segment(&server.server), server.server.clone());
+            let expose = |uri: &str| {
+                if server.unprefixed {
+                    uri.to_string()
+                } else {
+                    namespace_resource_uri(&server.server, uri)
+                }
+            };
             for resource in &server.resources {
+                if server.unprefixed {
+                    unprefixed_resources
+                        .entry(resource.uri.clone())
+                        .or_insert_with(|| server.server.clone());
+                }
                 resources.push(CatalogResource {
-                    uri: namespace_resource_uri(&server.server, &resource.uri),
+                    uri: expose(&resource.uri),
                     server: server.server.clone(),
                     upstream_uri: resource.uri.clone(),
                     definition: resource.definition.clone(),
                 });
             }
             for template in &server.resource_templates {
+                if server.unprefixed {
+                    unprefixed_templates
+                        .push((template.uri_template.clone(), server.server.clone()));
+                }
                 resource_templates.push(CatalogResourceTemplate {
-                    uri_template: namespace_resource_uri(&server.server, &template.uri_template),
+                    uri_template: expose(&template.uri_template),
                     server: server.server.clone(),
                     upstream_uri_template: template.uri_template.clone(),
                     definition: template.definition.clone(),
@@ -256,6 +295,8 @@ impl Catalog {
             resources,
             resource_templates,
             servers_by_segment,
+            unprefixed_resources,
+            unprefixed_templates,
             collisions,
         }
     }
@@ -293,10 +334,22 @@ impl Catalog {
 
     /// Resolves a `portico://{server}/{uri}` URI (of a listed resource or an expanded template) to the
     /// owning server's configured name and the upstream URI.
+    ///
+    /// URIs of unprefixed servers are their own: they resolve through the listed resources, then by
+    /// matching the servers' resource templates.
     pub fn resolve_resource_uri<'a>(&'a self, uri: &'a str) -> Option<(&'a str, &'a str)> {
-        let (segment, upstream) = split_resource_uri(uri)?;
-        let server = self.servers_by_segment.get(segment)?;
-        Some((server.as_str(), upstream))
+        if let Some((segment, upstream)) = split_resource_uri(uri)
+            && let Some(server) = self.servers_by_segment.get(segment)
+        {
+            return Some((server.as_str(), upstream));
+        }
+        if let Some(server) = self.unprefixed_resources.get(uri) {
+            return Some((server.as_str(), uri));
+        }
+        self.unprefixed_templates
+            .iter()
+            .find(|(template, _)| template_matches(template, uri))
+            .map(|(_, server)| (server.as_str(), uri))
     }
 
     /// Name collisions found while building, each already resolved with hash suffixes.
@@ -305,28 +358,38 @@ impl Catalog {
     }
 }
 
-/// Assigns exposed names to `(server, upstream name)` pairs. Returns one entry per input, `None` for a
-/// duplicate of an earlier pair (an upstream listing the same name twice: the first wins).
+/// `(server, upstream name, unprefixed)`.
+type NameKey<'a> = (&'a str, &'a str, bool);
+
+/// Assigns exposed names. Returns one entry per input, `None` for an item that is not served: a
+/// duplicate of an earlier pair (an upstream listing the same name twice: the first wins), or an
+/// unprefixed name that is already taken.
+///
+/// Prefixed names are settled first (colliding ones get hash suffixes), then unprefixed names claim
+/// their own names in config order.
 fn assign_names(
     kind: &'static str,
-    keys: &[(&str, &str)],
+    keys: &[NameKey<'_>],
     collisions: &mut Vec<NameCollision>,
 ) -> Vec<Option<String>> {
     let mut seen_pairs = HashSet::new();
-    let mut candidates: Vec<Option<String>> = Vec::with_capacity(keys.len());
+    let mut names: Vec<Option<String>> = vec![None; keys.len()];
     let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
-    for (i, &(server, item)) in keys.iter().enumerate() {
+    let mut unprefixed = Vec::new();
+    for (i, &(server, item, plain)) in keys.iter().enumerate() {
         if !seen_pairs.insert((server, item)) {
             tracing::warn!("server `{server}` lists {kind} `{item}` twice; keeping the first");
-            candidates.push(None);
+            continue;
+        }
+        if plain {
+            unprefixed.push(i);
             continue;
         }
         let candidate = format_mcp_tool_name(server, item);
         groups.entry(candidate.clone()).or_default().push(i);
-        candidates.push(Some(candidate));
+        names[i] = Some(candidate);
     }
 
-    let mut names = candidates.clone();
     let mut taken: HashSet<String> = groups
         .iter()
         .filter(|(_, members)| members.len() == 1)
@@ -338,7 +401,7 @@ fn assign_names(
     for (candidate, members) in colliding {
         let mut record = Vec::new();
         for &i in members {
-            let (server, item) = keys[i];
+            let (server, item, _) = keys[i];
             let mut hash_len = 8;
             let name = loop {
                 let name = naming::with_hash_suffix(candidate, server, item, hash_len);
@@ -355,9 +418,53 @@ fn assign_names(
             kind,
             candidate: candidate.clone(),
             members: record,
+            refused: None,
         });
     }
+
+    for i in unprefixed {
+        let (server, item, _) = keys[i];
+        if taken.insert(item.to_string()) {
+            names[i] = Some(item.to_string());
+        } else {
+            collisions.push(NameCollision {
+                kind,
+                candidate: item.to_string(),
+                members: Vec::new(),
+                refused: Some((server.to_string(), item.to_string())),
+            });
+        }
+    }
     names
+}
+
+/// Whether `uri` is an expansion of an RFC 6570 template, treating each `{...}` expression as matching
+/// one or more characters. Enough to route a read to the server whose template produced the URI.
+fn template_matches(template: &str, uri: &str) -> bool {
+    let mut literals = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        literals.push(&rest[..open]);
+        match rest[open..].find('}') {
+            Some(close) => rest = &rest[open + close + 1..],
+            None => return template == uri,
+        }
+    }
+    let tail = rest;
+    if literals.is_empty() {
+        return template == uri;
+    }
+    let Some(mut remaining) = uri.strip_prefix(literals[0]) else {
+        return false;
+    };
+    for literal in &literals[1..] {
+        // Each expression must match at least one character before the next literal.
+        let Some(found) = remaining.get(1..).and_then(|r| r.find(literal)) else {
+            return false;
+        };
+        remaining = &remaining[1 + found + literal.len()..];
+    }
+    !remaining.is_empty() && remaining.ends_with(tail) && remaining.len() > tail.len()
 }
 
 #[cfg(test)]
@@ -473,6 +580,76 @@ mod tests {
         expected.insert("name".into(), "mcp_my_server_do_thing".into());
         assert_eq!(exposed, expected);
         assert_eq!(t.definition, tool("do_thing").definition);
+    }
+
+    #[test]
+    fn unprefixed_servers_keep_their_names_and_collisions_are_refused() {
+        let mut plain = server("fixture", &["echo", "mcp_other_x", "add"]);
+        plain.unprefixed = true;
+        let mut also_plain = server("second", &["echo", "other"]);
+        also_plain.unprefixed = true;
+        let catalog = Catalog::build(&[plain, server("other", &["x"]), also_plain]);
+        let names: Vec<&str> = catalog.tools().iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, vec!["echo", "add", "mcp_other_x", "other"]);
+        assert_eq!(catalog.tool("echo").unwrap().server, "fixture");
+        assert_eq!(catalog.tool("mcp_other_x").unwrap().server, "other");
+        let refused: Vec<String> = catalog.collisions().iter().map(|c| c.to_string()).collect();
+        assert_eq!(refused.len(), 2, "{refused:#?}");
+        assert!(
+            refused[0].contains("`mcp_other_x` of server `fixture` is configured unprefixed"),
+            "{refused:#?}"
+        );
+        assert!(
+            refused[1].contains("`echo` of server `second`"),
+            "{refused:#?}"
+        );
+    }
+
+    #[test]
+    fn unprefixed_resources_keep_their_uris_and_route_by_template() {
+        let mut plain = server("fixture", &[]);
+        plain.unprefixed = true;
+        plain.resources.push(ResourceDef {
+            uri: "test://static".into(),
+            definition: json!({"uri": "test://static", "name": "s"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        });
+        plain.resource_templates.push(ResourceTemplateDef {
+            uri_template: "test://template/{id}/data".into(),
+            definition: json!({"uriTemplate": "test://template/{id}/data", "name": "t"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        });
+        let catalog = Catalog::build(&[plain]);
+        assert_eq!(catalog.resources()[0].uri, "test://static");
+        assert_eq!(
+            catalog.resource_templates()[0].uri_template,
+            "test://template/{id}/data"
+        );
+        assert_eq!(
+            catalog.resolve_resource_uri("test://static"),
+            Some(("fixture", "test://static"))
+        );
+        assert_eq!(
+            catalog.resolve_resource_uri("test://template/42/data"),
+            Some(("fixture", "test://template/42/data"))
+        );
+        assert_eq!(catalog.resolve_resource_uri("test://template//data"), None);
+        assert_eq!(catalog.resolve_resource_uri("test://elsewhere"), None);
+    }
+
+    #[test]
+    fn template_matching() {
+        assert!(template_matches("a://{x}", "a://1"));
+        assert!(!template_matches("a://{x}", "a://"));
+        assert!(template_matches("a://{x}/b/{y}", "a://1/b/2"));
+        assert!(!template_matches("a://{x}/b/{y}", "a://1/c/2"));
+        assert!(template_matches("file:///{path}", "file:///etc/hosts"));
+        assert!(template_matches("plain", "plain"));
+        assert!(!template_matches("plain", "plainer"));
     }
 
     #[test]

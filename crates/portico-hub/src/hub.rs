@@ -42,6 +42,8 @@ struct SlotState {
 
 struct Slot {
     config: McpServerConfig,
+    /// Whether this server's catalog is namespaced (its `prefix`, else `[expose] prefix`).
+    prefixed: bool,
     state: Mutex<SlotState>,
 }
 
@@ -73,6 +75,7 @@ impl Hub {
             .iter()
             .map(|server| Slot {
                 config: server.clone(),
+                prefixed: server.prefixed(&config.expose),
                 state: Mutex::new(SlotState {
                     status: ServerStatus {
                         name: server.name.clone(),
@@ -312,7 +315,8 @@ impl Shared {
     }
 }
 
-fn record_catalog(state: &mut SlotState, catalog: ServerCatalog) {
+fn record_catalog(state: &mut SlotState, mut catalog: ServerCatalog, prefixed: bool) {
+    catalog.unprefixed = !prefixed;
     state.status.tools = catalog.tools.len();
     state.status.prompts = catalog.prompts.len();
     state.status.resources = catalog.resources.len();
@@ -323,6 +327,7 @@ fn record_catalog(state: &mut SlotState, catalog: ServerCatalog) {
 /// One server's life: connect, serve, and restart on failure until shutdown.
 async fn supervise(shared: Arc<Shared>, index: usize) {
     let config = shared.slots[index].config.clone();
+    let prefixed = shared.slots[index].prefixed;
     let server = config.name.as_str();
     let mut attempt: u32 = 0;
     loop {
@@ -387,7 +392,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
                     s.status.last_error = None;
                     s.status.connects += 1;
                     s.upstream = Some(upstream.clone());
-                    record_catalog(s, catalog);
+                    record_catalog(s, catalog, prefixed);
                     s.settled = true;
                 });
             }
@@ -417,7 +422,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
                     while events_rx.try_recv().is_ok() {}
                     tracing::debug!(server, ?event, "list changed; refreshing");
                     match upstream.list_catalog().await {
-                        Ok(catalog) => shared.update_catalog(index, |s| record_catalog(s, catalog)),
+                        Ok(catalog) => shared.update_catalog(index, |s| record_catalog(s, catalog, prefixed)),
                         Err(error) => tracing::warn!(server, "refresh after {event:?} failed: {error}"),
                     }
                 }

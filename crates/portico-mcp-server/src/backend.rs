@@ -61,11 +61,7 @@ impl Backend {
     pub async fn listing(&self) -> Result<Listing, BackendError> {
         match self {
             Backend::Hub(hub) => {
-                // Right after start, servers are still connecting. An IDE lists tools once, at once, and
-                // not every client re-lists on list_changed, so give the first connections a moment.
-                if !hub.settled() {
-                    let _ = tokio::time::timeout(SETTLE_WAIT, hub.wait_settled()).await;
-                }
+                settle(hub).await;
                 let catalog = hub.catalog();
                 Ok(Listing {
                     tools: catalog
@@ -116,14 +112,24 @@ impl Backend {
         arguments: Option<JsonObject>,
     ) -> Result<JsonObject, BackendError> {
         Ok(match self {
-            Backend::Hub(hub) => hub.call_tool(name, arguments).await?,
+            Backend::Hub(hub) => {
+                if hub.catalog().tool(name).is_none() {
+                    settle(hub).await;
+                }
+                hub.call_tool(name, arguments).await?
+            }
             Backend::Daemon(link) => link.upstream.call_tool(name, arguments).await?,
         })
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, BackendError> {
         Ok(match self {
-            Backend::Hub(hub) => hub.read_resource(uri).await?,
+            Backend::Hub(hub) => {
+                if hub.catalog().resolve_resource_uri(uri).is_none() {
+                    settle(hub).await;
+                }
+                hub.read_resource(uri).await?
+            }
             Backend::Daemon(link) => link.upstream.read_resource(uri).await?,
         })
     }
@@ -134,7 +140,12 @@ impl Backend {
         arguments: Option<JsonObject>,
     ) -> Result<JsonObject, BackendError> {
         Ok(match self {
-            Backend::Hub(hub) => hub.get_prompt(name, arguments).await?,
+            Backend::Hub(hub) => {
+                if hub.catalog().prompt(name).is_none() {
+                    settle(hub).await;
+                }
+                hub.get_prompt(name, arguments).await?
+            }
             Backend::Daemon(link) => link.upstream.get_prompt(name, arguments).await?,
         })
     }
@@ -145,5 +156,14 @@ impl Backend {
             Backend::Hub(hub) => hub.subscribe(),
             Backend::Daemon(link) => link.changes.clone(),
         }
+    }
+}
+
+/// Right after start, servers are still connecting. An IDE lists tools once, at once (and not every
+/// client re-lists on list_changed), or calls a tool it remembers: give the first connections a moment
+/// before answering from an incomplete catalog.
+async fn settle(hub: &Hub) {
+    if !hub.settled() {
+        let _ = tokio::time::timeout(SETTLE_WAIT, hub.wait_settled()).await;
     }
 }

@@ -79,6 +79,8 @@ async fn connect_daemon() -> Option<DaemonLink> {
         enabled: true,
         // The daemon listens on this machine, so its address is loopback by design.
         allow_private_network: true,
+        // The daemon's catalog is already named; keep its names as they are.
+        prefix: Some(false),
         transport: Transport::Http {
             url: info.mcp_url(),
             headers,

@@ -1,8 +1,11 @@
 //! The stdin/stdout transport for `portico mcp`.
 
 use portico_config::Config;
+use portico_stdio_framing::{DualFramingTransport, FramingConfig};
 
-/// Newline-delimited JSON on stdin/stdout.
-pub fn transport(_config: &Config) -> (tokio::io::Stdin, tokio::io::Stdout) {
-    rmcp::transport::stdio()
+/// Newline-delimited JSON or `Content-Length` framing, detected per message, with the configured cap.
+pub fn transport(config: &Config) -> DualFramingTransport<tokio::io::Stdin, tokio::io::Stdout> {
+    portico_stdio_framing::stdio(FramingConfig {
+        max_message_bytes: config.server.max_message_bytes,
+    })
 }

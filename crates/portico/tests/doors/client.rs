@@ -55,7 +55,7 @@ impl Home {
 pub struct StdioSession {
     pub child: Child,
     stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
+    lines: mpsc::Receiver<Frame>,
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -72,8 +72,9 @@ impl StdioSession {
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
+            let mut reader = BufReader::new(stdout);
+            while let Some(frame) = read_frame(&mut reader) {
+                if tx.send(frame).is_err() {
                     break;
                 }
             }
@@ -111,18 +112,31 @@ impl StdioSession {
         self.send_raw(&line);
     }
 
-    /// The next line the server wrote, parsed.
-    pub fn next(&mut self) -> Value {
-        let line = self
-            .lines
+    /// The next message the server wrote, with the framing it used.
+    pub fn next_frame(&mut self) -> Frame {
+        self.lines
             .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| {
                 panic!(
                     "no message from portico mcp (test guard); stderr: {}",
                     self.stderr.lock().unwrap()
                 )
-            });
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+            })
+    }
+
+    /// The next message the server wrote, parsed.
+    pub fn next(&mut self) -> Value {
+        let frame = self.next_frame();
+        serde_json::from_slice(&frame.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&frame.body)))
+    }
+
+    /// Sends one message with `Content-Length` framing.
+    pub fn send_framed(&mut self, message: &Value) {
+        let body = serde_json::to_vec(message).unwrap();
+        let mut bytes = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        bytes.extend_from_slice(&body);
+        self.send_raw(&bytes);
     }
 
     /// Sends a request and returns its response, collecting notifications seen meanwhile.
@@ -165,6 +179,41 @@ impl StdioSession {
         let _ = &mut self.lines;
         status
     }
+}
+
+/// One message as written by the server: its body and whether it came `Content-Length` framed (with
+/// the declared length) or as a line.
+#[derive(Debug)]
+pub struct Frame {
+    pub content_length: Option<usize>,
+    pub body: Vec<u8>,
+}
+
+/// Reads one frame in whichever framing the server used.
+fn read_frame(reader: &mut impl BufRead) -> Option<Frame> {
+    let mut line = Vec::new();
+    if reader.read_until(b'\n', &mut line).ok()? == 0 {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&line).to_string();
+    if let Some(length) = text.strip_prefix("Content-Length: ") {
+        let length: usize = length.trim().parse().expect("numeric Content-Length");
+        let mut blank = Vec::new();
+        reader.read_until(b'\n', &mut blank).ok()?;
+        assert_eq!(blank, b"\r\n", "header block must end with a blank line");
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body).ok()?;
+        return Some(Frame {
+            content_length: Some(length),
+            body,
+        });
+    }
+    assert!(line.ends_with(b"\n"));
+    line.pop();
+    Some(Frame {
+        content_length: None,
+        body: line,
+    })
 }
 
 /// `portico serve` on a free loopback port, stopped (SIGTERM) on drop.

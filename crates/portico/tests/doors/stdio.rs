@@ -92,3 +92,94 @@ fn catalog_changes_reach_the_client_as_list_changed() {
     assert!(session.tool_names(3).contains(&"mcp_cat_fresh".to_string()));
     assert!(session.finish().success());
 }
+
+#[test]
+fn content_length_clients_are_answered_in_their_framing() {
+    let home = Home::new(&config_with("", &["--tools", "t1"]));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    session.send_framed(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "reference-client", "version": "1"}}}));
+    let frame = session.next_frame();
+    assert_eq!(frame.content_length, Some(frame.body.len()));
+    let init: serde_json::Value = serde_json::from_slice(&frame.body).unwrap();
+    assert_eq!(init["result"]["protocolVersion"], "2024-11-05");
+    session.send_framed(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // Non-ASCII payload: the declared length counts bytes, not characters.
+    session.send_framed(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcp_cat_t1", "arguments": {"note": "héllo ✓"}}}));
+    let frame = session.next_frame();
+    assert_eq!(frame.content_length, Some(frame.body.len()));
+    let call: serde_json::Value = serde_json::from_slice(&frame.body).unwrap();
+    assert_eq!(call["id"], 2);
+    assert_eq!(call["result"]["content"][0]["text"], "t1 called");
+    // The same session may switch to newline JSON; the answer follows.
+    session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    let frame = session.next_frame();
+    assert_eq!(frame.content_length, None);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&frame.body).unwrap()["id"],
+        3
+    );
+    assert!(session.finish().success());
+}
+
+#[test]
+fn bad_input_is_answered_and_the_server_keeps_serving() {
+    let home = Home::new(&config_with(
+        "[server]\nmax_message_bytes = 1048576",
+        &["--tools", "t1"],
+    ));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    // Garbage before the handshake does not stop the handshake.
+    session.send_raw(b"this is not json\n");
+    let parse_error = session.next();
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
+    assert_eq!(parse_error["id"], serde_json::Value::Null);
+    session.initialize("2025-06-18");
+
+    let mut id = 10;
+    let mut assert_still_serving = |session: &mut StdioSession| {
+        id += 1;
+        let (pong, _) = session.request(id, "ping", json!({}));
+        assert_eq!(pong["result"], json!({}), "{pong}");
+    };
+
+    // Oversized (newline framing): drained, refused, and the next request is answered.
+    let mut big = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mcp_cat_t1","arguments":{"blob":""#.to_vec();
+    big.extend(std::iter::repeat_n(b'x', 2 * 1024 * 1024));
+    big.extend_from_slice(b"\"}}}\n");
+    session.send_raw(&big);
+    let refused = session.next();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1048576"),
+        "{refused}"
+    );
+    assert_still_serving(&mut session);
+
+    // Oversized (Content-Length framing).
+    session.send_raw(format!("Content-Length: {}\r\n\r\n", 3 * 1024 * 1024).as_bytes());
+    session.send_raw(&vec![b' '; 3 * 1024 * 1024]);
+    let refused = session.next();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert_still_serving(&mut session);
+
+    // Malformed JSON, binary garbage, truncated JSON.
+    for bad in [
+        &b"{\"jsonrpc\": \"2.0\", \"id\": 7, \"method\": \n"[..],
+        b"\xff\xfe\x00\x01garbage\x80\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":8,\"meth\n",
+    ] {
+        session.send_raw(bad);
+        let error = session.next();
+        assert_eq!(error["error"]["code"], -32700, "{error}");
+        assert_still_serving(&mut session);
+    }
+    // Valid JSON that is not a request.
+    session.send_raw(b"42\n");
+    assert_eq!(session.next()["error"]["code"], -32600);
+    assert_still_serving(&mut session);
+    assert!(session.finish().success());
+}
