@@ -211,15 +211,39 @@ impl Checker<'_> {
     }
 
     fn expose_section(&mut self, value: &Spanned<DeValue<'_>>) {
-        const KNOWN: &[&str] = &["tools", "resources", "prompts", "prefix"];
+        const KNOWN: &[&str] = &[
+            "tools",
+            "resources",
+            "prompts",
+            "prefix",
+            "tool_search",
+            "tool_search_threshold",
+        ];
         let Some(table) = self.expect_table(value, "[expose]") else {
             return;
         };
         for (key, value) in table.iter() {
-            if KNOWN.contains(&key.get_ref().as_ref()) {
-                self.expect_bool(value, &format!("[expose] {}", key.get_ref()));
-            } else {
-                self.unknown_key(key, "[expose]", KNOWN);
+            match key.get_ref().as_ref() {
+                "tool_search" => {
+                    if let Some(mode) = self.expect_string(value, "[expose] tool_search")
+                        && !matches!(mode, "auto" | "on" | "off")
+                    {
+                        self.report(
+                            value.span(),
+                            format!("[expose] tool_search `{mode}` is not a mode"),
+                            Some("use \"auto\" (above tool_search_threshold tools), \"on\" or \"off\"".into()),
+                        );
+                    }
+                }
+                "tool_search_threshold" => self.positive_integer(
+                    value,
+                    "[expose] tool_search_threshold",
+                    "the default is 100",
+                ),
+                known if KNOWN.contains(&known) => {
+                    self.expect_bool(value, &format!("[expose] {known}"));
+                }
+                _ => self.unknown_key(key, "[expose]", KNOWN),
             }
         }
     }

@@ -33,6 +33,25 @@ pub struct ExposeSection {
     /// upstream); a server entry's own `prefix` overrides this. Colliding unprefixed names are refused.
     #[serde(default = "default_true")]
     pub prefix: bool,
+    /// Serve three meta-tools (search, describe, call) instead of the whole tool list: `auto` does so
+    /// above `tool_search_threshold` tools.
+    #[serde(default)]
+    pub tool_search: ToolSearchMode,
+    #[serde(default = "default_tool_search_threshold")]
+    pub tool_search_threshold: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSearchMode {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+fn default_tool_search_threshold() -> usize {
+    100
 }
 
 impl Default for ExposeSection {
@@ -42,6 +61,8 @@ impl Default for ExposeSection {
             resources: true,
             prompts: true,
             prefix: true,
+            tool_search: ToolSearchMode::Auto,
+            tool_search_threshold: default_tool_search_threshold(),
         }
     }
 }

@@ -28,7 +28,10 @@ pub(crate) fn routes(hub: Hub, config: &Config) -> Router {
 
 async fn health(State(state): State<ApiState>) -> Json<Value> {
     let servers = state.hub.servers();
-    let ready = servers.iter().filter(|s| s.state == ServerState::Ready).count();
+    let ready = servers
+        .iter()
+        .filter(|s| s.state == ServerState::Ready)
+        .count();
     Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),

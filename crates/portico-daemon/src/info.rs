@@ -64,7 +64,9 @@ impl InfoFile {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let tmp = self.path.with_extension(format!("json.{}", std::process::id()));
+        let tmp = self
+            .path
+            .with_extension(format!("json.{}", std::process::id()));
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -106,9 +108,15 @@ mod tests {
         assert_eq!(file.read(), Some(info.clone()));
         let mode = std::fs::metadata(file.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        let other = DaemonInfo { pid: info.pid + 1, ..info.clone() };
+        let other = DaemonInfo {
+            pid: info.pid + 1,
+            ..info.clone()
+        };
         file.remove_if_ours(&other);
-        assert!(file.read().is_some(), "must not remove another daemon's file");
+        assert!(
+            file.read().is_some(),
+            "must not remove another daemon's file"
+        );
         file.remove_if_ours(&info);
         assert!(file.read().is_none());
         let _ = std::fs::remove_dir_all(dir);
@@ -121,7 +129,11 @@ mod tests {
     }
 
     fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("portico-info-test-{}-{}", std::process::id(), rand::random::<u64>()));
+        let dir = std::env::temp_dir().join(format!(
+            "portico-info-test-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }

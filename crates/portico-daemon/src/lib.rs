@@ -37,7 +37,9 @@ pub enum DaemonError {
     TokenRequired(SocketAddr),
     #[error("[server] token: {0}")]
     Token(String),
-    #[error("cannot listen on {addr}: {source} (is another Portico or program using the port? change [server] listen)")]
+    #[error(
+        "cannot listen on {addr}: {source} (is another Portico or program using the port? change [server] listen)"
+    )]
     Bind {
         addr: SocketAddr,
         #[source]

@@ -32,7 +32,10 @@ impl DoorPolicy {
                 .into_iter()
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
                 .collect(),
-            extra_hosts: extra_hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
+            extra_hosts: extra_hosts
+                .into_iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
         }
     }
 
@@ -48,7 +51,11 @@ impl DoorPolicy {
     /// Host names accepted in `Host`: loopback names always, the listen address when it is a specific
     /// non-loopback one, and what the config adds.
     pub fn allowed_hosts(&self) -> Vec<String> {
-        let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+        let mut hosts = vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+        ];
         let ip = self.listen.ip();
         if !ip.is_loopback() && !ip.is_unspecified() {
             hosts.push(ip.to_string());
@@ -85,7 +92,10 @@ impl DoorPolicy {
         let Some(given) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
         else {
             return false;
         };
@@ -109,7 +119,11 @@ fn refuse(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({"error": message}))).into_response()
 }
 
-pub(crate) async fn check(State(policy): State<Arc<DoorPolicy>>, request: Request, next: Next) -> Response {
+pub(crate) async fn check(
+    State(policy): State<Arc<DoorPolicy>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
@@ -119,7 +133,9 @@ pub(crate) async fn check(State(policy): State<Arc<DoorPolicy>>, request: Reques
     if !policy.host_allowed(host) {
         return refuse(
             StatusCode::FORBIDDEN,
-            format!("Host `{host}` is not allowed; add it to [server] allowed_hosts if Portico is meant to be reached by that name"),
+            format!(
+                "Host `{host}` is not allowed; add it to [server] allowed_hosts if Portico is meant to be reached by that name"
+            ),
         );
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -127,7 +143,9 @@ pub(crate) async fn check(State(policy): State<Arc<DoorPolicy>>, request: Reques
         if !policy.origin_allowed(origin) {
             return refuse(
                 StatusCode::FORBIDDEN,
-                format!("Origin `{origin}` is not allowed; add it to [server] allowed_origins to let that web page call Portico"),
+                format!(
+                    "Origin `{origin}` is not allowed; add it to [server] allowed_origins to let that web page call Portico"
+                ),
             );
         }
     }
@@ -137,9 +155,10 @@ pub(crate) async fn check(State(policy): State<Arc<DoorPolicy>>, request: Reques
             StatusCode::UNAUTHORIZED,
             "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value".into(),
         );
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer"),
+        );
         return response;
     }
     next.run(request).await
@@ -161,7 +180,13 @@ mod tests {
     #[test]
     fn hosts() {
         let p = policy(None);
-        for ok in ["localhost:4200", "127.0.0.1:4200", "[::1]:4200", "localhost", "portico.internal:4200"] {
+        for ok in [
+            "localhost:4200",
+            "127.0.0.1:4200",
+            "[::1]:4200",
+            "localhost",
+            "portico.internal:4200",
+        ] {
             assert!(p.host_allowed(ok), "{ok}");
         }
         for bad in ["evil.com", "evil.com:4200", "127.0.0.1.evil.com", ""] {

@@ -14,6 +14,7 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
 
 use crate::backend::{Backend, BackendError, Listing};
+use crate::tool_search::{self, ToolSearch};
 
 /// The default cap on one response, serialised: big enough for real tool output, small enough that a
 /// runaway upstream cannot make Portico write a frame a client will choke on.
@@ -42,6 +43,7 @@ pub struct ServerOptions {
     pub instructions: Option<String>,
     pub exposure: Exposure,
     pub max_response_bytes: usize,
+    pub tool_search: ToolSearch,
 }
 
 impl Default for ServerOptions {
@@ -50,6 +52,7 @@ impl Default for ServerOptions {
             instructions: None,
             exposure: Exposure::default(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            tool_search: ToolSearch::Off,
         }
     }
 }
@@ -71,6 +74,77 @@ impl PorticoServer {
 
     async fn listing(&self) -> Result<Listing, McpError> {
         self.backend.listing().await.map_err(backend_error)
+    }
+
+    /// Calls a catalog tool. An unknown tool is a protocol error; an upstream failure is the tool's
+    /// failure, which the model should see, so it becomes an isError result.
+    async fn forward_call(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        cancelled: &tokio_util::sync::CancellationToken,
+    ) -> Result<CallToolResponse, McpError> {
+        let result = tokio::select! {
+            result = self.backend.call_tool(name, arguments) => result,
+            _ = cancelled.cancelled() => {
+                return Err(McpError::internal_error("cancelled by the client", None));
+            }
+        };
+        let result = match result {
+            Ok(result) => result,
+            Err(error) if error.is_unknown_tool() => return Err(backend_error(error)),
+            Err(error) => {
+                return Ok(
+                    CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
+                );
+            }
+        };
+        let result: CallToolResult = from_object("tool result", result)?;
+        if let Err(too_big) = self.within_budget(&format!("the result of `{name}`"), &result) {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                too_big.message.to_string(),
+            )])
+            .into());
+        }
+        Ok(result.into())
+    }
+
+    /// Runs one of the tool-search meta-tools. Calls made through `portico_call_tool` go the same way as
+    /// direct calls.
+    async fn call_meta_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let listing = self.listing().await?;
+        let result = match request.name.as_ref() {
+            tool_search::SEARCH_TOOL => tool_search::search_result(&listing.tools, &arguments),
+            tool_search::DESCRIBE_TOOL => tool_search::describe_result(&listing.tools, &arguments),
+            _ => {
+                let Some(name) = arguments.get("name").and_then(serde_json::Value::as_str) else {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(
+                        "`name` (a string) is required; find tool names with portico_search_tools",
+                    )])
+                    .into());
+                };
+                let inner_arguments = match arguments.get("arguments") {
+                    None | Some(serde_json::Value::Null) => None,
+                    Some(serde_json::Value::Object(map)) => Some(map.clone()),
+                    Some(_) => {
+                        return Ok(CallToolResult::error(vec![ContentBlock::text(
+                            "`arguments` must be an object matching the tool's input schema",
+                        )])
+                        .into());
+                    }
+                };
+                return self.forward_call(name, inner_arguments, &context.ct).await;
+            }
+        };
+        match result {
+            Ok(result) => Ok(from_object::<CallToolResult>("tool-search result", result)?.into()),
+            Err(message) => Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
+        }
     }
 
     /// Fails with a clear error when a serialised result would exceed the response budget.
@@ -159,7 +233,13 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools: Vec<Tool> = parse_all("tool definition", self.listing().await?.tools)?;
+        let listing = self.listing().await?;
+        let tools = if self.options.tool_search.active(listing.tools.len()) {
+            tool_search::meta_tools(listing.tools.len())
+        } else {
+            listing.tools
+        };
+        let tools: Vec<Tool> = parse_all("tool definition", tools)?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -168,34 +248,11 @@ impl ServerHandler for PorticoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let call = self.backend.call_tool(&request.name, request.arguments);
-        let result = tokio::select! {
-            result = call => result,
-            _ = context.ct.cancelled() => {
-                return Err(McpError::internal_error("cancelled by the client", None));
-            }
-        };
-        let result = match result {
-            Ok(result) => result,
-            // An unknown tool is a protocol error; an upstream failure is the tool's failure and the model
-            // should see it, so it becomes an isError result.
-            Err(error) if error.is_unknown_tool() => return Err(backend_error(error)),
-            Err(error) => {
-                return Ok(
-                    CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
-                );
-            }
-        };
-        let result: CallToolResult = from_object("tool result", result)?;
-        if let Err(too_big) =
-            self.within_budget(&format!("the result of `{}`", request.name), &result)
-        {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(
-                too_big.message.to_string(),
-            )])
-            .into());
+        if self.options.tool_search != ToolSearch::Off && tool_search::is_meta_tool(&request.name) {
+            return self.call_meta_tool(request, context).await;
         }
-        Ok(result.into())
+        self.forward_call(&request.name, request.arguments, &context.ct)
+            .await
     }
 
     async fn list_resources(
@@ -371,6 +428,13 @@ impl ServerOptions {
                 prompts: config.expose.prompts,
             },
             max_response_bytes: config.server.max_response_bytes,
+            tool_search: match config.expose.tool_search {
+                portico_config::ToolSearchMode::On => ToolSearch::On,
+                portico_config::ToolSearchMode::Off => ToolSearch::Off,
+                portico_config::ToolSearchMode::Auto => {
+                    ToolSearch::Above(config.expose.tool_search_threshold)
+                }
+            },
         }
     }
 }

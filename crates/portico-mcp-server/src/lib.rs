@@ -11,6 +11,7 @@
 
 mod backend;
 mod handler;
+pub mod tool_search;
 
 pub use backend::{Backend, BackendError, DaemonLink, Listing};
 pub use handler::{DEFAULT_MAX_RESPONSE_BYTES, Exposure, PorticoServer, ServerOptions};
