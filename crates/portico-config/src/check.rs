@@ -381,6 +381,7 @@ impl Checker<'_> {
             "enabled",
             "allow_private_network",
             "prefix",
+            "protocol_version",
             "transport",
         ];
         let mut has_name = false;
@@ -435,6 +436,22 @@ impl Checker<'_> {
                 "enabled" => self.expect_bool(value, "enabled"),
                 "allow_private_network" => self.expect_bool(value, "allow_private_network"),
                 "prefix" => self.expect_bool(value, "prefix"),
+                "protocol_version" => {
+                    if let Some(version) = self.expect_string(value, "protocol_version")
+                        && !crate::PROTOCOL_VERSIONS.contains(&version)
+                    {
+                        self.report(
+                            value.span(),
+                            format!(
+                                "protocol_version `{version}` is not an MCP version Portico speaks"
+                            ),
+                            Some(format!(
+                                "use one of {}",
+                                crate::PROTOCOL_VERSIONS.join(", ")
+                            )),
+                        );
+                    }
+                }
                 "transport" => {
                     has_transport = true;
                     self.transport(value);

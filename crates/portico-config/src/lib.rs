@@ -21,7 +21,7 @@ pub use expand::{ExpandError, expand_vars};
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
     Config, DEFAULT_LISTEN, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, McpServerConfig,
-    ServerSection, ToolSearchMode, Transport,
+    PROTOCOL_VERSIONS, ServerSection, ToolSearchMode, Transport,
 };
 
 /// Why a configuration could not be loaded.

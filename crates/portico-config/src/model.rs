@@ -7,6 +7,15 @@ use serde::Deserialize;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4200";
 
+/// The MCP protocol versions Portico speaks, oldest first.
+pub const PROTOCOL_VERSIONS: &[&str] = &[
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
+
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -137,6 +146,10 @@ pub struct McpServerConfig {
     /// Overrides `[expose] prefix` for this server.
     #[serde(default)]
     pub prefix: Option<bool>,
+    /// Pins the MCP protocol version instead of negotiating the newest (for servers that misbehave in
+    /// a newer era, or to keep server-to-client requests, which 2026-07-28 replaced).
+    #[serde(default)]
+    pub protocol_version: Option<String>,
     pub transport: Transport,
 }
 

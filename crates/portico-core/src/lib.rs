@@ -12,6 +12,7 @@ pub mod backoff;
 pub mod catalog;
 pub mod health;
 pub mod naming;
+pub mod relay;
 
 pub use catalog::{
     Catalog, CatalogPrompt, CatalogResource, CatalogResourceTemplate, CatalogTool, NameCollision,

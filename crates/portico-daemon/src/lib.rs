@@ -117,7 +117,7 @@ pub fn app(hub: Hub, config: &Config, door: &DoorConfig, shutdown: CancellationT
         .with_allowed_hosts(door.policy.allowed_hosts())
         .with_cancellation_token(shutdown);
     let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_session()),
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );

@@ -3,9 +3,10 @@ use std::time::{Duration, Instant};
 
 use portico_config::{Config, McpServerConfig};
 use portico_core::backoff::Backoff;
+use portico_core::relay::CallContext;
 use portico_core::{Catalog, JsonObject, ServerCatalog, ServerState, ServerStatus};
-use portico_mcp::{Upstream, UpstreamError};
-use tokio::sync::{mpsc, watch};
+use portico_mcp::{Upstream, UpstreamError, UpstreamEvent};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +55,8 @@ struct Shared {
     changes: watch::Sender<u64>,
     shutdown: CancellationToken,
     backoff: Backoff,
+    /// Exposed URIs of subscribed resources that changed upstream.
+    resource_updates: broadcast::Sender<String>,
 }
 
 /// The running hub. Clone it freely; all clones share one set of upstreams.
@@ -109,6 +112,7 @@ impl Hub {
             changes,
             shutdown: CancellationToken::new(),
             backoff,
+            resource_updates: broadcast::channel(256).0,
         });
         let supervisors = (0..shared.slots.len())
             .filter(|&i| shared.slots[i].config.enabled)
@@ -182,6 +186,17 @@ impl Hub {
         name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<JsonObject, HubError> {
+        self.call_tool_with(name, arguments, &CallContext::default())
+            .await
+    }
+
+    /// Calls a tool on behalf of a client, relaying what the upstream sends during the call to it.
+    pub async fn call_tool_with(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        context: &CallContext,
+    ) -> Result<JsonObject, HubError> {
         let catalog = self.catalog();
         let Some(tool) = catalog.tool(name) else {
             return Err(HubError::UnknownTool {
@@ -190,7 +205,103 @@ impl Hub {
             });
         };
         let upstream = self.upstream(&tool.server)?;
-        Ok(upstream.call_tool(&tool.upstream_name, arguments).await?)
+        Ok(upstream
+            .call_tool_with(&tool.upstream_name, arguments, context)
+            .await?)
+    }
+
+    /// Routes `completion/complete` by its reference: a prompt by exposed name, a resource by URI.
+    pub async fn complete(&self, mut params: JsonObject) -> Result<JsonObject, HubError> {
+        let catalog = self.catalog();
+        let reference = params.get("ref").cloned().unwrap_or_default();
+        let (server, upstream_ref) = match reference.get("type").and_then(|t| t.as_str()) {
+            Some("ref/prompt") => {
+                let name = reference.get("name").and_then(|n| n.as_str()).unwrap_or("");
+                let prompt = catalog
+                    .prompt(name)
+                    .ok_or_else(|| HubError::UnknownPrompt {
+                        name: name.to_string(),
+                    })?;
+                let mut upstream_ref = reference.clone();
+                upstream_ref["name"] = prompt.upstream_name.clone().into();
+                (prompt.server.clone(), upstream_ref)
+            }
+            Some("ref/resource") => {
+                let uri = reference.get("uri").and_then(|u| u.as_str()).unwrap_or("");
+                let (server, upstream_uri) = catalog
+                    .resolve_resource_uri(uri)
+                    .or_else(|| self.resolve_template_reference(&catalog, uri))
+                    .ok_or_else(|| HubError::UnknownResource {
+                        uri: uri.to_string(),
+                    })?;
+                let mut upstream_ref = reference.clone();
+                upstream_ref["uri"] = upstream_uri.into();
+                (server.to_string(), upstream_ref)
+            }
+            _ => {
+                return Err(HubError::UnknownPrompt {
+                    name: format!("completion reference {reference}"),
+                });
+            }
+        };
+        params.insert("ref".into(), upstream_ref);
+        Ok(self.upstream(&server)?.complete(params).await?)
+    }
+
+    /// A completion reference may name a resource template itself rather than a URI expanded from it.
+    fn resolve_template_reference<'a>(
+        &self,
+        catalog: &'a Catalog,
+        uri: &'a str,
+    ) -> Option<(&'a str, &'a str)> {
+        catalog
+            .resource_templates()
+            .iter()
+            .find(|t| t.uri_template == uri)
+            .map(|t| (t.server.as_str(), t.upstream_uri_template.as_str()))
+    }
+
+    /// Forwards `logging/setLevel` to every ready upstream that logs. Failures are logged, not returned:
+    /// one server refusing must not fail the client's request for the others.
+    pub async fn set_log_level(&self, level: &str) {
+        let upstreams: Vec<Arc<Upstream>> = self
+            .shared
+            .slots
+            .iter()
+            .filter_map(|slot| slot.state.lock().expect("slot lock").upstream.clone())
+            .filter(|u| u.supports("logging"))
+            .collect();
+        for upstream in upstreams {
+            if let Err(e) = upstream.set_level(level).await {
+                tracing::warn!("{e}");
+            }
+        }
+    }
+
+    /// Subscribes to a resource at its upstream; changes arrive on [`Hub::resource_updates`].
+    pub async fn subscribe_resource(&self, uri: &str) -> Result<(), HubError> {
+        let (server, upstream_uri) = self.resource_owner(uri)?;
+        Ok(self.upstream(&server)?.subscribe(&upstream_uri).await?)
+    }
+
+    pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), HubError> {
+        let (server, upstream_uri) = self.resource_owner(uri)?;
+        Ok(self.upstream(&server)?.unsubscribe(&upstream_uri).await?)
+    }
+
+    fn resource_owner(&self, uri: &str) -> Result<(String, String), HubError> {
+        let catalog = self.catalog();
+        catalog
+            .resolve_resource_uri(uri)
+            .map(|(s, u)| (s.to_string(), u.to_string()))
+            .ok_or_else(|| HubError::UnknownResource {
+                uri: uri.to_string(),
+            })
+    }
+
+    /// Exposed URIs of subscribed resources as their upstreams report changes.
+    pub fn resource_updates(&self) -> broadcast::Receiver<String> {
+        self.shared.resource_updates.subscribe()
     }
 
     pub async fn get_prompt(
@@ -418,7 +529,16 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
             tokio::select! {
                 reason = &mut exit => break reason,
                 Some(event) = events_rx.recv() => {
-                    // Coalesce a burst of notifications into one refresh.
+                    if let UpstreamEvent::ResourceUpdated(uri) = &event {
+                        let exposed = if prefixed {
+                            portico_core::naming::namespace_resource_uri(server, uri)
+                        } else {
+                            uri.clone()
+                        };
+                        let _ = shared.resource_updates.send(exposed);
+                        continue;
+                    }
+                    // Coalesce a burst of list changes into one refresh.
                     while events_rx.try_recv().is_ok() {}
                     tracing::debug!(server, ?event, "list changed; refreshing");
                     match upstream.list_catalog().await {

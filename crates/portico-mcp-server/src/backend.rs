@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use portico_core::JsonObject;
+use portico_core::relay::CallContext;
 use portico_hub::{Hub, HubError};
 use portico_mcp::{Upstream, UpstreamError};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 /// How long a listing waits for servers still making their first connection attempt.
 const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -24,6 +25,8 @@ pub enum Backend {
 pub struct DaemonLink {
     pub upstream: Upstream,
     pub changes: watch::Receiver<u64>,
+    /// URIs of subscribed resources the daemon reports changed.
+    pub resource_updates: broadcast::Sender<String>,
 }
 
 /// A lookup or call failure, from whichever backend.
@@ -110,16 +113,69 @@ impl Backend {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        context: &CallContext,
     ) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Hub(hub) => {
                 if hub.catalog().tool(name).is_none() {
                     settle(hub).await;
                 }
-                hub.call_tool(name, arguments).await?
+                hub.call_tool_with(name, arguments, context).await?
             }
-            Backend::Daemon(link) => link.upstream.call_tool(name, arguments).await?,
+            Backend::Daemon(link) => {
+                link.upstream
+                    .call_tool_with(name, arguments, context)
+                    .await?
+            }
         })
+    }
+
+    pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, BackendError> {
+        Ok(match self {
+            Backend::Hub(hub) => {
+                settle(hub).await;
+                hub.complete(params).await?
+            }
+            Backend::Daemon(link) => link.upstream.complete(params).await?,
+        })
+    }
+
+    pub async fn set_log_level(&self, level: &str) -> Result<(), BackendError> {
+        match self {
+            Backend::Hub(hub) => {
+                settle(hub).await;
+                hub.set_log_level(level).await;
+            }
+            Backend::Daemon(link) => link.upstream.set_level(level).await?,
+        }
+        Ok(())
+    }
+
+    pub async fn subscribe(&self, uri: &str) -> Result<(), BackendError> {
+        match self {
+            Backend::Hub(hub) => {
+                settle(hub).await;
+                hub.subscribe_resource(uri).await?
+            }
+            Backend::Daemon(link) => link.upstream.subscribe(uri).await?,
+        }
+        Ok(())
+    }
+
+    pub async fn unsubscribe(&self, uri: &str) -> Result<(), BackendError> {
+        match self {
+            Backend::Hub(hub) => hub.unsubscribe_resource(uri).await?,
+            Backend::Daemon(link) => link.upstream.unsubscribe(uri).await?,
+        }
+        Ok(())
+    }
+
+    /// Exposed URIs of subscribed resources that changed.
+    pub fn resource_updates(&self) -> broadcast::Receiver<String> {
+        match self {
+            Backend::Hub(hub) => hub.resource_updates(),
+            Backend::Daemon(link) => link.resource_updates.subscribe(),
+        }
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, BackendError> {

@@ -1,20 +1,27 @@
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use portico_core::JsonObject;
 use portico_hub::HubError;
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceTemplate, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
 
 use crate::backend::{Backend, BackendError, Listing};
+use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
+use portico_core::relay::CallContext;
 
 /// The default cap on one response, serialised: big enough for real tool output, small enough that a
 /// runaway upstream cannot make Portico write a frame a client will choke on.
@@ -62,6 +69,8 @@ impl Default for ServerOptions {
 pub struct PorticoServer {
     backend: Backend,
     options: Arc<ServerOptions>,
+    /// Resources this session subscribed to (exposed URIs). Per session: see [`PorticoServer::for_session`].
+    subscriptions: Arc<Mutex<HashSet<String>>>,
 }
 
 impl PorticoServer {
@@ -69,6 +78,16 @@ impl PorticoServer {
         PorticoServer {
             backend,
             options: Arc::new(options),
+            subscriptions: Arc::default(),
+        }
+    }
+
+    /// A handler for a new client session: same backend and options, its own subscriptions.
+    pub fn for_session(&self) -> Self {
+        PorticoServer {
+            backend: self.backend.clone(),
+            options: self.options.clone(),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -82,10 +101,11 @@ impl PorticoServer {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        call_context: &CallContext,
         cancelled: &tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
         let result = tokio::select! {
-            result = self.backend.call_tool(name, arguments) => result,
+            result = self.backend.call_tool(name, arguments, call_context) => result,
             _ = cancelled.cancelled() => {
                 return Err(McpError::internal_error("cancelled by the client", None));
             }
@@ -107,6 +127,29 @@ impl PorticoServer {
             .into());
         }
         Ok(result.into())
+    }
+
+    /// Wraps the requesting client so the upstream's progress, logs and requests reach it.
+    fn call_context(&self, context: &RequestContext<RoleServer>) -> CallContext {
+        let progress_token = context.meta.get_progress_token();
+        let capabilities = context
+            .client_capabilities()
+            .or_else(|| {
+                context
+                    .peer
+                    .peer_info()
+                    .map(|info| info.capabilities.clone())
+            })
+            .and_then(|caps| serde_json::to_value(caps).ok())
+            .unwrap_or_default();
+        CallContext {
+            progress: progress_token.is_some(),
+            caller: Some(Arc::new(DownstreamCaller {
+                peer: context.peer.clone(),
+                progress_token,
+                capabilities,
+            })),
+        }
     }
 
     /// Runs one of the tool-search meta-tools. Calls made through `portico_call_tool` go the same way as
@@ -138,7 +181,10 @@ impl PorticoServer {
                         .into());
                     }
                 };
-                return self.forward_call(name, inner_arguments, &context.ct).await;
+                let call_context = self.call_context(&context);
+                return self
+                    .forward_call(name, inner_arguments, &call_context, &context.ct)
+                    .await;
             }
         };
         match result {
@@ -251,8 +297,71 @@ impl ServerHandler for PorticoServer {
         if self.options.tool_search != ToolSearch::Off && tool_search::is_meta_tool(&request.name) {
             return self.call_meta_tool(request, context).await;
         }
-        self.forward_call(&request.name, request.arguments, &context.ct)
+        let call_context = self.call_context(&context);
+        self.forward_call(&request.name, request.arguments, &call_context, &context.ct)
             .await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let params = serde_json::to_value(&request)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        let result = self.backend.complete(params).await.map_err(backend_error)?;
+        from_object("completion", result)
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let level = serde_json::to_value(request.level)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "info".into());
+        self.backend
+            .set_log_level(&level)
+            .await
+            .map_err(backend_error)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.backend
+            .subscribe(&request.uri)
+            .await
+            .map_err(backend_error)?;
+        self.subscriptions
+            .lock()
+            .expect("subscriptions lock")
+            .insert(request.uri.to_string());
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions
+            .lock()
+            .expect("subscriptions lock")
+            .remove(request.uri.as_str());
+        self.backend
+            .unsubscribe(&request.uri)
+            .await
+            .map_err(backend_error)
     }
 
     async fn list_resources(
@@ -316,6 +425,32 @@ impl ServerHandler for PorticoServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Subscribed resources: relay the upstream's updates to this session while it lives.
+        let mut updates = self.backend.resource_updates();
+        let subscriptions = self.subscriptions.clone();
+        let update_peer = context.peer.clone();
+        tokio::spawn(async move {
+            loop {
+                let uri = match updates.recv().await {
+                    Ok(uri) => uri,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return,
+                };
+                if !subscriptions
+                    .lock()
+                    .expect("subscriptions lock")
+                    .contains(&uri)
+                {
+                    continue;
+                }
+                let params = ResourceUpdatedNotificationParam::new(uri);
+                if update_peer.notify_resource_updated(params).await.is_err()
+                    || update_peer.is_transport_closed()
+                {
+                    return;
+                }
+            }
+        });
         // Handshake-era clients get list changes as plain notifications for as long as the session lives.
         let backend = self.backend.clone();
         let peer = context.peer;

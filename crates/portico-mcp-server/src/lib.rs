@@ -11,6 +11,7 @@
 
 mod backend;
 mod handler;
+mod relay;
 pub mod tool_search;
 
 pub use backend::{Backend, BackendError, DaemonLink, Listing};

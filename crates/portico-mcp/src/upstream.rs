@@ -1,6 +1,7 @@
 //! One live session with one upstream MCP server.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use portico_config::{McpServerConfig, Transport, expand_vars};
@@ -9,11 +10,16 @@ use portico_core::{
 };
 use portico_net::{NetPolicy, SafeClient};
 use rmcp::model::{
-    CallToolRequestParams, GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ServerNotification, SubscriptionFilter,
+    CallToolRequest, CallToolRequestParams, ClientRequest, CompleteRequestParams,
+    GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams, ServerNotification,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
+// Logging is deprecated from 2026-07-28 on (SEP-2577); older servers still take `logging/setLevel`.
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::service::{
-    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, ServiceError,
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, Peer, PeerRequestOptions,
+    RoleClient, ServiceError,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -21,8 +27,9 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::client_handler::{PorticoClient, UpstreamEvent};
+use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::{legacy_sse, stdio};
+use portico_core::relay::CallContext;
 
 /// Everything that can go wrong with an upstream. Each variant names the server, says what failed and,
 /// where there is one, what to do.
@@ -103,6 +110,7 @@ impl UpstreamExit {
 pub struct Upstream {
     server: String,
     peer: Peer<RoleClient>,
+    active: Arc<ActiveCalls>,
     info: HandshakeInfo,
     timeout: Duration,
     stop: CancellationToken,
@@ -132,14 +140,14 @@ impl Upstream {
         events: mpsc::UnboundedSender<UpstreamEvent>,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let server = config.name.as_str();
+        let active = Arc::new(ActiveCalls::default());
         let handler = || PorticoClient {
             server: server.to_string(),
             events: events.clone(),
+            active: active.clone(),
+            protocol_version: pinned_version(config),
         };
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: PREFERRED_VERSIONS.to_vec(),
-            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
-        };
+        let lifecycle = lifecycle_for(config);
         match &config.transport {
             Transport::Stdio { command, args, cwd } => {
                 let (child, pid) = stdio::spawn(&stdio::StdioSpec {
@@ -153,7 +161,14 @@ impl Upstream {
                     .serve_with_lifecycle(child, lifecycle)
                     .await
                     .map_err(|e| handshake_error(server, e))?;
-                Ok(Self::start(config, service, "stdio", pid, events.clone()))
+                Ok(Self::start(
+                    config,
+                    service,
+                    "stdio",
+                    pid,
+                    events.clone(),
+                    active.clone(),
+                ))
             }
             Transport::Http { url, headers } => {
                 let client = safe_client(config)?;
@@ -170,6 +185,7 @@ impl Upstream {
                     "streamable-http",
                     None,
                     events.clone(),
+                    active.clone(),
                 ))
             }
             Transport::Sse { url, headers } => {
@@ -190,6 +206,7 @@ impl Upstream {
                             "streamable-http",
                             None,
                             events.clone(),
+                            active.clone(),
                         ));
                     }
                     Err(e) => handshake_error_via(server, e, Some(&client)),
@@ -235,6 +252,7 @@ impl Upstream {
                     "legacy-sse",
                     None,
                     events.clone(),
+                    active.clone(),
                 ))
             }
         }
@@ -246,6 +264,7 @@ impl Upstream {
         transport: &'static str,
         pid: Option<u32>,
         events: mpsc::UnboundedSender<UpstreamEvent>,
+        active: Arc<ActiveCalls>,
     ) -> (Upstream, UpstreamExit) {
         let peer = service.peer().clone();
         let peer_info = peer.peer_info();
@@ -286,6 +305,7 @@ impl Upstream {
         let upstream = Upstream {
             server: config.name.clone(),
             peer,
+            active,
             info,
             timeout: config.timeout(),
             stop,
@@ -473,12 +493,43 @@ impl Upstream {
         tool: &str,
         arguments: Option<JsonObject>,
     ) -> Result<JsonObject, UpstreamError> {
+        self.call_tool_with(tool, arguments, &CallContext::default())
+            .await
+    }
+
+    /// Calls a tool on behalf of a client: progress, logging and requests the upstream sends during the
+    /// call are relayed to `context.caller`. If this future is dropped (the client cancelled) or times
+    /// out, the upstream is told to cancel too.
+    pub async fn call_tool_with(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        context: &CallContext,
+    ) -> Result<JsonObject, UpstreamError> {
+        let what = format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
-        let result = self
-            .request(format!("tools/call `{tool}`"), self.peer.call_tool(params))
-            .await?;
-        Ok(to_object(&result))
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = self
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| service_error(&self.server, what.clone(), e))?;
+        // rmcp gives every request its own progress token; progress for this call comes back with it.
+        let _registration = context.caller.as_ref().map(|caller| {
+            self.active
+                .register(caller.clone(), handle.progress_token.clone())
+        });
+        let mut cancel = CancelOnDrop {
+            peer: self.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let result = self.request(what, handle.await_response()).await;
+        if !matches!(result, Err(UpstreamError::Timeout { .. })) {
+            cancel.id = None;
+        }
+        // Any result shape passes through as the server sent it.
+        Ok(to_object(&result?))
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamError> {
@@ -509,6 +560,82 @@ impl Upstream {
     }
 }
 
+impl Upstream {
+    /// Whether the upstream declared a capability (`logging`, `completions`, `resources.subscribe`).
+    pub fn supports(&self, capability: &str) -> bool {
+        let Some(info) = self.peer.peer_info() else {
+            return false;
+        };
+        let caps = serde_json::to_value(&info.capabilities).unwrap_or_default();
+        let mut value = &caps;
+        for part in capability.split('.') {
+            match value.get(part) {
+                Some(v) => value = v,
+                None => return false,
+            }
+        }
+        !value.is_null() && value != &serde_json::Value::Bool(false)
+    }
+
+    /// Forwards `completion/complete`; `params` is the request's JSON with the upstream's own names.
+    pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, UpstreamError> {
+        let params: CompleteRequestParams =
+            from_params(&self.server, "completion/complete", params)?;
+        let result = self
+            .request("completion/complete", self.peer.complete(params))
+            .await?;
+        Ok(to_object(&result))
+    }
+
+    /// Forwards `logging/setLevel`; `level` is the protocol's level name.
+    #[allow(deprecated)]
+    pub async fn set_level(&self, level: &str) -> Result<(), UpstreamError> {
+        let params: SetLevelRequestParams = from_params(
+            &self.server,
+            "logging/setLevel",
+            serde_json::json!({"level": level})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        )?;
+        self.request("logging/setLevel", self.peer.set_level(params))
+            .await
+    }
+
+    #[allow(deprecated)]
+    pub async fn subscribe(&self, uri: &str) -> Result<(), UpstreamError> {
+        let params = SubscribeRequestParams::new(uri.to_string());
+        self.request(
+            format!("resources/subscribe `{uri}`"),
+            self.peer.subscribe(params),
+        )
+        .await
+    }
+
+    #[allow(deprecated)]
+    pub async fn unsubscribe(&self, uri: &str) -> Result<(), UpstreamError> {
+        let params = UnsubscribeRequestParams::new(uri.to_string());
+        self.request(
+            format!("resources/unsubscribe `{uri}`"),
+            self.peer.unsubscribe(params),
+        )
+        .await
+    }
+}
+
+fn from_params<T: serde::de::DeserializeOwned>(
+    server: &str,
+    what: &str,
+    params: JsonObject,
+) -> Result<T, UpstreamError> {
+    serde_json::from_value(serde_json::Value::Object(params)).map_err(|e| UpstreamError::Remote {
+        server: server.to_string(),
+        what: what.to_string(),
+        code: Some(-32602),
+        message: format!("invalid params: {e}"),
+    })
+}
+
 fn to_object<T: Serialize>(value: &T) -> JsonObject {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::Object(map)) => map,
@@ -525,6 +652,47 @@ fn to_object<T: Serialize>(value: &T) -> JsonObject {
             );
             map
         }
+    }
+}
+
+/// Tells the upstream to stop working on a request the caller no longer waits for.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let params = rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the client cancelled or the call timed out".into()),
+                );
+                let _ = peer.notify_cancelled(params).await;
+            });
+        }
+    }
+}
+
+fn pinned_version(config: &McpServerConfig) -> Option<ProtocolVersion> {
+    let version = config.protocol_version.as_deref()?;
+    serde_json::from_value(serde_json::Value::String(version.to_string())).ok()
+}
+
+/// Newest era first, falling back to `initialize`; or exactly the pinned version.
+fn lifecycle_for(config: &McpServerConfig) -> ClientLifecycleMode {
+    match pinned_version(config) {
+        Some(version) if version.has_initialize() => ClientLifecycleMode::Initialize,
+        Some(version) => ClientLifecycleMode::Discover {
+            preferred_versions: vec![version],
+        },
+        None => ClientLifecycleMode::Auto {
+            preferred_versions: PREFERRED_VERSIONS.to_vec(),
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
     }
 }
 

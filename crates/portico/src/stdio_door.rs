@@ -8,7 +8,7 @@ use anyhow::Context;
 use portico_config::{McpServerConfig, Transport};
 use portico_daemon::{DaemonInfo, InfoFile};
 use portico_hub::Hub;
-use portico_mcp::Upstream;
+use portico_mcp::{Upstream, UpstreamEvent};
 use portico_mcp_server::{Backend, DaemonLink, PorticoServer, ServerOptions};
 use rmcp::ServiceExt;
 use tokio::sync::{mpsc, watch};
@@ -81,6 +81,7 @@ async fn connect_daemon() -> Option<DaemonLink> {
         allow_private_network: true,
         // The daemon's catalog is already named; keep its names as they are.
         prefix: Some(false),
+        protocol_version: None,
         transport: Transport::Http {
             url: info.mcp_url(),
             headers,
@@ -98,12 +99,23 @@ async fn connect_daemon() -> Option<DaemonLink> {
         }
     };
     let (changes_tx, changes) = watch::channel(0u64);
+    let resource_updates = tokio::sync::broadcast::channel(256).0;
+    let updates = resource_updates.clone();
     tokio::spawn(async move {
-        while events_rx.recv().await.is_some() {
-            changes_tx.send_modify(|n| *n += 1);
+        while let Some(event) = events_rx.recv().await {
+            match event {
+                UpstreamEvent::ResourceUpdated(uri) => {
+                    let _ = updates.send(uri);
+                }
+                _ => changes_tx.send_modify(|n| *n += 1),
+            }
         }
     });
-    Some(DaemonLink { upstream, changes })
+    Some(DaemonLink {
+        upstream,
+        changes,
+        resource_updates,
+    })
 }
 
 async fn daemon_is_alive(info: &DaemonInfo) -> bool {

@@ -1,0 +1,135 @@
+//! The downstream half of relaying: an MCP client of Portico's doors, seen by the hub as a [`Caller`].
+
+// Sampling, roots and logging are deprecated from protocol 2026-07-28 on (SEP-2577), but clients of every
+// earlier era use them, and relaying them is the point of this module.
+#![allow(deprecated)]
+
+use portico_core::JsonObject;
+use portico_core::relay::{BoxFuture, Caller, RelayError, methods};
+use rmcp::model::{
+    CreateMessageRequestParams, ElicitRequestParams, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken,
+};
+use rmcp::service::{Peer, RoleServer, ServiceError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The client of one request: its session, the progress token it asked for, and what it can do.
+pub(crate) struct DownstreamCaller {
+    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) progress_token: Option<ProgressToken>,
+    /// The client's declared capabilities, as JSON.
+    pub(crate) capabilities: Value,
+}
+
+fn to_object<T: Serialize>(value: &T) -> JsonObject {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(map)) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+fn parse<T: DeserializeOwned>(method: &str, params: JsonObject) -> Result<T, RelayError> {
+    serde_json::from_value(Value::Object(params)).map_err(|e| RelayError {
+        code: -32602,
+        message: format!("the upstream's {method} request is not valid MCP: {e}"),
+    })
+}
+
+fn service_error(method: &str, error: ServiceError) -> RelayError {
+    match error {
+        ServiceError::McpError(e) => RelayError {
+            code: e.code.0,
+            message: e.message.to_string(),
+        },
+        other => RelayError {
+            code: -32603,
+            message: format!("relaying {method} to the client failed: {other}"),
+        },
+    }
+}
+
+impl Caller for DownstreamCaller {
+    fn accepts(&self, method: &str) -> bool {
+        let capability = match method {
+            methods::SAMPLING => "sampling",
+            methods::ELICITATION => "elicitation",
+            methods::ROOTS => "roots",
+            _ => return true,
+        };
+        self.capabilities
+            .get(capability)
+            .is_some_and(|c| !c.is_null())
+    }
+
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: JsonObject,
+    ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
+        Box::pin(async move {
+            match method {
+                methods::SAMPLING => {
+                    let params: CreateMessageRequestParams = parse(method, params)?;
+                    let result = self
+                        .peer
+                        .create_message(params)
+                        .await
+                        .map_err(|e| service_error(method, e))?;
+                    Ok(to_object(&result))
+                }
+                methods::ELICITATION => {
+                    let params: ElicitRequestParams = parse(method, params)?;
+                    let result = self
+                        .peer
+                        .create_elicitation(params)
+                        .await
+                        .map_err(|e| service_error(method, e))?;
+                    Ok(to_object(&result))
+                }
+                methods::ROOTS => {
+                    let result = self
+                        .peer
+                        .list_roots()
+                        .await
+                        .map_err(|e| service_error(method, e))?;
+                    Ok(to_object(&result))
+                }
+                other => Err(RelayError {
+                    code: -32601,
+                    message: format!("Portico does not relay `{other}` to clients"),
+                }),
+            }
+        })
+    }
+
+    fn notify<'a>(&'a self, method: &'a str, mut params: JsonObject) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let sent = match method {
+                methods::PROGRESS => {
+                    let Some(token) = &self.progress_token else {
+                        return;
+                    };
+                    params.insert(
+                        "progressToken".into(),
+                        serde_json::to_value(token).unwrap_or_default(),
+                    );
+                    match parse::<ProgressNotificationParam>(method, params) {
+                        Ok(progress) => self.peer.notify_progress(progress).await,
+                        Err(_) => return,
+                    }
+                }
+                methods::LOG => match parse::<LoggingMessageNotificationParam>(method, params) {
+                    Ok(message) => self.peer.notify_logging_message(message).await,
+                    Err(_) => return,
+                },
+                _ => return,
+            };
+            // The client may have gone; the call itself will notice.
+            if let Err(e) = sent {
+                tracing::debug!("could not relay {method} to the client: {e}");
+            }
+        })
+    }
+}
