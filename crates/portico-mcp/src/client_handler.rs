@@ -38,8 +38,11 @@ pub enum UpstreamEvent {
 #[derive(Default)]
 pub(crate) struct ActiveCalls {
     next: AtomicU64,
-    calls: Mutex<Vec<(u64, ProgressToken, Arc<dyn Caller>)>>,
+    calls: Mutex<Vec<InFlight>>,
 }
+
+/// `(registration id, progress token, caller)`.
+type InFlight = (u64, ProgressToken, Arc<dyn Caller>);
 
 /// Unregisters a call when dropped, whether it finished, failed or was cancelled.
 pub(crate) struct ActiveCall {
