@@ -119,7 +119,7 @@ impl PorticoServer {
                 );
             }
         };
-        let result: CallToolResult = from_object("tool result", result)?;
+        let result: CallToolResult = from_result("tool result", result)?;
         if let Err(too_big) = self.within_budget(&format!("the result of `{name}`"), &result) {
             return Ok(CallToolResult::error(vec![ContentBlock::text(
                 too_big.message.to_string(),
@@ -188,7 +188,7 @@ impl PorticoServer {
             }
         };
         match result {
-            Ok(result) => Ok(from_object::<CallToolResult>("tool-search result", result)?.into()),
+            Ok(result) => Ok(from_result::<CallToolResult>("tool-search result", result)?.into()),
             Err(message) => Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
         }
     }
@@ -211,6 +211,16 @@ impl PorticoServer {
     }
 }
 
+/// Parses a final result from an upstream (or Portico itself). Results from handshake-era upstreams
+/// carry no `resultType`, which 2026-07-28 clients require; the field is added here and rmcp strips it
+/// again for handshake-era clients.
+fn from_result<T: DeserializeOwned>(what: &str, mut object: JsonObject) -> Result<T, McpError> {
+    object
+        .entry("resultType")
+        .or_insert_with(|| serde_json::Value::String("complete".into()));
+    from_object(what, object)
+}
+
 fn from_object<T: DeserializeOwned>(what: &str, object: JsonObject) -> Result<T, McpError> {
     serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| {
         McpError::internal_error(format!("upstream {what} is not valid MCP: {e}"), None)
@@ -225,11 +235,14 @@ fn backend_error(error: BackendError) -> McpError {
         BackendError::Hub(HubError::UnknownResource { .. }) => {
             McpError::resource_not_found(error.to_string(), None)
         }
+        // The upstream's own JSON-RPC error passes through with its code.
         BackendError::Daemon(portico_mcp::UpstreamError::Remote {
+            code: Some(code), ..
+        })
+        | BackendError::Hub(HubError::Upstream(portico_mcp::UpstreamError::Remote {
             code: Some(code),
-            message,
             ..
-        }) => McpError::new(rmcp::model::ErrorCode(*code), message.clone(), None),
+        })) => McpError::new(rmcp::model::ErrorCode(*code), error.to_string(), None),
         _ => McpError::internal_error(error.to_string(), None),
     }
 }
@@ -312,7 +325,7 @@ impl ServerHandler for PorticoServer {
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
         let result = self.backend.complete(params).await.map_err(backend_error)?;
-        from_object("completion", result)
+        from_result("completion", result)
     }
 
     #[allow(deprecated)]
@@ -395,7 +408,7 @@ impl ServerHandler for PorticoServer {
             .read_resource(&request.uri)
             .await
             .map_err(backend_error)?;
-        let result: ReadResourceResult = from_object("resource contents", result)?;
+        let result: ReadResourceResult = from_result("resource contents", result)?;
         self.within_budget(&format!("resource `{}`", request.uri), &result)?;
         Ok(result.into())
     }
@@ -419,7 +432,7 @@ impl ServerHandler for PorticoServer {
             .get_prompt(&request.name, request.arguments)
             .await
             .map_err(backend_error)?;
-        let result: GetPromptResult = from_object("prompt", result)?;
+        let result: GetPromptResult = from_result("prompt", result)?;
         self.within_budget(&format!("prompt `{}`", request.name), &result)?;
         Ok(result.into())
     }

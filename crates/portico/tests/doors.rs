@@ -9,5 +9,7 @@ mod client;
 
 #[path = "doors/daemon.rs"]
 mod daemon;
+#[path = "doors/sdk.rs"]
+mod sdk;
 #[path = "doors/stdio.rs"]
 mod stdio;

@@ -6,7 +6,7 @@ negotiation with an old server.
 
 Flags:
   --tools A,B,...       tool names (each answers the text "<name> called")
-  --prompts N           N prompts named prompt_0..prompt_{N-1}
+  --prompts N           N prompts named prompt_0..prompt_{N-1} (prompts/get answers "prompt <i>")
   --resources N         N resources mem://r/0..N-1 (text "resource <i>")
   --page-size N         paginate every list with nextCursor, N items a page (0 = no pagination)
   --only-version V      answer `initialize` with V whatever the client asks
@@ -62,6 +62,11 @@ class CatalogPeer(StdioPeer):
         if method == "resources/list":
             resources = [{"uri": f"mem://r/{i}", "name": f"r{i}", "mimeType": "text/plain"} for i in range(args.resources)]
             return self.page(resources, params, "resources")
+        if method == "prompts/get":
+            name = params.get("name", "")
+            if not name.startswith("prompt_") or not name[7:].isdigit() or int(name[7:]) >= args.prompts:
+                raise RpcError(INVALID_PARAMS, f"unknown prompt {name}")
+            return {"messages": [{"role": "user", "content": {"type": "text", "text": f"prompt {name[7:]}"}}]}
         if method == "resources/templates/list":
             return {"resourceTemplates": []}
         if method == "resources/read":
