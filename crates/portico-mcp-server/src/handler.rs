@@ -19,6 +19,7 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
 
 use crate::backend::{Backend, BackendError, Listing};
+use crate::host_tools::HostTools;
 use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
@@ -71,6 +72,8 @@ pub struct PorticoServer {
     options: Arc<ServerOptions>,
     /// Resources this session subscribed to (exposed URIs). Per session: see [`PorticoServer::for_session`].
     subscriptions: Arc<Mutex<HashSet<String>>>,
+    /// Tools the embedding program registered; shared by every session.
+    host_tools: HostTools,
 }
 
 impl PorticoServer {
@@ -79,7 +82,13 @@ impl PorticoServer {
             backend,
             options: Arc::new(options),
             subscriptions: Arc::default(),
+            host_tools: HostTools::default(),
         }
+    }
+
+    /// The registry of host tools: register typed Rust functions here to serve them beside the catalog.
+    pub fn host_tools(&self) -> &HostTools {
+        &self.host_tools
     }
 
     /// A handler for a new client session: same backend and options, its own subscriptions.
@@ -88,11 +97,38 @@ impl PorticoServer {
             backend: self.backend.clone(),
             options: self.options.clone(),
             subscriptions: Arc::default(),
+            host_tools: self.host_tools.clone(),
         }
     }
 
+    /// Everything served: host tools first, then the backend's catalog. A catalog tool with a host
+    /// tool's name is left out, since the host program chose that name deliberately.
     async fn listing(&self) -> Result<Listing, McpError> {
-        self.backend.listing().await.map_err(backend_error)
+        let mut listing = self.backend.listing().await.map_err(backend_error)?;
+        let host = self.host_tools.definitions();
+        if !host.is_empty() {
+            let names: HashSet<&str> = host
+                .iter()
+                .filter_map(|t| t.get("name")?.as_str())
+                .collect();
+            listing.tools.retain(|t| {
+                t.get("name")
+                    .and_then(|n| n.as_str())
+                    .is_none_or(|n| !names.contains(n))
+            });
+            let mut tools = host;
+            tools.append(&mut listing.tools);
+            listing.tools = tools;
+        }
+        Ok(listing)
+    }
+
+    /// Fires when the backend's catalog or the host tools change.
+    fn changes(&self) -> Changes {
+        Changes {
+            backend: self.backend.changes(),
+            host: self.host_tools.changes(),
+        }
     }
 
     /// Calls a catalog tool. An unknown tool is a protocol error; an upstream failure is the tool's
@@ -104,6 +140,11 @@ impl PorticoServer {
         call_context: &CallContext,
         cancelled: &tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
+        if let Some(tool) = self.host_tools.get(name) {
+            let result = tool.call(arguments.unwrap_or_default()).await;
+            let result: CallToolResult = from_result("tool result", result)?;
+            return Ok(self.budgeted(name, result));
+        }
         let result = tokio::select! {
             result = self.backend.call_tool(name, arguments, call_context) => result,
             _ = cancelled.cancelled() => {
@@ -120,13 +161,17 @@ impl PorticoServer {
             }
         };
         let result: CallToolResult = from_result("tool result", result)?;
-        if let Err(too_big) = self.within_budget(&format!("the result of `{name}`"), &result) {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(
-                too_big.message.to_string(),
-            )])
-            .into());
+        Ok(self.budgeted(name, result))
+    }
+
+    /// A result over the response budget becomes an isError result saying so.
+    fn budgeted(&self, name: &str, result: CallToolResult) -> CallToolResponse {
+        match self.within_budget(&format!("the result of `{name}`"), &result) {
+            Ok(()) => result.into(),
+            Err(too_big) => {
+                CallToolResult::error(vec![ContentBlock::text(too_big.message.to_string())]).into()
+            }
         }
-        Ok(result.into())
     }
 
     /// Wraps the requesting client so the upstream's progress, logs and requests reach it.
@@ -465,14 +510,14 @@ impl ServerHandler for PorticoServer {
             }
         });
         // Handshake-era clients get list changes as plain notifications for as long as the session lives.
-        let backend = self.backend.clone();
+        let server = self.clone();
         let peer = context.peer;
         let exposure = self.options.exposure.clone();
         tokio::spawn(async move {
-            let mut changes = backend.changes();
-            let mut last = backend.listing().await.unwrap_or_default();
-            while changes.changed().await.is_ok() {
-                let Ok(now) = backend.listing().await else {
+            let mut changes = server.changes();
+            let mut last = server.listing().await.unwrap_or_default();
+            while changes.changed().await {
+                let Ok(now) = server.listing().await else {
                     continue;
                 };
                 let changed = ChangedKinds::between(&last, &now, &exposure);
@@ -508,20 +553,20 @@ impl ServerHandler for PorticoServer {
 
     /// 2026-07-28 clients ask for list changes on a `subscriptions/listen` stream instead.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let mut changes = self.backend.changes();
-        let mut last = self.backend.listing().await.unwrap_or_default();
+        let mut changes = self.changes();
+        let mut last = self.listing().await.unwrap_or_default();
         let accepted = context.accepted().clone();
         let sink = context.sink();
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
                 changed = changes.changed() => {
-                    if changed.is_err() {
+                    if !changed {
                         return Ok(());
                     }
                 }
             }
-            let Ok(now) = self.backend.listing().await else {
+            let Ok(now) = self.listing().await else {
                 continue;
             };
             let changed = ChangedKinds::between(&last, &now, &self.options.exposure);
@@ -541,6 +586,22 @@ impl ServerHandler for PorticoServer {
                 return Ok(());
             }
             last = now;
+        }
+    }
+}
+
+/// Change signals from the backend and the host tools, awaited together.
+struct Changes {
+    backend: tokio::sync::watch::Receiver<u64>,
+    host: tokio::sync::watch::Receiver<u64>,
+}
+
+impl Changes {
+    /// Waits for the next change; false once neither source can change any more.
+    async fn changed(&mut self) -> bool {
+        tokio::select! {
+            r = self.backend.changed() => r.is_ok(),
+            r = self.host.changed() => r.is_ok(),
         }
     }
 }

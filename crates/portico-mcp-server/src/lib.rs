@@ -11,8 +11,10 @@
 
 mod backend;
 mod handler;
+mod host_tools;
 mod relay;
 pub mod tool_search;
 
 pub use backend::{Backend, BackendError, DaemonLink, Listing};
 pub use handler::{DEFAULT_MAX_RESPONSE_BYTES, Exposure, PorticoServer, ServerOptions};
+pub use host_tools::{HostTool, HostTools, ToolFailure};
