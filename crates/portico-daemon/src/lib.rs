@@ -111,6 +111,17 @@ impl DoorConfig {
 /// The router: `/api/*` and `/mcp`, behind the door policy. `shutdown` ends open MCP streams.
 pub fn app(hub: Hub, config: &Config, door: &DoorConfig, shutdown: CancellationToken) -> Router {
     let server = PorticoServer::new(Backend::Hub(hub.clone()), door.server.clone());
+    app_with_server(hub, config, door, server, shutdown)
+}
+
+/// [`app`] with a server the caller built, for embedders that register host tools on it.
+pub fn app_with_server(
+    hub: Hub,
+    config: &Config,
+    door: &DoorConfig,
+    server: PorticoServer,
+    shutdown: CancellationToken,
+) -> Router {
     // Host and Origin are enforced by the door policy for every route, so rmcp's own checks are
     // configured to agree with it rather than to second-guess it.
     let mcp_config = StreamableHttpServerConfig::default()

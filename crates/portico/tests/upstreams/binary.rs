@@ -52,7 +52,9 @@ fn servers_reports_transport_state_era_counts_and_errors() {
     assert_eq!(servers[0]["state"], "ready");
     assert_eq!(servers[0]["transport"], "stdio");
     assert_eq!(servers[0]["protocol_version"], "2025-11-25");
-    assert_eq!(servers[0]["tools"], 13);
+    // server-everything offers its sampling, elicitation and roots tools too, since Portico declares
+    // (and relays) those capabilities.
+    assert_eq!(servers[0]["tools"], 17);
     assert_eq!(servers[1]["name"], "crashy");
     assert_eq!(servers[1]["state"], "restarting");
     assert!(
@@ -108,7 +110,7 @@ fn tools_lists_the_namespaced_catalog() {
     );
     assert_eq!(code, 0, "{stderr}");
     let tools: Vec<Value> = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(tools.len(), 13);
+    assert_eq!(tools.len(), 17);
     let echo = tools
         .iter()
         .find(|t| t["name"] == "mcp_everything_echo")
@@ -259,7 +261,12 @@ fn serve_runs_until_sigterm_then_stops_its_children() {
     let marked = Marked::new();
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("config.toml");
-    std::fs::write(&path, everything_and_friends(&marked)).unwrap();
+    // Port 0: the default 4200 may be taken by a Portico the developer runs, or by a parallel test.
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n{}",
+        everything_and_friends(&marked)
+    );
+    std::fs::write(&path, config).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_portico"))
         .args(["serve", "--config"])
         .arg(&path)
@@ -281,7 +288,7 @@ fn serve_runs_until_sigterm_then_stops_its_children() {
     }
     assert!(
         seen.iter()
-            .any(|l| l.starts_with("portico: ready; 16 tool(s) from 3 server(s)")),
+            .any(|l| l.starts_with("portico: ready; 20 tool(s) from 3 server(s)")),
         "{seen:#?}"
     );
     assert!(

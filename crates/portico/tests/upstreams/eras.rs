@@ -37,7 +37,7 @@ async fn everything_over_stdio_negotiates_2025_11_25() {
     );
     let hub = settled_hub(&toml).await;
     let status = assert_ready(&hub, "everything", "stdio", "2025-11-25");
-    assert_eq!(status.tools, 13);
+    assert_eq!(status.tools, 17);
     let result = hub
         .call_tool("mcp_everything_echo", args(json!({"message": "hi"})))
         .await
