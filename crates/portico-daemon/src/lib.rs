@@ -9,6 +9,7 @@
 //! It does not know MCP beyond mounting `portico-mcp-server`'s handler, and it does not connect upstreams.
 
 mod api;
+mod in_flight;
 mod info;
 mod security;
 
@@ -23,8 +24,12 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use in_flight::InFlight;
 pub use info::{DaemonInfo, InfoFile};
 pub use security::DoorPolicy;
+
+/// How long shutdown waits for calls in progress.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -168,11 +173,25 @@ pub async fn serve(
         })?;
     on_bound(bound);
     let streams = CancellationToken::new();
-    let router = app(hub, config, &door, streams.clone());
+    let in_flight = InFlight::default();
+    let router = app(hub, config, &door, streams.clone()).layer(
+        axum::middleware::from_fn_with_state(in_flight.clone(), in_flight::count_posts),
+    );
     let result = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
-            // Long-lived MCP streams would otherwise hold graceful shutdown open forever.
+            // No new connections from here on. Requests in progress (each bounded by its server's
+            // timeout) get to finish and send their answers; then the long-lived MCP streams, which
+            // would otherwise hold graceful shutdown open forever, are ended.
+            if tokio::time::timeout(SHUTDOWN_GRACE, in_flight.idle())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "requests still running after {}s; closing them",
+                    SHUTDOWN_GRACE.as_secs()
+                );
+            }
             streams.cancel();
         })
         .await

@@ -11,6 +11,7 @@ Flags:
   --page-size N         paginate every list with nextCursor, N items a page (0 = no pagination)
   --only-version V      answer `initialize` with V whatever the client asks
   --dynamic             tool `add_tool {name}` adds a tool and sends notifications/tools/list_changed
+  --sleep-tool          tool `sleep {seconds}` writes "sleep started" to stderr, sleeps, answers "slept"
 """
 
 import argparse
@@ -24,6 +25,7 @@ parser.add_argument("--resources", type=int, default=0)
 parser.add_argument("--page-size", type=int, default=0)
 parser.add_argument("--only-version", default=None)
 parser.add_argument("--dynamic", action="store_true")
+parser.add_argument("--sleep-tool", action="store_true")
 args = parser.parse_args()
 
 
@@ -94,6 +96,18 @@ if args.dynamic:
         register(arguments["name"])
         peer.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         return text_result(f"added {arguments['name']}")
+
+
+if args.sleep_tool:
+    import sys
+    import time
+
+    @peer.tool("sleep", "Sleeps, then answers.", {"type": "object", "properties": {"seconds": {"type": "number"}}})
+    def sleep(arguments, msg_id):
+        sys.stderr.write("sleep started\n")
+        sys.stderr.flush()
+        time.sleep(float(arguments.get("seconds", 1)))
+        return text_result("slept")
 
 
 if __name__ == "__main__":

@@ -275,6 +275,18 @@ impl Daemon {
         }
     }
 
+    pub fn wait_for_line_containing(&mut self, needle: &str) -> String {
+        loop {
+            let line = self
+                .log
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("daemon never logged {needle:?} (test guard)"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
     pub fn stop(&mut self) -> std::process::ExitStatus {
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);

@@ -218,3 +218,54 @@ fn portico_mcp_proxies_to_a_running_daemon() {
     assert!(alone.finish().success());
     assert!(!stderr.lock().unwrap().contains("proxying"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_call_in_progress_finish() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--sleep-tool"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let init = mcp_post(&base, initialize_body(), &[]).await;
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    drop(init.text().await.unwrap());
+    let session_header = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    let initialized = mcp_post(
+        &base,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &session_header,
+    )
+    .await;
+    assert_eq!(initialized.status(), 202);
+    let call = tokio::spawn({
+        let base = base.clone();
+        let session = session.clone();
+        async move {
+            let headers = [
+                ("mcp-session-id", session.as_str()),
+                ("mcp-protocol-version", "2025-06-18"),
+            ];
+            let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcp_cat_sleep", "arguments": {"seconds": 1.5}}});
+            mcp_post(&base, body, &headers).await.text().await.unwrap()
+        }
+    });
+    // The upstream says on stderr (relayed to the daemon's log) when the call has reached it.
+    daemon.wait_for_line_containing("sleep started");
+    unsafe {
+        libc::kill(daemon.child.id() as i32, libc::SIGTERM);
+    }
+    let answer = call.await.unwrap();
+    assert!(
+        answer.contains("\"text\":\"slept\""),
+        "the call in progress must finish: {answer}"
+    );
+    assert!(daemon.child.wait().unwrap().success());
+}
