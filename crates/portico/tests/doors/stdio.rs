@@ -183,3 +183,58 @@ fn bad_input_is_answered_and_the_server_keeps_serving() {
     assert_still_serving(&mut session);
     assert!(session.finish().success());
 }
+
+#[test]
+fn tool_search_mode_serves_meta_tools_that_find_describe_and_call() {
+    let tools: Vec<String> = (0..150).map(|i| format!("tool_{i}")).collect();
+    let mut tools = tools.join(",");
+    tools.push_str(",create_github_issue");
+    // Above the threshold of 100 tools, `auto` switches to search.
+    let home = Home::new(&config_with(
+        "[expose]\ntool_search = \"auto\"",
+        &["--tools", &tools],
+    ));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    session.initialize("2025-11-25");
+    assert_eq!(
+        session.tool_names(1),
+        vec![
+            "portico_search_tools",
+            "portico_describe_tool",
+            "portico_call_tool"
+        ]
+    );
+    let (found, _) = session.request(
+        2,
+        "tools/call",
+        json!({"name": "portico_search_tools", "arguments": {"query": "github issue"}}),
+    );
+    assert_eq!(
+        found["result"]["structuredContent"]["tools"][0]["name"], "mcp_cat_create_github_issue",
+        "{found}"
+    );
+    let (described, _) = session.request(3, "tools/call", json!({"name": "portico_describe_tool", "arguments": {"name": "mcp_cat_create_github_issue"}}));
+    assert_eq!(
+        described["result"]["structuredContent"]["tool"]["inputSchema"]["type"], "object",
+        "{described}"
+    );
+    let (called, _) = session.request(4, "tools/call", json!({"name": "portico_call_tool", "arguments": {"name": "mcp_cat_create_github_issue", "arguments": {}}}));
+    assert_eq!(
+        called["result"]["content"][0]["text"], "create_github_issue called",
+        "{called}"
+    );
+    // Real names still work when called directly.
+    let (direct, _) = session.request(
+        5,
+        "tools/call",
+        json!({"name": "mcp_cat_tool_7", "arguments": {}}),
+    );
+    assert_eq!(direct["result"]["content"][0]["text"], "tool_7 called");
+    let (unknown, _) = session.request(
+        6,
+        "tools/call",
+        json!({"name": "portico_call_tool", "arguments": {"name": "nope"}}),
+    );
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(session.finish().success());
+}
