@@ -12,9 +12,14 @@ Flags:
   --only-version V      answer `initialize` with V whatever the client asks
   --dynamic             tool `add_tool {name}` adds a tool and sends notifications/tools/list_changed
   --sleep-tool          tool `sleep {seconds}` writes "sleep started" to stderr, sleeps, answers "slept"
+  --big-tool            tool `big {bytes}` answers a text of that many "x"
+
+Every notifications/cancelled is logged to stderr as "cancelled request <id>".
 """
 
 import argparse
+import json
+import sys
 
 from _stdio_peer import RpcError, StdioPeer, text_result, INVALID_PARAMS
 
@@ -26,10 +31,22 @@ parser.add_argument("--page-size", type=int, default=0)
 parser.add_argument("--only-version", default=None)
 parser.add_argument("--dynamic", action="store_true")
 parser.add_argument("--sleep-tool", action="store_true")
+parser.add_argument("--big-tool", action="store_true")
 args = parser.parse_args()
 
 
 class CatalogPeer(StdioPeer):
+    def handle_line(self, line):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            msg = None
+        if isinstance(msg, dict) and msg.get("method") == "notifications/cancelled":
+            request_id = (msg.get("params") or {}).get("requestId")
+            sys.stderr.write(f"cancelled request {request_id}\n")
+            sys.stderr.flush()
+        super().handle_line(line)
+
     def page(self, items, params, key):
         if args.page_size <= 0:
             return {key: items}
@@ -98,8 +115,14 @@ if args.dynamic:
         return text_result(f"added {arguments['name']}")
 
 
+if args.big_tool:
+
+    @peer.tool("big", "Answers a text of the given size.", {"type": "object", "properties": {"bytes": {"type": "integer"}}})
+    def big(arguments, msg_id):
+        return text_result("x" * int(arguments.get("bytes", 0)))
+
+
 if args.sleep_tool:
-    import sys
     import time
 
     @peer.tool("sleep", "Sleeps, then answers.", {"type": "object", "properties": {"seconds": {"type": "number"}}})

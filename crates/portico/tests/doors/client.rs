@@ -57,6 +57,7 @@ pub struct StdioSession {
     stdin: ChildStdin,
     lines: mpsc::Receiver<Frame>,
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr_grew: std::sync::Arc<std::sync::Condvar>,
 }
 
 impl StdioSession {
@@ -80,7 +81,9 @@ impl StdioSession {
             }
         });
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let stderr_grew = std::sync::Arc::new(std::sync::Condvar::new());
         let sink = stderr.clone();
+        let grew = stderr_grew.clone();
         let mut err = child.stderr.take().unwrap();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
@@ -91,6 +94,7 @@ impl StdioSession {
                 sink.lock()
                     .unwrap()
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
+                grew.notify_all();
             }
         });
         StdioSession {
@@ -98,6 +102,19 @@ impl StdioSession {
             stdin,
             lines,
             stderr,
+            stderr_grew,
+        }
+    }
+
+    /// Waits until the server's stderr (its log, with upstreams' stderr) contains `needle`.
+    pub fn wait_for_stderr(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut log = self.stderr.lock().unwrap();
+        while !log.contains(needle) {
+            let left = deadline
+                .checked_duration_since(std::time::Instant::now())
+                .unwrap_or_else(|| panic!("never logged {needle:?} (test guard): {log}"));
+            log = self.stderr_grew.wait_timeout(log, left).unwrap().0;
         }
     }
 

@@ -238,3 +238,60 @@ fn tool_search_mode_serves_meta_tools_that_find_describe_and_call() {
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     assert!(session.finish().success());
 }
+
+#[test]
+fn results_over_the_response_budget_become_clear_errors() {
+    let home = Home::new(&config_with(
+        "[server]\nmax_response_bytes = 4096",
+        &["--big-tool"],
+    ));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    session.initialize("2025-11-25");
+    let (small, _) = session.request(
+        1,
+        "tools/call",
+        json!({"name": "mcp_cat_big", "arguments": {"bytes": 100}}),
+    );
+    assert_eq!(
+        small["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .len(),
+        100
+    );
+    let (large, _) = session.request(
+        2,
+        "tools/call",
+        json!({"name": "mcp_cat_big", "arguments": {"bytes": 10000}}),
+    );
+    assert_eq!(large["result"]["isError"], true, "{large}");
+    let message = large["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        message.contains("over Portico's response limit of 4096 bytes"),
+        "{message}"
+    );
+    let (after, _) = session.request(3, "ping", json!({}));
+    assert_eq!(after["result"], json!({}));
+    assert!(session.finish().success());
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_upstream_too() {
+    let home = Home::new(&config_with("", &["--sleep-tool"]));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    session.initialize("2025-11-25");
+    assert!(session.tool_names(1).contains(&"mcp_cat_sleep".to_string()));
+    session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcp_cat_sleep", "arguments": {"seconds": 1}}}));
+    // Wait until the call has reached the upstream (its stderr is logged by portico), then cancel it.
+    session.wait_for_stderr("sleep started");
+    session.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "user pressed stop"}}));
+    // The upstream hears of it (with its own request id), and the client gets no answer for id 2.
+    session.wait_for_stderr("cancelled request");
+    let (pong, notes) = session.request(3, "ping", json!({}));
+    assert_eq!(pong["result"], json!({}));
+    assert!(
+        notes.iter().all(|n| n.get("id") != Some(&json!(2))),
+        "{notes:?}"
+    );
+    assert!(session.finish().success());
+}
