@@ -133,11 +133,13 @@ async fn open_session(State(state): State<LegacySse>, OriginalUri(uri): Original
         sessions: state.sessions.clone(),
         ct: session_ct.clone(),
     };
-    tracing::debug!(session = %id, "legacy SSE session opened");
+    // Info, like an access log: one line per connection, so an operator sees old clients come and go.
+    tracing::info!(session = %id, "legacy SSE session opened");
 
     let transport = ChannelTransport {
         outbound: outbound_tx,
         inbound: inbound_rx,
+        ct: session_ct.clone(),
     };
     let handler = state.server.for_session();
     let ct = session_ct.clone();
@@ -149,7 +151,9 @@ async fn open_session(State(state): State<LegacySse>, OriginalUri(uri): Original
             Ok(running) => {
                 let _ = running.waiting().await;
             }
-            Err(e) => tracing::debug!(session = %log_id, "legacy SSE session ended before it was initialized: {e}"),
+            Err(e) => {
+                tracing::debug!(session = %log_id, "legacy SSE session ended before it was initialized: {e}")
+            }
         }
     });
 
@@ -158,9 +162,11 @@ async fn open_session(State(state): State<LegacySse>, OriginalUri(uri): Original
     let endpoint = Event::default()
         .event("endpoint")
         .data(format!("{prefix}/message?sessionId={id}"));
+    // The guard comes first in the state so that it drops (cancelling the session) before the
+    // receiver does: a send that finds the receiver gone then always sees a cancelled session.
     let messages = futures::stream::unfold(
-        (outbound_rx, guard),
-        |(mut outbound, guard)| async move {
+        (guard, outbound_rx),
+        |(guard, mut outbound)| async move {
             let message = outbound.recv().await?;
             let event = match Event::default().event("message").json_data(&message) {
                 Ok(event) => event,
@@ -171,7 +177,7 @@ async fn open_session(State(state): State<LegacySse>, OriginalUri(uri): Original
                     return None;
                 }
             };
-            Some((Ok::<_, Infallible>(event), (outbound, guard)))
+            Some((Ok::<_, Infallible>(event), (guard, outbound)))
         },
     );
     let stream = futures::stream::once(async { Ok(endpoint) })
@@ -320,7 +326,9 @@ fn too_large(max: usize) -> Response {
 fn rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
     (
         status,
-        axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})),
+        axum::Json(
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        ),
     )
         .into_response()
 }
@@ -340,7 +348,7 @@ impl Drop for SessionGuard {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.id);
         self.ct.cancel();
-        tracing::debug!(session = %self.id, "legacy SSE session closed");
+        tracing::info!(session = %self.id, "legacy SSE session closed");
     }
 }
 
@@ -349,6 +357,8 @@ impl Drop for SessionGuard {
 struct ChannelTransport {
     outbound: mpsc::Sender<ServerJsonRpcMessage>,
     inbound: mpsc::Receiver<ClientJsonRpcMessage>,
+    /// The session's token, cancelled when the client disconnects.
+    ct: CancellationToken,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -363,7 +373,20 @@ impl rmcp::transport::Transport<RoleServer> for ChannelTransport {
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let outbound = self.outbound.clone();
-        async move { outbound.send(item).await.map_err(|_| Disconnected) }
+        let ct = self.ct.clone();
+        async move {
+            match outbound.send(item).await {
+                Ok(()) => Ok(()),
+                // The client left and the session is being cancelled; rmcp still flushes answers to
+                // requests in progress (a `subscriptions/listen`, say) and would log each failure as
+                // an error. There is no one to tell, so the message is dropped quietly.
+                Err(_) if ct.is_cancelled() => {
+                    tracing::debug!("dropping a message for a disconnected legacy SSE client");
+                    Ok(())
+                }
+                Err(_) => Err(Disconnected),
+            }
+        }
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
@@ -445,7 +468,10 @@ mod tests {
 
         let response = get_sse(&app).await;
         assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(response.headers()[header::CONTENT_TYPE], "text/event-stream");
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/event-stream"
+        );
         let mut body = response.into_body().into_data_stream();
         let (name, endpoint) = next_event(&mut body).await.unwrap();
         assert_eq!(name, "endpoint");
@@ -469,10 +495,9 @@ mod tests {
         );
         let bad = post(&app, &endpoint, "{not json").await;
         assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
-        let bad: Value = serde_json::from_slice(
-            &axum::body::to_bytes(bad.into_body(), 4096).await.unwrap(),
-        )
-        .unwrap();
+        let bad: Value =
+            serde_json::from_slice(&axum::body::to_bytes(bad.into_body(), 4096).await.unwrap())
+                .unwrap();
         assert_eq!(bad["error"]["code"], -32700);
         let invalid = post(&app, &endpoint, r#"{"jsonrpc":"2.0","id":7,"nope":1}"#).await;
         assert_eq!(invalid.status(), StatusCode::BAD_REQUEST);
@@ -481,7 +506,12 @@ mod tests {
             StatusCode::PAYLOAD_TOO_LARGE
         );
 
-        let ping = post(&app, &endpoint, r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await;
+        let ping = post(
+            &app,
+            &endpoint,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        )
+        .await;
         assert_eq!(ping.status(), StatusCode::ACCEPTED);
         let (name, data) = next_event(&mut body).await.unwrap();
         assert_eq!(name, "message");
@@ -492,9 +522,13 @@ mod tests {
         // Dropping the stream ends the session and frees its slot.
         drop(body);
         assert_eq!(
-            post(&app, &endpoint, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
-                .await
-                .status(),
+            post(
+                &app,
+                &endpoint,
+                r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#
+            )
+            .await
+            .status(),
             StatusCode::NOT_FOUND
         );
         let second = get_sse(&app).await;

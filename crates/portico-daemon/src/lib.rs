@@ -1,16 +1,18 @@
-//! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`) and MCP
-//! over Streamable HTTP (`/mcp`), behind the door's security checks, plus the daemon info file that lets
-//! `portico mcp` find a running daemon.
+//! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`), MCP over
+//! Streamable HTTP (`/mcp`) and over the legacy HTTP+SSE transport (`/sse`, `/message`), behind the
+//! door's security checks, plus the daemon info file that lets `portico mcp` find a running daemon.
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
 //! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
 //! request, and requires the token, when one is set, everywhere but the health check.
 //!
-//! It does not know MCP beyond mounting `portico-mcp-server`'s handler, and it does not connect upstreams.
+//! It knows MCP only as far as transports go (mounting `portico-mcp-server`'s handler, and the legacy
+//! SSE framing); it does not connect upstreams.
 
 mod api;
 mod in_flight;
 mod info;
+mod legacy_sse;
 mod security;
 
 use std::net::SocketAddr;
@@ -131,7 +133,9 @@ pub fn app_with_server(
     // configured to agree with it rather than to second-guess it.
     let mcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(door.policy.allowed_hosts())
-        .with_cancellation_token(shutdown);
+        .with_cancellation_token(shutdown.clone());
+    // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
+    let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
     let mcp = StreamableHttpService::new(
         move || Ok(server.for_session()),
         Arc::new(LocalSessionManager::default()),
@@ -139,6 +143,7 @@ pub fn app_with_server(
     );
     Router::new()
         .merge(api::routes(hub, config))
+        .merge(legacy)
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
             door.policy.clone(),

@@ -9,6 +9,8 @@ mod client;
 
 #[path = "doors/daemon.rs"]
 mod daemon;
+#[path = "doors/legacy_sse.rs"]
+mod legacy_sse;
 #[path = "doors/sdk.rs"]
 mod sdk;
 #[path = "doors/stdio.rs"]
