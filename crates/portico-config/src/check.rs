@@ -413,24 +413,7 @@ impl Checker<'_> {
                     }
                 }
                 "timeout_secs" => {
-                    match value.get_ref() {
-                        DeValue::Integer(i) => {
-                            let ok = i
-                                .as_str()
-                                .replace('_', "")
-                                .parse::<u64>()
-                                .is_ok_and(|n| n > 0);
-                            if !ok || i.radix() != 10 {
-                                self.report(value.span(), format!("timeout_secs must be a positive number of seconds, found {}", i.as_str()), Some("the default is 30".into()));
-                            }
-                        }
-                        other => self.wrong_type(
-                            value.span(),
-                            "timeout_secs",
-                            "a positive integer",
-                            other,
-                        ),
-                    }
+                    self.positive_integer(value, "timeout_secs", "seconds; the default is 30")
                 }
                 "env" => self.env(value),
                 "enabled" => self.expect_bool(value, "enabled"),

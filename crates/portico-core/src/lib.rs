@@ -22,3 +22,16 @@ pub use health::{ServerState, ServerStatus};
 
 /// A JSON object as received from an upstream, kept verbatim.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// Serialises a protocol value into the JSON object the core carries. A value that is not an object
+/// (which no MCP result is) is wrapped as `{"value": ...}` rather than lost.
+pub fn to_object<T: serde::Serialize>(value: &T) -> JsonObject {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(other) => JsonObject::from_iter([("value".to_string(), other)]),
+        Err(e) => JsonObject::from_iter([(
+            "error".to_string(),
+            serde_json::Value::String(format!("unserialisable value: {e}")),
+        )]),
+    }
+}

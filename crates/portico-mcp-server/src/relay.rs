@@ -4,14 +4,13 @@
 // earlier era use them, and relaying them is the point of this module.
 #![allow(deprecated)]
 
-use portico_core::JsonObject;
 use portico_core::relay::{BoxFuture, Caller, RelayError, methods};
+use portico_core::{JsonObject, to_object};
 use rmcp::model::{
     CreateMessageRequestParams, ElicitRequestParams, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{Peer, RoleServer, ServiceError};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -21,13 +20,6 @@ pub(crate) struct DownstreamCaller {
     pub(crate) progress_token: Option<ProgressToken>,
     /// The client's declared capabilities, as JSON.
     pub(crate) capabilities: Value,
-}
-
-fn to_object<T: Serialize>(value: &T) -> JsonObject {
-    match serde_json::to_value(value) {
-        Ok(Value::Object(map)) => map,
-        _ => JsonObject::new(),
-    }
 }
 
 fn parse<T: DeserializeOwned>(method: &str, params: JsonObject) -> Result<T, RelayError> {

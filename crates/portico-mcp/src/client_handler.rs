@@ -8,8 +8,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use portico_core::JsonObject;
 use portico_core::relay::{Caller, RelayError, methods};
+use portico_core::{JsonObject, to_object};
 use rmcp::ClientHandler;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -19,7 +19,6 @@ use rmcp::model::{
     ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
@@ -109,13 +108,6 @@ pub(crate) struct PorticoClient {
     pub(crate) active: Arc<ActiveCalls>,
     /// The version to propose in `initialize` when the config pins one.
     pub(crate) protocol_version: Option<rmcp::model::ProtocolVersion>,
-}
-
-fn to_object<T: Serialize>(value: &T) -> JsonObject {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::Object(map)) => map,
-        _ => JsonObject::new(),
-    }
 }
 
 fn from_object<T: DeserializeOwned>(what: &str, object: JsonObject) -> Result<T, McpError> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use portico_config::{McpServerConfig, Transport, expand_vars};
 use portico_core::{
-    JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,
+    JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef, to_object,
 };
 use portico_net::{NetPolicy, SafeClient};
 use rmcp::model::{
@@ -634,25 +634,6 @@ fn from_params<T: serde::de::DeserializeOwned>(
         code: Some(-32602),
         message: format!("invalid params: {e}"),
     })
-}
-
-fn to_object<T: Serialize>(value: &T) -> JsonObject {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::Object(map)) => map,
-        Ok(other) => {
-            let mut map = JsonObject::new();
-            map.insert("value".into(), other);
-            map
-        }
-        Err(e) => {
-            let mut map = JsonObject::new();
-            map.insert(
-                "error".into(),
-                format!("unserialisable upstream value: {e}").into(),
-            );
-            map
-        }
-    }
 }
 
 /// Tells the upstream to stop working on a request the caller no longer waits for.
