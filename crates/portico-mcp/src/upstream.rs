@@ -11,8 +11,9 @@ use portico_core::{
 use portico_net::{NetPolicy, SafeClient};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, CompleteRequestParams,
-    GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams, ServerNotification,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    GetPromptRequestParams, InputRequest, InputRequests, InputResponses, ProtocolVersion,
+    ReadResourceRequestParams, ServerNotification, ServerResult, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 // Logging is deprecated from 2026-07-28 on (SEP-2577); older servers still take `logging/setLevel`.
 #[allow(deprecated)]
@@ -29,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::{legacy_sse, stdio};
-use portico_core::relay::CallContext;
+use portico_core::relay::{CallContext, methods};
 
 /// Everything that can go wrong with an upstream. Each variant names the server, says what failed and,
 /// where there is one, what to do.
@@ -115,6 +116,9 @@ pub struct Upstream {
     timeout: Duration,
     stop: CancellationToken,
 }
+
+/// How many `input_required` rounds one call may take before Portico gives up on it.
+const MAX_INPUT_ROUNDS: usize = 10;
 
 const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
@@ -509,27 +513,90 @@ impl Upstream {
         let what = format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = self
-            .peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| service_error(&self.server, what.clone(), e))?;
-        // rmcp gives every request its own progress token; progress for this call comes back with it.
-        let _registration = context.caller.as_ref().map(|caller| {
-            self.active
-                .register(caller.clone(), handle.progress_token.clone())
-        });
-        let mut cancel = CancelOnDrop {
-            peer: self.peer.clone(),
-            id: Some(handle.id.clone()),
-        };
-        let result = self.request(what, handle.await_response()).await;
-        if !matches!(result, Err(UpstreamError::Timeout { .. })) {
-            cancel.id = None;
+        // From 2026-07-28 on, a server that needs the client (sampling, elicitation, roots) answers
+        // `input_required` with its questions, and the client calls again with the answers. Portico
+        // asks its own client those questions, in whatever era that client speaks, and retries.
+        for _round in 0..MAX_INPUT_ROUNDS {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let handle = self
+                .peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(|e| service_error(&self.server, what.clone(), e))?;
+            // rmcp gives every request its own progress token; progress for this call comes back with it.
+            let _registration = context.caller.as_ref().map(|caller| {
+                self.active
+                    .register(caller.clone(), handle.progress_token.clone())
+            });
+            let mut cancel = CancelOnDrop {
+                peer: self.peer.clone(),
+                id: Some(handle.id.clone()),
+            };
+            let result = self.request(what.clone(), handle.await_response()).await;
+            if !matches!(result, Err(UpstreamError::Timeout { .. })) {
+                cancel.id = None;
+            }
+            match result? {
+                ServerResult::InputRequiredResult(input) => {
+                    let answers = self
+                        .ask_caller(&what, input.input_requests.unwrap_or_default(), context)
+                        .await?;
+                    params.input_responses = (!answers.is_empty()).then_some(answers);
+                    params.request_state = input.request_state;
+                }
+                // Any other result shape passes through as the server sent it.
+                other => return Ok(to_object(&other)),
+            }
         }
-        // Any result shape passes through as the server sent it.
-        Ok(to_object(&result?))
+        Err(UpstreamError::Remote {
+            server: self.server.clone(),
+            what,
+            code: None,
+            message: format!("the server still asked for input after {MAX_INPUT_ROUNDS} rounds"),
+        })
+    }
+
+    /// Puts an `input_required` round's questions to the client whose call it is.
+    async fn ask_caller(
+        &self,
+        what: &str,
+        requests: InputRequests,
+        context: &CallContext,
+    ) -> Result<InputResponses, UpstreamError> {
+        let refused = |message: String| UpstreamError::Remote {
+            server: self.server.clone(),
+            what: what.to_string(),
+            code: Some(-32600),
+            message,
+        };
+        let mut answers = InputResponses::new();
+        for (key, request) in requests {
+            let (method, params) = match &request {
+                InputRequest::CreateMessage(r) => (methods::SAMPLING, to_object(&r.params)),
+                InputRequest::Elicitation(r) => (methods::ELICITATION, to_object(&r.params)),
+                InputRequest::ListRoots(_) => (methods::ROOTS, JsonObject::new()),
+                _ => {
+                    return Err(refused(
+                        "the server asked for a kind of input Portico cannot relay".into(),
+                    ));
+                }
+            };
+            let caller = context
+                .caller
+                .as_ref()
+                .filter(|caller| caller.accepts(method))
+                .ok_or_else(|| {
+                    refused(format!(
+                        "the server needs {method}, which the calling client does not support"
+                    ))
+                })?;
+            let answer = caller
+                .request(method, params)
+                .await
+                .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
+            answers.insert(key, serde_json::Value::Object(answer));
+        }
+        Ok(answers)
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamError> {

@@ -31,7 +31,9 @@ import socket
 import sys
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
@@ -67,6 +69,23 @@ async def add_tool(name: str, ctx: Context) -> str:
     server.add_tool(added, name=name, description=f"Added at run time: {name}", structured_output=False)
     await ctx.notify_tools_changed()
     return f"added {name}"
+
+
+class Favourite(BaseModel):
+    colour: str
+
+
+def ask_colour() -> Elicit[Favourite]:
+    return Elicit("What is your favourite colour?", Favourite)
+
+
+@server.tool(
+    description="Asks the user for their favourite colour (elicitation: a standalone request up to "
+    "2025-11-25, an input_required round from 2026-07-28 on) and answers 'you like <colour>'.",
+    structured_output=False,
+)
+def favourite_colour(favourite: Annotated[Favourite, Resolve(ask_colour)]) -> str:
+    return f"you like {favourite.colour}"
 
 
 @server.tool(description="Adds two integers; structured output {sum}.")

@@ -238,6 +238,9 @@ pub struct Daemon {
     pub child: Child,
     pub base: String,
     pub log: mpsc::Receiver<String>,
+    /// Lines read while waiting for another one: the daemon's lines may come in either order (it can
+    /// report "ready" before "listening" when its servers connect fast).
+    seen: Vec<String>,
 }
 
 impl Daemon {
@@ -267,6 +270,7 @@ impl Daemon {
             child,
             base: String::new(),
             log,
+            seen: Vec::new(),
         };
         let line = daemon.wait_for_line("portico: listening on ");
         let base = line
@@ -281,26 +285,31 @@ impl Daemon {
     }
 
     pub fn wait_for_line(&mut self, prefix: &str) -> String {
-        loop {
-            let line = self
-                .log
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("daemon never printed {prefix:?} (test guard)"));
-            if line.starts_with(prefix) {
-                return line;
-            }
-        }
+        self.wait_for(prefix, |line| line.starts_with(prefix))
     }
 
     pub fn wait_for_line_containing(&mut self, needle: &str) -> String {
+        self.wait_for(needle, |line| line.contains(needle))
+    }
+
+    fn wait_for(&mut self, what: &str, matches: impl Fn(&str) -> bool) -> String {
+        if let Some(i) = self.seen.iter().position(|line| matches(line)) {
+            return self.seen.remove(i);
+        }
         loop {
             let line = self
                 .log
                 .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("daemon never logged {needle:?} (test guard)"));
-            if line.contains(needle) {
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "daemon never printed {what:?} (test guard); saw {:#?}",
+                        self.seen
+                    )
+                });
+            if matches(&line) {
                 return line;
             }
+            self.seen.push(line);
         }
     }
 

@@ -295,3 +295,75 @@ fn a_cancelled_call_is_cancelled_upstream_too() {
     );
     assert!(session.finish().success());
 }
+
+/// A 2026-07-28 upstream asks for input with `input_required`; a 2025-11-25 client of Portico is asked
+/// the same question as an `elicitation/create` request, and its answer completes the upstream's call.
+#[test]
+fn input_required_from_a_2026_upstream_reaches_a_handshake_era_client() {
+    let server = crate::support::python_peer("modern_server.py");
+    let config = crate::support::stdio_entry(
+        "modern",
+        &crate::support::venv_python(),
+        &[server.to_str().unwrap()],
+        "",
+    );
+    let home = Home::new(&config);
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    let (init, _) = session.request(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "asker", "version": "1"}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcp_modern_favourite_colour", "arguments": {}}}));
+    let question = loop {
+        let message = session.next();
+        if message["method"] == "elicitation/create" {
+            break message;
+        }
+        assert_ne!(
+            message["id"],
+            json!(2),
+            "answered without asking: {message}"
+        );
+    };
+    assert_eq!(
+        question["params"]["message"],
+        "What is your favourite colour?"
+    );
+    assert_eq!(
+        question["params"]["requestedSchema"]["properties"]["colour"]["type"],
+        "string"
+    );
+    session.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"colour": "teal"}}}));
+    let answer = loop {
+        let message = session.next();
+        if message["id"] == json!(2) {
+            break message;
+        }
+    };
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "you like teal",
+        "{answer}"
+    );
+    // The upstream session really is in the era that uses input_required.
+    session.wait_for_stderr("server=\"modern\" protocol=\"2026-07-28\"");
+    assert!(session.finish().success());
+
+    // A client that cannot answer gets a clear failure, not a hang.
+    let mut mute = StdioSession::start(&home, &["--standalone"]);
+    mute.initialize("2025-11-25");
+    let (refused, _) = mute.request(
+        2,
+        "tools/call",
+        json!({"name": "mcp_modern_favourite_colour", "arguments": {}}),
+    );
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("needs elicitation/create, which the calling client does not support"),
+        "{text}"
+    );
+    assert!(mute.finish().success());
+}
