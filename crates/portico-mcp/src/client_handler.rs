@@ -12,13 +12,14 @@ use portico_core::relay::{Caller, RelayError, methods};
 use portico_core::{JsonObject, to_object};
 use rmcp::ClientHandler;
 use rmcp::ErrorData as McpError;
+use rmcp::model::RequestId;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ErrorCode, Implementation, ListRootsResult, LoggingLevel,
     LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
     ResourceUpdatedNotificationParam,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, RoleClient};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
@@ -33,26 +34,30 @@ pub enum UpstreamEvent {
 }
 
 /// Calls in flight on one upstream session that have a client to relay to, each with the progress token
-/// the call was sent with, so progress finds its way back to the right client.
+/// and request id the call was sent with, so what the upstream sends back finds the right client.
 #[derive(Default)]
 pub(crate) struct ActiveCalls {
     next: AtomicU64,
     calls: Mutex<Vec<InFlight>>,
 }
 
-/// `(registration id, progress token, caller)`.
-type InFlight = (u64, ProgressToken, Arc<dyn Caller>);
+struct InFlight {
+    registration: u64,
+    progress_token: ProgressToken,
+    request_id: RequestId,
+    caller: Arc<dyn Caller>,
+}
 
 /// Unregisters a call when dropped, whether it finished, failed or was cancelled.
 pub(crate) struct ActiveCall {
     calls: Arc<ActiveCalls>,
-    pub(crate) id: u64,
+    registration: u64,
 }
 
 impl Drop for ActiveCall {
     fn drop(&mut self) {
         if let Ok(mut calls) = self.calls.calls.lock() {
-            calls.retain(|(id, _, _)| *id != self.id);
+            calls.retain(|call| call.registration != self.registration);
         }
     }
 }
@@ -61,16 +66,22 @@ impl ActiveCalls {
     pub(crate) fn register(
         self: &Arc<Self>,
         caller: Arc<dyn Caller>,
-        token: ProgressToken,
+        progress_token: ProgressToken,
+        request_id: RequestId,
     ) -> ActiveCall {
-        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let registration = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         self.calls
             .lock()
             .expect("active calls lock")
-            .push((id, token, caller));
+            .push(InFlight {
+                registration,
+                progress_token,
+                request_id,
+                caller,
+            });
         ActiveCall {
             calls: self.clone(),
-            id,
+            registration,
         }
     }
 
@@ -78,26 +89,41 @@ impl ActiveCalls {
         let calls = self.calls.lock().ok()?;
         calls
             .iter()
-            .find(|(_, t, _)| t == token)
-            .map(|(_, _, c)| c.clone())
+            .find(|call| &call.progress_token == token)
+            .map(|call| call.caller.clone())
     }
 
-    /// The most recent call whose client accepts `method`. A server-to-client request carries no link to
-    /// the call that caused it, and the newest call is the likeliest cause.
-    fn latest_accepting(&self, method: &str) -> Option<Arc<dyn Caller>> {
+    /// The client to ask for `method`. Over Streamable HTTP the upstream's request arrives on the
+    /// response stream of the call that caused it, and rmcp says which (`origin`): that call's client
+    /// is asked. Otherwise (stdio, the standalone stream) nothing links the request to a call, and the
+    /// newest call whose client accepts `method` is the likeliest cause.
+    fn caller_for(&self, origin: Option<&RequestId>, method: &str) -> Option<Arc<dyn Caller>> {
         let calls = self.calls.lock().ok()?;
+        if let Some(origin) = origin
+            && let Some(call) = calls.iter().find(|call| &call.request_id == origin)
+        {
+            return call.caller.accepts(method).then(|| call.caller.clone());
+        }
         calls
             .iter()
             .rev()
-            .find(|(_, _, c)| c.accepts(method))
-            .map(|(_, _, c)| c.clone())
+            .find(|call| call.caller.accepts(method))
+            .map(|call| call.caller.clone())
     }
 
     fn all(&self) -> Vec<Arc<dyn Caller>> {
         self.calls
             .lock()
-            .map(|calls| calls.iter().map(|(_, _, c)| c.clone()).collect())
+            .map(|calls| calls.iter().map(|call| call.caller.clone()).collect())
             .unwrap_or_default()
+    }
+}
+
+/// The call an upstream's request belongs to, when the transport knows.
+fn origin_of(context: &RequestContext<RoleClient>) -> Option<&RequestId> {
+    match context.extensions.get::<InboundStreamOrigin>()? {
+        InboundStreamOrigin::OutboundRequest(id) => Some(id),
+        InboundStreamOrigin::Unassociated => None,
     }
 }
 
@@ -164,11 +190,11 @@ impl ClientHandler for PorticoClient {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         let caller = self
             .active
-            .latest_accepting(methods::SAMPLING)
+            .caller_for(origin_of(&context), methods::SAMPLING)
             .ok_or_else(|| self.no_caller("sampling"))?;
         let answer = caller
             .request(methods::SAMPLING, to_object(&params))
@@ -180,11 +206,11 @@ impl ClientHandler for PorticoClient {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let caller = self
             .active
-            .latest_accepting(methods::ELICITATION)
+            .caller_for(origin_of(&context), methods::ELICITATION)
             .ok_or_else(|| self.no_caller("elicitation"))?;
         let answer = caller
             .request(methods::ELICITATION, to_object(&request))
@@ -195,9 +221,9 @@ impl ClientHandler for PorticoClient {
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        match self.active.latest_accepting(methods::ROOTS) {
+        match self.active.caller_for(origin_of(&context), methods::ROOTS) {
             Some(caller) => {
                 let answer = caller
                     .request(methods::ROOTS, JsonObject::new())
@@ -262,5 +288,116 @@ impl ClientHandler for PorticoClient {
         for caller in self.active.all() {
             caller.notify(methods::LOG, relayed.clone()).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use portico_core::relay::BoxFuture;
+    use rmcp::model::NumberOrString;
+
+    use super::*;
+
+    struct Fake {
+        name: &'static str,
+        sampling: bool,
+    }
+
+    impl Caller for Fake {
+        fn accepts(&self, method: &str) -> bool {
+            method != methods::SAMPLING || self.sampling
+        }
+
+        fn request<'a>(
+            &'a self,
+            _method: &'a str,
+            _params: JsonObject,
+        ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
+            Box::pin(async move {
+                Ok(JsonObject::from_iter([(
+                    "from".to_string(),
+                    self.name.into(),
+                )]))
+            })
+        }
+
+        fn notify<'a>(&'a self, _method: &'a str, _params: JsonObject) -> BoxFuture<'a, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    fn token(n: i64) -> ProgressToken {
+        ProgressToken(NumberOrString::Number(n))
+    }
+
+    async fn name_of(caller: Option<Arc<dyn Caller>>) -> Option<String> {
+        let answer = caller?
+            .request(methods::SAMPLING, JsonObject::new())
+            .await
+            .ok()?;
+        answer["from"].as_str().map(str::to_string)
+    }
+
+    #[tokio::test]
+    async fn requests_go_to_the_call_they_came_with_else_the_newest_able_caller() {
+        let calls = Arc::new(ActiveCalls::default());
+        let first = calls.register(
+            Arc::new(Fake {
+                name: "first",
+                sampling: true,
+            }),
+            token(1),
+            RequestId::Number(10),
+        );
+        let second = calls.register(
+            Arc::new(Fake {
+                name: "second",
+                sampling: true,
+            }),
+            token(2),
+            RequestId::Number(11),
+        );
+        let third = calls.register(
+            Arc::new(Fake {
+                name: "third",
+                sampling: false,
+            }),
+            token(3),
+            RequestId::Number(12),
+        );
+
+        // Linked by the transport: exactly that call's client, even though newer calls exist.
+        assert_eq!(
+            name_of(calls.caller_for(Some(&RequestId::Number(10)), methods::SAMPLING))
+                .await
+                .as_deref(),
+            Some("first")
+        );
+        // Linked to a call whose client cannot sample: refused, not handed to another client.
+        assert!(
+            calls
+                .caller_for(Some(&RequestId::Number(12)), methods::SAMPLING)
+                .is_none()
+        );
+        // Not linked: the newest caller that can.
+        assert_eq!(
+            name_of(calls.caller_for(None, methods::SAMPLING))
+                .await
+                .as_deref(),
+            Some("second")
+        );
+        // Progress finds its call by token.
+        assert!(calls.by_token(&token(2)).is_some());
+
+        drop(second);
+        assert_eq!(
+            name_of(calls.caller_for(None, methods::SAMPLING))
+                .await
+                .as_deref(),
+            Some("first")
+        );
+        assert!(calls.by_token(&token(2)).is_none());
+        drop((first, third));
+        assert!(calls.all().is_empty());
     }
 }

@@ -525,8 +525,11 @@ impl Upstream {
                 .map_err(|e| service_error(&self.server, what.clone(), e))?;
             // rmcp gives every request its own progress token; progress for this call comes back with it.
             let _registration = context.caller.as_ref().map(|caller| {
-                self.active
-                    .register(caller.clone(), handle.progress_token.clone())
+                self.active.register(
+                    caller.clone(),
+                    handle.progress_token.clone(),
+                    handle.id.clone(),
+                )
             });
             let mut cancel = CancelOnDrop {
                 peer: self.peer.clone(),

@@ -267,16 +267,18 @@ fn serve_runs_until_sigterm_then_stops_its_children() {
         everything_and_friends(&marked)
     );
     std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_portico"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .env("PORTICO_HOME", home.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut child = StopOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_portico"))
+            .args(["serve", "--config"])
+            .arg(&path)
+            .env("PORTICO_HOME", home.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
     for line in lines.by_ref() {
         let line = line.unwrap();
@@ -296,10 +298,10 @@ fn serve_runs_until_sigterm_then_stops_its_children() {
         "children should be running while serving"
     );
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
+        libc::kill(child.0.id() as i32, libc::SIGTERM);
     }
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let status = child.wait().unwrap();
+    let status = child.0.wait().unwrap();
     assert!(status.success(), "{status:?} {rest:#?}");
     assert!(
         rest.iter().any(|l| l == "portico: shutting down"),

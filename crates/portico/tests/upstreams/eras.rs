@@ -192,15 +192,17 @@ async fn python_sdk_server_negotiates_2026_07_28_over_stdio() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_server_negotiates_2026_07_28_over_streamable_http() {
     use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(venv_python())
-        .arg(python_peer("modern_server.py"))
-        .args(["--http", "0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
+    let mut child = StopOnDrop(
+        std::process::Command::new(venv_python())
+            .arg(python_peer("modern_server.py"))
+            .args(["--http", "0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = child.0.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -222,6 +224,5 @@ async fn python_sdk_server_negotiates_2026_07_28_over_streamable_http() {
         .unwrap();
     assert_eq!(sum["structuredContent"], json!({"sum": 42}));
     hub.shutdown().await;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 }

@@ -298,3 +298,18 @@ pub fn text_of(result: &serde_json::Map<String, serde_json::Value>) -> String {
 pub fn args(value: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {
     Some(value.as_object().unwrap().clone())
 }
+
+/// A child that gets SIGTERM and is reaped when dropped, so a test that fails half-way still stops what
+/// it started. (SIGTERM rather than SIGKILL: a `portico` child then stops its own upstreams too.)
+pub struct StopOnDrop(pub Child);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            unsafe {
+                libc::kill(self.0.id() as i32, libc::SIGTERM);
+            }
+            let _ = self.0.wait();
+        }
+    }
+}
