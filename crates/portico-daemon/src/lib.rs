@@ -132,7 +132,7 @@ pub fn app_with_server(
     // Host and Origin are enforced by the door policy for every route, so rmcp's own checks are
     // configured to agree with it rather than to second-guess it.
     let mcp_config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(door.policy.allowed_hosts())
+        .with_allowed_hosts(door.policy.allowed_hosts().iter().cloned())
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
     let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);

@@ -16,6 +16,8 @@ pub struct DoorPolicy {
     token: Option<String>,
     allowed_origins: Vec<String>,
     extra_hosts: Vec<String>,
+    /// Derived from `listen` and `extra_hosts`; kept because every request checks against it.
+    hosts: Vec<String>,
 }
 
 impl DoorPolicy {
@@ -36,21 +38,17 @@ impl DoorPolicy {
                 .into_iter()
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
+            hosts: Vec::new(),
         }
+        .with_hosts()
     }
 
     pub fn with_listen(mut self, listen: SocketAddr) -> Self {
         self.listen = listen;
-        self
+        self.with_hosts()
     }
 
-    pub fn token(&self) -> Option<&str> {
-        self.token.as_deref()
-    }
-
-    /// Host names accepted in `Host`: loopback names always, the listen address when it is a specific
-    /// non-loopback one, and what the config adds.
-    pub fn allowed_hosts(&self) -> Vec<String> {
+    fn with_hosts(mut self) -> Self {
         let mut hosts = vec![
             "localhost".to_string(),
             "127.0.0.1".to_string(),
@@ -61,13 +59,24 @@ impl DoorPolicy {
             hosts.push(ip.to_string());
         }
         hosts.extend(self.extra_hosts.iter().cloned());
-        hosts
+        self.hosts = hosts;
+        self
+    }
+
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Host names accepted in `Host`: loopback names always, the listen address when it is a specific
+    /// non-loopback one, and what the config adds.
+    pub fn allowed_hosts(&self) -> &[String] {
+        &self.hosts
     }
 
     fn host_allowed(&self, host: &str) -> bool {
         let host = host.to_ascii_lowercase();
         let name = strip_port(&host);
-        self.allowed_hosts()
+        self.hosts
             .iter()
             .any(|allowed| allowed == &host || allowed == name)
     }

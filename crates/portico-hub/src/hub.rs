@@ -21,6 +21,8 @@ pub enum HubError {
     UnknownTool { name: String, hint: String },
     #[error("no prompt named `{name}`")]
     UnknownPrompt { name: String },
+    #[error("completion reference {reference} is neither a ref/prompt nor a ref/resource")]
+    BadCompletionReference { reference: String },
     #[error("no resource `{uri}`: Portico resource URIs look like portico://SERVER/URI")]
     UnknownResource { uri: String },
     #[error("server `{server}` is {state}{}; try again once it is ready (see `portico servers`)", .last_error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
@@ -230,7 +232,7 @@ impl Hub {
                 let uri = reference.get("uri").and_then(|u| u.as_str()).unwrap_or("");
                 let (server, upstream_uri) = catalog
                     .resolve_resource_uri(uri)
-                    .or_else(|| self.resolve_template_reference(&catalog, uri))
+                    .or_else(|| resolve_template_reference(&catalog, uri))
                     .ok_or_else(|| HubError::UnknownResource {
                         uri: uri.to_string(),
                     })?;
@@ -239,26 +241,13 @@ impl Hub {
                 (server.to_string(), upstream_ref)
             }
             _ => {
-                return Err(HubError::UnknownPrompt {
-                    name: format!("completion reference {reference}"),
+                return Err(HubError::BadCompletionReference {
+                    reference: reference.to_string(),
                 });
             }
         };
         params.insert("ref".into(), upstream_ref);
         Ok(self.upstream(&server)?.complete(params).await?)
-    }
-
-    /// A completion reference may name a resource template itself rather than a URI expanded from it.
-    fn resolve_template_reference<'a>(
-        &self,
-        catalog: &'a Catalog,
-        uri: &'a str,
-    ) -> Option<(&'a str, &'a str)> {
-        catalog
-            .resource_templates()
-            .iter()
-            .find(|t| t.uri_template == uri)
-            .map(|t| (t.server.as_str(), t.upstream_uri_template.as_str()))
     }
 
     /// Forwards `logging/setLevel` to every ready upstream that logs. Failures are logged, not returned:
@@ -350,6 +339,18 @@ impl Hub {
             let _ = handle.await;
         }
     }
+}
+
+/// A completion reference may name a resource template itself rather than a URI expanded from it.
+fn resolve_template_reference<'a>(
+    catalog: &'a Catalog,
+    uri: &'a str,
+) -> Option<(&'a str, &'a str)> {
+    catalog
+        .resource_templates()
+        .iter()
+        .find(|t| t.uri_template == uri)
+        .map(|t| (t.server.as_str(), t.upstream_uri_template.as_str()))
 }
 
 fn rewrite_content_uris(
