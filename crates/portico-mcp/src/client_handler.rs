@@ -5,6 +5,7 @@
 // earlier era use them, and relaying them is the point of this module.
 #![allow(deprecated)]
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -21,7 +22,7 @@ use rmcp::model::{
 };
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, RoleClient};
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// Something an upstream told us that the hub must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,12 +40,19 @@ pub enum UpstreamEvent {
 pub(crate) struct ActiveCalls {
     next: AtomicU64,
     calls: Mutex<Vec<InFlight>>,
+    /// Notifications received but not yet relayed: progress by token, log messages under `None`. rmcp
+    /// handles notifications on tasks of their own, so a call's answer can overtake the progress and
+    /// logs sent before it; the transport counts each as it arrives (see [`crate::ordering`]) and the
+    /// call waits for its counts to drain.
+    pending: Mutex<HashMap<Option<ProgressToken>, usize>>,
+    relayed: Notify,
 }
 
 struct InFlight {
     registration: u64,
-    progress_token: ProgressToken,
-    request_id: RequestId,
+    /// Known once the request is sent; a request the upstream sends before then (it can be that quick)
+    /// still finds the call as the newest one.
+    sent: Option<(ProgressToken, RequestId)>,
     caller: Arc<dyn Caller>,
 }
 
@@ -62,21 +70,29 @@ impl Drop for ActiveCall {
     }
 }
 
+impl ActiveCall {
+    /// Records the token and id rmcp gave the request.
+    pub(crate) fn sent(&self, progress_token: ProgressToken, request_id: RequestId) {
+        if let Ok(mut calls) = self.calls.calls.lock()
+            && let Some(call) = calls
+                .iter_mut()
+                .find(|c| c.registration == self.registration)
+        {
+            call.sent = Some((progress_token, request_id));
+        }
+    }
+}
+
 impl ActiveCalls {
-    pub(crate) fn register(
-        self: &Arc<Self>,
-        caller: Arc<dyn Caller>,
-        progress_token: ProgressToken,
-        request_id: RequestId,
-    ) -> ActiveCall {
+    /// Registers a call before its request is sent.
+    pub(crate) fn register(self: &Arc<Self>, caller: Arc<dyn Caller>) -> ActiveCall {
         let registration = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         self.calls
             .lock()
             .expect("active calls lock")
             .push(InFlight {
                 registration,
-                progress_token,
-                request_id,
+                sent: None,
                 caller,
             });
         ActiveCall {
@@ -89,8 +105,53 @@ impl ActiveCalls {
         let calls = self.calls.lock().ok()?;
         calls
             .iter()
-            .find(|call| &call.progress_token == token)
+            .find(|call| call.sent.as_ref().is_some_and(|(t, _)| t == token))
             .map(|call| call.caller.clone())
+    }
+
+    /// A progress (`Some(token)`) or log (`None`) notification arrived on the transport, in order.
+    pub(crate) fn arrived(&self, key: Option<&ProgressToken>) {
+        if let Ok(mut pending) = self.pending.lock() {
+            *pending.entry(key.cloned()).or_default() += 1;
+        }
+    }
+
+    /// That notification has been relayed (or dropped).
+    fn handled(&self, key: Option<&ProgressToken>) {
+        if let Ok(mut pending) = self.pending.lock() {
+            let key = key.cloned();
+            if let Some(count) = pending.get_mut(&key) {
+                *count -= 1;
+                if *count == 0 {
+                    pending.remove(&key);
+                }
+            }
+        }
+        self.relayed.notify_waiters();
+    }
+
+    /// Drops the counts `notifications_relayed` waited on in vain, so that a notification that never
+    /// reached the handler (routed elsewhere by rmcp) cannot hold up later calls too.
+    pub(crate) fn forget_pending(&self, token: &ProgressToken) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(&Some(token.clone()));
+            pending.remove(&None);
+        }
+    }
+
+    /// Waits until the progress for `token`, and every log message, that arrived so far is relayed.
+    pub(crate) async fn notifications_relayed(&self, token: &ProgressToken) {
+        let progress = Some(token.clone());
+        loop {
+            let relayed = self.relayed.notified();
+            let waiting = self.pending.lock().is_ok_and(|pending| {
+                pending.contains_key(&progress) || pending.contains_key(&None)
+            });
+            if !waiting {
+                return;
+            }
+            relayed.await;
+        }
     }
 
     /// The client to ask for `method`. Over Streamable HTTP the upstream's request arrives on the
@@ -100,7 +161,9 @@ impl ActiveCalls {
     fn caller_for(&self, origin: Option<&RequestId>, method: &str) -> Option<Arc<dyn Caller>> {
         let calls = self.calls.lock().ok()?;
         if let Some(origin) = origin
-            && let Some(call) = calls.iter().find(|call| &call.request_id == origin)
+            && let Some(call) = calls
+                .iter()
+                .find(|call| call.sent.as_ref().is_some_and(|(_, id)| id == origin))
         {
             return call.caller.accepts(method).then(|| call.caller.clone());
         }
@@ -241,12 +304,12 @@ impl ClientHandler for PorticoClient {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let Some(caller) = self.active.by_token(&params.progress_token) else {
-            return;
-        };
-        let mut relayed = to_object(&params);
-        relayed.remove("progressToken");
-        caller.notify(methods::PROGRESS, relayed).await;
+        if let Some(caller) = self.active.by_token(&params.progress_token) {
+            let mut relayed = to_object(&params);
+            relayed.remove("progressToken");
+            caller.notify(methods::PROGRESS, relayed).await;
+        }
+        self.active.handled(Some(&params.progress_token));
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -288,6 +351,7 @@ impl ClientHandler for PorticoClient {
         for caller in self.active.all() {
             caller.notify(methods::LOG, relayed.clone()).await;
         }
+        self.active.handled(None);
     }
 }
 
@@ -341,30 +405,14 @@ mod tests {
     #[tokio::test]
     async fn requests_go_to_the_call_they_came_with_else_the_newest_able_caller() {
         let calls = Arc::new(ActiveCalls::default());
-        let first = calls.register(
-            Arc::new(Fake {
-                name: "first",
-                sampling: true,
-            }),
-            token(1),
-            RequestId::Number(10),
-        );
-        let second = calls.register(
-            Arc::new(Fake {
-                name: "second",
-                sampling: true,
-            }),
-            token(2),
-            RequestId::Number(11),
-        );
-        let third = calls.register(
-            Arc::new(Fake {
-                name: "third",
-                sampling: false,
-            }),
-            token(3),
-            RequestId::Number(12),
-        );
+        let register = |name, sampling, n: i64| {
+            let call = calls.register(Arc::new(Fake { name, sampling }));
+            call.sent(token(n), RequestId::Number(n + 9));
+            call
+        };
+        let first = register("first", true, 1);
+        let second = register("second", true, 2);
+        let third = register("third", false, 3);
 
         // Linked by the transport: exactly that call's client, even though newer calls exist.
         assert_eq!(
@@ -399,5 +447,29 @@ mod tests {
         assert!(calls.by_token(&token(2)).is_none());
         drop((first, third));
         assert!(calls.all().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_for_progress_and_logs_that_arrived_before_its_answer() {
+        let calls = Arc::new(ActiveCalls::default());
+        calls.arrived(Some(&token(5)));
+        calls.arrived(Some(&token(5)));
+        calls.arrived(None);
+        let waiting = tokio::spawn({
+            let calls = calls.clone();
+            async move { calls.notifications_relayed(&token(5)).await }
+        });
+        calls.handled(Some(&token(5)));
+        calls.handled(Some(&token(5)));
+        assert!(
+            calls.pending.lock().unwrap().contains_key(&None),
+            "the log is still pending"
+        );
+        calls.handled(None);
+        waiting.await.unwrap();
+        assert!(calls.pending.lock().unwrap().is_empty());
+        // Nothing pending: no wait at all; another call's progress does not hold this one.
+        calls.arrived(Some(&token(7)));
+        calls.notifications_relayed(&token(6)).await;
     }
 }

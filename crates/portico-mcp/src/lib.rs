@@ -10,6 +10,7 @@
 
 mod client_handler;
 pub mod legacy_sse;
+mod ordering;
 mod stdio;
 mod upstream;
 

@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
+use crate::ordering::ProgressInOrder;
 use crate::{legacy_sse, stdio};
 use portico_core::relay::{CallContext, methods};
 
@@ -120,6 +121,9 @@ pub struct Upstream {
 /// How many `input_required` rounds one call may take before Portico gives up on it.
 const MAX_INPUT_ROUNDS: usize = 10;
 
+/// How long a finished call waits for earlier progress and log notifications to be relayed.
+const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
+
 const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
 impl Upstream {
@@ -162,7 +166,7 @@ impl Upstream {
                     env: &config.env,
                 })?;
                 let service = handler()
-                    .serve_with_lifecycle(child, lifecycle)
+                    .serve_with_lifecycle(ProgressInOrder::new(child, &active), lifecycle)
                     .await
                     .map_err(|e| handshake_error(server, e))?;
                 Ok(Self::start(
@@ -180,7 +184,7 @@ impl Upstream {
                 let headers = expand_headers(server, headers)?;
                 let transport = streamable_transport(&client, &url, &headers)?;
                 let service = handler()
-                    .serve_with_lifecycle(transport, lifecycle)
+                    .serve_with_lifecycle(ProgressInOrder::new(transport, &active), lifecycle)
                     .await
                     .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
                 Ok(Self::start(
@@ -200,7 +204,10 @@ impl Upstream {
                 // rule is to try that first and fall back to the legacy GET stream when it fails.
                 let transport = streamable_transport(&client, &url, &headers)?;
                 let streamable_error = match handler()
-                    .serve_with_lifecycle(transport, lifecycle.clone())
+                    .serve_with_lifecycle(
+                        ProgressInOrder::new(transport, &active),
+                        lifecycle.clone(),
+                    )
                     .await
                 {
                     Ok(service) => {
@@ -247,7 +254,7 @@ impl Upstream {
                     },
                 })?;
                 let service = handler()
-                    .serve_with_lifecycle(legacy, lifecycle)
+                    .serve_with_lifecycle(ProgressInOrder::new(legacy, &active), lifecycle)
                     .await
                     .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
                 Ok(Self::start(
@@ -518,19 +525,22 @@ impl Upstream {
         // asks its own client those questions, in whatever era that client speaks, and retries.
         for _round in 0..MAX_INPUT_ROUNDS {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            // Registered before sending: the upstream may ask the client something before the send
+            // call even returns.
+            let registration = context
+                .caller
+                .as_ref()
+                .map(|caller| self.active.register(caller.clone()));
             let handle = self
                 .peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
                 .await
                 .map_err(|e| service_error(&self.server, what.clone(), e))?;
             // rmcp gives every request its own progress token; progress for this call comes back with it.
-            let _registration = context.caller.as_ref().map(|caller| {
-                self.active.register(
-                    caller.clone(),
-                    handle.progress_token.clone(),
-                    handle.id.clone(),
-                )
-            });
+            if let Some(registration) = &registration {
+                registration.sent(handle.progress_token.clone(), handle.id.clone());
+            }
+            let progress_token = handle.progress_token.clone();
             let mut cancel = CancelOnDrop {
                 peer: self.peer.clone(),
                 id: Some(handle.id.clone()),
@@ -538,6 +548,19 @@ impl Upstream {
             let result = self.request(what.clone(), handle.await_response()).await;
             if !matches!(result, Err(UpstreamError::Timeout { .. })) {
                 cancel.id = None;
+            }
+            if registration.is_some() {
+                // Progress and logs the server sent before its answer go out before the answer.
+                // Bounded, in case a notification never reaches the handler.
+                if tokio::time::timeout(
+                    PROGRESS_DRAIN,
+                    self.active.notifications_relayed(&progress_token),
+                )
+                .await
+                .is_err()
+                {
+                    self.active.forget_pending(&progress_token);
+                }
             }
             match result? {
                 ServerResult::InputRequiredResult(input) => {
