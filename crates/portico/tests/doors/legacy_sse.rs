@@ -73,14 +73,21 @@ impl SseStream {
 
     /// Reads `message` events until the response to `id`, returning it.
     async fn response_to(&mut self, id: u64) -> Value {
-        loop {
-            let (name, data) = self.next_event().await.expect("stream ended");
-            assert_eq!(name, "message", "{data}");
-            let message: Value = serde_json::from_str(&data).unwrap();
-            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
-                return message;
+        // One deadline for the whole wait: keep-alive comments arrive every 15 s, so a per-chunk
+        // timeout alone would never fire if the answer were lost.
+        let wait = async {
+            loop {
+                let (name, data) = self.next_event().await.expect("stream ended");
+                assert_eq!(name, "message", "{data}");
+                let message: Value = serde_json::from_str(&data).unwrap();
+                if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                    return message;
+                }
             }
-        }
+        };
+        tokio::time::timeout(Duration::from_secs(60), wait)
+            .await
+            .unwrap_or_else(|_| panic!("no answer to request {id} within 60s (test guard)"))
     }
 
     /// The first event must be `endpoint`; returns its URI.
