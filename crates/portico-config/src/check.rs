@@ -78,6 +78,39 @@ pub fn check(text: &str) -> Vec<Problem> {
     if checker.problems.is_empty() {
         checker.root(root.get_ref());
     }
+    // The sections walked by hand above report every problem; the newer ones (agents, builtins,
+    // policy) leave field names and types to serde, whose first error still carries a position.
+    if checker.problems.is_empty()
+        && let Err(error) = toml::from_str::<crate::Config>(text)
+    {
+        checker
+            .problems
+            .push(Problem::from_toml_error(text, &error));
+    }
+    checker.problems.sort_by_key(|p| (p.line, p.column));
+    checker.problems
+}
+
+/// Checks one agent file of an agents directory: the `[[agents]]` fields at top level.
+pub fn check_agent_file(text: &str) -> Vec<Problem> {
+    let (root, syntax_errors) = DeTable::parse_recoverable(text);
+    let mut checker = Checker {
+        text,
+        problems: syntax_errors
+            .iter()
+            .map(|e| Problem::from_toml_error(text, e))
+            .collect(),
+    };
+    if checker.problems.is_empty() {
+        checker.agent(0..0, root.get_ref(), &mut HashMap::new());
+    }
+    if checker.problems.is_empty()
+        && let Err(error) = toml::from_str::<crate::AgentConfig>(text)
+    {
+        checker
+            .problems
+            .push(Problem::from_toml_error(text, &error));
+    }
     checker.problems.sort_by_key(|p| (p.line, p.column));
     checker.problems
 }
@@ -199,12 +232,21 @@ impl Checker<'_> {
     }
 
     fn root(&mut self, root: &DeTable<'_>) {
-        const KNOWN: &[&str] = &["server", "mcp_servers", "expose"];
+        const KNOWN: &[&str] = &[
+            "server",
+            "mcp_servers",
+            "expose",
+            "agents",
+            "builtins",
+            "policy",
+        ];
         for (key, value) in root.iter() {
             match key.get_ref().as_ref() {
                 "server" => self.server_section(value),
                 "mcp_servers" => self.mcp_servers(value),
                 "expose" => self.expose_section(value),
+                "agents" => self.agents(value),
+                "builtins" | "policy" => self.policy_section(key.get_ref(), value),
                 _ => self.unknown_key(key, "the top level", KNOWN),
             }
         }
@@ -277,6 +319,7 @@ impl Checker<'_> {
             "allowed_hosts",
             "max_response_bytes",
             "max_message_bytes",
+            "agents_dir",
         ];
         let Some(table) = self.expect_table(value, "[server]") else {
             return;
@@ -343,7 +386,153 @@ impl Checker<'_> {
                     "[server] max_message_bytes",
                     "the default is 10485760 (10 MiB)",
                 ),
+                "agents_dir" => {
+                    self.expect_string(value, "[server] agents_dir");
+                }
                 _ => self.unknown_key(key, "[server]", KNOWN),
+            }
+        }
+    }
+
+    /// `[[agents]]`: names, providers and patterns here; field types by the serde pass in [`check`].
+    fn agents(&mut self, value: &Spanned<DeValue<'_>>) {
+        let DeValue::Array(items) = value.get_ref() else {
+            self.wrong_type(
+                value.span(),
+                "agents",
+                "an array of tables ([[agents]])",
+                value.get_ref(),
+            );
+            return;
+        };
+        let mut seen: HashMap<String, (String, Range<usize>)> = HashMap::new();
+        for item in items.iter() {
+            let Some(table) = self.expect_table(item, "each [[agents]] entry") else {
+                continue;
+            };
+            self.agent(item.span(), table, &mut seen);
+        }
+    }
+
+    pub(crate) fn agent(
+        &mut self,
+        span: Range<usize>,
+        table: &DeTable<'_>,
+        seen: &mut HashMap<String, (String, Range<usize>)>,
+    ) {
+        let mut has_name = false;
+        for entry in table.iter() {
+            let (key, value): Entry = entry;
+            match key.get_ref().as_ref() {
+                "name" => {
+                    has_name = true;
+                    let Some(name) = self.expect_string(value, "agents.name") else {
+                        continue;
+                    };
+                    let tool_name = crate::agent_tool_name(name);
+                    if name.trim().is_empty()
+                        || !name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                    {
+                        self.report(
+                            value.span(),
+                            format!("agent name `{name}` must be letters, digits, `-` and `_`"),
+                            Some("agents become the MCP tool portico_agent_{name}, e.g. name = \"code-reviewer\"".into()),
+                        );
+                    } else if let Some((first, first_span)) = seen.get(&tool_name) {
+                        let (line, _) = line_column(self.text, first_span.start);
+                        self.report(
+                            value.span(),
+                            format!("agent name `{name}` clashes with `{first}` (line {line}): both become the tool `{tool_name}`"),
+                            Some("give each agent a distinct name".into()),
+                        );
+                    } else {
+                        seen.insert(tool_name, (name.to_string(), value.span()));
+                    }
+                }
+                "tools" => {
+                    for (pattern, span) in self.expect_string_array(value, "agents.tools") {
+                        if pattern.trim().is_empty()
+                            || pattern.matches('[').count() != pattern.matches(']').count()
+                        {
+                            self.report(
+                                span,
+                                format!("tool pattern `{pattern}` is not a valid glob"),
+                                Some(
+                                    "use names and `*`, e.g. \"mcp_github_*\" or \"file_read\""
+                                        .into(),
+                                ),
+                            );
+                        }
+                    }
+                }
+                "model" => {
+                    if let Some(model) = self.expect_table(value, "agents.model")
+                        && let Some((_, provider)) =
+                            model.iter().find(|(k, _)| k.get_ref() == "provider")
+                        && let Some(name) = self.expect_string(provider, "agents.model.provider")
+                        && !crate::PROVIDERS.contains(&name)
+                    {
+                        self.report(
+                            provider.span(),
+                            format!("model provider `{name}` is not one Portico knows"),
+                            Some(format!("use one of {}", crate::PROVIDERS.join(", "))),
+                        );
+                    }
+                }
+                "max_iterations" => {
+                    self.positive_integer(value, "agents.max_iterations", "the default is 10")
+                }
+                "timeout_secs" => self.positive_integer(
+                    value,
+                    "agents.timeout_secs",
+                    "seconds; the default is 300",
+                ),
+                // The serde pass reports unknown keys and wrong types with their position.
+                _ => {}
+            }
+        }
+        if !has_name {
+            self.report(
+                span,
+                "[[agents]] entry has no `name`",
+                Some("add name = \"...\"".into()),
+            );
+        }
+    }
+
+    fn policy_section(&mut self, section: &str, value: &Spanned<DeValue<'_>>) {
+        let Some(table) = self.expect_table(value, &format!("[{section}]")) else {
+            return;
+        };
+        if section != "policy" {
+            return;
+        }
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "taint" => {
+                    if let Some(mode) = self.expect_string(value, "[policy] taint")
+                        && !matches!(mode, "refuse" | "approval" | "off")
+                    {
+                        self.report(
+                            value.span(),
+                            format!("[policy] taint `{mode}` is not a mode"),
+                            Some("use \"refuse\" (the default), \"approval\" or \"off\"".into()),
+                        );
+                    }
+                }
+                "tool_timeout_secs" => self.positive_integer(
+                    value,
+                    "[policy] tool_timeout_secs",
+                    "seconds; the default is 60",
+                ),
+                "max_result_chars" => self.positive_integer(
+                    value,
+                    "[policy] max_result_chars",
+                    "the default is 50000",
+                ),
+                _ => {}
             }
         }
     }

@@ -16,13 +16,20 @@ mod expand;
 mod locate;
 mod model;
 
-pub use check::{Problem, check};
+pub use check::{Problem, check, check_agent_file};
 pub use expand::{ExpandError, expand_vars};
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
-    Config, DEFAULT_LISTEN, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, McpServerConfig,
-    PROTOCOL_VERSIONS, ServerSection, ToolSearchMode, Transport,
+    AgentConfig, BuiltinsSection, Config, DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN,
+    DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, McpServerConfig,
+    ModelConfig, PROTOCOL_VERSIONS, PROVIDERS, PolicySection, ServerSection, ToolSearchMode,
+    Transport,
 };
+
+/// The MCP tool an agent is served as: `portico_agent_{name}`, hyphens becoming underscores.
+pub fn agent_tool_name(agent: &str) -> String {
+    format!("portico_agent_{}", agent.replace('-', "_"))
+}
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -78,5 +85,75 @@ pub fn load(explicit: Option<&std::path::Path>) -> Result<(Config, ConfigSource)
         }
         ConfigSource::Embedded => parse("<embedded default>", DEFAULT_CONFIG)?,
     };
+    let mut config = config;
+    let base = match &source {
+        ConfigSource::File(path) => path
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default(),
+        ConfigSource::Embedded => data_dir(),
+    };
+    load_agents_dir(&mut config, &base)?;
     Ok((config, source))
+}
+
+/// Adds the agents of `[server] agents_dir` (relative to `base`), else of `agents/` in the data dir when
+/// that exists: one TOML file per agent, each checked like the main file. A name used twice is an error.
+pub fn load_agents_dir(config: &mut Config, base: &std::path::Path) -> Result<(), ConfigError> {
+    let dir = match &config.server.agents_dir {
+        Some(dir) => base.join(dir),
+        None => {
+            let default = data_dir().join("agents");
+            if !default.is_dir() {
+                return Ok(());
+            }
+            default
+        }
+    };
+    let read_error = |source| ConfigError::Read {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .map_err(read_error)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .collect();
+    files.sort();
+    for path in files {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: origin.clone(),
+            source,
+        })?;
+        let problems = check_agent_file(&text);
+        if !problems.is_empty() {
+            return Err(ConfigError::Invalid { origin, problems });
+        }
+        let agent: AgentConfig = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+            origin: origin.clone(),
+            problems: vec![Problem::from_toml_error(&text, &e)],
+        })?;
+        let tool = agent_tool_name(&agent.name);
+        if let Some(first) = config
+            .agents
+            .iter()
+            .find(|a| agent_tool_name(&a.name) == tool)
+        {
+            return Err(ConfigError::Invalid {
+                origin,
+                problems: vec![Problem {
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "agent `{}` clashes with agent `{}` defined earlier: both become the tool `{tool}`",
+                        agent.name, first.name
+                    ),
+                    hint: Some("give each agent a distinct name".into()),
+                }],
+            });
+        }
+        config.agents.push(agent);
+    }
+    Ok(())
 }

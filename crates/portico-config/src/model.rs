@@ -25,6 +25,197 @@ pub struct Config {
     pub mcp_servers: Vec<McpServerConfig>,
     #[serde(default)]
     pub expose: ExposeSection,
+    #[serde(default)]
+    pub agents: Vec<AgentConfig>,
+    #[serde(default)]
+    pub builtins: BuiltinsSection,
+    #[serde(default)]
+    pub policy: PolicySection,
+}
+
+/// One agent: a model, a system prompt and the tools it may use.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub model: ModelConfig,
+    /// Glob patterns over catalog names: built-ins (`file_read`), upstream tools (`mcp_github_*`),
+    /// other agents (`portico_agent_*`). An agent sees and may call only what these match.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default = "default_max_iterations")]
+    pub max_iterations: u32,
+    /// The whole run of one message, tool calls included.
+    #[serde(default = "default_agent_timeout")]
+    pub timeout_secs: u64,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
+pub const DEFAULT_AGENT_TIMEOUT_SECS: u64 = 300;
+
+fn default_max_iterations() -> u32 {
+    DEFAULT_MAX_ITERATIONS
+}
+
+fn default_agent_timeout() -> u64 {
+    DEFAULT_AGENT_TIMEOUT_SECS
+}
+
+/// Model providers an agent can use. OpenAI-compatible servers differ only in their default base URL
+/// and whether a key is needed.
+pub const PROVIDERS: &[&str] = &[
+    "auto",
+    "openai",
+    "anthropic",
+    "openai-compatible",
+    "ollama",
+    "vllm",
+    "llamacpp",
+    "lmstudio",
+    "openrouter",
+    "groq",
+    "scripted",
+    "sampling",
+];
+
+/// Which model an agent talks to, and how.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// One of [`PROVIDERS`]. `auto` picks from the environment: OPENAI_API_KEY, then
+    /// ANTHROPIC_API_KEY, then OPENAI_BASE_URL (an OpenAI-compatible server).
+    #[serde(default = "default_provider")]
+    pub provider: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key (the key itself never goes in the file).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Extra request headers; `${VAR}` is expanded from Portico's environment.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// The `scripted` provider's rules (see the agents documentation).
+    #[serde(default)]
+    pub rules: Vec<serde_json::Value>,
+}
+
+fn default_provider() -> String {
+    "auto".to_string()
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            provider: default_provider(),
+            model: None,
+            base_url: None,
+            api_key_env: None,
+            temperature: None,
+            max_tokens: None,
+            headers: BTreeMap::new(),
+            max_retries: None,
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// Portico's built-in tools.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltinsSection {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The directory `file_read`, `file_write`, `file_list` and `shell_exec` are confined to (default:
+    /// `workspace` in Portico's data dir).
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// `shell_exec` is registered only when this is true.
+    #[serde(default)]
+    pub shell_exec: bool,
+    #[serde(default = "default_web_fetch_max_bytes")]
+    pub web_fetch_max_bytes: usize,
+    /// Lets `web_fetch` reach loopback and private addresses (metadata and link-local stay blocked).
+    #[serde(default)]
+    pub web_fetch_allow_private_network: bool,
+}
+
+fn default_web_fetch_max_bytes() -> usize {
+    1024 * 1024
+}
+
+impl Default for BuiltinsSection {
+    fn default() -> Self {
+        BuiltinsSection {
+            enabled: true,
+            workspace: None,
+            shell_exec: false,
+            web_fetch_max_bytes: default_web_fetch_max_bytes(),
+            web_fetch_allow_private_network: false,
+        }
+    }
+}
+
+/// The call pipeline's limits and rules.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    #[serde(default = "default_tool_timeout")]
+    pub tool_timeout_secs: u64,
+    /// What an agent reads of one tool result; the rest is cut with a marker.
+    #[serde(default = "default_max_result_chars")]
+    pub max_result_chars: usize,
+    /// A sensitive call after untrusted content in the same agent turn: "refuse", "approval" or "off".
+    #[serde(default = "default_taint")]
+    pub taint: String,
+    /// Tools treated as sensitive besides `shell_exec` and `file_write` (glob patterns).
+    #[serde(default)]
+    pub sensitive_tools: Vec<String>,
+    /// How deep agents may call agents.
+    #[serde(default = "default_max_agent_depth")]
+    pub max_agent_depth: u32,
+}
+
+fn default_tool_timeout() -> u64 {
+    60
+}
+
+fn default_max_result_chars() -> usize {
+    50_000
+}
+
+fn default_taint() -> String {
+    "refuse".to_string()
+}
+
+fn default_max_agent_depth() -> u32 {
+    4
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        PolicySection {
+            tool_timeout_secs: default_tool_timeout(),
+            max_result_chars: default_max_result_chars(),
+            taint: default_taint(),
+            sensitive_tools: Vec::new(),
+            max_agent_depth: default_max_agent_depth(),
+        }
+    }
 }
 
 /// What Portico's MCP doors (`portico mcp`, `/mcp`) offer to clients.
@@ -101,6 +292,10 @@ pub struct ServerSection {
     /// Largest message `portico mcp` accepts on stdin; larger ones are drained and refused.
     #[serde(default = "default_max_message_bytes")]
     pub max_message_bytes: usize,
+    /// A directory of agent files, one TOML file per agent (the `[[agents]]` fields at top level).
+    /// Relative paths are resolved against the config file's directory.
+    #[serde(default)]
+    pub agents_dir: Option<String>,
 }
 
 impl Default for ServerSection {
@@ -113,6 +308,7 @@ impl Default for ServerSection {
             allowed_hosts: Vec::new(),
             max_response_bytes: default_max_response_bytes(),
             max_message_bytes: default_max_message_bytes(),
+            agents_dir: None,
         }
     }
 }

@@ -148,6 +148,31 @@ pub fn split_resource_uri(uri: &str) -> Option<(&str, &str)> {
     (!server.is_empty() && !upstream.is_empty()).then_some((server, upstream))
 }
 
+/// A hint for an unknown name: up to three known names containing it ("; did you mean `x`?"), else
+/// where to look.
+pub fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> String {
+    let needle = name.to_ascii_lowercase();
+    let close: Vec<&str> = known
+        .filter(|k| {
+            let k = k.to_ascii_lowercase();
+            k.ends_with(&needle) || needle.ends_with(&k) || k.contains(&needle)
+        })
+        .take(3)
+        .collect();
+    if close.is_empty() {
+        "; list tools with `portico tools`".into()
+    } else {
+        format!(
+            "; did you mean {}?",
+            close
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,29 +1,198 @@
 //! The REST API.
 
-use axum::extract::State;
-use axum::routing::get;
+use std::convert::Infallible;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use portico_config::{Config, EnvEntry, Transport};
 use portico_core::ServerState;
+use portico_engine::Engine;
 use portico_hub::Hub;
+use portico_pipeline::{ProgressEvent, ToolContext, model_text};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 #[derive(Clone)]
 struct ApiState {
     hub: Hub,
+    engine: Engine,
     /// `/api/mcp/servers` shows the configuration; computed once, with secrets left out.
     configured: Value,
 }
 
-pub(crate) fn routes(hub: Hub, config: &Config) -> Router {
+pub(crate) fn routes(engine: Engine, config: &Config) -> Router {
     let state = ApiState {
-        hub,
+        hub: engine.hub.clone(),
+        engine,
         configured: configured_servers(config),
     };
     Router::new()
         .route("/api/health", get(health))
         .route("/api/mcp/servers", get(servers))
+        .route("/api/agents", get(agents))
+        .route("/api/agents/{name}/message", post(agent_message))
+        .route("/api/conversations/{id}", get(conversation))
+        .route("/api/audit", get(audit))
         .with_state(state)
+}
+
+async fn agents(State(state): State<ApiState>) -> Json<Value> {
+    Json(json!({"agents": state.engine.agents.infos()}))
+}
+
+#[derive(Deserialize)]
+struct MessageRequest {
+    message: String,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    /// Answer as server-sent events: `text` fragments as the model writes, `tool` events as it calls
+    /// tools, then one `reply` (or `error`).
+    #[serde(default)]
+    stream: bool,
+}
+
+fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"error": message.into()}))).into_response()
+}
+
+/// Runs a message through an agent: the call is the agent's `portico_agent_*` tool, through the same
+/// pipeline (capabilities, audit) as every other call.
+async fn agent_message(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    Json(request): Json<MessageRequest>,
+) -> Response {
+    let Some(agent) = state.engine.agents.agent(&name) else {
+        return api_error(
+            StatusCode::NOT_FOUND,
+            format!("no agent named `{name}`; GET /api/agents lists them"),
+        );
+    };
+    let tool = agent.tool_name.clone();
+    let mut arguments = json!({"message": request.message});
+    if let Some(id) = request.conversation_id {
+        arguments["conversation_id"] = Value::String(id);
+    }
+    let pipeline = state.engine.pipeline.clone();
+    if !request.stream {
+        let context = ToolContext::client("api");
+        return match pipeline
+            .call(&tool, arguments.as_object().cloned(), &context)
+            .await
+        {
+            Ok(outcome) if !outcome.is_error() => Json(
+                outcome
+                    .result
+                    .get("structuredContent")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            )
+            .into_response(),
+            Ok(outcome) => api_error(StatusCode::BAD_GATEWAY, model_text(&outcome.result)),
+            Err(error) => api_error(StatusCode::NOT_FOUND, error.to_string()),
+        };
+    }
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let progress_sender = sender.clone();
+    let context = ToolContext::client("api").with_progress(std::sync::Arc::new(move |event| {
+        let event = match event {
+            ProgressEvent::Text(text) => Event::default()
+                .event("text")
+                .json_data(json!({"text": text})),
+            ProgressEvent::ToolStarted { name } => Event::default()
+                .event("tool")
+                .json_data(json!({"name": name, "state": "started"})),
+            ProgressEvent::ToolFinished { name, is_error } => {
+                Event::default().event("tool").json_data(
+                    json!({"name": name, "state": if is_error { "failed" } else { "done" }}),
+                )
+            }
+            ProgressEvent::Status { state, message } => Event::default()
+                .event("status")
+                .json_data(json!({"state": state, "message": message})),
+            ProgressEvent::Artifact {
+                name,
+                text,
+                last_chunk,
+            } => Event::default()
+                .event("artifact")
+                .json_data(json!({"name": name, "text": text, "last_chunk": last_chunk})),
+        };
+        if let Ok(event) = event {
+            let _ = progress_sender.send(event);
+        }
+    }));
+    // The run continues if the client goes away: its messages are stored either way.
+    tokio::spawn(async move {
+        let event = match pipeline
+            .call(&tool, arguments.as_object().cloned(), &context)
+            .await
+        {
+            Ok(outcome) if !outcome.is_error() => Event::default().event("reply").json_data(
+                outcome
+                    .result
+                    .get("structuredContent")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            ),
+            Ok(outcome) => Event::default()
+                .event("error")
+                .json_data(json!({"error": model_text(&outcome.result)})),
+            Err(error) => Event::default()
+                .event("error")
+                .json_data(json!({"error": error.to_string()})),
+        };
+        if let Ok(event) = event {
+            let _ = sender.send(event);
+        }
+    });
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver
+            .recv()
+            .await
+            .map(|event| (Ok::<_, Infallible>(event), receiver))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+async fn conversation(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    let store = state.engine.store.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        let conversation = store.conversation(&id)?;
+        let messages = match &conversation {
+            Some(c) => store.messages(&c.id)?,
+            None => Vec::new(),
+        };
+        Ok::<_, portico_store::StoreError>((conversation, messages))
+    })
+    .await;
+    match found {
+        Ok(Ok((Some(conversation), messages))) => {
+            Json(json!({"conversation": conversation, "messages": messages})).into_response()
+        }
+        Ok(Ok((None, _))) => api_error(StatusCode::NOT_FOUND, "no such conversation"),
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
+}
+
+async fn audit(
+    State(state): State<ApiState>,
+    Query(query): Query<portico_store::AuditQuery>,
+) -> Response {
+    state.engine.flush_audit().await;
+    let store = state.engine.store.clone();
+    match tokio::task::spawn_blocking(move || store.audit(&query)).await {
+        Ok(Ok(records)) => Json(json!({"records": records})).into_response(),
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
 }
 
 async fn health(State(state): State<ApiState>) -> Json<Value> {

@@ -407,9 +407,12 @@ mod tests {
     use tower::ServiceExt as _;
 
     fn server() -> PorticoServer {
-        let config = portico_config::parse("test", "").unwrap();
-        let hub = portico_hub::Hub::start(&config);
-        PorticoServer::new(Backend::Hub(hub), ServerOptions::default())
+        let config = portico_config::parse("test", "[builtins]\nenabled = false").unwrap();
+        let dir = tempfile::tempdir().unwrap().keep();
+        let engine =
+            portico_engine::Engine::start(&config, portico_engine::EngineOptions::in_dir(&dir))
+                .unwrap();
+        PorticoServer::new(Backend::Local(engine), ServerOptions::default())
     }
 
     async fn get_sse(app: &Router) -> Response {

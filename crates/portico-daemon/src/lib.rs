@@ -1,4 +1,5 @@
-//! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`), MCP over
+//! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
+//! `/api/agents`, `/api/conversations`, `/api/audit`), MCP over
 //! Streamable HTTP (`/mcp`) and over the legacy HTTP+SSE transport (`/sse`, `/message`), behind the
 //! door's security checks, plus the daemon info file that lets `portico mcp` find a running daemon.
 //!
@@ -20,7 +21,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use portico_config::Config;
-use portico_hub::Hub;
+use portico_engine::Engine;
 use portico_mcp_server::{Backend, PorticoServer, ServerOptions};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -102,7 +103,10 @@ impl DoorConfig {
         Ok(DoorConfig {
             listen,
             policy: Arc::new(policy),
-            server: ServerOptions::from_config(config),
+            server: ServerOptions {
+                door: "http".into(),
+                ..ServerOptions::from_config(config)
+            },
         })
     }
 
@@ -116,14 +120,19 @@ impl DoorConfig {
 }
 
 /// The router: `/api/*` and `/mcp`, behind the door policy. `shutdown` ends open MCP streams.
-pub fn app(hub: Hub, config: &Config, door: &DoorConfig, shutdown: CancellationToken) -> Router {
-    let server = PorticoServer::new(Backend::Hub(hub.clone()), door.server.clone());
-    app_with_server(hub, config, door, server, shutdown)
+pub fn app(
+    engine: Engine,
+    config: &Config,
+    door: &DoorConfig,
+    shutdown: CancellationToken,
+) -> Router {
+    let server = PorticoServer::new(Backend::Local(engine.clone()), door.server.clone());
+    app_with_server(engine, config, door, server, shutdown)
 }
 
 /// [`app`] with a server the caller built, for embedders that register host tools on it.
 pub fn app_with_server(
-    hub: Hub,
+    engine: Engine,
     config: &Config,
     door: &DoorConfig,
     server: PorticoServer,
@@ -142,7 +151,7 @@ pub fn app_with_server(
         mcp_config,
     );
     Router::new()
-        .merge(api::routes(hub, config))
+        .merge(api::routes(engine, config))
         .merge(legacy)
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
@@ -154,7 +163,7 @@ pub fn app_with_server(
 /// Binds, writes the daemon info file, serves until `shutdown` resolves, then removes the file.
 /// `on_bound` is called with the real address once listening (useful with port 0).
 pub async fn serve(
-    hub: Hub,
+    engine: Engine,
     config: &Config,
     door: DoorConfig,
     info_file: InfoFile,
@@ -179,7 +188,7 @@ pub async fn serve(
     on_bound(bound);
     let streams = CancellationToken::new();
     let in_flight = InFlight::default();
-    let router = app(hub, config, &door, streams.clone()).layer(
+    let router = app(engine, config, &door, streams.clone()).layer(
         axum::middleware::from_fn_with_state(in_flight.clone(), in_flight::count_posts),
     );
     let result = axum::serve(listener, router)

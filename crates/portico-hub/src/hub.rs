@@ -203,7 +203,10 @@ impl Hub {
         let Some(tool) = catalog.tool(name) else {
             return Err(HubError::UnknownTool {
                 name: name.to_string(),
-                hint: suggest(name, catalog.tools().iter().map(|t| t.name.as_str())),
+                hint: portico_core::naming::suggest(
+                    name,
+                    catalog.tools().iter().map(|t| t.name.as_str()),
+                ),
             });
         };
         let upstream = self.upstream(&tool.server)?;
@@ -370,29 +373,6 @@ fn rewrite_content_uris(
                 *uri = portico_core::naming::namespace_resource_uri(server, other).into();
             }
         }
-    }
-}
-
-fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> String {
-    let needle = name.to_ascii_lowercase();
-    let close: Vec<&str> = known
-        .filter(|k| {
-            let k = k.to_ascii_lowercase();
-            k.ends_with(&needle) || needle.ends_with(&k) || k.contains(&needle)
-        })
-        .take(3)
-        .collect();
-    if close.is_empty() {
-        "; list tools with `portico tools`".into()
-    } else {
-        format!(
-            "; did you mean {}?",
-            close
-                .iter()
-                .map(|c| format!("`{c}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
     }
 }
 

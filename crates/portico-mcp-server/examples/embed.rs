@@ -5,7 +5,7 @@
 //! cargo run -p portico-mcp-server --example embed -- [config.toml]
 //! ```
 
-use portico_hub::Hub;
+use portico_engine::{Engine, EngineOptions};
 use portico_mcp_server::{Backend, HostTool, PorticoServer, ServerOptions};
 use rmcp::ServiceExt;
 
@@ -26,9 +26,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(path) => portico_config::load(Some(path.as_ref()))?.0,
         None => portico_config::Config::default(),
     };
-    let hub = Hub::start(&config);
+    let data_dir = portico_config::data_dir();
+    let engine = Engine::start(&config, EngineOptions::in_dir(&data_dir))?;
     let server = PorticoServer::new(
-        Backend::Hub(hub.clone()),
+        Backend::Local(engine.clone()),
         ServerOptions {
             instructions: Some("Use to_fahrenheit for temperature conversions.".into()),
             ..ServerOptions::from_config(&config)
@@ -45,6 +46,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ));
     let running = server.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
-    hub.shutdown().await;
+    engine.shutdown().await;
     Ok(())
 }

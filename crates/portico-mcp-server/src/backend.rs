@@ -1,11 +1,13 @@
-//! Where a served catalog comes from: the in-process hub, or a running daemon reached over MCP.
+//! Where a served catalog comes from: the in-process engine, or a running daemon reached over MCP.
 
 use std::sync::Arc;
 
 use portico_core::JsonObject;
 use portico_core::relay::CallContext;
+use portico_engine::Engine;
 use portico_hub::{Hub, HubError};
 use portico_mcp::{Upstream, UpstreamError};
+use portico_pipeline::{PipelineError, ToolContext};
 use tokio::sync::{broadcast, watch};
 
 /// How long a listing waits for servers still making their first connection attempt.
@@ -14,8 +16,9 @@ const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The source of everything a door serves.
 #[derive(Clone)]
 pub enum Backend {
-    /// The hub in this process.
-    Hub(Hub),
+    /// The engine in this process: tools go through its call pipeline, prompts and resources to its
+    /// hub.
+    Local(Engine),
     /// A daemon's `/mcp`, for `portico mcp` when a daemon is running: its catalog is already aggregated
     /// and named, so it is served as is.
     Daemon(Arc<DaemonLink>),
@@ -36,11 +39,17 @@ pub enum BackendError {
     Hub(#[from] HubError),
     #[error(transparent)]
     Daemon(#[from] UpstreamError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
 }
 
 impl BackendError {
     pub fn is_unknown_tool(&self) -> bool {
         matches!(self, BackendError::Hub(HubError::UnknownTool { .. }))
+            || matches!(
+                self,
+                BackendError::Pipeline(PipelineError::UnknownTool { .. })
+            )
             || matches!(
                 self,
                 BackendError::Daemon(UpstreamError::Remote {
@@ -61,17 +70,21 @@ pub struct Listing {
 }
 
 impl Backend {
-    pub async fn listing(&self) -> Result<Listing, BackendError> {
+    /// What `door` (a label for audit records: "stdio", "http") may list.
+    pub async fn listing(&self, door: &str) -> Result<Listing, BackendError> {
         match self {
-            Backend::Hub(hub) => {
-                settle(hub).await;
-                let catalog = hub.catalog();
+            Backend::Local(engine) => {
+                settle(&engine.hub).await;
+                let tools = engine
+                    .pipeline
+                    .list(&portico_pipeline::Principal::client(door))
+                    .await
+                    .into_iter()
+                    .map(|entry| (*entry.definition).clone())
+                    .collect();
+                let catalog = engine.hub.catalog();
                 Ok(Listing {
-                    tools: catalog
-                        .tools()
-                        .iter()
-                        .map(|t| t.exposed_definition())
-                        .collect(),
+                    tools,
                     prompts: catalog
                         .prompts()
                         .iter()
@@ -109,18 +122,22 @@ impl Backend {
         }
     }
 
+    /// Calls a tool for a client at `door`: in process, through the call pipeline.
     pub async fn call_tool(
         &self,
+        door: &str,
         name: &str,
         arguments: Option<JsonObject>,
         context: &CallContext,
     ) -> Result<JsonObject, BackendError> {
         Ok(match self {
-            Backend::Hub(hub) => {
-                if hub.catalog().tool(name).is_none() {
-                    settle(hub).await;
-                }
-                hub.call_tool_with(name, arguments, context).await?
+            Backend::Local(engine) => {
+                let context = ToolContext::client(door).with_relay(context.clone());
+                engine
+                    .pipeline
+                    .call(name, arguments, &context)
+                    .await?
+                    .result
             }
             Backend::Daemon(link) => {
                 link.upstream
@@ -132,7 +149,8 @@ impl Backend {
 
     pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, BackendError> {
         Ok(match self {
-            Backend::Hub(hub) => {
+            Backend::Local(engine) => {
+                let hub = &engine.hub;
                 settle(hub).await;
                 hub.complete(params).await?
             }
@@ -142,7 +160,8 @@ impl Backend {
 
     pub async fn set_log_level(&self, level: &str) -> Result<(), BackendError> {
         match self {
-            Backend::Hub(hub) => {
+            Backend::Local(engine) => {
+                let hub = &engine.hub;
                 settle(hub).await;
                 hub.set_log_level(level).await;
             }
@@ -153,7 +172,8 @@ impl Backend {
 
     pub async fn subscribe(&self, uri: &str) -> Result<(), BackendError> {
         match self {
-            Backend::Hub(hub) => {
+            Backend::Local(engine) => {
+                let hub = &engine.hub;
                 settle(hub).await;
                 hub.subscribe_resource(uri).await?
             }
@@ -164,7 +184,7 @@ impl Backend {
 
     pub async fn unsubscribe(&self, uri: &str) -> Result<(), BackendError> {
         match self {
-            Backend::Hub(hub) => hub.unsubscribe_resource(uri).await?,
+            Backend::Local(engine) => engine.hub.unsubscribe_resource(uri).await?,
             Backend::Daemon(link) => link.upstream.unsubscribe(uri).await?,
         }
         Ok(())
@@ -173,14 +193,15 @@ impl Backend {
     /// Exposed URIs of subscribed resources that changed.
     pub fn resource_updates(&self) -> broadcast::Receiver<String> {
         match self {
-            Backend::Hub(hub) => hub.resource_updates(),
+            Backend::Local(engine) => engine.hub.resource_updates(),
             Backend::Daemon(link) => link.resource_updates.subscribe(),
         }
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, BackendError> {
         Ok(match self {
-            Backend::Hub(hub) => {
+            Backend::Local(engine) => {
+                let hub = &engine.hub;
                 if hub.catalog().resolve_resource_uri(uri).is_none() {
                     settle(hub).await;
                 }
@@ -196,7 +217,8 @@ impl Backend {
         arguments: Option<JsonObject>,
     ) -> Result<JsonObject, BackendError> {
         Ok(match self {
-            Backend::Hub(hub) => {
+            Backend::Local(engine) => {
+                let hub = &engine.hub;
                 if hub.catalog().prompt(name).is_none() {
                     settle(hub).await;
                 }
@@ -209,7 +231,7 @@ impl Backend {
     /// Fires when what clients can list may have changed.
     pub fn changes(&self) -> watch::Receiver<u64> {
         match self {
-            Backend::Hub(hub) => hub.subscribe(),
+            Backend::Local(engine) => engine.hub.subscribe(),
             Backend::Daemon(link) => link.changes.clone(),
         }
     }

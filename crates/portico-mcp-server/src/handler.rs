@@ -19,10 +19,10 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
 
 use crate::backend::{Backend, BackendError, Listing};
-use crate::host_tools::HostTools;
 use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
+use portico_pipeline::LocalTools as HostTools;
 
 /// The default cap on one response, serialised: big enough for real tool output, small enough that a
 /// runaway upstream cannot make Portico write a frame a client will choke on.
@@ -52,6 +52,8 @@ pub struct ServerOptions {
     pub exposure: Exposure,
     pub max_response_bytes: usize,
     pub tool_search: ToolSearch,
+    /// Names the door in audit records: "stdio", "http".
+    pub door: String,
 }
 
 impl Default for ServerOptions {
@@ -61,6 +63,7 @@ impl Default for ServerOptions {
             exposure: Exposure::default(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             tool_search: ToolSearch::Off,
+            door: "mcp".into(),
         }
     }
 }
@@ -78,11 +81,17 @@ pub struct PorticoServer {
 
 impl PorticoServer {
     pub fn new(backend: Backend, options: ServerOptions) -> Self {
+        // In process, host tools are the engine's local tools, so they pass the call pipeline like
+        // every other tool.
+        let host_tools = match &backend {
+            Backend::Local(engine) => engine.local.clone(),
+            Backend::Daemon(_) => HostTools::default(),
+        };
         PorticoServer {
             backend,
             options: Arc::new(options),
             subscriptions: Arc::default(),
-            host_tools: HostTools::default(),
+            host_tools,
         }
     }
 
@@ -104,8 +113,15 @@ impl PorticoServer {
     /// Everything served: host tools first, then the backend's catalog. A catalog tool with a host
     /// tool's name is left out, since the host program chose that name deliberately.
     async fn listing(&self) -> Result<Listing, McpError> {
-        let mut listing = self.backend.listing().await.map_err(backend_error)?;
-        let host = self.host_tools.definitions();
+        let mut listing = self
+            .backend
+            .listing(&self.options.door)
+            .await
+            .map_err(backend_error)?;
+        let host = match self.backend {
+            Backend::Local(_) => Vec::new(),
+            Backend::Daemon(_) => self.host_tools.definitions(),
+        };
         if !host.is_empty() {
             let names: HashSet<&str> = host
                 .iter()
@@ -140,13 +156,17 @@ impl PorticoServer {
         call_context: &CallContext,
         cancelled: &tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
-        if let Some(tool) = self.host_tools.get(name) {
-            let result = tool.call(arguments.unwrap_or_default()).await;
+        if let Backend::Daemon(_) = self.backend
+            && let Some(tool) = self.host_tools.get(name)
+        {
+            let context = portico_pipeline::ToolContext::client(self.options.door.clone())
+                .with_relay(call_context.clone());
+            let result = tool.call(arguments.unwrap_or_default(), context).await;
             let result: CallToolResult = from_result("tool result", result)?;
             return Ok(self.budgeted(name, result));
         }
         let result = tokio::select! {
-            result = self.backend.call_tool(name, arguments, call_context) => result,
+            result = self.backend.call_tool(&self.options.door, name, arguments, call_context) => result,
             _ = cancelled.cancelled() => {
                 return Err(McpError::internal_error("cancelled by the client", None));
             }
@@ -274,7 +294,8 @@ fn from_object<T: DeserializeOwned>(what: &str, object: JsonObject) -> Result<T,
 
 fn backend_error(error: BackendError) -> McpError {
     match &error {
-        BackendError::Hub(HubError::UnknownTool { .. } | HubError::UnknownPrompt { .. }) => {
+        BackendError::Hub(HubError::UnknownTool { .. } | HubError::UnknownPrompt { .. })
+        | BackendError::Pipeline(portico_pipeline::PipelineError::UnknownTool { .. }) => {
             McpError::invalid_params(error.to_string(), None)
         }
         BackendError::Hub(HubError::UnknownResource { .. }) => {
@@ -644,6 +665,7 @@ impl ServerOptions {
                     ToolSearch::Above(config.expose.tool_search_threshold)
                 }
             },
+            door: "mcp".into(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Portico's MCP edge, server side: serves the hub's aggregated catalog to MCP clients (IDEs, agents).
 //!
-//! [`PorticoServer`] is an rmcp `ServerHandler` over a [`portico_hub::Hub`]: it lists the catalog's tools,
-//! resources, resource templates and prompts under their exposed names, forwards calls through the hub,
+//! [`PorticoServer`] is an rmcp `ServerHandler` over a [`portico_engine::Engine`]: it lists the tools the
+//! call pipeline offers (built-ins, agents as `portico_agent_*`, upstream tools) and the catalog's
+//! resources, resource templates and prompts under their exposed names, runs calls through the pipeline,
 //! announces catalog changes as list-changed notifications, and turns results over the response budget
 //! into clear errors instead of half-written frames. Transports (stdio with dual framing, Streamable
 //! HTTP) are chosen by the caller; this crate only speaks the protocol.
@@ -11,10 +12,10 @@
 
 mod backend;
 mod handler;
-mod host_tools;
 mod relay;
 pub mod tool_search;
 
 pub use backend::{Backend, BackendError, DaemonLink, Listing};
 pub use handler::{DEFAULT_MAX_RESPONSE_BYTES, Exposure, PorticoServer, ServerOptions};
-pub use host_tools::{HostTool, HostTools, ToolFailure};
+/// Host tools are the engine's local tools; the old names stay for embedders.
+pub use portico_pipeline::{LocalTool as HostTool, LocalTools as HostTools, ToolFailure};

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use portico_hub::Hub;
+use portico_engine::{Engine, EngineOptions};
 use portico_mcp_server::{Backend, HostTool, PorticoServer, ServerOptions};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RoleClient};
@@ -42,12 +42,15 @@ impl ClientHandler for Listener {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedders_serve_typed_host_tools_registered_at_run_time() {
-    let hub = Hub::start(&portico_config::Config::default());
+    let mut config = portico_config::Config::default();
+    config.builtins.enabled = false;
+    let data = tempfile::tempdir().unwrap();
+    let engine = Engine::start(&config, EngineOptions::in_dir(data.path())).unwrap();
     let options = ServerOptions {
         instructions: Some("Greets people.".into()),
         ..Default::default()
     };
-    let server = PorticoServer::new(Backend::Hub(hub.clone()), options);
+    let server = PorticoServer::new(Backend::Local(engine.clone()), options);
     server.host_tools().register(
         HostTool::typed("greet", "Greets someone", |input: Greet| async move {
             Ok::<_, std::convert::Infallible>(Greeting {
@@ -111,5 +114,5 @@ async fn embedders_serve_typed_host_tools_registered_at_run_time() {
 
     client.cancel().await.unwrap();
     serving.await.unwrap();
-    hub.shutdown().await;
+    engine.shutdown().await;
 }

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use portico_hub::Hub;
 use portico_mcp_server::{Backend, HostTool, PorticoServer, ServerOptions};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
@@ -222,18 +221,20 @@ fn main() {
             me.display().to_string()
         );
         let config = portico_config::parse("bench", &config_text).unwrap();
-        let hub = Hub::start(&config);
+        let data = tempfile::tempdir().unwrap();
+        let engine = portico_engine::Engine::start(&config, portico_engine::EngineOptions::in_dir(data.path())).unwrap();
+        let hub = engine.hub.clone();
         hub.wait_settled().await;
         let door = portico_daemon::DoorConfig::from_config(&config).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let door = door.with_listen(address);
         let shutdown = tokio_util::sync::CancellationToken::new();
-        let server = PorticoServer::new(Backend::Hub(hub.clone()), ServerOptions::from_config(&config));
+        let server = PorticoServer::new(Backend::Local(engine.clone()), ServerOptions::from_config(&config));
         server.host_tools().register(HostTool::typed("echo", "Echoes its message", |input: EchoIn| async move {
             Ok::<_, std::convert::Infallible>(EchoOut { message: input.message })
         }));
-        let router = portico_daemon::app_with_server(hub.clone(), &config, &door, server, shutdown.clone());
+        let router = portico_daemon::app_with_server(engine.clone(), &config, &door, server, shutdown.clone());
         let serving = tokio::spawn(async move { axum::serve(listener, router).await });
 
         let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{address}/mcp"));
@@ -266,6 +267,6 @@ fn main() {
         direct.cancel().await.ok();
         shutdown.cancel();
         serving.abort();
-        hub.shutdown().await;
+        engine.shutdown().await;
     });
 }

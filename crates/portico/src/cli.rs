@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use portico_config::ConfigSource;
+use portico_engine::{Engine, EngineOptions};
 use portico_hub::Hub;
+use portico_pipeline::ToolContext;
 
 use crate::{output, progress};
 
@@ -63,6 +64,19 @@ pub enum Command {
         /// Print the raw MCP result as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// List the configured agents: name, the MCP tool each is served as, model, description.
+    Agents {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Talk to an agent in the terminal, its answer streamed as it is written. One message per line;
+    /// Ctrl-D ends. Conversations are stored: pass --conversation to continue one.
+    Chat {
+        /// The agent's name, as `portico agents` shows it.
+        agent: String,
+        #[arg(long, value_name = "ID")]
+        conversation: Option<String>,
     },
     /// Configuration commands.
     Config {
@@ -141,16 +155,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Agents { json } => {
+            let (config, _source) = portico_config::load(cli.config.as_deref())?;
+            let engine = Engine::start(&config, engine_options())?;
+            let agents = engine.agents.infos();
+            engine.shutdown().await;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&agents)?);
+            } else {
+                print!("{}", output::agents_table(&agents));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Chat {
+            agent,
+            conversation,
+        } => crate::chat::run(cli.config.as_deref(), &agent, conversation).await,
         Command::Call { tool, args, json } => {
             let arguments: serde_json::Value = serde_json::from_str(&args)
                 .with_context(|| format!("--args is not valid JSON: {args}"))?;
             let serde_json::Value::Object(arguments) = arguments else {
                 bail!("--args must be a JSON object such as '{{\"path\": \"/tmp\"}}', got {args}");
             };
-            let hub = start_hub(cli.config.as_deref()).await?;
-            let result = hub.call_tool(&tool, Some(arguments)).await;
-            hub.shutdown().await;
-            let result = result?;
+            let engine = start_engine(cli.config.as_deref()).await?;
+            let context = ToolContext::client("cli");
+            let result = engine.pipeline.call(&tool, Some(arguments), &context).await;
+            engine.shutdown().await;
+            let result = result?.result;
             let is_error = result
                 .get("isError")
                 .and_then(|v| v.as_bool())
@@ -205,6 +236,19 @@ fn config_check(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::from(2))
 }
 
+pub(crate) fn engine_options() -> EngineOptions {
+    EngineOptions::in_dir(&portico_config::data_dir())
+}
+
+/// Loads the config and starts the engine, showing progress until every server's first attempt is
+/// done.
+pub(crate) async fn start_engine(explicit: Option<&std::path::Path>) -> anyhow::Result<Engine> {
+    let (config, _source) = portico_config::load(explicit)?;
+    let engine = Engine::start(&config, engine_options())?;
+    progress::until_settled(&engine.hub).await;
+    Ok(engine)
+}
+
 /// Loads the config and starts the hub, showing progress until every server's first attempt is done.
 async fn start_hub(explicit: Option<&std::path::Path>) -> anyhow::Result<Hub> {
     let (config, _source) = portico_config::load(explicit)?;
@@ -222,7 +266,8 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
         );
     }
     let door = portico_daemon::DoorConfig::from_config(&config)?;
-    let hub = Hub::start(&config);
+    let engine = Engine::start(&config, engine_options())?;
+    let hub = engine.hub.clone();
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
     if let Some(stale) = info_file.read() {
         tracing::debug!(
@@ -247,7 +292,7 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
         })
     };
     let served = portico_daemon::serve(
-        hub.clone(),
+        engine.clone(),
         &config,
         door,
         info_file,
@@ -257,13 +302,9 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     .await;
     reporter.abort();
     eprintln!("portico: shutting down");
-    // Children get their grace periods; bounded so a wedged server cannot hold the exit forever.
-    if tokio::time::timeout(Duration::from_secs(30), hub.shutdown())
-        .await
-        .is_err()
-    {
-        eprintln!("portico: some servers did not stop within 30s");
-    }
+    // Children get their grace periods (bounded, so a wedged server cannot hold the exit forever);
+    // every audit record is written before exit.
+    engine.shutdown().await;
     served?;
     Ok(ExitCode::SUCCESS)
 }

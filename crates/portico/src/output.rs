@@ -127,3 +127,20 @@ pub fn call_result(result: &serde_json::Map<String, Value>) -> String {
     }
     out
 }
+
+/// `portico agents`: one row per agent.
+pub fn agents_table(agents: &[portico_agents::AgentInfo]) -> String {
+    if agents.is_empty() {
+        return "no agents configured; add [[agents]] entries to the config\n".into();
+    }
+    let mut out = String::new();
+    for agent in agents {
+        out.push_str(&format!("{}  ({})\n", agent.name, agent.tool));
+        out.push_str(&format!("    model: {}\n", agent.model));
+        out.push_str(&format!("    tools: {}\n", agent.tools.join(", ")));
+        if !agent.description.is_empty() {
+            out.push_str(&format!("    {}\n", agent.description));
+        }
+    }
+    out
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use portico_config::{McpServerConfig, Transport};
 use portico_daemon::{DaemonInfo, InfoFile};
-use portico_hub::Hub;
+use portico_engine::Engine;
 use portico_mcp::{Upstream, UpstreamEvent};
 use portico_mcp_server::{Backend, DaemonLink, PorticoServer, ServerOptions};
 use rmcp::ServiceExt;
@@ -21,7 +21,7 @@ pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow
     } else {
         connect_daemon().await
     };
-    let (backend, hub) = match daemon {
+    let (backend, engine) = match daemon {
         Some(link) => {
             tracing::info!("proxying to the running daemon");
             (Backend::Daemon(Arc::new(link)), None)
@@ -30,11 +30,17 @@ pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow
             tracing::info!("no daemon running; serving config {source} in-process");
             // The handshake is answered at once; servers join the catalog as they connect and clients
             // hear about it through list_changed.
-            let hub = Hub::start(&config);
-            (Backend::Hub(hub.clone()), Some(hub))
+            let engine = Engine::start(&config, crate::cli::engine_options())?;
+            (Backend::Local(engine.clone()), Some(engine))
         }
     };
-    let server = PorticoServer::new(backend, options);
+    let server = PorticoServer::new(
+        backend,
+        ServerOptions {
+            door: "stdio".into(),
+            ..options
+        },
+    );
     let transport = crate::stdio_transport::transport(&config);
     let outcome = match server.serve(transport).await {
         Ok(running) => {
@@ -46,12 +52,8 @@ pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow
         }
         Err(e) => Err(e).context("MCP session on stdio ended before it started"),
     };
-    if let Some(hub) = hub
-        && tokio::time::timeout(Duration::from_secs(30), hub.shutdown())
-            .await
-            .is_err()
-    {
-        tracing::warn!("some servers did not stop within 30s");
+    if let Some(engine) = engine {
+        engine.shutdown().await;
     }
     outcome
 }

@@ -7,6 +7,8 @@ mod support;
 #[path = "doors/client.rs"]
 mod client;
 
+#[path = "doors/agents_sdk.rs"]
+mod agents_sdk;
 #[path = "doors/daemon.rs"]
 mod daemon;
 #[path = "doors/legacy_sse.rs"]

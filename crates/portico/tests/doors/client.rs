@@ -189,6 +189,19 @@ impl StdioSession {
             .collect()
     }
 
+    /// The upstream (`mcp_*`) tools listed, after checking Portico's built-ins are served beside them.
+    pub fn upstream_tool_names(&mut self, id: u64) -> Vec<String> {
+        let names = self.tool_names(id);
+        assert!(
+            names.iter().any(|n| n == "system_time"),
+            "built-ins are served too: {names:?}"
+        );
+        names
+            .into_iter()
+            .filter(|n| n.starts_with("mcp_"))
+            .collect()
+    }
+
     /// Closes stdin and waits for a clean exit.
     pub fn finish(mut self) -> std::process::ExitStatus {
         drop(self.stdin);

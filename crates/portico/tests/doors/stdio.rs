@@ -20,7 +20,7 @@ fn serves_the_catalog_in_process_over_newline_json() {
     let (pong, _) = session.request(1, "ping", json!({}));
     assert_eq!(pong["result"], json!({}));
 
-    let names = session.tool_names(2);
+    let names = session.upstream_tool_names(2);
     assert_eq!(names, vec!["mcp_cat_t1", "mcp_cat_t2"]);
 
     let (call, _) = session.request(
@@ -74,7 +74,7 @@ fn catalog_changes_reach_the_client_as_list_changed() {
     let mut session = StdioSession::start(&home, &["--standalone"]);
     session.initialize("2025-11-25");
     assert_eq!(
-        session.tool_names(1),
+        session.upstream_tool_names(1),
         vec!["mcp_cat_t1", "mcp_cat_add_tool"]
     );
     let (added, mut notes) = session.request(

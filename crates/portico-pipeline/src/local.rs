@@ -1,6 +1,6 @@
-//! Tools the embedding program registers at run time, served beside the upstreams' catalog.
+//! Tools that run inside Portico: the built-ins, and tools an embedding program registers at run time.
 //!
-//! A host tool is a typed Rust function: its input and output types give the tool's `inputSchema` and
+//! A local tool is a typed Rust function: its input and output types give the tool's `inputSchema` and
 //! `outputSchema` (JSON Schema via `schemars`), its arguments are parsed and checked against the input
 //! type before it runs, and its output becomes `structuredContent` plus a text rendering. Registering or
 //! removing a tool notifies connected clients with list_changed.
@@ -17,6 +17,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::context::ToolContext;
+use crate::source::Trust;
+
 /// What a host tool's handler returns when it fails: shown to the model as an `isError` result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolFailure(pub String);
@@ -27,25 +30,27 @@ impl<E: std::fmt::Display> From<E> for ToolFailure {
     }
 }
 
-type Handler = Arc<dyn Fn(JsonObject) -> BoxFuture<'static, JsonObject> + Send + Sync>;
+type Handler = Arc<dyn Fn(JsonObject, ToolContext) -> BoxFuture<'static, JsonObject> + Send + Sync>;
 
-/// One registered tool: its definition and its handler.
+/// One registered tool: its definition, how far its output can be trusted, and its handler.
 #[derive(Clone)]
-pub struct HostTool {
+pub struct LocalTool {
     definition: JsonObject,
     handler: Handler,
+    trust: Trust,
+    sensitive: bool,
 }
 
-impl HostTool {
+impl LocalTool {
     /// A tool from an async function of typed input to typed output.
     ///
     /// ```
-    /// use portico_mcp_server::HostTool;
+    /// use portico_pipeline::LocalTool;
     /// #[derive(serde::Deserialize, schemars::JsonSchema)]
     /// struct Add { a: i64, b: i64 }
     /// #[derive(serde::Serialize, schemars::JsonSchema)]
     /// struct Sum { sum: i64 }
-    /// let tool = HostTool::typed("add", "Adds two integers", |input: Add| async move {
+    /// let tool = LocalTool::typed("add", "Adds two integers", |input: Add| async move {
     ///     Ok::<_, std::convert::Infallible>(Sum { sum: input.a + input.b })
     /// });
     /// assert_eq!(tool.name(), "add");
@@ -54,6 +59,22 @@ impl HostTool {
         name: impl Into<String>,
         description: impl Into<String>,
         handler: impl Fn(In) -> Fut + Send + Sync + 'static,
+    ) -> Self
+    where
+        In: DeserializeOwned + JsonSchema + Send + 'static,
+        Out: Serialize + JsonSchema + 'static,
+        Fut: Future<Output = Result<Out, E>> + Send + 'static,
+        E: Into<ToolFailure>,
+    {
+        Self::typed_with_context(name, description, move |input: In, _context| handler(input))
+    }
+
+    /// Like [`LocalTool::typed`], for tools that need to know who calls them (memory scoped per agent,
+    /// agents calling agents).
+    pub fn typed_with_context<In, Out, Fut, E>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: impl Fn(In, ToolContext) -> Fut + Send + Sync + 'static,
     ) -> Self
     where
         In: DeserializeOwned + JsonSchema + Send + 'static,
@@ -70,9 +91,11 @@ impl HostTool {
         });
         let handler = Arc::new(handler);
         let tool_name = name.clone();
-        HostTool {
+        LocalTool {
             definition: definition.as_object().cloned().unwrap_or_default(),
-            handler: Arc::new(move |arguments: JsonObject| {
+            trust: Trust::Trusted,
+            sensitive: false,
+            handler: Arc::new(move |arguments: JsonObject, context: ToolContext| {
                 let parsed = serde_json::from_value::<In>(Value::Object(arguments));
                 let handler = handler.clone();
                 let tool_name = tool_name.clone();
@@ -85,13 +108,51 @@ impl HostTool {
                             ));
                         }
                     };
-                    match handler(input).await {
+                    match handler(input, context).await {
                         Ok(output) => structured_result(&output),
                         Err(failure) => error_result(failure.into().0),
                     }
                 }) as BoxFuture<'static, JsonObject>
             }),
         }
+    }
+
+    /// A tool from a definition written by hand and a handler returning a whole MCP result object.
+    pub fn raw(
+        definition: JsonObject,
+        handler: impl Fn(JsonObject, ToolContext) -> BoxFuture<'static, JsonObject>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        LocalTool {
+            definition,
+            handler: Arc::new(handler),
+            trust: Trust::Trusted,
+            sensitive: false,
+        }
+    }
+
+    /// Marks the tool's output as untrusted (it carries content from outside: a web page, a remote
+    /// agent), which taints the agent turn that reads it.
+    pub fn untrusted_output(mut self) -> Self {
+        self.trust = Trust::Untrusted;
+        self
+    }
+
+    /// Marks the tool as sensitive: it acts on the world (writes files, runs commands), so the taint
+    /// rule guards it.
+    pub fn sensitive(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+
+    pub fn trust(&self) -> Trust {
+        self.trust
+    }
+
+    pub fn is_sensitive(&self) -> bool {
+        self.sensitive
     }
 
     /// Adds fields to the definition (`title`, `annotations`, `icons`, `_meta`).
@@ -113,8 +174,12 @@ impl HostTool {
         &self.definition
     }
 
-    pub(crate) fn call(&self, arguments: JsonObject) -> BoxFuture<'static, JsonObject> {
-        (self.handler)(arguments)
+    pub fn call(
+        &self,
+        arguments: JsonObject,
+        context: ToolContext,
+    ) -> BoxFuture<'static, JsonObject> {
+        (self.handler)(arguments, context)
     }
 }
 
@@ -142,32 +207,33 @@ fn structured_result<T: Serialize>(output: &T) -> JsonObject {
         .unwrap_or_default()
 }
 
-fn error_result(message: String) -> JsonObject {
+/// An `isError` result carrying one text block.
+pub fn error_result(message: String) -> JsonObject {
     json!({"content": [{"type": "text", "text": message}], "isError": true})
         .as_object()
         .cloned()
         .unwrap_or_default()
 }
 
-/// The registry, shared by every session of a server.
+/// The registry, shared by every session of a server and by the pipeline.
 #[derive(Clone)]
-pub struct HostTools {
-    tools: Arc<RwLock<BTreeMap<String, HostTool>>>,
+pub struct LocalTools {
+    tools: Arc<RwLock<BTreeMap<String, LocalTool>>>,
     changes: watch::Sender<u64>,
 }
 
-impl Default for HostTools {
+impl Default for LocalTools {
     fn default() -> Self {
-        HostTools {
+        LocalTools {
             tools: Arc::default(),
             changes: watch::channel(0).0,
         }
     }
 }
 
-impl HostTools {
+impl LocalTools {
     /// Registers (or replaces) a tool; connected clients are told the list changed.
-    pub fn register(&self, tool: HostTool) {
+    pub fn register(&self, tool: LocalTool) {
         self.tools
             .write()
             .expect("host tools lock")
@@ -188,7 +254,7 @@ impl HostTools {
         removed
     }
 
-    pub fn get(&self, name: &str) -> Option<HostTool> {
+    pub fn get(&self, name: &str) -> Option<LocalTool> {
         self.tools
             .read()
             .expect("host tools lock")
@@ -205,8 +271,22 @@ impl HostTools {
             .collect()
     }
 
+    pub fn all(&self) -> Vec<LocalTool> {
+        self.tools
+            .read()
+            .expect("host tools lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// Bumped on every registration or removal.
+    pub fn generation(&self) -> u64 {
+        *self.changes.borrow()
     }
 }
 
@@ -227,7 +307,7 @@ mod tests {
 
     #[tokio::test]
     async fn typed_tools_have_schemas_validate_input_and_return_structured_output() {
-        let tool = HostTool::typed("add", "Adds", |input: Add| async move {
+        let tool = LocalTool::typed("add", "Adds", |input: Add| async move {
             if input.a < 0 {
                 return Err("negative numbers are not supported");
             }
@@ -245,12 +325,18 @@ mod tests {
             "integer"
         );
         let ok = tool
-            .call(json!({"a": 2, "b": 3}).as_object().cloned().unwrap())
+            .call(
+                json!({"a": 2, "b": 3}).as_object().cloned().unwrap(),
+                ToolContext::client("test"),
+            )
             .await;
         assert_eq!(ok["structuredContent"], json!({"sum": 5}));
         assert_eq!(ok["content"][0]["text"], "{\"sum\":5}");
         let bad = tool
-            .call(json!({"a": "x"}).as_object().cloned().unwrap())
+            .call(
+                json!({"a": "x"}).as_object().cloned().unwrap(),
+                ToolContext::client("test"),
+            )
             .await;
         assert_eq!(bad["isError"], true);
         assert!(
@@ -260,14 +346,17 @@ mod tests {
                 .starts_with("invalid arguments for `add`")
         );
         let failed = tool
-            .call(json!({"a": -1, "b": 0}).as_object().cloned().unwrap())
+            .call(
+                json!({"a": -1, "b": 0}).as_object().cloned().unwrap(),
+                ToolContext::client("test"),
+            )
             .await;
         assert_eq!(
             failed["content"][0]["text"],
             "negative numbers are not supported"
         );
 
-        let registry = HostTools::default();
+        let registry = LocalTools::default();
         let mut changes = registry.changes();
         registry.register(tool.with("title", json!("Add")));
         assert!(changes.has_changed().unwrap());

@@ -1,0 +1,747 @@
+//! The agent loop, and the agents as tools of the pipeline.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::join_all;
+use portico_config::{AgentConfig, agent_tool_name};
+use portico_core::JsonObject;
+use portico_core::relay::{BoxFuture, methods};
+use portico_llm::{ChatMessage, ChatRequest, EventSink, StreamEvent, ToolCall, ToolSpec, Usage};
+use portico_pipeline::{
+    Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust, TurnState,
+    WeakPipeline, model_text,
+};
+use portico_store::{NewMessage, Store};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::drivers::DriverChoice;
+use crate::loop_guard::{LoopGuard, LoopGuardSettings, Verdict};
+
+/// Marks an agent's result as carrying untrusted content (its run read some), so the turn of the
+/// agent that called it is tainted too. The pipeline reads and removes it.
+pub const UNTRUSTED_META: &str = portico_pipeline::UNTRUSTED_META;
+
+/// Why an agent could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("no agent named `{name}`; known agents: {known}")]
+    UnknownAgent { name: String, known: String },
+    #[error("{0}")]
+    NoModel(String),
+    #[error("agent `{agent}`: the model failed: {source}")]
+    Model {
+        agent: String,
+        #[source]
+        source: portico_llm::LlmError,
+    },
+    #[error(
+        "agent `{agent}` stopped after {iterations} model turns without a final answer; raise its `max_iterations` or ask for less"
+    )]
+    MaxIterations { agent: String, iterations: u32 },
+    #[error(
+        "agent `{agent}` did not answer within {secs}s; raise its `timeout_secs` or ask for less"
+    )]
+    Timeout { agent: String, secs: u64 },
+    #[error(
+        "agent `{agent}` cannot call further agents: the depth limit of {limit} agents calling agents was reached"
+    )]
+    DepthLimit { agent: String, limit: u32 },
+    #[error("agent `{agent}`: {message}")]
+    Stopped { agent: String, message: String },
+    #[error(
+        "agent `{agent}`: conversation `{id}` does not exist or belongs to another agent; omit conversation_id to start a new one"
+    )]
+    BadConversation { agent: String, id: String },
+    #[error("agent `{agent}`: the store failed: {source}")]
+    Store {
+        agent: String,
+        #[source]
+        source: portico_store::StoreError,
+    },
+    #[error("agent `{agent}`: Portico is shutting down")]
+    ShuttingDown { agent: String },
+}
+
+/// What an agent answered.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct AgentReply {
+    /// The agent's final answer.
+    pub reply: String,
+    /// Pass this back as `conversation_id` to continue the conversation.
+    pub conversation_id: String,
+    /// Model turns this message took.
+    pub iterations: u32,
+    /// Tokens used answering this message.
+    pub usage: UsageCounts,
+    /// Tokens used by the whole conversation so far.
+    pub conversation_usage: UsageCounts,
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub tainted: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+pub struct UsageCounts {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl From<Usage> for UsageCounts {
+    fn from(u: Usage) -> Self {
+        UsageCounts {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+        }
+    }
+}
+
+/// One configured agent, ready to run.
+pub struct Agent {
+    pub config: AgentConfig,
+    pub tool_name: String,
+    pub patterns: ToolPatterns,
+    pub driver: DriverChoice,
+}
+
+/// A summary for listings (`GET /api/agents`, `portico agents`, `agent_list`).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct AgentInfo {
+    pub name: String,
+    pub tool: String,
+    pub description: String,
+    pub model: String,
+    pub tools: Vec<String>,
+}
+
+pub struct RuntimeSettings {
+    pub max_depth: u32,
+    pub loop_guard: LoopGuardSettings,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings {
+            max_depth: 4,
+            loop_guard: LoopGuardSettings::default(),
+        }
+    }
+}
+
+/// The agents, and how to run them. Also the pipeline's source of `portico_agent_*` tools.
+pub struct AgentRuntime {
+    agents: BTreeMap<String, Arc<Agent>>,
+    pipeline: WeakPipeline,
+    store: Store,
+    settings: RuntimeSettings,
+}
+
+impl AgentRuntime {
+    pub fn new(
+        agents: Vec<Agent>,
+        pipeline: WeakPipeline,
+        store: Store,
+        settings: RuntimeSettings,
+    ) -> Self {
+        AgentRuntime {
+            agents: agents
+                .into_iter()
+                .map(|a| (a.config.name.clone(), Arc::new(a)))
+                .collect(),
+            pipeline,
+            store,
+            settings,
+        }
+    }
+
+    pub fn agent(&self, name: &str) -> Option<&Arc<Agent>> {
+        self.agents.get(name).or_else(|| {
+            self.agents
+                .values()
+                .find(|a| a.tool_name == name || a.config.name.replace('-', "_") == name)
+        })
+    }
+
+    pub fn infos(&self) -> Vec<AgentInfo> {
+        self.agents.values().map(|a| a.info()).collect()
+    }
+
+    fn unknown(&self, name: &str) -> AgentError {
+        AgentError::UnknownAgent {
+            name: name.to_string(),
+            known: self.agents.keys().cloned().collect::<Vec<_>>().join(", "),
+        }
+    }
+
+    /// Runs one message through an agent: loads or starts the conversation, loops model → tools →
+    /// model until a final answer, and stores every message. `context` is the caller's: its depth,
+    /// relay (for the sampling driver and progress) and progress sink carry into the run.
+    pub async fn send(
+        &self,
+        name: &str,
+        message: &str,
+        conversation_id: Option<&str>,
+        context: &ToolContext,
+    ) -> Result<AgentReply, AgentError> {
+        let agent = self.agent(name).ok_or_else(|| self.unknown(name))?.clone();
+        let agent_name = agent.config.name.clone();
+        if context.depth >= self.settings.max_depth {
+            return Err(AgentError::DepthLimit {
+                agent: agent_name,
+                limit: self.settings.max_depth,
+            });
+        }
+        let secs = agent.config.timeout_secs;
+        match tokio::time::timeout(
+            Duration::from_secs(secs),
+            self.run(&agent, message, conversation_id, context),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(AgentError::Timeout {
+                agent: agent_name,
+                secs,
+            }),
+        }
+    }
+
+    async fn run(
+        &self,
+        agent: &Arc<Agent>,
+        message: &str,
+        conversation_id: Option<&str>,
+        context: &ToolContext,
+    ) -> Result<AgentReply, AgentError> {
+        let name = agent.config.name.clone();
+        let store_error = |source| AgentError::Store {
+            agent: name.clone(),
+            source,
+        };
+        let driver = agent
+            .driver
+            .for_call(&name, context.relay.caller.as_ref())
+            .map_err(AgentError::NoModel)?;
+        let pipeline = self
+            .pipeline
+            .upgrade()
+            .ok_or_else(|| AgentError::ShuttingDown {
+                agent: name.clone(),
+            })?;
+
+        // The conversation so far.
+        let store = self.store.clone();
+        let (conversation, history) = {
+            let owner = name.clone();
+            let id = conversation_id.map(str::to_string);
+            blocking(
+                move || -> Result<_, Result<portico_store::StoreError, String>> {
+                    let conversation = match &id {
+                        Some(id) => match store.conversation(id).map_err(Ok)? {
+                            Some(c) if c.agent == owner => c,
+                            _ => return Err(Err(id.clone())),
+                        },
+                        None => store.create_conversation(&owner).map_err(Ok)?,
+                    };
+                    let history = store.messages(&conversation.id).map_err(Ok)?;
+                    Ok((conversation, history))
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                Ok(source) => store_error(source),
+                Err(id) => AgentError::BadConversation {
+                    agent: name.clone(),
+                    id,
+                },
+            })?
+        };
+        let mut messages: Vec<ChatMessage> = history
+            .into_iter()
+            .filter_map(|m| serde_json::from_value(m.content).ok())
+            .collect();
+
+        let principal = Principal::agent(name.clone(), agent.patterns.clone());
+        let tools: Vec<ToolSpec> = pipeline
+            .list(&principal)
+            .await
+            .into_iter()
+            .map(|entry| tool_spec(&entry))
+            .collect();
+        let turn = Arc::new(TurnState::default());
+        let tool_context = ToolContext {
+            principal,
+            relay: context.relay.clone(),
+            depth: context.depth + 1,
+            turn: Some(turn.clone()),
+            progress: context.progress.clone(),
+        };
+
+        let user = ChatMessage::User {
+            text: message.to_string(),
+            message_id: None,
+        };
+        self.persist(&conversation.id, &user, Usage::default())
+            .await
+            .map_err(store_error)?;
+        messages.push(user);
+
+        let events: EventSink = {
+            let context = context.clone();
+            Arc::new(move |event| {
+                context.report(match event {
+                    StreamEvent::TextDelta(text) => ProgressEvent::Text(text),
+                    StreamEvent::Status { state, message } => {
+                        ProgressEvent::Status { state, message }
+                    }
+                    StreamEvent::Artifact {
+                        name,
+                        text,
+                        last_chunk,
+                    } => ProgressEvent::Artifact {
+                        name,
+                        text,
+                        last_chunk,
+                    },
+                })
+            })
+        };
+
+        let guard = Mutex::new(LoopGuard::new(self.settings.loop_guard));
+        let mut usage = Usage::default();
+        let max_iterations = agent.config.max_iterations.max(1);
+        for iteration in 1..=max_iterations {
+            let request = ChatRequest {
+                system: agent.config.system_prompt.clone(),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                temperature: agent.config.model.temperature,
+                max_tokens: agent.config.model.max_tokens,
+            };
+            let turn_result =
+                driver
+                    .complete(&request, &events)
+                    .await
+                    .map_err(|source| AgentError::Model {
+                        agent: name.clone(),
+                        source,
+                    })?;
+            usage.add(turn_result.usage);
+            let assistant = ChatMessage::Assistant {
+                text: turn_result.text.clone(),
+                tool_calls: turn_result.tool_calls.clone(),
+            };
+            let totals = self
+                .persist(&conversation.id, &assistant, turn_result.usage)
+                .await
+                .map_err(store_error)?;
+            messages.push(assistant);
+
+            if turn_result.tool_calls.is_empty() {
+                return Ok(AgentReply {
+                    reply: turn_result.text,
+                    conversation_id: conversation.id.clone(),
+                    iterations: iteration,
+                    usage: usage.into(),
+                    conversation_usage: totals,
+                    tainted: turn.untrusted_source().is_some(),
+                });
+            }
+
+            // Every call of one turn runs at once; results go back in the model's order.
+            let results = join_all(
+                turn_result
+                    .tool_calls
+                    .iter()
+                    .map(|call| self.run_tool(&pipeline, call, &guard, &tool_context)),
+            )
+            .await;
+            for (call, result) in turn_result.tool_calls.iter().zip(results) {
+                let (text, is_error) = match result {
+                    ToolRun::Done { text, is_error } => (text, is_error),
+                    ToolRun::Break(message) => {
+                        return Err(AgentError::Stopped {
+                            agent: name.clone(),
+                            message,
+                        });
+                    }
+                };
+                let tool_message = ChatMessage::Tool {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    text,
+                    is_error,
+                };
+                self.persist(&conversation.id, &tool_message, Usage::default())
+                    .await
+                    .map_err(store_error)?;
+                messages.push(tool_message);
+            }
+        }
+        Err(AgentError::MaxIterations {
+            agent: name,
+            iterations: max_iterations,
+        })
+    }
+
+    async fn run_tool(
+        &self,
+        pipeline: &portico_pipeline::Pipeline,
+        call: &ToolCall,
+        guard: &Mutex<LoopGuard>,
+        context: &ToolContext,
+    ) -> ToolRun {
+        let arguments = Value::Object(call.arguments.clone());
+        let verdict = guard
+            .lock()
+            .expect("loop guard lock")
+            .before(&call.name, &arguments);
+        let warning = match verdict {
+            Verdict::Allow => None,
+            Verdict::Warn(message) => Some(message),
+            Verdict::Block(message) => {
+                return ToolRun::Done {
+                    text: message,
+                    is_error: true,
+                };
+            }
+            Verdict::Break(message) => return ToolRun::Break(message),
+        };
+        context.report(ProgressEvent::ToolStarted {
+            name: call.name.clone(),
+        });
+        let (mut text, is_error) = match pipeline
+            .call(&call.name, Some(call.arguments.clone()), context)
+            .await
+        {
+            Ok(outcome) => (model_text(&outcome.result), outcome.is_error()),
+            Err(error) => (error.to_string(), true),
+        };
+        context.report(ProgressEvent::ToolFinished {
+            name: call.name.clone(),
+            is_error,
+        });
+        guard
+            .lock()
+            .expect("loop guard lock")
+            .after(&call.name, &arguments, &text);
+        if let Some(warning) = warning {
+            text.push_str(&format!("\n\n[portico: {warning}]"));
+        }
+        ToolRun::Done { text, is_error }
+    }
+
+    /// Stores one message; returns the conversation's token totals after it.
+    async fn persist(
+        &self,
+        conversation_id: &str,
+        message: &ChatMessage,
+        usage: Usage,
+    ) -> Result<UsageCounts, portico_store::StoreError> {
+        let store = self.store.clone();
+        let id = conversation_id.to_string();
+        let new = NewMessage {
+            role: match message {
+                ChatMessage::User { .. } => "user",
+                ChatMessage::Assistant { .. } => "assistant",
+                ChatMessage::Tool { .. } => "tool",
+            }
+            .to_string(),
+            content: serde_json::to_value(message).unwrap_or(Value::Null),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        };
+        blocking(move || {
+            store.append_message(&id, &new)?;
+            let conversation = store.conversation(&id)?;
+            Ok(conversation
+                .map(|c| UsageCounts {
+                    input_tokens: c.input_tokens,
+                    output_tokens: c.output_tokens,
+                })
+                .unwrap_or_default())
+        })
+        .await
+    }
+}
+
+enum ToolRun {
+    Done { text: String, is_error: bool },
+    Break(String),
+}
+
+impl Agent {
+    pub fn info(&self) -> AgentInfo {
+        AgentInfo {
+            name: self.config.name.clone(),
+            tool: self.tool_name.clone(),
+            description: self.config.description.clone(),
+            model: self.driver.describe(),
+            tools: self.config.tools.clone(),
+        }
+    }
+}
+
+fn tool_spec(entry: &ToolEntry) -> ToolSpec {
+    let description = entry
+        .definition
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let input_schema = entry
+        .definition
+        .get("inputSchema")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_else(|| {
+            json!({"type": "object"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+        });
+    ToolSpec {
+        name: entry.name.clone(),
+        description,
+        input_schema,
+    }
+}
+
+/// Runs short synchronous store work off the async threads.
+async fn blocking<T: Send + 'static, E: Send + 'static>(
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, E> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(join) => std::panic::resume_unwind(join.into_panic()),
+    }
+}
+
+/// The agents as pipeline tools: `portico_agent_{name}` with a `message` and an optional
+/// `conversation_id`.
+pub struct AgentTools {
+    runtime: Arc<AgentRuntime>,
+}
+
+impl AgentTools {
+    pub fn new(runtime: Arc<AgentRuntime>) -> Self {
+        AgentTools { runtime }
+    }
+
+    fn entry(&self, agent: &Agent) -> ToolEntry {
+        let description = if agent.config.description.is_empty() {
+            format!("Ask the `{}` agent", agent.config.name)
+        } else {
+            agent.config.description.clone()
+        };
+        let definition = json!({
+            "name": agent.tool_name,
+            "title": format!("Agent: {}", agent.config.name),
+            "description": description,
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "message": {"type": "string", "description": "What to ask or tell the agent."},
+                    "conversation_id": {"type": "string", "description": "Continue an earlier conversation: the conversation_id a previous answer returned."}
+                },
+                "required": ["message"]
+            },
+            "outputSchema": serde_json::to_value(schemars::schema_for!(AgentReply)).unwrap_or(Value::Null),
+        });
+        ToolEntry {
+            name: agent.tool_name.clone(),
+            definition: Arc::new(definition.as_object().cloned().unwrap_or_default()),
+            trust: Trust::Trusted,
+            sensitive: false,
+            timeout: Some(Duration::from_secs(agent.config.timeout_secs + 5)),
+            generation: 0,
+        }
+    }
+}
+
+impl ToolSource for AgentTools {
+    fn kind(&self) -> &'static str {
+        "agents"
+    }
+
+    fn entries(&self) -> Vec<ToolEntry> {
+        self.runtime
+            .agents
+            .values()
+            .map(|a| self.entry(a))
+            .collect()
+    }
+
+    fn find(&self, name: &str) -> Option<ToolEntry> {
+        self.runtime
+            .agents
+            .values()
+            .find(|a| a.tool_name == name)
+            .map(|a| self.entry(a))
+    }
+
+    fn call<'a>(
+        &'a self,
+        entry: &'a ToolEntry,
+        arguments: JsonObject,
+        context: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<JsonObject, String>> {
+        Box::pin(async move {
+            let message = arguments
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let conversation_id = arguments.get("conversation_id").and_then(Value::as_str);
+            let mut context = context.clone();
+            if context.progress.is_none() {
+                context.progress = relay_progress(&context);
+            }
+            let reply = self
+                .runtime
+                .send(&entry.name, message, conversation_id, &context)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut result = json!({
+                "content": [{"type": "text", "text": reply.reply}],
+                "structuredContent": reply,
+            });
+            if reply.tainted {
+                result["_meta"] = json!({ UNTRUSTED_META: true });
+            }
+            Ok(result.as_object().cloned().unwrap_or_default())
+        })
+    }
+}
+
+/// When an MCP client asked for progress on an agent call, the agent's streamed text and tool calls
+/// become progress notifications with messages, in order (a forwarding task keeps them ordered; the
+/// sink itself must not block).
+fn relay_progress(context: &ToolContext) -> Option<portico_pipeline::ProgressSink> {
+    let caller = context.relay.caller.clone()?;
+    if !context.relay.progress {
+        return None;
+    }
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let mut count = 0u64;
+        while let Some(message) = receiver.recv().await {
+            count += 1;
+            let params = json!({"progress": count, "message": message});
+            caller
+                .notify(
+                    methods::PROGRESS,
+                    params.as_object().cloned().unwrap_or_default(),
+                )
+                .await;
+        }
+    });
+    Some(Arc::new(move |event: ProgressEvent| {
+        let message = match event {
+            ProgressEvent::Text(text) => text,
+            ProgressEvent::Status { state, message } => {
+                format!("[{state}] {}", message.unwrap_or_default())
+            }
+            ProgressEvent::ToolStarted { name } => format!("[calling {name}]"),
+            ProgressEvent::ToolFinished { name, is_error } => {
+                format!("[{name} {}]", if is_error { "failed" } else { "done" })
+            }
+            ProgressEvent::Artifact { name, text, .. } => format!("[{name}] {text}"),
+        };
+        let _ = sender.send(message);
+    }))
+}
+
+/// The agent-facing helpers: `agent_list` and `agent_send`. `agent_send` calls the target through the
+/// pipeline as its `portico_agent_*` tool, so the calling agent's patterns still decide whether it may.
+pub fn agent_tools(runtime: &Arc<AgentRuntime>) -> Vec<portico_pipeline::LocalTool> {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct ListInput {}
+    #[derive(Serialize, schemars::JsonSchema)]
+    struct ListOutput {
+        /// The agents the caller may call, with the tool each is reached as.
+        agents: Vec<AgentInfo>,
+    }
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct SendInput {
+        /// The agent's name, as agent_list shows it.
+        agent: String,
+        /// What to ask or tell it.
+        message: String,
+        /// Continue an earlier conversation with that agent.
+        #[serde(default)]
+        conversation_id: Option<String>,
+    }
+
+    let list_runtime = Arc::downgrade(runtime);
+    let list = portico_pipeline::LocalTool::typed_with_context(
+        "agent_list",
+        "List the other agents you can call with agent_send.",
+        move |_: ListInput, context: ToolContext| {
+            let runtime = list_runtime.upgrade();
+            async move {
+                let runtime = runtime.ok_or("Portico is shutting down")?;
+                let agents = runtime
+                    .infos()
+                    .into_iter()
+                    .filter(|info| context.principal.may_use(&info.tool))
+                    .filter(|info| Some(info.name.as_str()) != context.principal.agent_name())
+                    .collect();
+                Ok::<_, &str>(ListOutput { agents })
+            }
+        },
+    );
+    let send_runtime = Arc::downgrade(runtime);
+    let send = portico_pipeline::LocalTool::typed_with_context(
+        "agent_send",
+        "Send a message to another agent and get its answer.",
+        move |input: SendInput, context: ToolContext| {
+            let runtime = send_runtime.upgrade();
+            async move {
+                let runtime = runtime.ok_or_else(|| "Portico is shutting down".to_string())?;
+                let pipeline = runtime
+                    .pipeline
+                    .upgrade()
+                    .ok_or_else(|| "Portico is shutting down".to_string())?;
+                let tool = agent_tool_name(&input.agent);
+                let mut arguments = json!({"message": input.message});
+                if let Some(id) = input.conversation_id {
+                    arguments["conversation_id"] = Value::String(id);
+                }
+                let outcome = pipeline
+                    .call(&tool, arguments.as_object().cloned(), &context)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if outcome.is_error() {
+                    return Err(model_text(&outcome.result));
+                }
+                let structured = outcome
+                    .result
+                    .get("structuredContent")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"reply": model_text(&outcome.result)}));
+                Ok::<_, String>(SendOutput {
+                    agent: input.agent,
+                    reply: structured
+                        .get("reply")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| model_text(&outcome.result)),
+                    conversation_id: structured
+                        .get("conversation_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                })
+            }
+        },
+    );
+    vec![list, send]
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+struct SendOutput {
+    agent: String,
+    reply: String,
+    conversation_id: Option<String>,
+}

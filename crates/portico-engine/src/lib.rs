@@ -1,0 +1,189 @@
+//! `portico-engine` assembles a running Portico from its configuration: the hub (upstream MCP
+//! sessions), the embedded store, the built-in tools, the agents, and the one call pipeline in front of
+//! all of them. Every door (`portico mcp`, `/mcp`, the HTTP API, the CLI) is handed an [`Engine`] and
+//! calls tools only through [`Engine::pipeline`].
+//!
+//! Tool names resolve in this order: local tools (built-ins, `agent_list`/`agent_send`, tools an
+//! embedder registers), then agents (`portico_agent_*`), then the upstream catalog.
+//!
+//! What it is not: a door (no sockets here) or a place for policy logic (that is the pipeline's).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use portico_agents::{Agent, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose};
+use portico_config::{Config, agent_tool_name};
+use portico_hub::Hub;
+use portico_net::{NetPolicy, SafeClient};
+use portico_pipeline::{
+    HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy, ToolPatterns,
+};
+use portico_store::{AuditWriter, Store};
+
+/// The file the store lives in, inside the data dir.
+pub const STORE_FILE: &str = "portico.db";
+
+/// Why Portico could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] portico_store::StoreError),
+    #[error("agent `{agent}`: {source}")]
+    Pattern {
+        agent: String,
+        #[source]
+        source: portico_pipeline::PatternError,
+    },
+    #[error("[policy] sensitive_tools: {0}")]
+    SensitivePattern(#[source] portico_pipeline::PatternError),
+    #[error("cannot build the HTTP client for {what}: {detail}")]
+    Http { what: &'static str, detail: String },
+    #[error("built-in tools: {0}")]
+    Builtins(#[from] portico_builtins::BuiltinError),
+}
+
+/// A running Portico. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    pub hub: Hub,
+    pub pipeline: Pipeline,
+    pub agents: Arc<AgentRuntime>,
+    pub store: Store,
+    /// Built-ins and tools an embedder registers; served to every door.
+    pub local: LocalTools,
+    audit: AuditWriter,
+}
+
+/// Where the engine keeps its data, and how it reads the environment.
+pub struct EngineOptions {
+    pub data_dir: PathBuf,
+    /// Reads Portico's environment (API keys for model providers).
+    pub env: EnvLookup,
+}
+
+/// Reads one environment variable.
+pub type EnvLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+impl EngineOptions {
+    pub fn in_dir(data_dir: &Path) -> Self {
+        EngineOptions {
+            data_dir: data_dir.to_path_buf(),
+            env: Box::new(|name| std::env::var(name).ok()),
+        }
+    }
+}
+
+impl Engine {
+    /// Starts everything `config` describes. Upstreams connect in the background; the engine is
+    /// usable at once. Must be called inside a tokio runtime.
+    pub fn start(config: &Config, options: EngineOptions) -> Result<Engine, EngineError> {
+        let store = Store::open(&options.data_dir.join(STORE_FILE))?;
+        let audit = store.audit_writer();
+        let hub = Hub::start(config);
+        let policy = &config.policy;
+        let pipeline = Pipeline::new(PipelineSettings {
+            tool_timeout: Duration::from_secs(policy.tool_timeout_secs),
+            max_result_chars: policy.max_result_chars,
+        });
+        pipeline.set_audit(Arc::new(audit.clone()));
+        let taint = match policy.taint.as_str() {
+            "off" => TaintMode::Off,
+            "approval" => TaintMode::RequireApproval,
+            _ => TaintMode::Refuse,
+        };
+        let sensitive =
+            ToolPatterns::new(&policy.sensitive_tools).map_err(EngineError::SensitivePattern)?;
+        pipeline.add_policy(Arc::new(TaintPolicy::new(taint, sensitive)));
+
+        let local = LocalTools::default();
+        if config.builtins.enabled {
+            let workspace = match &config.builtins.workspace {
+                Some(dir) => PathBuf::from(dir),
+                None => options.data_dir.join("workspace"),
+            };
+            let mut settings = portico_builtins::BuiltinSettings::new(workspace);
+            settings.shell_exec = config.builtins.shell_exec;
+            settings.web_fetch_max_bytes = config.builtins.web_fetch_max_bytes;
+            let web_policy = if config.builtins.web_fetch_allow_private_network {
+                NetPolicy::allow_private_network()
+            } else {
+                NetPolicy::public_only()
+            };
+            let web = http_client(web_policy, "web_fetch")?;
+            portico_builtins::register(&local, &settings, store.clone(), web)?;
+        }
+
+        // Model endpoints are the operator's own configuration, and local model servers (Ollama,
+        // vLLM, llama.cpp) live on loopback or the LAN, so private addresses are allowed; cloud
+        // metadata and link-local addresses stay blocked.
+        let models = http_client(NetPolicy::allow_private_network(), "model providers")?;
+        let mut agents = Vec::new();
+        for agent in config.agents.iter().filter(|a| a.enabled) {
+            let patterns =
+                ToolPatterns::new(&agent.tools).map_err(|source| EngineError::Pattern {
+                    agent: agent.name.clone(),
+                    source,
+                })?;
+            agents.push(Agent {
+                tool_name: agent_tool_name(&agent.name),
+                patterns,
+                driver: choose(&agent.name, &agent.model, &*options.env, &models),
+                config: agent.clone(),
+            });
+        }
+        let runtime = Arc::new(AgentRuntime::new(
+            agents,
+            pipeline.downgrade(),
+            store.clone(),
+            RuntimeSettings {
+                max_depth: policy.max_agent_depth,
+                ..RuntimeSettings::default()
+            },
+        ));
+        if !config.agents.is_empty() {
+            for tool in agent_tools(&runtime) {
+                local.register(tool);
+            }
+        }
+        pipeline.add_source(Arc::new(local.clone()));
+        pipeline.add_source(Arc::new(AgentTools::new(runtime.clone())));
+        pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
+        Ok(Engine {
+            hub,
+            pipeline,
+            agents: runtime,
+            store,
+            local,
+            audit,
+        })
+    }
+
+    /// Stops the upstreams and makes sure every audit record is written.
+    pub async fn shutdown(&self) {
+        if tokio::time::timeout(Duration::from_secs(30), self.hub.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some servers did not stop within 30s");
+        }
+        self.audit.flush().await;
+    }
+
+    /// Waits until every audit record made so far is written.
+    pub async fn flush_audit(&self) {
+        self.audit.flush().await;
+    }
+}
+
+fn http_client(policy: NetPolicy, what: &'static str) -> Result<SafeClient, EngineError> {
+    SafeClient::builder()
+        .policy(policy)
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| EngineError::Http {
+            what,
+            detail: e.to_string(),
+        })
+}

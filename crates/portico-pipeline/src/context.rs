@@ -1,0 +1,250 @@
+//! Who is calling, and what travels with a call through the pipeline.
+
+use std::sync::{Arc, Mutex};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use portico_core::relay::CallContext;
+
+/// The identity a call is made under. Capabilities hang off it: a client of a door sees everything
+/// the door exposes; an agent sees only the tools its patterns name, whichever door it was reached
+/// through.
+#[derive(Clone, Debug)]
+pub enum Principal {
+    /// A person or program at a door: an MCP client, the HTTP API, the CLI. `id` says which door.
+    Client { id: String },
+    /// An agent running its loop.
+    Agent(Arc<AgentScope>),
+}
+
+/// An agent's name and the tools it may see and call.
+#[derive(Debug)]
+pub struct AgentScope {
+    pub name: String,
+    pub patterns: ToolPatterns,
+}
+
+impl Principal {
+    pub fn client(id: impl Into<String>) -> Self {
+        Principal::Client { id: id.into() }
+    }
+
+    pub fn agent(name: impl Into<String>, patterns: ToolPatterns) -> Self {
+        Principal::Agent(Arc::new(AgentScope {
+            name: name.into(),
+            patterns,
+        }))
+    }
+
+    /// How audit records name the caller: `client:{door}` or `agent:{name}`.
+    pub fn label(&self) -> String {
+        match self {
+            Principal::Client { id } => format!("client:{id}"),
+            Principal::Agent(scope) => format!("agent:{}", scope.name),
+        }
+    }
+
+    /// Whether this principal may see and call `tool`.
+    pub fn may_use(&self, tool: &str) -> bool {
+        match self {
+            Principal::Client { .. } => true,
+            Principal::Agent(scope) => scope.patterns.matches(tool),
+        }
+    }
+
+    pub fn agent_name(&self) -> Option<&str> {
+        match self {
+            Principal::Agent(scope) => Some(&scope.name),
+            Principal::Client { .. } => None,
+        }
+    }
+}
+
+/// Glob patterns over catalog names (`mcp_github_*`, `file_read`, `portico_agent_*`). `*` matches any
+/// run of characters, `?` one, `[abc]` a class; names contain no path separators, so `*` is unrestricted.
+#[derive(Debug, Clone)]
+pub struct ToolPatterns {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+/// A tool pattern that is not a valid glob.
+#[derive(Debug, thiserror::Error)]
+#[error("tool pattern `{pattern}` is not a valid glob: {reason}")]
+pub struct PatternError {
+    pub pattern: String,
+    pub reason: String,
+}
+
+impl ToolPatterns {
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Self, PatternError> {
+        let mut builder = GlobSetBuilder::new();
+        for pattern in patterns {
+            let pattern = pattern.as_ref();
+            let glob = Glob::new(pattern).map_err(|e| PatternError {
+                pattern: pattern.to_string(),
+                reason: e.kind().to_string(),
+            })?;
+            builder.add(glob);
+        }
+        let set = builder.build().map_err(|e| PatternError {
+            pattern: patterns
+                .iter()
+                .map(|p| p.as_ref())
+                .collect::<Vec<_>>()
+                .join(", "),
+            reason: e.to_string(),
+        })?;
+        Ok(ToolPatterns {
+            patterns: patterns.iter().map(|p| p.as_ref().to_string()).collect(),
+            set,
+        })
+    }
+
+    pub fn matches(&self, name: &str) -> bool {
+        self.set.is_match(name)
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+/// What an agent's current turn (one incoming message, through to its answer) has read. The taint rule
+/// uses it: content from outside Portico's trust boundary may carry instructions that try to steer the
+/// agent into sensitive actions.
+#[derive(Debug, Default)]
+pub struct TurnState {
+    untrusted_from: Mutex<Option<String>>,
+}
+
+impl TurnState {
+    /// Records that the turn has read untrusted output from `tool`; the first source is kept, since
+    /// it is the one to report.
+    pub fn mark_untrusted(&self, tool: &str) {
+        let mut from = self.untrusted_from.lock().expect("turn state lock");
+        if from.is_none() {
+            *from = Some(tool.to_string());
+        }
+    }
+
+    /// The first tool whose untrusted output this turn read, if any.
+    pub fn untrusted_source(&self) -> Option<String> {
+        self.untrusted_from.lock().expect("turn state lock").clone()
+    }
+}
+
+/// Something a running call reports before it finishes: an agent's streamed text, the tools it calls.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProgressEvent {
+    Text(String),
+    Status {
+        state: String,
+        message: Option<String>,
+    },
+    ToolStarted {
+        name: String,
+    },
+    ToolFinished {
+        name: String,
+        is_error: bool,
+    },
+    Artifact {
+        name: String,
+        text: String,
+        last_chunk: bool,
+    },
+}
+
+pub type ProgressSink = Arc<dyn Fn(ProgressEvent) + Send + Sync>;
+
+/// Everything a call carries besides its name and arguments.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub principal: Principal,
+    /// The client at the far end, for relaying progress, logs and sampling/elicitation requests.
+    pub relay: CallContext,
+    /// How many agents deep this call is (an agent calling an agent calling ...).
+    pub depth: u32,
+    /// The agent turn this call belongs to, when an agent makes it.
+    pub turn: Option<Arc<TurnState>>,
+    /// Where progress of long calls (agents) goes, when someone listens.
+    pub progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("principal", &self.principal)
+            .field("relay", &self.relay)
+            .field("depth", &self.depth)
+            .field("turn", &self.turn)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+impl ToolContext {
+    /// A context for a client at a door, with nothing to relay to.
+    pub fn client(id: impl Into<String>) -> Self {
+        ToolContext {
+            principal: Principal::client(id),
+            relay: CallContext::default(),
+            depth: 0,
+            turn: None,
+            progress: None,
+        }
+    }
+
+    pub fn with_relay(mut self, relay: CallContext) -> Self {
+        self.relay = relay;
+        self
+    }
+
+    pub fn with_progress(mut self, progress: ProgressSink) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    pub fn report(&self, event: ProgressEvent) {
+        if let Some(progress) = &self.progress {
+            progress(event);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_whole_names() {
+        let patterns =
+            ToolPatterns::new(&["mcp_github_*", "file_read", "portico_agent_?ev"]).unwrap();
+        assert!(patterns.matches("mcp_github_create_issue"));
+        assert!(patterns.matches("file_read"));
+        assert!(patterns.matches("portico_agent_dev"));
+        assert!(!patterns.matches("file_read_more"));
+        assert!(!patterns.matches("mcp_gitlab_x"));
+        assert!(!patterns.matches("xmcp_github_x"));
+        let agent = Principal::agent("a", patterns);
+        assert!(agent.may_use("file_read"));
+        assert!(!agent.may_use("file_write"));
+        assert_eq!(agent.label(), "agent:a");
+        assert!(Principal::client("stdio").may_use("anything"));
+    }
+
+    #[test]
+    fn bad_patterns_are_named() {
+        let error = ToolPatterns::new(&["file_[read"]).unwrap_err();
+        assert_eq!(error.pattern, "file_[read");
+    }
+
+    #[test]
+    fn turn_state_keeps_the_first_untrusted_source() {
+        let turn = TurnState::default();
+        assert_eq!(turn.untrusted_source(), None);
+        turn.mark_untrusted("web_fetch");
+        turn.mark_untrusted("mcp_x_y");
+        assert_eq!(turn.untrusted_source().as_deref(), Some("web_fetch"));
+    }
+}

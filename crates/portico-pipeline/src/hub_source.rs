@@ -1,0 +1,89 @@
+//! The hub's aggregated upstream catalog as a tool source.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use portico_core::JsonObject;
+use portico_core::relay::BoxFuture;
+use portico_hub::Hub;
+
+use crate::context::ToolContext;
+use crate::source::{ToolEntry, ToolSource, Trust};
+
+/// How long a lookup waits for servers still making their first connection attempt: an IDE calls a tool
+/// it remembers right after start.
+const SETTLE_WAIT: Duration = Duration::from_secs(5);
+
+/// Upstream MCP tools. Their output is untrusted: Portico does not control what a server returns.
+pub struct HubTools {
+    hub: Hub,
+}
+
+impl HubTools {
+    pub fn new(hub: Hub) -> Self {
+        HubTools { hub }
+    }
+
+    fn generation(&self) -> u64 {
+        *self.hub.subscribe().borrow()
+    }
+}
+
+impl ToolSource for HubTools {
+    fn kind(&self) -> &'static str {
+        "hub"
+    }
+
+    fn entries(&self) -> Vec<ToolEntry> {
+        let generation = self.generation();
+        self.hub
+            .catalog()
+            .tools()
+            .iter()
+            .map(|tool| ToolEntry {
+                name: tool.name.clone(),
+                definition: Arc::new(tool.exposed_definition()),
+                trust: Trust::Untrusted,
+                sensitive: false,
+                timeout: None,
+                generation,
+            })
+            .collect()
+    }
+
+    fn find(&self, name: &str) -> Option<ToolEntry> {
+        let generation = self.generation();
+        let catalog = self.hub.catalog();
+        let tool = catalog.tool(name)?;
+        Some(ToolEntry {
+            name: tool.name.clone(),
+            definition: Arc::new(tool.exposed_definition()),
+            trust: Trust::Untrusted,
+            sensitive: false,
+            timeout: None,
+            generation,
+        })
+    }
+
+    fn settle(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if !self.hub.settled() {
+                let _ = tokio::time::timeout(SETTLE_WAIT, self.hub.wait_settled()).await;
+            }
+        })
+    }
+
+    fn call<'a>(
+        &'a self,
+        entry: &'a ToolEntry,
+        arguments: JsonObject,
+        context: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<JsonObject, String>> {
+        Box::pin(async move {
+            self.hub
+                .call_tool_with(&entry.name, Some(arguments), &context.relay)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}

@@ -1,0 +1,35 @@
+//! `portico-pipeline` is the one call pipeline: every tool call Portico runs, from an MCP door, the HTTP
+//! API, the CLI or an agent's loop, goes through [`Pipeline::call`], which resolves the name, checks the
+//! caller may use the tool, validates the arguments against the tool's `inputSchema`, runs the policy
+//! hooks (the taint rule today; approvals and rate limits next), applies the timeout, executes, validates
+//! `structuredContent` against the `outputSchema`, cuts results for agents, and writes an audit record.
+//!
+//! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers),
+//! the agents, and [`HubTools`] (the upstream MCP catalog).
+//!
+//! What it is not: a protocol edge (results are the MCP-shaped JSON the catalog already carries; no
+//! crate here speaks a wire format), the agent loop (`portico-agents`), or the built-in tools
+//! themselves (`portico-builtins`).
+
+mod audit;
+mod context;
+mod hub_source;
+mod local;
+mod pipeline;
+mod policy;
+mod schema;
+mod source;
+
+pub use audit::{AuditSink, arguments_digest};
+pub use context::{
+    AgentScope, PatternError, Principal, ProgressEvent, ProgressSink, ToolContext, ToolPatterns,
+    TurnState,
+};
+pub use hub_source::HubTools;
+pub use local::{LocalTool, LocalTools, ToolFailure, error_result};
+pub use pipeline::{
+    CallOutcome, DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT, Outcome, Pipeline, PipelineError,
+    PipelineSettings, UNTRUSTED_META, WeakPipeline, for_model, model_text,
+};
+pub use policy::{Policy, PolicyDecision, PolicyRequest, TaintMode, TaintPolicy};
+pub use source::{ToolEntry, ToolSource, Trust};

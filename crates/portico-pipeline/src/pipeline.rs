@@ -1,0 +1,502 @@
+//! [`Pipeline::call`]: the one function every tool call passes.
+
+use std::sync::{Arc, RwLock, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use portico_core::JsonObject;
+use portico_store::AuditRecord;
+use serde_json::{Value, json};
+
+use crate::audit::{AuditSink, arguments_digest};
+use crate::context::{Principal, ToolContext};
+use crate::local::error_result;
+use crate::policy::{Policy, PolicyDecision, PolicyRequest};
+use crate::schema::SchemaCache;
+use crate::source::{ToolEntry, ToolSource, Trust};
+
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_MAX_RESULT_CHARS: usize = 50_000;
+/// A `_meta` key a source sets on a result whose content is untrusted although the tool is not (an
+/// agent whose run read untrusted content). The pipeline removes it before anyone else sees it.
+pub const UNTRUSTED_META: &str = "portico/untrusted";
+
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    /// A call that takes longer is abandoned (and cancelled upstream) with a clear error.
+    pub tool_timeout: Duration,
+    /// What an agent reads of one result; longer output is cut with a marker saying so.
+    pub max_result_chars: usize,
+}
+
+impl Default for PipelineSettings {
+    fn default() -> Self {
+        PipelineSettings {
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            max_result_chars: DEFAULT_MAX_RESULT_CHARS,
+        }
+    }
+}
+
+/// How a call ended, as the audit log records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// The tool ran and reported an error, or could not be reached.
+    Error,
+    /// The caller may not use the tool, or a policy refused the call.
+    Denied,
+    /// A policy requires approval first.
+    ApprovalRequired,
+    /// The arguments do not match the tool's inputSchema.
+    InvalidArguments,
+    /// The result's structuredContent does not match the tool's outputSchema.
+    InvalidOutput,
+    Timeout,
+    UnknownTool,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Denied => "denied",
+            Outcome::ApprovalRequired => "approval_required",
+            Outcome::InvalidArguments => "invalid_arguments",
+            Outcome::InvalidOutput => "invalid_output",
+            Outcome::Timeout => "timeout",
+            Outcome::UnknownTool => "unknown_tool",
+        }
+    }
+}
+
+/// A finished call.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    /// The MCP-shaped result (`content`, `isError`, `structuredContent`, `_meta`).
+    pub result: JsonObject,
+    pub outcome: Outcome,
+    /// The result carries content from an untrusted source.
+    pub untrusted: bool,
+    /// The result was cut to the agent's limit.
+    pub truncated: bool,
+}
+
+impl CallOutcome {
+    pub fn is_error(&self) -> bool {
+        self.result.get("isError").and_then(Value::as_bool) == Some(true)
+    }
+}
+
+/// Why a call could not even be attempted. Everything else (denials, invalid input, failures,
+/// timeouts) is a result the caller's model should see, so it comes back as an `isError` result.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PipelineError {
+    #[error("no tool named `{name}`{hint}")]
+    UnknownTool { name: String, hint: String },
+}
+
+/// The one call pipeline. Cheap to clone.
+#[derive(Clone)]
+pub struct Pipeline {
+    inner: Arc<Inner>,
+}
+
+/// A pipeline handle that does not keep it alive, for sources (agents) the pipeline itself owns.
+#[derive(Clone)]
+pub struct WeakPipeline(Weak<Inner>);
+
+impl WeakPipeline {
+    pub fn upgrade(&self) -> Option<Pipeline> {
+        self.0.upgrade().map(|inner| Pipeline { inner })
+    }
+}
+
+struct Inner {
+    sources: RwLock<Vec<Arc<dyn ToolSource>>>,
+    policies: RwLock<Vec<Arc<dyn Policy>>>,
+    audit: RwLock<Option<Arc<dyn AuditSink>>>,
+    schemas: SchemaCache,
+    settings: PipelineSettings,
+}
+
+impl Pipeline {
+    pub fn new(settings: PipelineSettings) -> Self {
+        Pipeline {
+            inner: Arc::new(Inner {
+                sources: RwLock::default(),
+                policies: RwLock::default(),
+                audit: RwLock::default(),
+                schemas: SchemaCache::default(),
+                settings,
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> &PipelineSettings {
+        &self.inner.settings
+    }
+
+    pub fn downgrade(&self) -> WeakPipeline {
+        WeakPipeline(Arc::downgrade(&self.inner))
+    }
+
+    /// Adds a source after those already added; earlier sources win a name.
+    pub fn add_source(&self, source: Arc<dyn ToolSource>) {
+        self.inner
+            .sources
+            .write()
+            .expect("pipeline sources lock")
+            .push(source);
+    }
+
+    pub fn add_policy(&self, policy: Arc<dyn Policy>) {
+        self.inner
+            .policies
+            .write()
+            .expect("pipeline policies lock")
+            .push(policy);
+    }
+
+    pub fn set_audit(&self, sink: Arc<dyn AuditSink>) {
+        *self.inner.audit.write().expect("pipeline audit lock") = Some(sink);
+    }
+
+    fn sources(&self) -> Vec<Arc<dyn ToolSource>> {
+        self.inner
+            .sources
+            .read()
+            .expect("pipeline sources lock")
+            .clone()
+    }
+
+    /// Waits (bounded) for every source's first listing.
+    pub async fn settle(&self) {
+        for source in self.sources() {
+            source.settle().await;
+        }
+    }
+
+    /// The tools `principal` may see, first source first, each name once.
+    pub async fn list(&self, principal: &Principal) -> Vec<ToolEntry> {
+        self.settle().await;
+        let mut seen = std::collections::HashSet::new();
+        let mut tools = Vec::new();
+        for source in self.sources() {
+            for entry in source.entries() {
+                if principal.may_use(&entry.name) && seen.insert(entry.name.clone()) {
+                    tools.push(entry);
+                }
+            }
+        }
+        tools
+    }
+
+    fn find(&self, name: &str) -> Option<(Arc<dyn ToolSource>, ToolEntry)> {
+        self.sources()
+            .into_iter()
+            .find_map(|source| source.find(name).map(|entry| (source, entry)))
+    }
+
+    /// Runs one call through every stage: resolve, capability, input schema, policies, timeout,
+    /// execute, output schema, truncation (for agents), audit.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        context: &ToolContext,
+    ) -> Result<CallOutcome, PipelineError> {
+        let started = Instant::now();
+        let arguments = arguments.unwrap_or_default();
+        let digest = arguments_digest(&Value::Object(arguments.clone()));
+        let audit = |outcome: Outcome, detail: Option<String>| {
+            self.audit(context, name, &digest, outcome, detail, started.elapsed());
+        };
+
+        let found = match self.find(name) {
+            Some(found) => Some(found),
+            None => {
+                self.settle().await;
+                self.find(name)
+            }
+        };
+        let Some((source, entry)) = found else {
+            audit(Outcome::UnknownTool, None);
+            let candidates: Vec<String> = self
+                .list(&context.principal)
+                .await
+                .into_iter()
+                .map(|e| e.name)
+                .collect();
+            return Err(PipelineError::UnknownTool {
+                name: name.to_string(),
+                hint: portico_core::naming::suggest(name, candidates.iter().map(String::as_str)),
+            });
+        };
+
+        let finished = self.run(&*source, &entry, arguments, context).await;
+        let (mut result, outcome, detail) = finished;
+        // An agent's answer is untrusted when its own run read untrusted content.
+        let flagged = result
+            .get_mut("_meta")
+            .and_then(Value::as_object_mut)
+            .and_then(|meta| meta.remove(UNTRUSTED_META))
+            .is_some_and(|v| v == Value::Bool(true));
+        if result
+            .get("_meta")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.is_empty())
+        {
+            result.remove("_meta");
+        }
+        let untrusted = (entry.trust == Trust::Untrusted || flagged) && outcome == Outcome::Ok;
+        if untrusted && let Some(turn) = &context.turn {
+            turn.mark_untrusted(&entry.name);
+        }
+        let truncated = match &context.principal {
+            Principal::Agent(_) => for_model(&mut result, self.inner.settings.max_result_chars),
+            Principal::Client { .. } => false,
+        };
+        audit(outcome, detail);
+        Ok(CallOutcome {
+            result,
+            outcome,
+            untrusted,
+            truncated,
+        })
+    }
+
+    /// The stages after resolution; returns the result, the outcome and a detail for the audit log.
+    async fn run(
+        &self,
+        source: &dyn ToolSource,
+        entry: &ToolEntry,
+        arguments: JsonObject,
+        context: &ToolContext,
+    ) -> (JsonObject, Outcome, Option<String>) {
+        let name = entry.name.as_str();
+        if !context.principal.may_use(name) {
+            let agent = context.principal.agent_name().unwrap_or("caller");
+            let message = format!(
+                "tool `{name}` is not available to agent `{agent}`: it is outside the agent's `tools` patterns"
+            );
+            return (
+                error_result(message.clone()),
+                Outcome::Denied,
+                Some(message),
+            );
+        }
+
+        let arguments_value = Value::Object(arguments);
+        if let Some(schema) = entry.definition.get("inputSchema")
+            && let Err(problems) = self.inner.schemas.check(
+                name,
+                "inputSchema",
+                entry.generation,
+                schema,
+                &arguments_value,
+            )
+        {
+            let message = format!("invalid arguments for `{name}`: {problems}");
+            return (
+                error_result(message.clone()),
+                Outcome::InvalidArguments,
+                Some(message),
+            );
+        }
+        let Value::Object(arguments) = arguments_value else {
+            unreachable!("arguments were an object a moment ago")
+        };
+
+        let policies = self
+            .inner
+            .policies
+            .read()
+            .expect("pipeline policies lock")
+            .clone();
+        for policy in policies {
+            let request = PolicyRequest {
+                entry,
+                arguments: &arguments,
+                principal: &context.principal,
+                turn: context.turn.as_deref(),
+            };
+            match policy.check(&request).await {
+                PolicyDecision::Allow => {}
+                PolicyDecision::Deny(reason) => {
+                    let message = format!("call to `{name}` refused: {reason}");
+                    return (error_result(message.clone()), Outcome::Denied, Some(reason));
+                }
+                PolicyDecision::RequireApproval(reason) => {
+                    let message =
+                        format!("call to `{name}` requires approval and was not run: {reason}");
+                    let mut result = error_result(message);
+                    result.insert(
+                        "structuredContent".into(),
+                        json!({"approvalRequired": true, "tool": name, "reason": reason}),
+                    );
+                    return (result, Outcome::ApprovalRequired, Some(reason));
+                }
+            }
+        }
+
+        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
+        let result =
+            match tokio::time::timeout(timeout, source.call(entry, arguments, context)).await {
+                Err(_) => {
+                    let message = format!(
+                        "tool `{name}` did not finish within {}s and was cancelled",
+                        timeout.as_secs_f64()
+                    );
+                    return (
+                        error_result(message.clone()),
+                        Outcome::Timeout,
+                        Some(message),
+                    );
+                }
+                Ok(Err(failure)) => {
+                    return (error_result(failure.clone()), Outcome::Error, Some(failure));
+                }
+                Ok(Ok(result)) => result,
+            };
+
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            let detail = first_text(&result);
+            return (result, Outcome::Error, detail);
+        }
+        if let (Some(schema), Some(structured)) = (
+            entry.definition.get("outputSchema"),
+            result.get("structuredContent"),
+        ) && let Err(problems) =
+            self.inner
+                .schemas
+                .check(name, "outputSchema", entry.generation, schema, structured)
+        {
+            let message = format!(
+                "tool `{name}` returned structuredContent that does not match its outputSchema: {problems}"
+            );
+            return (
+                error_result(message.clone()),
+                Outcome::InvalidOutput,
+                Some(message),
+            );
+        }
+        (result, Outcome::Ok, None)
+    }
+
+    fn audit(
+        &self,
+        context: &ToolContext,
+        tool: &str,
+        digest: &str,
+        outcome: Outcome,
+        detail: Option<String>,
+        duration: Duration,
+    ) {
+        let sink = self
+            .inner
+            .audit
+            .read()
+            .expect("pipeline audit lock")
+            .clone();
+        if let Some(sink) = sink {
+            sink.record(AuditRecord {
+                at_ms: now_ms(),
+                caller: context.principal.label(),
+                tool: tool.to_string(),
+                arguments_digest: digest.to_string(),
+                outcome: outcome.label().to_string(),
+                detail: detail.map(|d| d.chars().take(500).collect()),
+                duration_ms: duration.as_millis() as u64,
+            });
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+fn first_text(result: &JsonObject) -> Option<String> {
+    result
+        .get("content")?
+        .as_array()?
+        .iter()
+        .find_map(|block| block.get("text")?.as_str().map(str::to_string))
+}
+
+/// Cuts what a model reads of a result ([`model_text`]) at `limit` characters, with a marker that says
+/// so. Returns whether it cut; a cut result is replaced by its text (keeping `isError`), an uncut one is
+/// left whole.
+pub fn for_model(result: &mut JsonObject, limit: usize) -> bool {
+    let text = model_text(result);
+    let total = text.chars().count();
+    if total <= limit {
+        return false;
+    }
+    let kept: String = text.chars().take(limit).collect();
+    let text = format!(
+        "{kept}\n\n[portico: result truncated: showing the first {limit} of {total} characters; \
+         ask for less (a narrower query, a range, a page) to see the rest]"
+    );
+    let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+    let mut rendered = JsonObject::new();
+    rendered.insert("content".into(), json!([{"type": "text", "text": text}]));
+    if is_error {
+        rendered.insert("isError".into(), Value::Bool(true));
+    }
+    *result = rendered;
+    true
+}
+
+/// The text of a result's content blocks; other block types are described, not inlined.
+pub fn model_text(result: &JsonObject) -> String {
+    let mut parts = Vec::new();
+    for block in result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => parts.push(
+                block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+            Some("resource") => {
+                let resource = block.get("resource").cloned().unwrap_or_default();
+                match resource.get("text").and_then(Value::as_str) {
+                    Some(text) => parts.push(text.to_string()),
+                    None => parts.push(format!(
+                        "[binary resource {}]",
+                        resource.get("uri").and_then(Value::as_str).unwrap_or("?")
+                    )),
+                }
+            }
+            Some("resource_link") => parts.push(format!(
+                "[resource link {}]",
+                block.get("uri").and_then(Value::as_str).unwrap_or("?")
+            )),
+            Some(other) => parts.push(format!(
+                "[{other} content, {}]",
+                block
+                    .get("mimeType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown type")
+            )),
+            None => {}
+        }
+    }
+    if parts.is_empty()
+        && let Some(structured) = result.get("structuredContent")
+    {
+        return structured.to_string();
+    }
+    parts.join("\n")
+}

@@ -1,0 +1,95 @@
+//! Policy hooks: checks that run after a call's arguments are known to be valid and before it executes.
+//! Approvals and rate limits plug in here; the taint rule is the first policy.
+
+use portico_core::JsonObject;
+use portico_core::relay::BoxFuture;
+
+use crate::context::{Principal, ToolPatterns, TurnState};
+use crate::source::ToolEntry;
+
+/// What a policy sees of a call.
+pub struct PolicyRequest<'a> {
+    pub entry: &'a ToolEntry,
+    pub arguments: &'a JsonObject,
+    pub principal: &'a Principal,
+    pub turn: Option<&'a TurnState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyDecision {
+    Allow,
+    Deny(String),
+    /// The call may run only once someone approves it. Until approvals exist, such a call does not run;
+    /// the caller is told it needs approval and why.
+    RequireApproval(String),
+}
+
+pub trait Policy: Send + Sync {
+    fn check<'a>(&'a self, request: &'a PolicyRequest<'a>) -> BoxFuture<'a, PolicyDecision>;
+}
+
+/// What the taint rule does with a sensitive call that follows untrusted content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaintMode {
+    Refuse,
+    RequireApproval,
+    /// No taint rule (not recommended).
+    Off,
+}
+
+/// The taint rule: within one agent turn, once the agent has read output from an untrusted source (an
+/// upstream MCP server, `web_fetch`, a remote agent), a call to a sensitive tool is refused or held for
+/// approval.
+///
+/// What it protects against: content an attacker controls (a web page, an issue body, a remote agent's
+/// answer) telling the model to run a command, write a file or call another sensitive tool, and the
+/// agent doing it in the same turn without a person seeing it.
+///
+/// What it does not protect against: a sensitive call made before any untrusted content was read in the
+/// turn; untrusted content that persists and comes back later as trusted (written to memory or a file in
+/// an earlier turn, or already in the conversation history); tools that are sensitive but not marked
+/// so; an MCP client calling sensitive tools directly (only agent turns are tracked: a client's own
+/// calls are its user's decisions); and exfiltration through tools that are not sensitive (for example
+/// `web_fetch` with data in the URL).
+pub struct TaintPolicy {
+    mode: TaintMode,
+    /// Tools that are sensitive besides the ones marked so by their source.
+    also_sensitive: ToolPatterns,
+}
+
+impl TaintPolicy {
+    pub fn new(mode: TaintMode, also_sensitive: ToolPatterns) -> Self {
+        TaintPolicy {
+            mode,
+            also_sensitive,
+        }
+    }
+}
+
+impl Policy for TaintPolicy {
+    fn check<'a>(&'a self, request: &'a PolicyRequest<'a>) -> BoxFuture<'a, PolicyDecision> {
+        let decision = (|| {
+            if self.mode == TaintMode::Off {
+                return PolicyDecision::Allow;
+            }
+            let sensitive =
+                request.entry.sensitive || self.also_sensitive.matches(&request.entry.name);
+            if !sensitive {
+                return PolicyDecision::Allow;
+            }
+            let Some(source) = request.turn.and_then(|turn| turn.untrusted_source()) else {
+                return PolicyDecision::Allow;
+            };
+            let reason = format!(
+                "`{}` is sensitive and this turn has read untrusted content from `{source}`, which \
+                 may be trying to steer the agent",
+                request.entry.name
+            );
+            match self.mode {
+                TaintMode::RequireApproval => PolicyDecision::RequireApproval(reason),
+                _ => PolicyDecision::Deny(reason),
+            }
+        })();
+        Box::pin(async move { decision })
+    }
+}

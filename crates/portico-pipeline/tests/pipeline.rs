@@ -1,0 +1,359 @@
+//! The call pipeline's stages, each shown to act: capability, input schema, policies, timeout, output
+//! schema, truncation, taint and audit.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portico_core::JsonObject;
+use portico_pipeline::{
+    AuditSink, LocalTool, LocalTools, Outcome, Pipeline, PipelineError, PipelineSettings,
+    Principal, TaintMode, TaintPolicy, ToolContext, ToolPatterns, TurnState, model_text,
+};
+use portico_store::AuditRecord;
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct Collected(Mutex<Vec<AuditRecord>>);
+
+impl AuditSink for Collected {
+    fn record(&self, record: AuditRecord) {
+        self.0.lock().unwrap().push(record);
+    }
+}
+
+fn object(value: Value) -> JsonObject {
+    value.as_object().cloned().unwrap()
+}
+
+/// A tool with a hand-written schema that counts how often it really ran.
+fn counting_tool(name: &str, schema: Value, output: Value, runs: Arc<AtomicUsize>) -> LocalTool {
+    let mut definition =
+        object(json!({"name": name, "description": "test", "inputSchema": schema}));
+    if let Some(output_schema) = output.get("schema") {
+        definition.insert("outputSchema".into(), output_schema.clone());
+    }
+    let result = output
+        .get("result")
+        .cloned()
+        .unwrap_or(json!({"content": [{"type": "text", "text": "ran"}]}));
+    LocalTool::raw(definition, move |_arguments, _context| {
+        runs.fetch_add(1, Ordering::SeqCst);
+        let result = object(result.clone());
+        Box::pin(async move { result })
+    })
+}
+
+fn pipeline_with(tools: Vec<LocalTool>, settings: PipelineSettings) -> (Pipeline, Arc<Collected>) {
+    let pipeline = Pipeline::new(settings);
+    let local = LocalTools::default();
+    for tool in tools {
+        local.register(tool);
+    }
+    pipeline.add_source(Arc::new(local));
+    let audit = Arc::new(Collected::default());
+    pipeline.set_audit(audit.clone());
+    pipeline.add_policy(Arc::new(TaintPolicy::new(
+        TaintMode::Refuse,
+        ToolPatterns::new(&["danger_*"]).unwrap(),
+    )));
+    (pipeline, audit)
+}
+
+fn agent(patterns: &[&str]) -> ToolContext {
+    ToolContext {
+        principal: Principal::agent("a", ToolPatterns::new(patterns).unwrap()),
+        turn: Some(Arc::new(TurnState::default())),
+        ..ToolContext::client("test")
+    }
+}
+
+#[tokio::test]
+async fn invalid_arguments_never_reach_the_tool() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"], "additionalProperties": false});
+    let (pipeline, audit) = pipeline_with(
+        vec![counting_tool("count", schema, json!({}), runs.clone())],
+        PipelineSettings::default(),
+    );
+    let context = ToolContext::client("test");
+    for bad in [
+        json!({}),
+        json!({"n": "1"}),
+        json!({"n": 0}),
+        json!({"n": 1, "extra": true}),
+    ] {
+        let outcome = pipeline
+            .call("count", Some(object(bad.clone())), &context)
+            .await
+            .unwrap();
+        assert_eq!(outcome.outcome, Outcome::InvalidArguments, "{bad}");
+        assert!(outcome.is_error());
+        assert!(
+            model_text(&outcome.result).starts_with("invalid arguments for `count`: "),
+            "{bad}"
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "no invalid call ran");
+    let ok = pipeline
+        .call("count", Some(object(json!({"n": 2}))), &context)
+        .await
+        .unwrap();
+    assert_eq!(ok.outcome, Outcome::Ok);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let outcomes: Vec<String> = audit
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.outcome.clone())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "invalid_arguments",
+            "invalid_arguments",
+            "invalid_arguments",
+            "invalid_arguments",
+            "ok"
+        ]
+    );
+    assert!(
+        audit
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|r| r.caller == "client:test" && r.tool == "count")
+    );
+}
+
+#[tokio::test]
+async fn structured_content_is_checked_against_the_output_schema() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let output = json!({
+        "schema": {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]},
+        "result": {"content": [{"type": "text", "text": "{\"sum\":\"x\"}"}], "structuredContent": {"sum": "x"}},
+    });
+    let (pipeline, _) = pipeline_with(
+        vec![counting_tool(
+            "add",
+            json!({"type": "object"}),
+            output,
+            runs,
+        )],
+        PipelineSettings::default(),
+    );
+    let outcome = pipeline
+        .call("add", None, &ToolContext::client("t"))
+        .await
+        .unwrap();
+    assert_eq!(outcome.outcome, Outcome::InvalidOutput);
+    assert!(
+        model_text(&outcome.result).contains("does not match its outputSchema"),
+        "{:?}",
+        outcome.result
+    );
+}
+
+#[tokio::test]
+async fn agents_neither_see_nor_call_tools_outside_their_patterns() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let tools = vec![
+        counting_tool(
+            "file_read",
+            json!({"type": "object"}),
+            json!({}),
+            runs.clone(),
+        ),
+        counting_tool(
+            "secret_tool",
+            json!({"type": "object"}),
+            json!({}),
+            runs.clone(),
+        ),
+    ];
+    let (pipeline, _) = pipeline_with(tools, PipelineSettings::default());
+    let context = agent(&["file_*"]);
+    let visible: Vec<String> = pipeline
+        .list(&context.principal)
+        .await
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(visible, ["file_read"]);
+    let outcome = pipeline.call("secret_tool", None, &context).await.unwrap();
+    assert_eq!(outcome.outcome, Outcome::Denied);
+    assert!(model_text(&outcome.result).contains("not available to agent `a`"));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    // A client sees both.
+    assert_eq!(pipeline.list(&Principal::client("x")).await.len(), 2);
+    // Unknown names are a protocol-level error with a suggestion.
+    let Err(PipelineError::UnknownTool { hint, .. }) =
+        pipeline.call("file_raed", None, &context).await
+    else {
+        panic!("expected unknown tool");
+    };
+    assert_eq!(hint, " (did you mean `file_read`?)");
+}
+
+#[tokio::test]
+async fn slow_tools_time_out_and_are_cancelled() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    struct Guard(Arc<AtomicUsize>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let flag = dropped.clone();
+    let slow = LocalTool::raw(
+        object(json!({"name": "slow", "inputSchema": {"type": "object"}})),
+        move |_, _| {
+            let guard = Guard(flag.clone());
+            Box::pin(async move {
+                let _guard = guard;
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                JsonObject::new()
+            })
+        },
+    );
+    let (pipeline, audit) = pipeline_with(
+        vec![slow],
+        PipelineSettings {
+            tool_timeout: Duration::from_millis(50),
+            ..PipelineSettings::default()
+        },
+    );
+    let outcome = pipeline
+        .call("slow", None, &ToolContext::client("t"))
+        .await
+        .unwrap();
+    assert_eq!(outcome.outcome, Outcome::Timeout);
+    assert_eq!(
+        model_text(&outcome.result),
+        "tool `slow` did not finish within 0.05s and was cancelled"
+    );
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the tool's work was dropped, not left running"
+    );
+    assert_eq!(audit.0.lock().unwrap()[0].outcome, "timeout");
+}
+
+#[tokio::test]
+async fn agents_read_long_results_cut_with_a_marker_and_clients_get_them_whole() {
+    let long = "x".repeat(120);
+    let result = json!({"result": {"content": [{"type": "text", "text": long}]}});
+    let (pipeline, _) = pipeline_with(
+        vec![counting_tool(
+            "big",
+            json!({"type": "object"}),
+            result,
+            Arc::default(),
+        )],
+        PipelineSettings {
+            max_result_chars: 100,
+            ..PipelineSettings::default()
+        },
+    );
+    let for_agent = pipeline.call("big", None, &agent(&["*"])).await.unwrap();
+    assert!(for_agent.truncated);
+    let text = model_text(&for_agent.result);
+    assert!(text.starts_with(&"x".repeat(100)));
+    assert!(!text.starts_with(&"x".repeat(101)));
+    assert!(text.ends_with("[portico: result truncated: showing the first 100 of 120 characters; ask for less (a narrower query, a range, a page) to see the rest]"), "{text}");
+    let for_client = pipeline
+        .call("big", None, &ToolContext::client("t"))
+        .await
+        .unwrap();
+    assert!(!for_client.truncated);
+    assert_eq!(model_text(&for_client.result), long);
+}
+
+#[tokio::test]
+async fn sensitive_calls_after_untrusted_content_are_refused_in_that_turn_only() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let fetch = counting_tool(
+        "fetch",
+        json!({"type": "object"}),
+        json!({}),
+        Arc::default(),
+    )
+    .untrusted_output();
+    let write =
+        counting_tool("write", json!({"type": "object"}), json!({}), runs.clone()).sensitive();
+    let marked = counting_tool(
+        "danger_zone",
+        json!({"type": "object"}),
+        json!({}),
+        runs.clone(),
+    );
+    let (pipeline, _) = pipeline_with(vec![fetch, write, marked], PipelineSettings::default());
+
+    let turn = agent(&["*"]);
+    assert_eq!(
+        pipeline.call("write", None, &turn).await.unwrap().outcome,
+        Outcome::Ok,
+        "clean turn"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let fetched = pipeline.call("fetch", None, &turn).await.unwrap();
+    assert!(fetched.untrusted);
+    for sensitive in ["write", "danger_zone"] {
+        let refused = pipeline.call(sensitive, None, &turn).await.unwrap();
+        assert_eq!(refused.outcome, Outcome::Denied, "{sensitive}");
+        assert!(model_text(&refused.result).contains("untrusted content from `fetch`"));
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "neither sensitive call ran");
+    // A new turn starts clean; a client's own calls are not tracked.
+    assert_eq!(
+        pipeline
+            .call("write", None, &agent(&["*"]))
+            .await
+            .unwrap()
+            .outcome,
+        Outcome::Ok
+    );
+    assert_eq!(
+        pipeline
+            .call("write", None, &ToolContext::client("t"))
+            .await
+            .unwrap()
+            .outcome,
+        Outcome::Ok
+    );
+
+    // In approval mode the same call is held for approval, with a structured reason.
+    let approval = Pipeline::new(PipelineSettings::default());
+    let local = LocalTools::default();
+    local.register(
+        counting_tool(
+            "fetch",
+            json!({"type": "object"}),
+            json!({}),
+            Arc::default(),
+        )
+        .untrusted_output(),
+    );
+    local.register(
+        counting_tool(
+            "write",
+            json!({"type": "object"}),
+            json!({}),
+            Arc::default(),
+        )
+        .sensitive(),
+    );
+    approval.add_source(Arc::new(local));
+    approval.add_policy(Arc::new(TaintPolicy::new(
+        TaintMode::RequireApproval,
+        ToolPatterns::new::<&str>(&[]).unwrap(),
+    )));
+    let turn = agent(&["*"]);
+    approval.call("fetch", None, &turn).await.unwrap();
+    let held = approval.call("write", None, &turn).await.unwrap();
+    assert_eq!(held.outcome, Outcome::ApprovalRequired);
+    assert_eq!(held.result["structuredContent"]["approvalRequired"], true);
+}

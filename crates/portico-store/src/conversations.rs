@@ -1,0 +1,449 @@
+//! Conversations with agents and their messages, with token totals kept on the conversation so that
+//! listing them never has to sum messages.
+
+use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+
+use crate::{Store, StoreError, from_sql_int, now_ms, sql_limit, to_sql_int};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    pub id: String,
+    pub agent: String,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub message_count: u64,
+}
+
+/// A message to append. `role` is conventionally `"user"`, `"assistant"` or `"tool"`; the store does not
+/// police it, so new roles need no migration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewMessage {
+    pub role: String,
+    pub content: serde_json::Value,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    pub conversation_id: String,
+    /// 1 for the first message of a conversation, then consecutive.
+    pub seq: i64,
+    pub role: String,
+    pub content: serde_json::Value,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub created_at_ms: i64,
+}
+
+const CONVERSATION_COLUMNS: &str =
+    "id, agent, created_at_ms, updated_at_ms, input_tokens, output_tokens, message_count";
+
+fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
+    Ok(Conversation {
+        id: row.get(0)?,
+        agent: row.get(1)?,
+        created_at_ms: row.get(2)?,
+        updated_at_ms: row.get(3)?,
+        input_tokens: from_sql_int(row.get(4)?),
+        output_tokens: from_sql_int(row.get(5)?),
+        message_count: from_sql_int(row.get(6)?),
+    })
+}
+
+impl Store {
+    /// Starts a conversation with `agent` under a fresh random id (`c_` and 32 hex digits).
+    pub fn create_conversation(&self, agent: &str) -> Result<Conversation, StoreError> {
+        let now = now_ms();
+        let conversation = Conversation {
+            id: format!("c_{:032x}", rand::random::<u128>()),
+            agent: agent.to_string(),
+            created_at_ms: now,
+            updated_at_ms: now,
+            input_tokens: 0,
+            output_tokens: 0,
+            message_count: 0,
+        };
+        self.conn()
+            .execute(
+                "INSERT INTO conversations (id, agent, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?3)",
+                params![conversation.id, conversation.agent, now],
+            )
+            .map_err(self.sql_error("creating a conversation"))?;
+        Ok(conversation)
+    }
+
+    pub fn conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+        self.conn()
+            .query_row(
+                &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?1"),
+                [id],
+                conversation_from_row,
+            )
+            .optional()
+            .map_err(self.sql_error("reading a conversation"))
+    }
+
+    /// Conversations, most recently active first, optionally only those with `agent`. A `limit` of 0
+    /// means [`crate::DEFAULT_LIMIT`].
+    pub fn conversations(
+        &self,
+        agent: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Conversation>, StoreError> {
+        let conn = self.conn();
+        // rowid breaks ties between conversations touched in the same millisecond: later-created first.
+        let result = match agent {
+            Some(agent) => conn
+                .prepare_cached(&format!(
+                    "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE agent = ?1 \
+                     ORDER BY updated_at_ms DESC, rowid DESC LIMIT ?2"
+                ))
+                .and_then(|mut stmt| {
+                    stmt.query_map(params![agent, sql_limit(limit)], conversation_from_row)?
+                        .collect()
+                }),
+            None => conn
+                .prepare_cached(&format!(
+                    "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+                     ORDER BY updated_at_ms DESC, rowid DESC LIMIT ?1"
+                ))
+                .and_then(|mut stmt| {
+                    stmt.query_map(params![sql_limit(limit)], conversation_from_row)?
+                        .collect()
+                }),
+        };
+        result.map_err(self.sql_error("listing conversations"))
+    }
+
+    /// Appends a message as the conversation's next `seq`, adds its tokens to the conversation's totals
+    /// and marks the conversation as updated, all in one transaction.
+    pub fn append_message(
+        &self,
+        conversation_id: &str,
+        message: &NewMessage,
+    ) -> Result<StoredMessage, StoreError> {
+        let content =
+            serde_json::to_string(&message.content).map_err(|source| StoreError::CorruptJson {
+                path: self.label().to_path_buf(),
+                what: format!("new message content for conversation {conversation_id:?}"),
+                source,
+            })?;
+        let now = now_ms();
+        let mut conn = self.conn();
+        let error = || self.sql_error("appending a message");
+        // IMMEDIATE takes the write lock up front, so another process cannot slip in between reading
+        // the next seq and inserting it.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(error())?;
+        // max() keeps updated_at monotonic if the wall clock steps back.
+        let updated = tx
+            .execute(
+                "UPDATE conversations SET \
+                   input_tokens = input_tokens + ?2, \
+                   output_tokens = output_tokens + ?3, \
+                   message_count = message_count + 1, \
+                   updated_at_ms = max(updated_at_ms, ?4) \
+                 WHERE id = ?1",
+                params![
+                    conversation_id,
+                    to_sql_int(message.input_tokens),
+                    to_sql_int(message.output_tokens),
+                    now
+                ],
+            )
+            .map_err(error())?;
+        if updated == 0 {
+            return Err(StoreError::ConversationNotFound {
+                path: self.label().to_path_buf(),
+                id: conversation_id.to_string(),
+            });
+        }
+        let seq: i64 = tx
+            .query_row(
+                "SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?1",
+                [conversation_id],
+                |row| row.get(0),
+            )
+            .map_err(error())?;
+        tx.execute(
+            "INSERT INTO messages \
+               (conversation_id, seq, role, content, input_tokens, output_tokens, created_at_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                conversation_id,
+                seq,
+                message.role,
+                content,
+                to_sql_int(message.input_tokens),
+                to_sql_int(message.output_tokens),
+                now
+            ],
+        )
+        .map_err(error())?;
+        tx.commit().map_err(error())?;
+        Ok(StoredMessage {
+            conversation_id: conversation_id.to_string(),
+            seq,
+            role: message.role.clone(),
+            content: message.content.clone(),
+            input_tokens: message.input_tokens,
+            output_tokens: message.output_tokens,
+            created_at_ms: now,
+        })
+    }
+
+    /// All messages of a conversation in `seq` order; empty for an unknown conversation.
+    pub fn messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows: Vec<(i64, String, String, i64, i64, i64)> = {
+            let conn = self.conn();
+            conn.prepare_cached(
+                "SELECT seq, role, content, input_tokens, output_tokens, created_at_ms \
+                 FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([conversation_id], |row| {
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                        row.get(5)?,
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(self.sql_error("reading messages"))?
+        };
+        // JSON is parsed after the lock is released: large histories should not hold up other callers.
+        rows.into_iter()
+            .map(
+                |(seq, role, content, input_tokens, output_tokens, created_at_ms)| {
+                    let content = serde_json::from_str(&content).map_err(|source| {
+                        StoreError::CorruptJson {
+                            path: self.label().to_path_buf(),
+                            what: format!("message {seq} of conversation {conversation_id:?}"),
+                            source,
+                        }
+                    })?;
+                    Ok(StoredMessage {
+                        conversation_id: conversation_id.to_string(),
+                        seq,
+                        role,
+                        content,
+                        input_tokens: from_sql_int(input_tokens),
+                        output_tokens: from_sql_int(output_tokens),
+                        created_at_ms,
+                    })
+                },
+            )
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn message(role: &str, text: &str, input_tokens: u64, output_tokens: u64) -> NewMessage {
+        NewMessage {
+            role: role.to_string(),
+            content: json!([{"type": "text", "text": text}]),
+            input_tokens,
+            output_tokens,
+        }
+    }
+
+    #[test]
+    fn created_conversation_is_empty_and_readable() {
+        let store = Store::open_in_memory().unwrap();
+        let created = store.create_conversation("planner").unwrap();
+        assert!(created.id.starts_with("c_"));
+        assert_eq!(created.id.len(), 34);
+        assert!(created.id[2..].chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(created.agent, "planner");
+        assert_eq!(created.created_at_ms, created.updated_at_ms);
+        assert_eq!(
+            (
+                created.input_tokens,
+                created.output_tokens,
+                created.message_count
+            ),
+            (0, 0, 0)
+        );
+        assert_eq!(store.conversation(&created.id).unwrap(), Some(created));
+        assert_eq!(store.conversation("c_missing").unwrap(), None);
+    }
+
+    #[test]
+    fn ids_are_unique() {
+        let store = Store::open_in_memory().unwrap();
+        let a = store.create_conversation("x").unwrap();
+        let b = store.create_conversation("x").unwrap();
+        assert_ne!(a.id, b.id);
+    }
+
+    #[test]
+    fn append_numbers_messages_and_sums_tokens() {
+        let store = Store::open_in_memory().unwrap();
+        let conversation = store.create_conversation("planner").unwrap();
+        let first = store
+            .append_message(&conversation.id, &message("user", "hi", 10, 0))
+            .unwrap();
+        let second = store
+            .append_message(&conversation.id, &message("assistant", "hello", 12, 30))
+            .unwrap();
+        let third = store
+            .append_message(&conversation.id, &message("tool", "{}", 0, 5))
+            .unwrap();
+        assert_eq!((first.seq, second.seq, third.seq), (1, 2, 3));
+
+        let stored = store.messages(&conversation.id).unwrap();
+        assert_eq!(stored, vec![first, second.clone(), third]);
+        assert_eq!(stored[1].role, "assistant");
+        assert_eq!(
+            stored[1].content,
+            json!([{"type": "text", "text": "hello"}])
+        );
+        assert_eq!((stored[1].input_tokens, stored[1].output_tokens), (12, 30));
+
+        let updated = store.conversation(&conversation.id).unwrap().unwrap();
+        assert_eq!(
+            (
+                updated.input_tokens,
+                updated.output_tokens,
+                updated.message_count
+            ),
+            (22, 35, 3)
+        );
+        assert!(updated.updated_at_ms >= conversation.updated_at_ms);
+        assert_eq!(updated.created_at_ms, conversation.created_at_ms);
+    }
+
+    #[test]
+    fn seq_is_per_conversation() {
+        let store = Store::open_in_memory().unwrap();
+        let a = store.create_conversation("x").unwrap();
+        let b = store.create_conversation("x").unwrap();
+        store
+            .append_message(&a.id, &message("user", "1", 0, 0))
+            .unwrap();
+        store
+            .append_message(&a.id, &message("user", "2", 0, 0))
+            .unwrap();
+        let in_b = store
+            .append_message(&b.id, &message("user", "1", 0, 0))
+            .unwrap();
+        assert_eq!(in_b.seq, 1);
+        assert_eq!(store.messages(&a.id).unwrap().len(), 2);
+        assert_eq!(store.messages(&b.id).unwrap().len(), 1);
+        assert_eq!(store.messages("c_missing").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn append_to_missing_conversation_fails_and_writes_nothing() {
+        let store = Store::open_in_memory().unwrap();
+        let err = store
+            .append_message("c_nope", &message("user", "hi", 1, 1))
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::ConversationNotFound { id, .. } if id == "c_nope"),
+            "{err}"
+        );
+        assert!(err.to_string().contains(":memory:"), "{err}");
+        let count: i64 = store
+            .conn()
+            .query_row("SELECT count(*) FROM messages", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(count, 0);
+    }
+
+    #[test]
+    fn listing_is_most_recently_active_first_and_filters_by_agent() {
+        let store = Store::open_in_memory().unwrap();
+        let a = store.create_conversation("planner").unwrap();
+        let b = store.create_conversation("coder").unwrap();
+        let c = store.create_conversation("planner").unwrap();
+        // Make `a` the most recently active, in a later millisecond than any creation.
+        std::thread::sleep(Duration::from_millis(5));
+        store
+            .append_message(&a.id, &message("user", "bump", 0, 0))
+            .unwrap();
+
+        let ids = |list: Vec<Conversation>| list.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(store.conversations(None, 0).unwrap()),
+            vec![a.id.clone(), c.id.clone(), b.id.clone()]
+        );
+        assert_eq!(
+            ids(store.conversations(Some("planner"), 10).unwrap()),
+            vec![a.id.clone(), c.id.clone()]
+        );
+        assert_eq!(ids(store.conversations(None, 1).unwrap()), vec![a.id]);
+        assert_eq!(store.conversations(Some("nobody"), 10).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn corrupt_content_is_reported_with_its_location() {
+        let store = Store::open_in_memory().unwrap();
+        let conversation = store.create_conversation("x").unwrap();
+        store
+            .append_message(&conversation.id, &message("user", "hi", 0, 0))
+            .unwrap();
+        store
+            .conn()
+            .execute("UPDATE messages SET content = 'not json'", [])
+            .unwrap();
+        let err = store.messages(&conversation.id).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("message 1 of conversation"), "{text}");
+        assert!(text.contains(&conversation.id), "{text}");
+    }
+
+    #[test]
+    fn store_is_usable_from_many_threads() {
+        let store = Store::open_in_memory().unwrap();
+        let conversation = store.create_conversation("x").unwrap();
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let store = store.clone();
+                let id = conversation.id.clone();
+                std::thread::spawn(move || {
+                    for i in 0..25 {
+                        store
+                            .append_message(&id, &message("user", &format!("{t}/{i}"), 1, 2))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        let seqs: Vec<i64> = store
+            .messages(&conversation.id)
+            .unwrap()
+            .iter()
+            .map(|m| m.seq)
+            .collect();
+        assert_eq!(seqs, (1..=100).collect::<Vec<_>>());
+        let totals = store.conversation(&conversation.id).unwrap().unwrap();
+        assert_eq!(
+            (
+                totals.input_tokens,
+                totals.output_tokens,
+                totals.message_count
+            ),
+            (100, 200, 100)
+        );
+    }
+}

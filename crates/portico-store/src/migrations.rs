@@ -1,0 +1,191 @@
+//! The schema, as an append-only list of migrations.
+//!
+//! To change the schema, append a new entry to [`MIGRATIONS`]; never edit or reorder an entry that has
+//! shipped, because databases in the field record only how many entries they have applied (in
+//! `PRAGMA user_version`), not what those entries said.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{StoreError, hint_for};
+
+/// Migration `i` (0-based) takes the schema from version `i` to version `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: conversations, messages, agent memory, audit log.
+    r#"
+    CREATE TABLE conversations (
+        id            TEXT    NOT NULL PRIMARY KEY,
+        agent         TEXT    NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        message_count INTEGER NOT NULL DEFAULT 0
+    ) STRICT;
+    CREATE INDEX conversations_by_updated ON conversations (updated_at_ms);
+    CREATE INDEX conversations_by_agent ON conversations (agent, updated_at_ms);
+
+    CREATE TABLE messages (
+        conversation_id TEXT    NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        seq             INTEGER NOT NULL,
+        role            TEXT    NOT NULL,
+        content         TEXT    NOT NULL,
+        input_tokens    INTEGER NOT NULL,
+        output_tokens   INTEGER NOT NULL,
+        created_at_ms   INTEGER NOT NULL,
+        PRIMARY KEY (conversation_id, seq)
+    ) STRICT;
+
+    CREATE TABLE memory (
+        scope         TEXT    NOT NULL,
+        key           TEXT    NOT NULL,
+        value         TEXT    NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+    ) STRICT;
+    CREATE INDEX memory_by_updated ON memory (scope, updated_at_ms);
+
+    -- AUTOINCREMENT so that ids are never reused after old rows are pruned: an id seen in an export
+    -- keeps meaning the same record.
+    CREATE TABLE audit (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms            INTEGER NOT NULL,
+        caller           TEXT    NOT NULL,
+        tool             TEXT    NOT NULL,
+        arguments_digest TEXT    NOT NULL,
+        outcome          TEXT    NOT NULL,
+        detail           TEXT,
+        duration_ms      INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX audit_by_at ON audit (at_ms);
+    CREATE INDEX audit_by_caller ON audit (caller, at_ms);
+    CREATE INDEX audit_by_tool ON audit (tool, at_ms);
+    "#,
+];
+
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+}
+
+/// Brings the database up to `migrations.len()`, one transaction per step so that a crash leaves it at
+/// a well-defined version. Taking the write lock before reading the version makes two processes opening
+/// the same fresh file at once apply each step exactly once: the second waits, then sees it done.
+pub(crate) fn migrate(
+    conn: &mut Connection,
+    path: &Path,
+    migrations: &[&str],
+) -> Result<(), StoreError> {
+    let supported = migrations.len() as u32;
+    loop {
+        let migration_error = |version: u32| {
+            move |source: rusqlite::Error| StoreError::Migration {
+                path: path.to_path_buf(),
+                version,
+                hint: hint_for(&source),
+                source,
+            }
+        };
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(migration_error(0))?;
+        let found = user_version(&tx).map_err(migration_error(0))?;
+        if found > supported {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found,
+                supported,
+            });
+        }
+        if found == supported {
+            // Nothing was written; the drop rolls back the empty transaction.
+            return Ok(());
+        }
+        let next = found + 1;
+        tx.execute_batch(migrations[found as usize])
+            .map_err(migration_error(next))?;
+        // user_version lives in the database header, so setting it inside the transaction commits or
+        // rolls back together with the schema change.
+        tx.pragma_update(None, "user_version", next)
+            .map_err(migration_error(next))?;
+        tx.commit().map_err(migration_error(next))?;
+        tracing::debug!(path = %path.display(), version = next, "applied store migration");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(conn: &Connection, sql: &str) -> i64 {
+        conn.query_row(sql, [], |row| row.get(0)).unwrap()
+    }
+
+    #[test]
+    fn applies_each_migration_once_across_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let v1: &[&str] = &["CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);"];
+        let v2: &[&str] = &[v1[0], "INSERT INTO t VALUES (2);"];
+
+        let mut conn = Connection::open(&path).unwrap();
+        migrate(&mut conn, &path, v1).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), 1);
+        drop(conn);
+
+        // Re-running migration 1 would fail on CREATE TABLE and would insert a second row.
+        let mut conn = Connection::open(&path).unwrap();
+        migrate(&mut conn, &path, v1).unwrap();
+        assert_eq!(count(&conn, "SELECT count(*) FROM t"), 1);
+
+        migrate(&mut conn, &path, v2).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), 2);
+        assert_eq!(count(&conn, "SELECT sum(x) FROM t"), 3);
+        drop(conn);
+
+        let mut conn = Connection::open(&path).unwrap();
+        migrate(&mut conn, &path, v2).unwrap();
+        assert_eq!(count(&conn, "SELECT count(*) FROM t"), 2);
+    }
+
+    #[test]
+    fn failed_migration_leaves_previous_version_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let good: &[&str] = &["CREATE TABLE t (x INTEGER);"];
+        let bad: &[&str] = &[
+            good[0],
+            "INSERT INTO t VALUES (1); INSERT INTO nope VALUES (1);",
+        ];
+
+        let mut conn = Connection::open(&path).unwrap();
+        migrate(&mut conn, &path, good).unwrap();
+        let err = migrate(&mut conn, &path, bad).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Migration { version: 2, .. }),
+            "{err}"
+        );
+        assert_eq!(user_version(&conn).unwrap(), 1);
+        assert_eq!(count(&conn, "SELECT count(*) FROM t"), 0);
+    }
+
+    #[test]
+    fn refuses_a_database_newer_than_the_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 7).unwrap();
+        let err = migrate(&mut conn, &path, &["SELECT 1;"]).unwrap_err();
+        match &err {
+            StoreError::TooNew {
+                path: p,
+                found,
+                supported,
+            } => {
+                assert_eq!((p.as_path(), *found, *supported), (path.as_path(), 7, 1));
+            }
+            other => panic!("expected TooNew, got {other}"),
+        }
+        assert!(err.to_string().contains("upgrade Portico"), "{err}");
+    }
+}
