@@ -838,6 +838,86 @@ mod tests {
     use super::*;
 
     #[test]
+    fn agents_sections_are_checked_with_positions() {
+        let text = r#"
+[[agents]]
+name = "code-reviewer"
+tools = ["mcp_github_*", "file_read"]
+model = { provider = "openai", model = "gpt-4o-mini", api_key_env = "OPENAI_API_KEY" }
+
+[[agents]]
+name = "code_reviewer"
+model = { provider = "gpt" }
+
+[policy]
+taint = "maybe"
+"#;
+        let problems = check(text);
+        let messages: Vec<String> = problems
+            .iter()
+            .map(|p| format!("{}:{} {}", p.line, p.column, p.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "8:8 agent name `code_reviewer` clashes with `code-reviewer` (line 3): both become the tool `portico_agent_code_reviewer`",
+                "9:22 model provider `gpt` is not one Portico knows",
+                "12:9 [policy] taint `maybe` is not a mode",
+            ]
+        );
+        // Field names inside agents are checked by the serde pass, with a position.
+        let typo = check("[[agents]]\nname = \"a\"\nmax_iteration = 3\n");
+        assert_eq!(typo.len(), 1, "{typo:?}");
+        assert_eq!(typo[0].line, 3);
+        assert!(
+            typo[0].message.contains("unknown field `max_iteration`"),
+            "{typo:?}"
+        );
+        let config = crate::parse("t", "[[agents]]\nname = \"a\"\n").unwrap();
+        assert_eq!(config.agents[0].max_iterations, 10);
+        assert_eq!(config.agents[0].model.provider, "auto");
+    }
+
+    #[test]
+    fn an_agents_directory_adds_one_agent_per_file() {
+        let dir = std::env::temp_dir().join(format!("portico-agents-dir-{}", std::process::id()));
+        let agents = dir.join("agents");
+        std::fs::create_dir_all(&agents).unwrap();
+        std::fs::write(
+            agents.join("b.toml"),
+            "name = \"beta\"\ntools = [\"file_*\"]\n",
+        )
+        .unwrap();
+        std::fs::write(agents.join("a.toml"), "name = \"alpha\"\n").unwrap();
+        std::fs::write(agents.join("notes.txt"), "ignored").unwrap();
+        let mut config = crate::parse(
+            "t",
+            "[server]\nagents_dir = \"agents\"\n[[agents]]\nname = \"main\"\n",
+        )
+        .unwrap();
+        crate::load_agents_dir(&mut config, &dir).unwrap();
+        let names: Vec<&str> = config.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["main", "alpha", "beta"]);
+
+        std::fs::write(agents.join("c.toml"), "name = \"MAIN\"\nbogus = 1\n").unwrap();
+        let mut again = crate::parse("t", "[server]\nagents_dir = \"agents\"\n").unwrap();
+        let error = crate::load_agents_dir(&mut again, &dir)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("c.toml") && error.contains("unknown field `bogus`"),
+            "{error}"
+        );
+        std::fs::write(agents.join("c.toml"), "name = \"alpha\"\n").unwrap();
+        let mut fresh = crate::parse("t", "[server]\nagents_dir = \"agents\"\n").unwrap();
+        let error = crate::load_agents_dir(&mut fresh, &dir)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("clashes with agent `alpha`"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn valid_reference_config_has_no_problems() {
         let text = r#"
 [server]

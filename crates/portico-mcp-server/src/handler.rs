@@ -19,6 +19,7 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
 
 use crate::backend::{Backend, BackendError, Listing};
+use crate::input_rounds::{CallEvent, InputRoundsCaller, ParkedCalls};
 use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
@@ -77,6 +78,9 @@ pub struct PorticoServer {
     subscriptions: Arc<Mutex<HashSet<String>>>,
     /// Tools the embedding program registered; shared by every session.
     host_tools: HostTools,
+    /// 2026-07-28 calls waiting for their client's answers; shared by every session, since a
+    /// stateless client may come back on another connection.
+    parked: ParkedCalls,
 }
 
 impl PorticoServer {
@@ -92,6 +96,7 @@ impl PorticoServer {
             options: Arc::new(options),
             subscriptions: Arc::default(),
             host_tools,
+            parked: ParkedCalls::default(),
         }
     }
 
@@ -107,6 +112,7 @@ impl PorticoServer {
             options: self.options.clone(),
             subscriptions: Arc::default(),
             host_tools: self.host_tools.clone(),
+            parked: self.parked.clone(),
         }
     }
 
@@ -217,12 +223,27 @@ impl PorticoServer {
         }
     }
 
+    /// A call, whether to a meta-tool or a catalog tool.
+    async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        call_context: CallContext,
+        cancelled: tokio_util::sync::CancellationToken,
+    ) -> Result<CallToolResponse, McpError> {
+        if self.options.tool_search != ToolSearch::Off && tool_search::is_meta_tool(&request.name) {
+            return self.call_meta_tool(request, call_context, cancelled).await;
+        }
+        self.forward_call(&request.name, request.arguments, &call_context, &cancelled)
+            .await
+    }
+
     /// Runs one of the tool-search meta-tools. Calls made through `portico_call_tool` go the same way as
     /// direct calls.
     async fn call_meta_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        call_context: CallContext,
+        cancelled: tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.clone().unwrap_or_default();
         let listing = self.listing().await?;
@@ -246,9 +267,8 @@ impl PorticoServer {
                         .into());
                     }
                 };
-                let call_context = self.call_context(&context);
                 return self
-                    .forward_call(name, inner_arguments, &call_context, &context.ct)
+                    .forward_call(name, inner_arguments, &call_context, &cancelled)
                     .await;
             }
         };
@@ -274,6 +294,16 @@ impl PorticoServer {
         }
         Ok(())
     }
+}
+
+/// Whether the client speaks 2026-07-28 or later, where servers ask through `input_required` results
+/// instead of requests.
+fn takes_input_rounds(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .and_then(|v| serde_json::to_value(v).ok())
+        .and_then(|v| v.as_str().map(|v| v >= "2026-07-28"))
+        .unwrap_or(false)
 }
 
 /// Parses a final result from an upstream (or Portico itself). Results from handshake-era upstreams
@@ -373,12 +403,36 @@ impl ServerHandler for PorticoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        if self.options.tool_search != ToolSearch::Off && tool_search::is_meta_tool(&request.name) {
-            return self.call_meta_tool(request, context).await;
+        // A 2026-07-28 client cannot be sent requests during its call: run the call apart and put
+        // what it asks for to the client as input rounds.
+        if takes_input_rounds(&context) {
+            if let Some(state) = &request.request_state {
+                return self
+                    .parked
+                    .next_round(&request.name, state, request.input_responses.clone())
+                    .await;
+            }
+            let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
+            let mut call_context = self.call_context(&context);
+            if let Some(inner) = call_context.caller.take() {
+                call_context.caller = Some(Arc::new(InputRoundsCaller {
+                    inner,
+                    events: events.clone(),
+                }));
+            }
+            let server = self.clone();
+            let name = request.name.to_string();
+            // The call outlives this request, which ends with the first `input_required` answer; a
+            // call nobody resumes is ended by expiry instead (see `input_rounds`).
+            let cancelled = tokio_util::sync::CancellationToken::new();
+            tokio::spawn(async move {
+                let result = server.run_call(request, call_context, cancelled).await;
+                let _ = events.send(CallEvent::Done(result));
+            });
+            return self.parked.first_round(&name, receiver).await;
         }
         let call_context = self.call_context(&context);
-        self.forward_call(&request.name, request.arguments, &call_context, &context.ct)
-            .await
+        self.run_call(request, call_context, context.ct).await
     }
 
     async fn complete(

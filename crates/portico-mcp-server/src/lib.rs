@@ -12,6 +12,7 @@
 
 mod backend;
 mod handler;
+mod input_rounds;
 mod relay;
 pub mod tool_search;
 

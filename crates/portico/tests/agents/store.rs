@@ -132,3 +132,58 @@ async fn conversations_memory_and_audit_survive_a_daemon_restart() {
         "{error}"
     );
 }
+
+#[test]
+fn portico_agents_lists_and_portico_chat_talks_in_the_terminal() {
+    use std::io::Write;
+    let home = Home::new(KEEPER);
+    let listed = home.command(&["agents", "--json"]).output().unwrap();
+    assert!(listed.status.success());
+    let agents: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(agents[0]["name"], "keeper");
+    assert_eq!(agents[0]["tool"], "portico_agent_keeper");
+    assert_eq!(agents[0]["tools"], json!(["memory_*"]));
+
+    let mut chat = home
+        .command(&["chat", "keeper"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    chat.stdin
+        .take()
+        .unwrap()
+        .write_all(b"remember my colour\n\nrecall it\n")
+        .unwrap();
+    let output = chat.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert_eq!(lines[0], "stored");
+    assert!(
+        lines[1].starts_with("recalled ") && lines[1].contains("teal"),
+        "{stdout}"
+    );
+    // One conversation for the whole session, announced once; tool calls are shown on stderr.
+    assert_eq!(
+        stderr.matches("portico: conversation c").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("[calling memory_store]"), "{stderr}");
+    assert!(stderr.contains("[calling memory_recall]"), "{stderr}");
+
+    let unknown = home
+        .command(&["chat", "nobody"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr)
+            .contains("no agent named `nobody`; configured agents: keeper")
+    );
+}

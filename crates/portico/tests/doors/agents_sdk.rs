@@ -442,16 +442,34 @@ fn an_agent_cannot_call_a_tool_outside_its_patterns_over_http() {
 
 /// The sampler agent thinks with the client's model: model (tool_use system_time) → Portico runs the
 /// tool → model (text from the tool result). A client without sampling gets a clear isError.
-fn assert_sampling_agent(home: &Home, door: &[String]) {
+///
+/// `era` is the client's: `legacy` (2025-11-25: Portico sends `sampling/createMessage` requests) or
+/// `auto` (2026-07-28: Portico answers the call with `input_required` rounds the SDK fulfils and
+/// retries).
+fn assert_sampling_agent(home: &Home, door: &[String], era: &str) {
     let message = "what time is it, sampler?";
     let call_args = json!({"message": message}).to_string();
     let before = now_ms();
     let report = run_client(
         home,
         door,
-        &["--sampling", "--call", SAMPLER, "--args", &call_args],
+        &[
+            "--era",
+            era,
+            "--sampling",
+            "--call",
+            SAMPLER,
+            "--args",
+            &call_args,
+        ],
     );
     let after = now_ms();
+    let expected_version = if era == "auto" {
+        "2026-07-28"
+    } else {
+        "2025-11-25"
+    };
+    assert_eq!(report["protocol_version"], expected_version, "{report:#}");
     let reply = agent_reply(&report["calls"][0]);
     let time = reply
         .strip_prefix("sampled: ")
@@ -504,7 +522,11 @@ fn assert_sampling_agent(home: &Home, door: &[String]) {
     assert_eq!(requests[1]["answer"], json!({"text": reply}));
 
     // The same call from a client that did not declare sampling.
-    let report = run_client(home, door, &["--call", SAMPLER, "--args", &call_args]);
+    let report = run_client(
+        home,
+        door,
+        &["--era", era, "--call", SAMPLER, "--args", &call_args],
+    );
     assert_eq!(report["sampling_requests"], json!([]), "{report:#}");
     let refused = &report["calls"][0]["result"];
     assert_eq!(refused["isError"], true, "{refused:#}");
@@ -519,13 +541,27 @@ fn assert_sampling_agent(home: &Home, door: &[String]) {
 #[test]
 fn a_sampling_agent_thinks_with_the_calling_clients_model_over_portico_mcp() {
     let home = agent_home("");
-    assert_sampling_agent(&home, &stdio_door(&home));
+    assert_sampling_agent(&home, &stdio_door(&home), "legacy");
+}
+
+#[test]
+fn a_sampling_agent_asks_a_2026_client_through_input_rounds_over_portico_mcp() {
+    let home = agent_home("");
+    assert_sampling_agent(&home, &stdio_door(&home), "auto");
 }
 
 #[test]
 fn a_sampling_agent_thinks_with_the_calling_clients_model_over_http() {
     let home = agent_home("[server]\nlisten = \"127.0.0.1:0\"");
     let (mut daemon, door) = http_door(&home);
-    assert_sampling_agent(&home, &door);
+    assert_sampling_agent(&home, &door, "legacy");
+    assert!(daemon.stop().success());
+}
+
+#[test]
+fn a_sampling_agent_asks_a_2026_client_through_input_rounds_over_http() {
+    let home = agent_home("[server]\nlisten = \"127.0.0.1:0\"");
+    let (mut daemon, door) = http_door(&home);
+    assert_sampling_agent(&home, &door, "auto");
     assert!(daemon.stop().success());
 }
