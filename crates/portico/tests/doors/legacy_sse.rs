@@ -415,3 +415,50 @@ async fn legacy_sse_closing_the_stream_ends_the_session() {
     .await;
     assert_eq!(after.status(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sse_serves_agents_within_their_patterns() {
+    let agent = r#"
+[[agents]]
+name = "snoop"
+tools = ["mcp_cat_*"]
+[agents.model]
+provider = "scripted"
+rules = [ { when = {}, steps = [
+    { call_tool = { name = "file_list", arguments = {} } },
+    { reply = "offered {{tools}}; file_list said: {{last_tool_result}}" } ] } ]
+"#;
+    let (_home, mut daemon) = catalog_daemon(agent);
+    let base = daemon.base.clone();
+    let mut stream = SseStream::new(SseStream::open(&base, &[]).await);
+    let endpoint = stream.endpoint().await;
+    send(
+        &base,
+        &endpoint,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "legacy-test", "version": "1"}}}),
+    )
+    .await;
+    stream.response_to(1).await;
+    send(
+        &base,
+        &endpoint,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    send(
+        &base,
+        &endpoint,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "portico_agent_snoop", "arguments": {"message": "look around"}}}),
+    )
+    .await;
+    let called = stream.response_to(2).await;
+    let reply = called["result"]["structuredContent"]["reply"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{called}"));
+    assert!(reply.starts_with("offered mcp_cat_t1; "), "{reply}");
+    assert!(
+        reply.contains("tool `file_list` is not available to agent `snoop`"),
+        "{reply}"
+    );
+    assert!(daemon.stop().success());
+}
