@@ -189,12 +189,11 @@ async fn agents_neither_see_nor_call_tools_outside_their_patterns() {
     // A client sees both.
     assert_eq!(pipeline.list(&Principal::client("x")).await.len(), 2);
     // Unknown names are a protocol-level error with a suggestion.
-    let Err(PipelineError::UnknownTool { hint, .. }) =
-        pipeline.call("file_raed", None, &context).await
+    let Err(PipelineError::UnknownTool { hint, .. }) = pipeline.call("read", None, &context).await
     else {
         panic!("expected unknown tool");
     };
-    assert_eq!(hint, " (did you mean `file_read`?)");
+    assert_eq!(hint, "; did you mean `file_read`?");
 }
 
 #[tokio::test]
