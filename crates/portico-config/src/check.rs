@@ -396,22 +396,34 @@ impl Checker<'_> {
 
     /// `[[agents]]`: names, providers and patterns here; field types by the serde pass in [`check`].
     fn agents(&mut self, value: &Spanned<DeValue<'_>>) {
+        let mut seen: HashMap<String, (String, Range<usize>)> = HashMap::new();
+        for (span, table) in self.array_of_tables(value, "agents") {
+            self.agent(span, table, &mut seen);
+        }
+    }
+
+    /// The tables of a `[[section]]` array, each with its span; anything else is reported.
+    fn array_of_tables<'a, 'i>(
+        &mut self,
+        value: &'a Spanned<DeValue<'i>>,
+        section: &str,
+    ) -> Vec<(Range<usize>, &'a DeTable<'i>)> {
         let DeValue::Array(items) = value.get_ref() else {
             self.wrong_type(
                 value.span(),
-                "agents",
-                "an array of tables ([[agents]])",
+                section,
+                &format!("an array of tables ([[{section}]])"),
                 value.get_ref(),
             );
-            return;
+            return Vec::new();
         };
-        let mut seen: HashMap<String, (String, Range<usize>)> = HashMap::new();
-        for item in items.iter() {
-            let Some(table) = self.expect_table(item, "each [[agents]] entry") else {
-                continue;
-            };
-            self.agent(item.span(), table, &mut seen);
-        }
+        items
+            .iter()
+            .filter_map(|item| {
+                self.expect_table(item, &format!("each [[{section}]] entry"))
+                    .map(|table| (item.span(), table))
+            })
+            .collect()
     }
 
     pub(crate) fn agent(
@@ -538,22 +550,10 @@ impl Checker<'_> {
     }
 
     fn mcp_servers(&mut self, value: &Spanned<DeValue<'_>>) {
-        let DeValue::Array(items) = value.get_ref() else {
-            self.wrong_type(
-                value.span(),
-                "mcp_servers",
-                "an array of tables ([[mcp_servers]])",
-                value.get_ref(),
-            );
-            return;
-        };
         // Normalised name → span of first use, to catch `my-server` vs `my_server`.
         let mut seen: HashMap<String, (String, Range<usize>)> = HashMap::new();
-        for item in items.iter() {
-            let Some(table) = self.expect_table(item, "each [[mcp_servers]] entry") else {
-                continue;
-            };
-            self.mcp_server(item.span(), table, &mut seen);
+        for (span, table) in self.array_of_tables(value, "mcp_servers") {
+            self.mcp_server(span, table, &mut seen);
         }
     }
 

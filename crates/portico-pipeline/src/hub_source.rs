@@ -29,6 +29,17 @@ impl HubTools {
     }
 }
 
+fn entry(tool: &portico_core::CatalogTool, generation: u64) -> ToolEntry {
+    ToolEntry {
+        name: tool.name.clone(),
+        definition: Arc::new(tool.exposed_definition()),
+        trust: Trust::Untrusted,
+        sensitive: false,
+        timeout: None,
+        generation,
+    }
+}
+
 impl ToolSource for HubTools {
     fn kind(&self) -> &'static str {
         "hub"
@@ -40,29 +51,13 @@ impl ToolSource for HubTools {
             .catalog()
             .tools()
             .iter()
-            .map(|tool| ToolEntry {
-                name: tool.name.clone(),
-                definition: Arc::new(tool.exposed_definition()),
-                trust: Trust::Untrusted,
-                sensitive: false,
-                timeout: None,
-                generation,
-            })
+            .map(|tool| entry(tool, generation))
             .collect()
     }
 
     fn find(&self, name: &str) -> Option<ToolEntry> {
         let generation = self.generation();
-        let catalog = self.hub.catalog();
-        let tool = catalog.tool(name)?;
-        Some(ToolEntry {
-            name: tool.name.clone(),
-            definition: Arc::new(tool.exposed_definition()),
-            trust: Trust::Untrusted,
-            sensitive: false,
-            timeout: None,
-            generation,
-        })
+        Some(entry(self.hub.catalog().tool(name)?, generation))
     }
 
     fn settle(&self) -> BoxFuture<'_, ()> {
