@@ -17,6 +17,10 @@ fn http() -> reqwest::Client {
 struct SseStream {
     response: reqwest::Response,
     buffer: String,
+    /// Messages read while waiting for another one. Answers to concurrent requests (the members of a
+    /// batch, say) may arrive in either order; dropping the one not asked for yet would leave its
+    /// waiter hanging.
+    unclaimed: Vec<Value>,
 }
 
 impl SseStream {
@@ -40,6 +44,7 @@ impl SseStream {
         SseStream {
             response,
             buffer: String::new(),
+            unclaimed: Vec::new(),
         }
     }
 
@@ -73,6 +78,12 @@ impl SseStream {
 
     /// Reads `message` events until the response to `id`, returning it.
     async fn response_to(&mut self, id: u64) -> Value {
+        let is_answer = |message: &Value| {
+            message.get("id") == Some(&json!(id)) && message.get("method").is_none()
+        };
+        if let Some(i) = self.unclaimed.iter().position(is_answer) {
+            return self.unclaimed.remove(i);
+        }
         // One deadline for the whole wait: keep-alive comments arrive every 15 s, so a per-chunk
         // timeout alone would never fire if the answer were lost.
         let wait = async {
@@ -80,9 +91,10 @@ impl SseStream {
                 let (name, data) = self.next_event().await.expect("stream ended");
                 assert_eq!(name, "message", "{data}");
                 let message: Value = serde_json::from_str(&data).unwrap();
-                if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+                if is_answer(&message) {
                     return message;
                 }
+                self.unclaimed.push(message);
             }
         };
         tokio::time::timeout(Duration::from_secs(60), wait)
