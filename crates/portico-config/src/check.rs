@@ -239,6 +239,7 @@ impl Checker<'_> {
             "agents",
             "builtins",
             "policy",
+            "a2a",
         ];
         for (key, value) in root.iter() {
             match key.get_ref().as_ref() {
@@ -246,7 +247,7 @@ impl Checker<'_> {
                 "mcp_servers" => self.mcp_servers(value),
                 "expose" => self.expose_section(value),
                 "agents" => self.agents(value),
-                "builtins" | "policy" => self.policy_section(key.get_ref(), value),
+                "builtins" | "policy" | "a2a" => self.policy_section(key.get_ref(), value),
                 _ => self.unknown_key(key, "the top level", KNOWN),
             }
         }

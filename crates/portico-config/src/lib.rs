@@ -20,10 +20,10 @@ pub use check::{Problem, check, check_agent_file};
 pub use expand::{ExpandError, expand_vars};
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
-    AgentConfig, BuiltinsSection, Config, DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN,
-    DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, McpServerConfig,
-    ModelConfig, PROTOCOL_VERSIONS, PROVIDERS, PolicySection, ServerSection, ToolSearchMode,
-    Transport,
+    A2aSection, AgentConfig, BuiltinsSection, Config, DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN,
+    DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, ExternalAgentConfig,
+    McpServerConfig, ModelConfig, PROTOCOL_VERSIONS, PROVIDERS, PolicySection, ServerSection,
+    ToolSearchMode, Transport,
 };
 
 /// The MCP tool an agent is served as: `portico_agent_{name}`, hyphens becoming underscores.

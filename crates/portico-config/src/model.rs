@@ -31,6 +31,75 @@ pub struct Config {
     pub builtins: BuiltinsSection,
     #[serde(default)]
     pub policy: PolicySection,
+    #[serde(default)]
+    pub a2a: A2aSection,
+}
+
+/// The A2A doors (serving Portico's agents to other frameworks) and external A2A agents.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct A2aSection {
+    /// `false` turns every A2A endpoint off, cards included.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Where the A2A endpoints live: `{listen_path}/{agent}` (JSON-RPC), `{listen_path}/{agent}/...`
+    /// (HTTP+JSON), and the legacy `{listen_path}/tasks/send`.
+    #[serde(default = "default_listen_path")]
+    pub listen_path: String,
+    /// The base URL other agents reach Portico at, used in agent cards (e.g.
+    /// "https://agents.example.com"). Default: the listen address, unless that is a wildcard.
+    #[serde(default)]
+    pub public_url: Option<String>,
+    /// The agent served at the well-known card paths (default: the first agent).
+    #[serde(default)]
+    pub primary_agent: Option<String>,
+    /// How many tasks the store keeps; finished ones are evicted oldest first to make room, active
+    /// ones never.
+    #[serde(default = "default_max_tasks")]
+    pub max_tasks: usize,
+    #[serde(default)]
+    pub external_agents: Vec<ExternalAgentConfig>,
+}
+
+fn default_listen_path() -> String {
+    "/a2a".to_string()
+}
+
+fn default_max_tasks() -> usize {
+    10_000
+}
+
+impl Default for A2aSection {
+    fn default() -> Self {
+        A2aSection {
+            enabled: true,
+            listen_path: default_listen_path(),
+            public_url: None,
+            primary_agent: None,
+            max_tasks: default_max_tasks(),
+            external_agents: Vec::new(),
+        }
+    }
+}
+
+/// An A2A agent elsewhere, callable as the tool `a2a_{name}`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalAgentConfig {
+    pub name: String,
+    /// The agent's base URL; its card is fetched from the well-known paths under it.
+    pub url: String,
+    /// Request headers (e.g. Authorization); `${VAR}` is expanded from Portico's environment.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default = "default_external_timeout")]
+    pub timeout_secs: u64,
+    #[serde(default)]
+    pub allow_private_network: bool,
+}
+
+fn default_external_timeout() -> u64 {
+    300
 }
 
 /// One agent: a model, a system prompt and the tools it may use.

@@ -150,7 +150,14 @@ pub fn app_with_server(
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
-    Router::new()
+    let mut router = Router::new();
+    if config.a2a.enabled {
+        router = router.merge(portico_a2a::routes(
+            engine.clone(),
+            a2a_options(config, door),
+        ));
+    }
+    router
         .merge(api::routes(engine, config))
         .merge(legacy)
         .nest_service("/mcp", mcp)
@@ -158,6 +165,29 @@ pub fn app_with_server(
             door.policy.clone(),
             security::check,
         ))
+}
+
+/// The A2A door's settings: card URLs come from `[a2a] public_url`, else the address the door is bound
+/// to; a wildcard bind address is never put in a card.
+fn a2a_options(config: &Config, door: &DoorConfig) -> portico_a2a::A2aOptions {
+    let public_url = match &config.a2a.public_url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None if door.listen.ip().is_unspecified() => {
+            tracing::warn!(
+                "[a2a] public_url is not set and the door listens on {}: agent cards will say http://127.0.0.1:{}; set public_url to the address other agents reach",
+                door.listen,
+                door.listen.port()
+            );
+            format!("http://127.0.0.1:{}", door.listen.port())
+        }
+        None => format!("http://{}", door.listen),
+    };
+    portico_a2a::A2aOptions {
+        listen_path: config.a2a.listen_path.clone(),
+        public_url,
+        primary_agent: config.a2a.primary_agent.clone(),
+        max_tasks: config.a2a.max_tasks,
+    }
 }
 
 /// Binds, writes the daemon info file, serves until `shutdown` resolves, then removes the file.
@@ -186,6 +216,9 @@ pub async fn serve(
             source,
         })?;
     on_bound(bound);
+    if config.a2a.enabled {
+        portico_a2a::recover_interrupted(&engine).await;
+    }
     let streams = CancellationToken::new();
     let in_flight = InFlight::default();
     let router = app(engine, config, &door, streams.clone()).layer(

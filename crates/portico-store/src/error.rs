@@ -48,6 +48,35 @@ pub enum StoreError {
     )]
     ConversationNotFound { path: PathBuf, id: String },
 
+    #[error(
+        "A2A task {id:?} not found in the store {path}; it was never stored, or it had finished and was evicted \
+         to make room for newer tasks (see [a2a] max_tasks)"
+    )]
+    TaskNotFound { path: PathBuf, id: String },
+
+    #[error(
+        "cannot store a new A2A task in {path}: the limit is {limit} tasks and {active} stored tasks are still \
+         active (only finished tasks are evicted to make room); raise [a2a] max_tasks or wait for tasks to finish"
+    )]
+    TasksFull {
+        path: PathBuf,
+        limit: usize,
+        active: usize,
+    },
+
+    #[error(
+        "the page token is not one that the A2A task store {path} issues (damaged or truncated?); \
+         list again without a page token"
+    )]
+    BadPageToken { path: PathBuf },
+
+    #[error(
+        "{state:?} is not an A2A 1.0 task state, so the store {path} cannot tell whether the task has finished; \
+         use the 1.0 enum names (TASK_STATE_SUBMITTED, TASK_STATE_WORKING, TASK_STATE_COMPLETED, ...), \
+         converting 0.3 names such as \"completed\" first"
+    )]
+    UnknownTaskState { path: PathBuf, state: String },
+
     #[error("{operation} failed in the store {path}: {source}; {hint}")]
     Sqlite {
         path: PathBuf,

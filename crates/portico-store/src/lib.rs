@@ -1,5 +1,5 @@
-//! Portico's embedded SQLite store: conversations and their messages, per-agent memory, and the audit
-//! log of tool calls, in one file under the data directory.
+//! Portico's embedded SQLite store: conversations and their messages, per-agent memory, the audit log of
+//! tool calls, and the tasks of Portico's A2A server, in one file under the data directory.
 //!
 //! It is a persistence layer and nothing more: it does not decide who may call what, does not talk to
 //! models or upstreams, and does not interpret message content (kept as opaque JSON). The schema is
@@ -20,6 +20,7 @@ mod conversations;
 mod error;
 mod memory;
 mod migrations;
+mod tasks;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,6 +32,10 @@ pub use audit::{AuditQuery, AuditRecord, AuditWriter};
 pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
 pub use memory::MemoryEntry;
+pub use tasks::{
+    DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, MAX_TASK_PAGE_SIZE, StatusChange, TASK_STATES,
+    TERMINAL_TASK_STATES, TaskLimits, TaskPage, TaskQuery, TaskRecord, is_terminal,
+};
 
 use error::hint_for;
 

@@ -62,6 +62,53 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_by_caller ON audit (caller, at_ms);
     CREATE INDEX audit_by_tool ON audit (tool, at_ms);
     "#,
+    // 2: A2A tasks, their message and status histories, and their push-notification configs. Status,
+    // messages, artifacts, metadata and configs are opaque JSON text; `state` is the A2A 1.0 enum name.
+    r#"
+    CREATE TABLE a2a_tasks (
+        id            TEXT    NOT NULL PRIMARY KEY,
+        context_id    TEXT    NOT NULL,
+        owner         TEXT    NOT NULL,
+        agent         TEXT    NOT NULL,
+        state         TEXT    NOT NULL,
+        status        TEXT    NOT NULL,
+        artifacts     TEXT    NOT NULL,
+        metadata      TEXT    NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    ) STRICT;
+    -- Listing (always per owner, newest first, id breaking ties), eviction and recovery (by state,
+    -- oldest first), and filtering by context.
+    CREATE INDEX a2a_tasks_by_owner ON a2a_tasks (owner, updated_at_ms, id);
+    CREATE INDEX a2a_tasks_by_state ON a2a_tasks (state, updated_at_ms, id);
+    CREATE INDEX a2a_tasks_by_context ON a2a_tasks (context_id, updated_at_ms, id);
+
+    CREATE TABLE a2a_task_messages (
+        task_id TEXT    NOT NULL REFERENCES a2a_tasks (id) ON DELETE CASCADE,
+        seq     INTEGER NOT NULL,
+        message TEXT    NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) STRICT;
+
+    CREATE TABLE a2a_task_status (
+        task_id TEXT    NOT NULL REFERENCES a2a_tasks (id) ON DELETE CASCADE,
+        seq     INTEGER NOT NULL,
+        state   TEXT    NOT NULL,
+        status  TEXT    NOT NULL,
+        at_ms   INTEGER NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) STRICT;
+
+    -- The integer key only orders a task's configs by first registration; configs are addressed by
+    -- (task_id, config_id).
+    CREATE TABLE a2a_push_configs (
+        id        INTEGER PRIMARY KEY,
+        task_id   TEXT    NOT NULL REFERENCES a2a_tasks (id) ON DELETE CASCADE,
+        config_id TEXT    NOT NULL,
+        config    TEXT    NOT NULL,
+        UNIQUE (task_id, config_id)
+    ) STRICT;
+    "#,
 ];
 
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {

@@ -1,0 +1,98 @@
+//! Agent cards: what each Portico agent tells other frameworks about itself, in the 1.0 and 0.3 forms.
+
+use portico_agents::Agent;
+use portico_pipeline::ToolEntry;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::wire::Version;
+
+/// Where an agent's endpoints are, from the configured public base URL.
+pub fn agent_url(base_url: &str, listen_path: &str, agent: &str) -> String {
+    format!("{}{}/{agent}", base_url.trim_end_matches('/'), listen_path)
+}
+
+/// One skill for the agent itself, and one per tool it can use.
+fn skills(agent: &Agent, tools: &[ToolEntry]) -> Vec<Value> {
+    let mut skills = vec![json!({
+        "id": agent.config.name,
+        "name": agent.config.name,
+        "description": if agent.config.description.is_empty() {
+            format!("The `{}` agent", agent.config.name)
+        } else {
+            agent.config.description.clone()
+        },
+        "tags": ["agent"],
+        "examples": [],
+    })];
+    for tool in tools {
+        let description = tool
+            .definition
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let description: String = description.chars().take(300).collect();
+        skills.push(json!({
+            "id": tool.name,
+            "name": tool.name.replace('_', " "),
+            "description": if description.is_empty() { format!("Can use the {} tool", tool.name) } else { description },
+            "tags": ["tool"],
+            "examples": [],
+        }));
+    }
+    skills
+}
+
+fn description(agent: &Agent) -> String {
+    if agent.config.description.is_empty() {
+        format!("The `{}` agent, served by Portico", agent.config.name)
+    } else {
+        agent.config.description.clone()
+    }
+}
+
+/// The card in `version`'s form. Capabilities are what this server really does.
+pub fn card(agent: &Agent, tools: &[ToolEntry], url: &str, version: Version) -> Value {
+    let skills = skills(agent, tools);
+    match version {
+        Version::V1 => json!({
+            "name": agent.config.name,
+            "description": description(agent),
+            "supportedInterfaces": [
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            ],
+            "provider": {"organization": "Portico", "url": url},
+            "version": env!("CARGO_PKG_VERSION"),
+            "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+            "defaultInputModes": ["text/plain", "application/json"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": skills,
+        }),
+        Version::V03 => json!({
+            "protocolVersion": "0.3.0",
+            "name": agent.config.name,
+            "description": description(agent),
+            "url": url,
+            "preferredTransport": "JSONRPC",
+            "additionalInterfaces": [
+                {"url": url, "transport": "JSONRPC"},
+                {"url": url, "transport": "HTTP+JSON"},
+            ],
+            "provider": {"organization": "Portico", "url": url},
+            "version": env!("CARGO_PKG_VERSION"),
+            "capabilities": {"streaming": true, "pushNotifications": false, "stateTransitionHistory": true},
+            "defaultInputModes": ["text/plain", "application/json"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": skills,
+        }),
+    }
+}
+
+/// A strong ETag of a card's bytes.
+pub fn etag(body: &[u8]) -> String {
+    let hash = Sha256::digest(body);
+    let hex: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}

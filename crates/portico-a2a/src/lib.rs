@@ -1,0 +1,23 @@
+//! `portico-a2a` is Portico's A2A edge, server side: every Portico agent is an A2A agent, with a card
+//! (`/.well-known/agent-card.json` for the primary agent in the 1.0 or 0.3 form, the legacy
+//! `/.well-known/agent.json`, and `{listen_path}/{agent}/.well-known/agent-card.json` for each), and
+//! endpoints in three bindings: JSON-RPC 2.0 (`POST {listen_path}/{agent}`, the 1.0 and 0.3 method
+//! names), HTTP+JSON (the 1.0 paths under `{listen_path}/{agent}`), and the early draft's
+//! `POST {listen_path}/tasks/send`.
+//!
+//! Tasks are stored before they are acknowledged, run the agent through the call pipeline in the
+//! background (streamed over SSE, cancelled for real), and are visible only to the caller that made
+//! them.
+//!
+//! What it is not: the agent loop (`portico-agents`), the task store (`portico-store`), or the HTTP
+//! door's security (`portico-daemon` puts these routes behind it).
+
+mod card;
+mod error;
+mod server;
+mod tasks;
+pub mod wire;
+
+pub use error::A2aError;
+pub use server::{A2aOptions, recover_interrupted, routes};
+pub use tasks::{RESPONSE_ARTIFACT, Tasks, task_json};

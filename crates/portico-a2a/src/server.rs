@@ -1,0 +1,860 @@
+//! The A2A routes: cards, JSON-RPC (1.0 and 0.3 method names), HTTP+JSON (1.0 paths), and the legacy
+//! `tasks/send` of the early draft.
+//!
+//! Version negotiation follows the spec: the `A2A-Version` header names the version (`1.0`, `0.3`); no
+//! header means 0.3. Leniency where it costs nothing: a 1.0 method name without the header is served
+//! as 1.0, since no 0.3 client sends one.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::Stream;
+use portico_engine::Engine;
+use portico_pipeline::Principal;
+use portico_store::{TaskLimits, TaskQuery};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::broadcast;
+
+use crate::card;
+use crate::error::A2aError;
+use crate::tasks::{Tasks, task_json};
+use crate::wire::{self, Version, is_interrupted, is_terminal};
+
+/// How the A2A door is set up.
+#[derive(Debug, Clone)]
+pub struct A2aOptions {
+    pub listen_path: String,
+    /// The base URL in cards (never a wildcard address).
+    pub public_url: String,
+    pub primary_agent: Option<String>,
+    pub max_tasks: usize,
+}
+
+#[derive(Clone)]
+struct A2aState {
+    engine: Engine,
+    tasks: Tasks,
+    options: Arc<A2aOptions>,
+}
+
+/// Marks failed the tasks a previous process left running (their agent runs died with it). Call it
+/// before serving, so no task of this process is mistaken for one of those.
+pub async fn recover_interrupted(engine: &Engine) {
+    let tasks = Tasks::new(
+        engine.clone(),
+        TaskLimits {
+            max_tasks: usize::MAX,
+        },
+    );
+    match tasks.recover().await {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::warn!("{n} A2A task(s) were running when Portico last stopped; marked failed")
+        }
+        Err(error) => tracing::warn!("could not check for interrupted A2A tasks: {error}"),
+    }
+}
+
+/// The A2A router.
+pub fn routes(engine: Engine, options: A2aOptions) -> Router {
+    let tasks = Tasks::new(
+        engine.clone(),
+        TaskLimits {
+            max_tasks: options.max_tasks,
+        },
+    );
+    let lp = options.listen_path.trim_end_matches('/').to_string();
+    let state = A2aState {
+        engine,
+        tasks,
+        options: Arc::new(A2aOptions {
+            listen_path: lp.clone(),
+            ..options
+        }),
+    };
+    Router::new()
+        .route("/.well-known/agent-card.json", get(primary_card))
+        .route("/.well-known/agent.json", get(legacy_card))
+        .route(&format!("{lp}/tasks/send"), post(legacy_send))
+        .route(&format!("{lp}/{{agent}}"), post(jsonrpc))
+        .route(
+            &format!("{lp}/{{agent}}/.well-known/agent-card.json"),
+            get(agent_card),
+        )
+        .route(&format!("{lp}/{{agent}}/message:send"), post(rest_send))
+        .route(&format!("{lp}/{{agent}}/message:stream"), post(rest_stream))
+        .route(&format!("{lp}/{{agent}}/tasks"), get(rest_list))
+        .route(
+            &format!("{lp}/{{agent}}/tasks/{{task}}"),
+            get(rest_task).post(rest_task_action),
+        )
+        .route(
+            &format!("{lp}/{{agent}}/tasks/{{task}}/pushNotificationConfigs"),
+            get(rest_push).post(rest_push),
+        )
+        .route(
+            &format!("{lp}/{{agent}}/tasks/{{task}}/pushNotificationConfigs/{{id}}"),
+            get(rest_push).delete(rest_push),
+        )
+        .route(
+            &format!("{lp}/{{agent}}/extendedAgentCard"),
+            get(rest_extended_card),
+        )
+        .with_state(state)
+}
+
+/// Who is calling: tasks are visible only to the identity that created them. Today that is the
+/// credential presented (hashed), or `anonymous` on a door without one.
+fn owner(headers: &HeaderMap) -> String {
+    match headers.get(header::AUTHORIZATION) {
+        Some(value) => {
+            let hash = Sha256::digest(value.as_bytes());
+            format!(
+                "key:{}",
+                hash.iter()
+                    .take(8)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            )
+        }
+        None => "anonymous".into(),
+    }
+}
+
+fn requested_version(headers: &HeaderMap) -> Result<Option<Version>, A2aError> {
+    let Some(value) = headers.get("a2a-version") else {
+        return Ok(None);
+    };
+    let value = value.to_str().unwrap_or_default().trim();
+    match value {
+        "1" | "1.0" | "1.0.0" => Ok(Some(Version::V1)),
+        "0.3" | "0.3.0" => Ok(Some(Version::V03)),
+        other => Err(A2aError::VersionNotSupported(other.to_string())),
+    }
+}
+
+impl A2aState {
+    fn agent_name(&self, requested: &str) -> Result<String, A2aError> {
+        self.engine
+            .agents
+            .agent(requested)
+            .map(|a| a.config.name.clone())
+            .ok_or_else(|| A2aError::MethodNotFound(format!("no agent `{requested}` here")))
+    }
+
+    fn primary(&self) -> Option<String> {
+        match &self.options.primary_agent {
+            Some(name) => Some(name.clone()),
+            None => self.engine.agents.infos().first().map(|a| a.name.clone()),
+        }
+    }
+
+    async fn card(&self, agent: &str, version: Version) -> Option<Value> {
+        let agent = self.engine.agents.agent(agent)?.clone();
+        let tools = self
+            .engine
+            .pipeline
+            .list(&Principal::agent(
+                agent.config.name.clone(),
+                agent.patterns.clone(),
+            ))
+            .await;
+        let url = card::agent_url(
+            &self.options.public_url,
+            &self.options.listen_path,
+            &agent.config.name,
+        );
+        Some(card::card(&agent, &tools, &url, version))
+    }
+}
+
+/// Serves a card with an ETag; a matching If-None-Match gets 304.
+async fn serve_card(
+    state: &A2aState,
+    agent: Option<String>,
+    version: Version,
+    headers: &HeaderMap,
+) -> Response {
+    let Some(agent) = agent else {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": "no agents are configured"})),
+        )
+            .into_response();
+    };
+    let Some(card) = state.card(&agent, version).await else {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": format!("no agent `{agent}`")})),
+        )
+            .into_response();
+    };
+    let body = serde_json::to_vec(&card).unwrap_or_default();
+    let tag = card::etag(&body);
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+    let mut response = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    };
+    if let Ok(value) = HeaderValue::from_str(&tag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// Cards are 1.0 unless the client asks for 0.3 (by header, or `?version=0.3`).
+fn card_version(headers: &HeaderMap, query: &CardQuery) -> Version {
+    match (requested_version(headers), query.version.as_deref()) {
+        (Ok(Some(version)), _) => version,
+        (_, Some("0.3" | "0.3.0")) => Version::V03,
+        _ => Version::V1,
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+struct CardQuery {
+    version: Option<String>,
+}
+
+async fn primary_card(
+    State(state): State<A2aState>,
+    Query(query): Query<CardQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let version = card_version(&headers, &query);
+    serve_card(&state, state.primary(), version, &headers).await
+}
+
+async fn legacy_card(State(state): State<A2aState>, headers: HeaderMap) -> Response {
+    serve_card(&state, state.primary(), Version::V03, &headers).await
+}
+
+async fn agent_card(
+    State(state): State<A2aState>,
+    Path(agent): Path<String>,
+    Query(query): Query<CardQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let version = card_version(&headers, &query);
+    let name = state.agent_name(&agent).ok();
+    serve_card(&state, name, version, &headers).await
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Operations, independent of binding.
+
+/// The result of a send: the task as the caller should see it.
+async fn send(
+    state: &A2aState,
+    owner: &str,
+    agent: &str,
+    params: &Value,
+    streaming: bool,
+) -> Result<(String, broadcast::Receiver<Value>, Option<usize>), A2aError> {
+    let message = params
+        .get("message")
+        .ok_or_else(|| A2aError::InvalidParams("`message` is required".into()))?;
+    let message = wire::message_from_any(message);
+    let configuration = params.get("configuration").cloned().unwrap_or_default();
+    let history_length = configuration
+        .get("historyLength")
+        .and_then(Value::as_u64)
+        .map(|n| n as usize);
+    let (task_id, receiver) = state.tasks.send(owner, agent, message).await?;
+    if !streaming {
+        // Blocking by default; `returnImmediately` (1.0) or `blocking: false` (0.3) answers at once.
+        let immediately = configuration
+            .get("returnImmediately")
+            .and_then(Value::as_bool)
+            == Some(true)
+            || configuration.get("blocking").and_then(Value::as_bool) == Some(false);
+        if !immediately {
+            state.tasks.settled(&task_id).await;
+        }
+    }
+    Ok((task_id, receiver, history_length))
+}
+
+async fn task_value(
+    state: &A2aState,
+    owner: &str,
+    id: &str,
+    history_length: Option<usize>,
+) -> Result<Value, A2aError> {
+    Ok(task_json(
+        &state.tasks.get(owner, id).await?,
+        history_length,
+    ))
+}
+
+fn list_query(owner: &str, params: &Value) -> Result<TaskQuery, A2aError> {
+    let state = match params.get("status").and_then(Value::as_str) {
+        None | Some("") | Some("TASK_STATE_UNSPECIFIED") => None,
+        Some(s) => Some(
+            wire::state_from_any(s)
+                .ok_or_else(|| A2aError::InvalidParams(format!("`{s}` is not a task state")))?
+                .to_string(),
+        ),
+    };
+    let page_size = match params.get("pageSize") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .filter(|n| *n <= 100)
+            .ok_or_else(|| {
+                A2aError::InvalidParams("`pageSize` must be a number from 1 to 100".into())
+            })? as usize,
+    };
+    Ok(TaskQuery {
+        owner: owner.to_string(),
+        context_id: params
+            .get("contextId")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        state,
+        updated_after_ms: None,
+        page_size,
+        page_token: params
+            .get("pageToken")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+    })
+}
+
+async fn list(state: &A2aState, owner: &str, params: &Value) -> Result<Value, A2aError> {
+    let query = list_query(owner, params)?;
+    let page_size = if query.page_size == 0 {
+        50
+    } else {
+        query.page_size
+    };
+    let history_length = params
+        .get("historyLength")
+        .and_then(Value::as_u64)
+        .map(|n| n as usize);
+    let include_artifacts = params.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
+    let page = state.tasks.list(query).await.map_err(|e| match e {
+        A2aError::Internal(m) if m.contains("page token") => A2aError::InvalidParams(m),
+        other => other,
+    })?;
+    let tasks: Vec<Value> = page
+        .tasks
+        .iter()
+        .map(|t| {
+            let mut task = task_json(t, Some(history_length.unwrap_or(0)));
+            if !include_artifacts && let Some(map) = task.as_object_mut() {
+                map.remove("artifacts");
+            }
+            task
+        })
+        .collect();
+    Ok(json!({
+        "tasks": tasks,
+        "nextPageToken": page.next_page_token.unwrap_or_default(),
+        "pageSize": page_size,
+        "totalSize": page.total_size,
+    }))
+}
+
+fn string_param<'a>(params: &'a Value, names: &[&str]) -> Result<&'a str, A2aError> {
+    names
+        .iter()
+        .find_map(|n| params.get(*n).and_then(Value::as_str))
+        .ok_or_else(|| A2aError::InvalidParams(format!("`{}` is required", names[0])))
+}
+
+/// A stream of events in `version`'s form, starting with the task itself and ending after the task
+/// finishes or stops for input.
+fn event_stream(
+    first: Value,
+    mut receiver: broadcast::Receiver<Value>,
+    version: Version,
+    wrap: impl Fn(Value) -> Value + Send + 'static,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    let convert = move |event: &Value| match version {
+        Version::V1 => event.clone(),
+        Version::V03 => wire::stream_event_to_v03(event),
+    };
+    let first_state = first["task"]["status"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let first = convert(&first);
+    async_stream(move |emit| async move {
+        emit(wrap(first));
+        if is_terminal(&first_state) {
+            return;
+        }
+        loop {
+            match receiver.recv().await {
+                Ok(event) => {
+                    let state = event["statusUpdate"]["status"]["state"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    emit(wrap(convert(&event)));
+                    if is_terminal(&state) || is_interrupted(&state) {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!("an A2A stream fell {n} events behind; they were skipped");
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    })
+}
+
+/// A small adapter: run `body` with an `emit` callback and stream what it emits as SSE data events.
+fn async_stream<F, Fut>(body: F) -> impl Stream<Item = Result<Event, Infallible>> + Send
+where
+    F: FnOnce(Box<dyn Fn(Value) + Send + Sync>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    tokio::spawn(body(Box::new(move |value| {
+        let _ = sender.send(value);
+    })));
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        let value = receiver.recv().await?;
+        let event = Event::default().data(value.to_string());
+        Some((Ok(event), receiver))
+    })
+}
+
+fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Response {
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+// ---------------------------------------------------------------------------------------------------
+// JSON-RPC.
+
+fn rpc_result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn rpc_error(id: &Value, error: &A2aError) -> Response {
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": error.to_jsonrpc()})).into_response()
+}
+
+const V1_METHODS: &[&str] = &[
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+    "GetExtendedAgentCard",
+];
+
+async fn jsonrpc(
+    State(state): State<A2aState>,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => return rpc_error(&Value::Null, &A2aError::Parse(e.to_string())),
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let Some(method) = request
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return rpc_error(
+            &id,
+            &A2aError::InvalidRequest(
+                "a JSON-RPC 2.0 request object with `method` is expected".into(),
+            ),
+        );
+    };
+    if request.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return rpc_error(
+            &id,
+            &A2aError::InvalidRequest("`jsonrpc` must be \"2.0\"".into()),
+        );
+    }
+    let version = match requested_version(&headers) {
+        Ok(Some(version)) => version,
+        Ok(None) if V1_METHODS.contains(&method.as_str()) => Version::V1,
+        Ok(None) => Version::V03,
+        Err(error) => return rpc_error(&id, &error),
+    };
+    let agent = match state.agent_name(&agent) {
+        Ok(agent) => agent,
+        Err(error) => return rpc_error(&id, &error),
+    };
+    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+    let owner = owner(&headers);
+    match dispatch(&state, &owner, &agent, &method, &params, version, &id).await {
+        Ok(response) => response,
+        Err(error) => rpc_error(&id, &error),
+    }
+}
+
+async fn dispatch(
+    state: &A2aState,
+    owner: &str,
+    agent: &str,
+    method: &str,
+    params: &Value,
+    version: Version,
+    id: &Value,
+) -> Result<Response, A2aError> {
+    let shape_task = |task: Value| match version {
+        Version::V1 => task,
+        Version::V03 => wire::task_to_v03(&task),
+    };
+    let ok = |result: Value| Ok(axum::Json(rpc_result(id, result)).into_response());
+    match (version, method) {
+        (Version::V1, "SendMessage") | (Version::V03, "message/send") => {
+            let (task_id, _, history) = send(state, owner, agent, params, false).await?;
+            let task = task_value(state, owner, &task_id, history).await?;
+            match version {
+                Version::V1 => ok(json!({"task": task})),
+                Version::V03 => ok(wire::task_to_v03(&task)),
+            }
+        }
+        (Version::V1, "SendStreamingMessage") | (Version::V03, "message/stream") => {
+            let (task_id, receiver, history) = send(state, owner, agent, params, true).await?;
+            let task = task_value(state, owner, &task_id, history).await?;
+            let id = id.clone();
+            Ok(sse(event_stream(
+                json!({"task": task}),
+                receiver,
+                version,
+                move |event| rpc_result(&id, event),
+            )))
+        }
+        (Version::V1, "GetTask") | (Version::V03, "tasks/get") => {
+            let task_id = string_param(params, &["id"])?;
+            let history = params
+                .get("historyLength")
+                .and_then(Value::as_u64)
+                .map(|n| n as usize);
+            ok(shape_task(
+                task_value(state, owner, task_id, history).await?,
+            ))
+        }
+        (Version::V1, "ListTasks") | (Version::V03, "tasks/list") => {
+            let mut page = list(state, owner, params).await?;
+            if version == Version::V03
+                && let Some(tasks) = page["tasks"].as_array_mut()
+            {
+                for task in tasks.iter_mut() {
+                    *task = wire::task_to_v03(task);
+                }
+            }
+            ok(page)
+        }
+        (Version::V1, "CancelTask") | (Version::V03, "tasks/cancel") => {
+            let task_id = string_param(params, &["id"])?;
+            let task = state.tasks.cancel(owner, task_id).await?;
+            ok(shape_task(task_json(&task, None)))
+        }
+        (Version::V1, "SubscribeToTask") | (Version::V03, "tasks/resubscribe") => {
+            let task_id = string_param(params, &["id"])?;
+            let receiver = state.tasks.subscribe(task_id);
+            let task = state.tasks.get(owner, task_id).await?;
+            if wire::is_terminal(&task.state) {
+                return Err(A2aError::Unsupported(format!(
+                    "task `{task_id}` has finished; get it with GetTask instead of subscribing"
+                )));
+            }
+            let id = id.clone();
+            Ok(sse(event_stream(
+                json!({"task": task_json(&task, None)}),
+                receiver,
+                version,
+                move |event| rpc_result(&id, event),
+            )))
+        }
+        (
+            Version::V1,
+            "CreateTaskPushNotificationConfig"
+            | "GetTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfigs"
+            | "DeleteTaskPushNotificationConfig",
+        )
+        | (
+            Version::V03,
+            "tasks/pushNotificationConfig/set"
+            | "tasks/pushNotificationConfig/get"
+            | "tasks/pushNotificationConfig/list"
+            | "tasks/pushNotificationConfig/delete",
+        ) => Err(A2aError::PushNotSupported),
+        (Version::V1, "GetExtendedAgentCard")
+        | (Version::V03, "agent/getAuthenticatedExtendedCard") => {
+            Err(A2aError::ExtendedCardNotConfigured)
+        }
+        (_, other) => Err(A2aError::MethodNotFound(format!(
+            "{other} (A2A {}; the A2A-Version header selects the version)",
+            version.label()
+        ))),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// HTTP+JSON (1.0).
+
+fn rest_error(error: &A2aError) -> Response {
+    let status =
+        StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, axum::Json(error.to_rest())).into_response()
+}
+
+fn rest<T: IntoResponse>(result: Result<T, A2aError>) -> Response {
+    match result {
+        Ok(response) => response.into_response(),
+        Err(error) => rest_error(&error),
+    }
+}
+
+fn rest_body(body: &Bytes) -> Result<Value, A2aError> {
+    if body.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body).map_err(|e| A2aError::Parse(e.to_string()))
+}
+
+fn rest_version(headers: &HeaderMap) -> Result<Version, A2aError> {
+    // HTTP+JSON is a 1.0 binding; a 0.3 client speaking it gets 0.3-shaped objects.
+    Ok(requested_version(headers)?.unwrap_or(Version::V1))
+}
+
+async fn rest_send(
+    State(state): State<A2aState>,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    rest(
+        async {
+            let version = rest_version(&headers)?;
+            let agent = state.agent_name(&agent)?;
+            let params = rest_body(&body)?;
+            let owner = owner(&headers);
+            let (task_id, _, history) = send(&state, &owner, &agent, &params, false).await?;
+            let task = task_value(&state, &owner, &task_id, history).await?;
+            Ok(axum::Json(match version {
+                Version::V1 => json!({"task": task}),
+                Version::V03 => wire::task_to_v03(&task),
+            }))
+        }
+        .await,
+    )
+}
+
+async fn rest_stream(
+    State(state): State<A2aState>,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    rest(
+        async {
+            let version = rest_version(&headers)?;
+            let agent = state.agent_name(&agent)?;
+            let params = rest_body(&body)?;
+            let owner = owner(&headers);
+            let (task_id, receiver, history) = send(&state, &owner, &agent, &params, true).await?;
+            let task = task_value(&state, &owner, &task_id, history).await?;
+            Ok(sse(event_stream(
+                json!({"task": task}),
+                receiver,
+                version,
+                |event| event,
+            )))
+        }
+        .await,
+    )
+}
+
+async fn rest_list(
+    State(state): State<A2aState>,
+    Path(agent): Path<String>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    rest(
+        async {
+            state.agent_name(&agent)?;
+            let params: serde_json::Map<String, Value> = query
+                .into_iter()
+                .map(|(k, v)| {
+                    let value = match v.as_str() {
+                        "true" => Value::Bool(true),
+                        "false" => Value::Bool(false),
+                        _ => v
+                            .parse::<u64>()
+                            .map(Value::from)
+                            .unwrap_or(Value::String(v)),
+                    };
+                    (k, value)
+                })
+                .collect();
+            Ok(axum::Json(
+                list(&state, &owner(&headers), &Value::Object(params)).await?,
+            ))
+        }
+        .await,
+    )
+}
+
+/// `GET /tasks/{id}` and `GET /tasks/{id}:subscribe`.
+async fn rest_task(
+    State(state): State<A2aState>,
+    Path((agent, task)): Path<(String, String)>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    rest(
+        async {
+            state.agent_name(&agent)?;
+            let version = rest_version(&headers)?;
+            let owner = owner(&headers);
+            if let Some(id) = task.strip_suffix(":subscribe") {
+                let receiver = state.tasks.subscribe(id);
+                let record = state.tasks.get(&owner, id).await?;
+                if is_terminal(&record.state) {
+                    return Err(A2aError::Unsupported(format!(
+                        "task `{id}` has finished; GET it instead"
+                    )));
+                }
+                return Ok(sse(event_stream(
+                    json!({"task": task_json(&record, None)}),
+                    receiver,
+                    version,
+                    |e| e,
+                )));
+            }
+            let history = query.get("historyLength").and_then(|v| v.parse().ok());
+            let task = task_value(&state, &owner, &task, history).await?;
+            Ok(axum::Json(match version {
+                Version::V1 => task,
+                Version::V03 => wire::task_to_v03(&task),
+            })
+            .into_response())
+        }
+        .await,
+    )
+}
+
+/// `POST /tasks/{id}:cancel`.
+async fn rest_task_action(
+    State(state): State<A2aState>,
+    Path((agent, task)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    rest(
+        async {
+            state.agent_name(&agent)?;
+            let version = rest_version(&headers)?;
+            let Some(id) = task.strip_suffix(":cancel") else {
+                return Err(A2aError::MethodNotFound(format!("POST /tasks/{task}")));
+            };
+            let record = state.tasks.cancel(&owner(&headers), id).await?;
+            let task = task_json(&record, None);
+            Ok(axum::Json(match version {
+                Version::V1 => task,
+                Version::V03 => wire::task_to_v03(&task),
+            }))
+        }
+        .await,
+    )
+}
+
+async fn rest_push() -> Response {
+    rest_error(&A2aError::PushNotSupported)
+}
+
+async fn rest_extended_card() -> Response {
+    rest_error(&A2aError::ExtendedCardNotConfigured)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The early draft: `POST {listen_path}/tasks/send` to the primary agent.
+
+/// Accepts the draft's JSON-RPC envelope (`method: "tasks/send"`) or its bare params, runs the message
+/// to completion, and answers in the draft's shape (`sessionId`, parts typed with `type`).
+async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: Bytes) -> Response {
+    let request = match rest_body(&body) {
+        Ok(request) => request,
+        Err(error) => return rest_error(&error),
+    };
+    let envelope = request.get("jsonrpc").is_some();
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let params = if envelope {
+        request.get("params").cloned().unwrap_or_default()
+    } else {
+        request.clone()
+    };
+    let result = async {
+        let agent = state.primary().ok_or_else(|| A2aError::Unsupported("no agents are configured".into()))?;
+        let mut message = params
+            .get("message")
+            .cloned()
+            .ok_or_else(|| A2aError::InvalidParams("`message` is required".into()))?;
+        if message.get("messageId").is_none() {
+            message["messageId"] = json!(params.get("id").and_then(Value::as_str).unwrap_or("legacy"));
+        }
+        if let Some(session) = params.get("sessionId").and_then(Value::as_str) {
+            message["contextId"] = json!(session);
+        }
+        let owner = owner(&headers);
+        let send_params = json!({"message": message});
+        let (task_id, _, _) = send(&state, &owner, &agent, &send_params, false).await?;
+        let task = task_value(&state, &owner, &task_id, None).await?;
+        let v03 = wire::task_to_v03(&task);
+        let typed = |parts: &Value| -> Value {
+            Value::Array(parts.as_array().into_iter().flatten().map(|p| {
+                let mut p = p.clone();
+                if let Some(kind) = p.get("kind").cloned() { p["type"] = kind; }
+                p
+            }).collect())
+        };
+        let mut status = v03["status"].clone();
+        if let Some(parts) = status.pointer("/message/parts").cloned() {
+            status["message"]["parts"] = typed(&parts);
+        }
+        let artifacts: Vec<Value> = v03["artifacts"].as_array().into_iter().flatten().map(|a| {
+            json!({"name": a["name"], "parts": typed(&a["parts"])})
+        }).collect();
+        Ok::<_, A2aError>(json!({
+            "id": task["id"], "sessionId": task["contextId"], "status": status, "artifacts": artifacts,
+        }))
+    }.await;
+    match (result, envelope) {
+        (Ok(task), true) => axum::Json(rpc_result(&id, task)).into_response(),
+        (Ok(task), false) => axum::Json(task).into_response(),
+        (Err(error), true) => rpc_error(&id, &error),
+        (Err(error), false) => rest_error(&error),
+    }
+}

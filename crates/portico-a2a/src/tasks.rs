@@ -1,0 +1,622 @@
+//! Tasks: created durably before they are acknowledged, run by Portico's agents in the background,
+//! streamed to whoever listens, cancelled for real, and visible only to the caller who created them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use portico_engine::Engine;
+use portico_pipeline::{ProgressEvent, ToolContext, model_text};
+use portico_store::{Store, StoreError, TaskLimits, TaskPage, TaskQuery, TaskRecord};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::A2aError;
+use crate::wire::{is_interrupted, is_terminal, message_text};
+
+/// The artifact an agent's answer goes into.
+pub const RESPONSE_ARTIFACT: &str = "response";
+
+/// A task that is not finished: its cancel switch and its event stream.
+struct Live {
+    cancel: CancellationToken,
+    events: broadcast::Sender<Value>,
+    /// The latest state, for waiters.
+    state: watch::Sender<String>,
+}
+
+/// Tasks of every agent. Cheap to clone.
+#[derive(Clone)]
+pub struct Tasks {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    limits: TaskLimits,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+fn timestamp() -> String {
+    // RFC 3339 in UTC with milliseconds, without a date crate: days from the epoch to a civil date.
+    let ms = now_ms();
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
+    format!(
+        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:03}Z",
+        ms.rem_euclid(1000)
+    )
+}
+
+fn random_id() -> String {
+    let bytes: [u8; 16] = rand::random();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    // UUID layout, version 4: clients and stores that expect UUIDs accept it.
+    format!(
+        "{}-{}-4{}-{}{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        ["8", "9", "a", "b"][(bytes[8] & 3) as usize],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+fn store_error(error: StoreError) -> A2aError {
+    match error {
+        StoreError::TasksFull { .. } => A2aError::Busy(error.to_string()),
+        other => A2aError::Internal(other.to_string()),
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, A2aError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| A2aError::Internal(format!("store task failed: {e}")))?
+        .map_err(store_error)
+}
+
+/// The 1.0 JSON of a stored task, its history cut to `history_length` (newest kept).
+pub fn task_json(record: &TaskRecord, history_length: Option<usize>) -> Value {
+    let mut history = record.history.clone();
+    if let Some(keep) = history_length
+        && history.len() > keep
+    {
+        history.drain(..history.len() - keep);
+    }
+    let mut task = json!({
+        "id": record.id,
+        "contextId": record.context_id,
+        "status": record.status,
+        "artifacts": record.artifacts,
+        "history": history,
+    });
+    let metadata = public_metadata(&record.metadata);
+    if !metadata.as_object().is_none_or(|m| m.is_empty()) {
+        task["metadata"] = metadata;
+    }
+    task
+}
+
+/// Task metadata without Portico's own bookkeeping (which conversation the task continues).
+fn public_metadata(metadata: &Value) -> Value {
+    let mut metadata = metadata.clone();
+    if let Some(map) = metadata.as_object_mut() {
+        map.remove("portico");
+    }
+    metadata
+}
+
+fn agent_message(task_id: &str, context_id: &str, text: &str) -> Value {
+    json!({
+        "messageId": random_id(),
+        "contextId": context_id,
+        "taskId": task_id,
+        "role": "ROLE_AGENT",
+        "parts": [{"text": text}],
+    })
+}
+
+impl Tasks {
+    pub fn new(engine: Engine, limits: TaskLimits) -> Self {
+        Tasks {
+            inner: Arc::new(Inner {
+                engine,
+                limits,
+                live: Mutex::default(),
+            }),
+        }
+    }
+
+    fn store(&self) -> Store {
+        self.inner.engine.store.clone()
+    }
+
+    /// Tasks left running by a previous process cannot be resumed (their agent run died with it):
+    /// they are marked failed, saying so. Tasks waiting for input stay waiting.
+    pub async fn recover(&self) -> Result<usize, A2aError> {
+        let store = self.store();
+        blocking(move || {
+            let mut failed = 0;
+            for task in store.active_tasks()? {
+                if is_interrupted(&task.state) {
+                    continue;
+                }
+                let status = json!({
+                    "state": "TASK_STATE_FAILED",
+                    "message": agent_message(&task.id, &task.context_id, "Portico restarted while this task was running; send the message again"),
+                    "timestamp": timestamp(),
+                });
+                store.update_task_status(&task.id, "TASK_STATE_FAILED", &status)?;
+                failed += 1;
+            }
+            Ok(failed)
+        })
+        .await
+    }
+
+    /// Loads a task the caller may see. Someone else's task is "not found", as if it did not exist.
+    pub async fn get(&self, owner: &str, id: &str) -> Result<TaskRecord, A2aError> {
+        let store = self.store();
+        let lookup = id.to_string();
+        let record = blocking(move || store.task(&lookup)).await?;
+        match record {
+            Some(record) if record.owner == owner => Ok(record),
+            _ => Err(A2aError::TaskNotFound(id.to_string())),
+        }
+    }
+
+    pub async fn list(&self, query: TaskQuery) -> Result<TaskPage, A2aError> {
+        let store = self.store();
+        blocking(move || store.list_tasks(&query)).await
+    }
+
+    fn live(&self, id: &str) -> Arc<Live> {
+        let mut live = self.inner.live.lock().expect("live tasks lock");
+        live.entry(id.to_string())
+            .or_insert_with(|| {
+                Arc::new(Live {
+                    cancel: CancellationToken::new(),
+                    events: broadcast::channel(1024).0,
+                    state: watch::channel(String::new()).0,
+                })
+            })
+            .clone()
+    }
+
+    fn finish(&self, id: &str) {
+        self.inner.live.lock().expect("live tasks lock").remove(id);
+    }
+
+    /// Events of a task from now on (the caller sends the task itself first).
+    pub fn subscribe(&self, id: &str) -> broadcast::Receiver<Value> {
+        self.live(id).events.subscribe()
+    }
+
+    /// Starts a task for `message`, or continues the task it names. Returns the task id and a receiver
+    /// of its events, taken before the work starts so no event is missed.
+    pub async fn send(
+        &self,
+        owner: &str,
+        agent: &str,
+        mut message: Value,
+    ) -> Result<(String, broadcast::Receiver<Value>), A2aError> {
+        if message
+            .get("parts")
+            .and_then(Value::as_array)
+            .is_none_or(|p| p.is_empty())
+        {
+            return Err(A2aError::InvalidParams("the message has no parts".into()));
+        }
+        if message
+            .get("messageId")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(A2aError::InvalidParams(
+                "the message has no messageId".into(),
+            ));
+        }
+        let tool = self
+            .inner
+            .engine
+            .agents
+            .agent(agent)
+            .map(|a| a.tool_name.clone())
+            .ok_or_else(|| A2aError::InvalidParams(format!("no agent named `{agent}`")))?;
+        let store = self.store();
+
+        let continued = message
+            .get("taskId")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let (task_id, context_id, conversation) = match continued.as_deref() {
+            Some(task_id) => {
+                let task = self.get(owner, task_id).await?;
+                if task.agent != agent {
+                    return Err(A2aError::TaskNotFound(task_id.to_string()));
+                }
+                if !is_interrupted(&task.state) {
+                    let reason = if is_terminal(&task.state) {
+                        "has finished; send a new message without taskId (the same contextId continues the conversation)"
+                    } else {
+                        "is still working; wait for it, or cancel it"
+                    };
+                    return Err(A2aError::Unsupported(format!("task `{task_id}` {reason}")));
+                }
+                let conversation = task.metadata["portico"]["conversation_id"]
+                    .as_str()
+                    .map(str::to_string);
+                message["contextId"] = json!(task.context_id);
+                let stored = message.clone();
+                let id = task_id.to_string();
+                blocking(move || store.append_task_message(&id, &stored)).await?;
+                (task_id.to_string(), task.context_id, conversation)
+            }
+            None => {
+                let context_id = message
+                    .get("contextId")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .unwrap_or_else(random_id);
+                let task_id = random_id();
+                message["contextId"] = json!(context_id);
+                message["taskId"] = json!(task_id);
+                // The same context continues the same conversation with the agent.
+                let conversation = {
+                    let store = store.clone();
+                    let query = TaskQuery {
+                        owner: owner.to_string(),
+                        context_id: Some(context_id.clone()),
+                        state: None,
+                        updated_after_ms: None,
+                        page_size: 1,
+                        page_token: None,
+                    };
+                    let page = blocking(move || store.list_tasks(&query)).await?;
+                    page.tasks
+                        .into_iter()
+                        .filter(|t| t.agent == agent)
+                        .find_map(|t| {
+                            t.metadata["portico"]["conversation_id"]
+                                .as_str()
+                                .map(str::to_string)
+                        })
+                };
+                let now = now_ms();
+                let record = TaskRecord {
+                    id: task_id.clone(),
+                    context_id: context_id.clone(),
+                    owner: owner.to_string(),
+                    agent: agent.to_string(),
+                    state: "TASK_STATE_SUBMITTED".into(),
+                    status: json!({"state": "TASK_STATE_SUBMITTED", "timestamp": timestamp()}),
+                    history: vec![message.clone()],
+                    artifacts: Vec::new(),
+                    metadata: json!({"portico": {"conversation_id": conversation}}),
+                    created_at_ms: now,
+                    updated_at_ms: now,
+                };
+                let limits = self.inner.limits.clone();
+                // Durable before acknowledged: the task exists once this returns.
+                blocking(move || store.create_task(&record, &limits)).await?;
+                (task_id, context_id, conversation)
+            }
+        };
+
+        let live = self.live(&task_id);
+        // A continued task still shows the state it waited in: waiters must see the new run instead.
+        live.state.send_replace("TASK_STATE_SUBMITTED".into());
+        let receiver = live.events.subscribe();
+        let this = self.clone();
+        let text = message_text(&message);
+        let run = Run {
+            task_id: task_id.clone(),
+            context_id,
+            tool,
+            text,
+            conversation,
+            live,
+        };
+        tokio::spawn(async move { this.run(run).await });
+        Ok((task_id, receiver))
+    }
+
+    /// Waits until the task is finished or waiting for input.
+    pub async fn settled(&self, id: &str) {
+        let mut state = self.live(id).state.subscribe();
+        loop {
+            let current = state.borrow_and_update().clone();
+            if is_terminal(&current) || is_interrupted(&current) {
+                return;
+            }
+            // No run known to this process (a live entry made anew by this call): the store says.
+            if current.is_empty() {
+                let store = self.store();
+                let lookup = id.to_string();
+                if let Ok(Some(task)) = blocking(move || store.task(&lookup)).await
+                    && (is_terminal(&task.state) || is_interrupted(&task.state))
+                {
+                    return;
+                }
+            }
+            if state.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Records a status change, tells listeners, and wakes waiters.
+    async fn set_status(&self, run: &Run, state: &str, message: Option<Value>) {
+        let mut status = json!({"state": state, "timestamp": timestamp()});
+        if let Some(message) = &message {
+            status["message"] = message.clone();
+        }
+        let store = self.store();
+        let id = run.task_id.clone();
+        let (stored_state, stored_status, stored_message) =
+            (state.to_string(), status.clone(), message.clone());
+        let saved = blocking(move || {
+            if let Some(message) = &stored_message {
+                store.append_task_message(&id, message)?;
+            }
+            store.update_task_status(&id, &stored_state, &stored_status)
+        })
+        .await;
+        if let Err(error) = saved {
+            tracing::warn!("task {}: could not store its status: {error}", run.task_id);
+        }
+        let _ = run.live.events.send(json!({"statusUpdate": {
+            "taskId": run.task_id, "contextId": run.context_id, "status": status,
+        }}));
+        run.live.state.send_replace(state.to_string());
+    }
+
+    async fn save_artifacts(&self, run: &Run, artifacts: &[Value]) {
+        let store = self.store();
+        let id = run.task_id.clone();
+        let artifacts = artifacts.to_vec();
+        if let Err(error) = blocking(move || store.set_task_artifacts(&id, &artifacts)).await {
+            tracing::warn!(
+                "task {}: could not store its artifacts: {error}",
+                run.task_id
+            );
+        }
+    }
+
+    async fn run(&self, run: Run) {
+        self.set_status(&run, "TASK_STATE_WORKING", None).await;
+        let mut arguments = json!({"message": run.text});
+        if let Some(conversation) = &run.conversation {
+            arguments["conversation_id"] = json!(conversation);
+        }
+        // What the agent reports while it runs: its text, streamed into the response artifact; the
+        // status and artifacts a scripted agent sets.
+        let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel::<ProgressEvent>();
+        let context = ToolContext::client("a2a").with_progress(Arc::new(move |event| {
+            let _ = progress.send(event);
+        }));
+        let pipeline = self.inner.engine.pipeline.clone();
+        let tool = run.tool.clone();
+        let call = tokio::spawn(async move {
+            pipeline
+                .call(&tool, arguments.as_object().cloned(), &context)
+                .await
+        });
+        let abort = call.abort_handle();
+        let mut call = call;
+        let mut requested: Option<(String, Option<String>)> = None;
+        let mut artifacts: Vec<Value> = Vec::new();
+        let mut streamed = false;
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                _ = run.live.cancel.cancelled() => {
+                    abort.abort();
+                    break None;
+                }
+                Some(report) = reports.recv() => {
+                    match report {
+                        ProgressEvent::Text(text) => {
+                            let _ = run.live.events.send(json!({"artifactUpdate": {
+                                "taskId": run.task_id, "contextId": run.context_id,
+                                "artifact": {"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": text}]},
+                                "append": streamed, "lastChunk": false,
+                            }}));
+                            streamed = true;
+                        }
+                        ProgressEvent::Status { state, message } => {
+                            match crate::wire::state_from_any(&state) {
+                                Some(state) if is_terminal(state) || is_interrupted(state) => {
+                                    requested = Some((state.to_string(), message));
+                                }
+                                Some(state) => {
+                                    let message = message.map(|m| agent_message(&run.task_id, &run.context_id, &m));
+                                    self.set_status(&run, state, message).await;
+                                }
+                                None => tracing::debug!("task {}: ignoring unknown state `{state}`", run.task_id),
+                            }
+                        }
+                        ProgressEvent::Artifact { name, text, last_chunk } => {
+                            let append = match artifacts.iter_mut().find(|a| a["artifactId"] == json!(name)) {
+                                Some(existing) => {
+                                    if let Some(parts) = existing["parts"].as_array_mut() {
+                                        parts.push(json!({"text": text}));
+                                    }
+                                    true
+                                }
+                                None => {
+                                    artifacts.push(json!({"artifactId": name, "name": name, "parts": [{"text": text}]}));
+                                    false
+                                }
+                            };
+                            let _ = run.live.events.send(json!({"artifactUpdate": {
+                                "taskId": run.task_id, "contextId": run.context_id,
+                                "artifact": {"artifactId": name, "name": name, "parts": [{"text": text}]},
+                                "append": append, "lastChunk": last_chunk,
+                            }}));
+                            if last_chunk {
+                                self.save_artifacts(&run, &artifacts).await;
+                            }
+                        }
+                        ProgressEvent::ToolStarted { .. } | ProgressEvent::ToolFinished { .. } => {}
+                    }
+                }
+                joined = &mut call => break Some(joined),
+            }
+        };
+
+        let outcome = match outcome {
+            None => {
+                self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                self.finish(&run.task_id);
+                return;
+            }
+            Some(Err(join)) => Err(format!("the agent's run failed: {join}")),
+            Some(Ok(Err(error))) => Err(error.to_string()),
+            Some(Ok(Ok(outcome))) if outcome.is_error() => Err(model_text(&outcome.result)),
+            Some(Ok(Ok(outcome))) => Ok(outcome.result),
+        };
+        match outcome {
+            Err(error) => {
+                let message = agent_message(&run.task_id, &run.context_id, &error);
+                self.set_status(&run, "TASK_STATE_FAILED", Some(message))
+                    .await;
+            }
+            Ok(result) => {
+                let reply = result["structuredContent"]["reply"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| model_text(&result));
+                if let Some(conversation) = result["structuredContent"]["conversation_id"].as_str()
+                {
+                    let store = self.store();
+                    let id = run.task_id.clone();
+                    let metadata = json!({"portico": {"conversation_id": conversation}});
+                    if let Err(error) =
+                        blocking(move || store.set_task_metadata(&id, &metadata)).await
+                    {
+                        tracing::warn!(
+                            "task {}: could not store its conversation: {error}",
+                            run.task_id
+                        );
+                    }
+                }
+                let message = agent_message(&run.task_id, &run.context_id, &reply);
+                match requested {
+                    // The agent asked for something (input, authorization) or ended the task itself:
+                    // its answer is the question or the reason.
+                    Some((state, _)) => {
+                        if !artifacts.is_empty() {
+                            self.save_artifacts(&run, &artifacts).await;
+                        }
+                        self.set_status(&run, &state, Some(message)).await;
+                    }
+                    None => {
+                        let response = json!({"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": reply}]});
+                        let _ = run.live.events.send(json!({"artifactUpdate": {
+                            "taskId": run.task_id, "contextId": run.context_id,
+                            "artifact": response, "append": false, "lastChunk": true,
+                        }}));
+                        artifacts.retain(|a| a["artifactId"] != json!(RESPONSE_ARTIFACT));
+                        artifacts.push(response);
+                        self.save_artifacts(&run, &artifacts).await;
+                        self.set_status(&run, "TASK_STATE_COMPLETED", Some(message))
+                            .await;
+                    }
+                }
+            }
+        }
+        let state = run.live.state.borrow().clone();
+        if is_terminal(&state) {
+            self.finish(&run.task_id);
+        }
+    }
+
+    /// Cancels a task: a running agent is stopped; a task waiting for input is closed.
+    pub async fn cancel(&self, owner: &str, id: &str) -> Result<TaskRecord, A2aError> {
+        let task = self.get(owner, id).await?;
+        if is_terminal(&task.state) {
+            return Err(A2aError::TaskNotCancelable {
+                id: id.to_string(),
+                state: crate::wire::state_to_v03(&task.state).to_string(),
+            });
+        }
+        let running = self
+            .inner
+            .live
+            .lock()
+            .expect("live tasks lock")
+            .get(id)
+            .cloned();
+        match running {
+            Some(live) if !is_interrupted(&task.state) => {
+                let mut state = live.state.subscribe();
+                live.cancel.cancel();
+                let _ = state.wait_for(|s| is_terminal(s)).await;
+            }
+            _ => {
+                let live = self.live(id);
+                let run = Run {
+                    task_id: id.to_string(),
+                    context_id: task.context_id.clone(),
+                    tool: String::new(),
+                    text: String::new(),
+                    conversation: None,
+                    live,
+                };
+                self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                self.finish(id);
+            }
+        }
+        self.get(owner, id).await
+    }
+}
+
+struct Run {
+    task_id: String,
+    context_id: String,
+    tool: String,
+    text: String,
+    conversation: Option<String>,
+    live: Arc<Live>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_timestamps_have_the_usual_shapes() {
+        let id = random_id();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        let ts = timestamp();
+        assert_eq!(ts.len(), 24, "{ts}");
+        assert!(ts.ends_with('Z') && ts.starts_with("20"), "{ts}");
+    }
+}

@@ -1,0 +1,1789 @@
+//! A2A tasks: every task Portico's A2A server acknowledges, with its message history, its status history
+//! and its push-notification configs, so that tasks survive the process being killed.
+//!
+//! The store is bounded by [`TaskLimits::max_tasks`]. Creating a task in a full store evicts the oldest
+//! finished (terminal) tasks to make room; active tasks, including those waiting for input or
+//! authentication, are never evicted, so when every stored task is active creation fails with
+//! [`StoreError::TasksFull`].
+//!
+//! Status, messages, artifacts, metadata and push configs are kept as opaque JSON. Only the state name
+//! is interpreted, to tell finished tasks from active ones; it must be an A2A 1.0 enum name. The store
+//! does not police transitions (a finished task can be written to); that is the server's business.
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params, params_from_iter};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::{Store, StoreError, now_ms};
+
+/// Every A2A 1.0 `TaskState` name, in enum order.
+pub const TASK_STATES: [&str; 9] = [
+    "TASK_STATE_UNSPECIFIED",
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+];
+
+/// The states from which a task never moves on; only tasks in these states are ever evicted.
+pub const TERMINAL_TASK_STATES: [&str; 4] = [
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_REJECTED",
+];
+
+/// [`TERMINAL_TASK_STATES`] as an SQL list (a test keeps the two in step).
+const TERMINAL_SQL: &str =
+    "('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED')";
+
+/// Whether `state` (an A2A 1.0 enum name) is terminal: completed, canceled, failed or rejected.
+/// Input-required and auth-required are interruptions, not ends.
+pub fn is_terminal(state: &str) -> bool {
+    TERMINAL_TASK_STATES.contains(&state)
+}
+
+/// The default of [`TaskLimits::max_tasks`].
+pub const DEFAULT_MAX_TASKS: usize = 10_000;
+/// What a [`TaskQuery::page_size`] of 0 means.
+pub const DEFAULT_TASK_PAGE_SIZE: usize = 50;
+/// The largest page [`Store::list_tasks`] returns; larger page sizes are lowered to it.
+pub const MAX_TASK_PAGE_SIZE: usize = 100;
+
+/// A stored A2A task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub id: String,
+    pub context_id: String,
+    /// The caller identity that created the task; only it may see the task.
+    pub owner: String,
+    /// The Portico agent that runs the task.
+    pub agent: String,
+    /// The A2A 1.0 enum name of the current state, e.g. `"TASK_STATE_WORKING"`.
+    pub state: String,
+    /// The latest `TaskStatus` as JSON (state, message?, timestamp).
+    pub status: serde_json::Value,
+    /// `Message`s, in order.
+    pub history: Vec<serde_json::Value>,
+    /// `Artifact`s, in order. Merging a chunk into an existing artifact is the caller's job; the store
+    /// replaces the whole list ([`Store::set_task_artifacts`]).
+    pub artifacts: Vec<serde_json::Value>,
+    pub metadata: serde_json::Value,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// One entry of a task's status history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusChange {
+    pub task_id: String,
+    /// 1 for the status the task was created with, then consecutive.
+    pub seq: i64,
+    pub state: String,
+    pub status: serde_json::Value,
+    pub at_ms: i64,
+}
+
+/// Bounds on the task store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TaskLimits {
+    /// Most tasks stored at once, finished or not. Taken literally: 0 stores nothing.
+    pub max_tasks: usize,
+}
+
+impl Default for TaskLimits {
+    fn default() -> Self {
+        TaskLimits {
+            max_tasks: DEFAULT_MAX_TASKS,
+        }
+    }
+}
+
+/// Which tasks [`Store::list_tasks`] returns: always only `owner`'s, newest updated first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TaskQuery {
+    pub owner: String,
+    pub context_id: Option<String>,
+    /// Only tasks in this state (a 1.0 enum name). A2A's `TASK_STATE_UNSPECIFIED` filter means no filter
+    /// and should be passed as `None`.
+    pub state: Option<String>,
+    /// Only tasks updated at or after this time (A2A's `status_timestamp_after` is inclusive). Any write to
+    /// a task (status, message, artifacts, metadata) counts as an update.
+    pub updated_after_ms: Option<i64>,
+    /// 0 means [`DEFAULT_TASK_PAGE_SIZE`]; more than [`MAX_TASK_PAGE_SIZE`] means that.
+    pub page_size: usize,
+    /// `next_page_token` of the previous page; `None` or empty for the first page.
+    pub page_token: Option<String>,
+}
+
+/// One page of [`Store::list_tasks`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskPage {
+    pub tasks: Vec<TaskRecord>,
+    /// `None` on the last page.
+    pub next_page_token: Option<String>,
+    /// How many tasks match the query's filters, across all pages.
+    pub total_size: usize,
+}
+
+const TASK_COLUMNS: &str = "id, context_id, owner, agent, state, status, artifacts, metadata, \
+                            created_at_ms, updated_at_ms";
+
+/// A task row and its messages as stored, so that JSON is parsed after the connection is released.
+struct RawTask {
+    id: String,
+    context_id: String,
+    owner: String,
+    agent: String,
+    state: String,
+    status: String,
+    artifacts: String,
+    metadata: String,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    history: Vec<(i64, String)>,
+}
+
+fn raw_task_from_row(row: &Row<'_>) -> rusqlite::Result<RawTask> {
+    Ok(RawTask {
+        id: row.get(0)?,
+        context_id: row.get(1)?,
+        owner: row.get(2)?,
+        agent: row.get(3)?,
+        state: row.get(4)?,
+        status: row.get(5)?,
+        artifacts: row.get(6)?,
+        metadata: row.get(7)?,
+        created_at_ms: row.get(8)?,
+        updated_at_ms: row.get(9)?,
+        history: Vec::new(),
+    })
+}
+
+/// The tasks `sql` selects (it must select [`TASK_COLUMNS`]), each with its messages.
+fn select_tasks(
+    conn: &Connection,
+    sql: &str,
+    values: Vec<SqlValue>,
+) -> rusqlite::Result<Vec<RawTask>> {
+    let mut tasks: Vec<RawTask> = conn
+        .prepare_cached(sql)?
+        .query_map(params_from_iter(values), raw_task_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut messages = conn.prepare_cached(
+        "SELECT seq, message FROM a2a_task_messages WHERE task_id = ?1 ORDER BY seq",
+    )?;
+    for task in &mut tasks {
+        task.history = messages
+            .query_map([&task.id], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+    }
+    Ok(tasks)
+}
+
+/// (all tasks, active tasks).
+fn count_tasks(conn: &Connection) -> rusqlite::Result<(usize, usize)> {
+    conn.prepare_cached(&format!(
+        "SELECT count(*), count(CASE WHEN state NOT IN {TERMINAL_SQL} THEN 1 END) FROM a2a_tasks"
+    ))?
+    .query_row([], |row| {
+        Ok((count_from_sql(row.get(0)?), count_from_sql(row.get(1)?)))
+    })
+}
+
+fn count_from_sql(count: i64) -> usize {
+    usize::try_from(count).unwrap_or(0)
+}
+
+fn count_to_sql(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+fn next_seq(conn: &Connection, table: &str, task_id: &str) -> rusqlite::Result<i64> {
+    conn.prepare_cached(&format!(
+        "SELECT coalesce(max(seq), 0) + 1 FROM {table} WHERE task_id = ?1"
+    ))?
+    .query_row([task_id], |row| row.get(0))
+}
+
+/// The page token for continuing after the task updated at `updated_at_ms` with `id`: the hex digits of
+/// `"{updated_at_ms}:{id}"`. Deterministic, so the same listing always yields the same tokens.
+fn encode_page_token(updated_at_ms: i64, id: &str) -> String {
+    use std::fmt::Write as _;
+    let raw = format!("{updated_at_ms}:{id}");
+    let mut token = String::with_capacity(raw.len() * 2);
+    for byte in raw.bytes() {
+        let _ = write!(token, "{byte:02x}");
+    }
+    token
+}
+
+fn decode_page_token(token: &str) -> Option<(i64, String)> {
+    if !token.len().is_multiple_of(2) || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let bytes = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&token[i..i + 2], 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let raw = String::from_utf8(bytes).ok()?;
+    let (updated_at_ms, id) = raw.split_once(':')?;
+    Some((updated_at_ms.parse().ok()?, id.to_string()))
+}
+
+impl Store {
+    /// Stores a new task, its messages and its first status-history entry (`seq` 1, at
+    /// `task.updated_at_ms`) in one transaction. Timestamps are taken from `task` as given.
+    ///
+    /// If the store already holds `limits.max_tasks` tasks, the oldest terminal tasks (by `updated_at_ms`,
+    /// then id) are evicted first, with their histories and push configs. Active tasks are never evicted:
+    /// if evicting every terminal task would not make room, nothing is written and the result is
+    /// [`StoreError::TasksFull`]. A duplicate id is an SQLite constraint error.
+    pub fn create_task(&self, task: &TaskRecord, limits: &TaskLimits) -> Result<(), StoreError> {
+        self.check_task_state(&task.state)?;
+        let artifacts = self.encode_json(&task.artifacts, || {
+            format!("the artifacts of new A2A task {:?}", task.id)
+        })?;
+        let mut conn = self.conn();
+        let error = || self.sql_error("creating an A2A task");
+        // IMMEDIATE: counting, evicting and inserting must not interleave with another process's create.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(error())?;
+        let (total, active) = count_tasks(&tx).map_err(error())?;
+        // Room for one more, even if the limit was lowered below what is stored.
+        let excess = (total + 1).saturating_sub(limits.max_tasks);
+        if excess > 0 {
+            if total - active < excess {
+                return Err(StoreError::TasksFull {
+                    path: self.label().to_path_buf(),
+                    limit: limits.max_tasks,
+                    active,
+                });
+            }
+            // Messages, status history and push configs go with their task (ON DELETE CASCADE).
+            let evicted = tx
+                .prepare_cached(&format!(
+                    "DELETE FROM a2a_tasks WHERE id IN (\
+                       SELECT id FROM a2a_tasks WHERE state IN {TERMINAL_SQL} \
+                       ORDER BY updated_at_ms, id LIMIT ?1)"
+                ))
+                .and_then(|mut stmt| stmt.execute([count_to_sql(excess)]))
+                .map_err(error())?;
+            tracing::debug!(
+                path = %self.label().display(),
+                evicted,
+                limit = limits.max_tasks,
+                "evicted the oldest finished A2A tasks to make room"
+            );
+        }
+        tx.execute(
+            "INSERT INTO a2a_tasks \
+               (id, context_id, owner, agent, state, status, artifacts, metadata, created_at_ms, updated_at_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                task.id,
+                task.context_id,
+                task.owner,
+                task.agent,
+                task.state,
+                task.status.to_string(),
+                artifacts,
+                task.metadata.to_string(),
+                task.created_at_ms,
+                task.updated_at_ms,
+            ],
+        )
+        .map_err(error())?;
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO a2a_task_messages (task_id, seq, message) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(error())?;
+            for (seq, message) in (1_i64..).zip(&task.history) {
+                insert
+                    .execute(params![task.id, seq, message.to_string()])
+                    .map_err(error())?;
+            }
+        }
+        tx.execute(
+            "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, 1, ?2, ?3, ?4)",
+            params![
+                task.id,
+                task.state,
+                task.status.to_string(),
+                task.updated_at_ms
+            ],
+        )
+        .map_err(error())?;
+        tx.commit().map_err(error())
+    }
+
+    /// Records a status change: sets the task's state, status and `updated_at_ms` (now, never moving
+    /// backwards) and appends to its status history, in one transaction. Returns the new entry's `seq`.
+    pub fn update_task_status(
+        &self,
+        id: &str,
+        state: &str,
+        status: &serde_json::Value,
+    ) -> Result<i64, StoreError> {
+        self.check_task_state(state)?;
+        let status = status.to_string();
+        let mut conn = self.conn();
+        let error = || self.sql_error("updating an A2A task's status");
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(error())?;
+        let at_ms: Option<i64> = tx
+            .query_row(
+                "UPDATE a2a_tasks SET state = ?2, status = ?3, updated_at_ms = max(updated_at_ms, ?4) \
+                 WHERE id = ?1 RETURNING updated_at_ms",
+                params![id, state, status, now_ms()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(error())?;
+        let Some(at_ms) = at_ms else {
+            return Err(self.task_not_found(id));
+        };
+        let seq = next_seq(&tx, "a2a_task_status", id).map_err(error())?;
+        tx.execute(
+            "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, seq, state, status, at_ms],
+        )
+        .map_err(error())?;
+        tx.commit().map_err(error())?;
+        Ok(seq)
+    }
+
+    /// Appends `message` to the task's history and marks the task updated, in one transaction.
+    pub fn append_task_message(
+        &self,
+        id: &str,
+        message: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let message = message.to_string();
+        let mut conn = self.conn();
+        let error = || self.sql_error("appending a message to an A2A task");
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(error())?;
+        if !touch_task(&tx, id).map_err(error())? {
+            return Err(self.task_not_found(id));
+        }
+        let seq = next_seq(&tx, "a2a_task_messages", id).map_err(error())?;
+        tx.execute(
+            "INSERT INTO a2a_task_messages (task_id, seq, message) VALUES (?1, ?2, ?3)",
+            params![id, seq, message],
+        )
+        .map_err(error())?;
+        tx.commit().map_err(error())
+    }
+
+    /// Replaces the task's artifacts with `artifacts` and marks the task updated.
+    pub fn set_task_artifacts(
+        &self,
+        id: &str,
+        artifacts: &[serde_json::Value],
+    ) -> Result<(), StoreError> {
+        let artifacts = self.encode_json(&artifacts, || {
+            format!("the new artifacts of A2A task {id:?}")
+        })?;
+        self.set_task_column(
+            id,
+            "artifacts",
+            &artifacts,
+            "setting an A2A task's artifacts",
+        )
+    }
+
+    /// Replaces the task's metadata and marks the task updated.
+    pub fn set_task_metadata(
+        &self,
+        id: &str,
+        metadata: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.set_task_column(
+            id,
+            "metadata",
+            &metadata.to_string(),
+            "setting an A2A task's metadata",
+        )
+    }
+
+    /// The task with its full history; `None` if it was never stored or has been evicted.
+    pub fn task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let raw = {
+            let mut conn = self.conn();
+            let error = || self.sql_error("reading an A2A task");
+            // One read transaction, so the task and its history are one snapshot even with other writers.
+            let tx = conn.transaction().map_err(error())?;
+            select_tasks(
+                &tx,
+                &format!("SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE id = ?1"),
+                vec![SqlValue::Text(id.to_string())],
+            )
+            .map_err(error())?
+        };
+        raw.into_iter()
+            .next()
+            .map(|raw| self.parse_task(raw))
+            .transpose()
+    }
+
+    /// The task's status history, oldest first; empty for an unknown task.
+    pub fn task_status_history(&self, id: &str) -> Result<Vec<StatusChange>, StoreError> {
+        let rows: Vec<(i64, String, String, i64)> = {
+            let conn = self.conn();
+            conn.prepare_cached(
+                "SELECT seq, state, status, at_ms FROM a2a_task_status WHERE task_id = ?1 ORDER BY seq",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([id], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                })?
+                .collect()
+            })
+            .map_err(self.sql_error("reading an A2A task's status history"))?
+        };
+        rows.into_iter()
+            .map(|(seq, state, status, at_ms)| {
+                Ok(StatusChange {
+                    task_id: id.to_string(),
+                    seq,
+                    status: self
+                        .decode_json(&status, || format!("status {seq} of A2A task {id:?}"))?,
+                    state,
+                    at_ms,
+                })
+            })
+            .collect()
+    }
+
+    /// One page of `query.owner`'s tasks matching the query, newest updated first (ties: greater id
+    /// first), each with its full history (trimming to `history_length` is the caller's job).
+    ///
+    /// Paging is by position (the last task's `updated_at_ms` and id), so inserts between pages neither
+    /// repeat nor skip tasks; a task updated between pages moves to the front and may be missed or seen
+    /// twice. A token that this store did not issue is [`StoreError::BadPageToken`].
+    pub fn list_tasks(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
+        let page_size = match query.page_size {
+            0 => DEFAULT_TASK_PAGE_SIZE,
+            n => n.min(MAX_TASK_PAGE_SIZE),
+        };
+        let after = match query.page_token.as_deref() {
+            None | Some("") => None,
+            Some(token) => {
+                Some(
+                    decode_page_token(token).ok_or_else(|| StoreError::BadPageToken {
+                        path: self.label().to_path_buf(),
+                    })?,
+                )
+            }
+        };
+
+        // Only the filters that are set appear in the SQL, so SQLite can pick the matching index.
+        let mut filters = String::from(" WHERE owner = ?");
+        let mut values = vec![SqlValue::Text(query.owner.clone())];
+        if let Some(context_id) = &query.context_id {
+            filters.push_str(" AND context_id = ?");
+            values.push(SqlValue::Text(context_id.clone()));
+        }
+        if let Some(state) = &query.state {
+            filters.push_str(" AND state = ?");
+            values.push(SqlValue::Text(state.clone()));
+        }
+        if let Some(updated_after_ms) = query.updated_after_ms {
+            filters.push_str(" AND updated_at_ms >= ?");
+            values.push(SqlValue::Integer(updated_after_ms));
+        }
+        let count_sql = format!("SELECT count(*) FROM a2a_tasks{filters}");
+        let count_values = values.clone();
+        let mut page_sql = format!("SELECT {TASK_COLUMNS} FROM a2a_tasks{filters}");
+        if let Some((updated_at_ms, id)) = after {
+            page_sql.push_str(" AND (updated_at_ms, id) < (?, ?)");
+            values.push(SqlValue::Integer(updated_at_ms));
+            values.push(SqlValue::Text(id));
+        }
+        // One more than the page, to learn whether there is a next page.
+        page_sql.push_str(" ORDER BY updated_at_ms DESC, id DESC LIMIT ?");
+        values.push(SqlValue::Integer(count_to_sql(page_size + 1)));
+
+        let (total, mut raw) = {
+            let mut conn = self.conn();
+            let error = || self.sql_error("listing A2A tasks");
+            let tx = conn.transaction().map_err(error())?;
+            let total: i64 = tx
+                .prepare_cached(&count_sql)
+                .and_then(|mut stmt| {
+                    stmt.query_row(params_from_iter(count_values), |row| row.get(0))
+                })
+                .map_err(error())?;
+            let raw = select_tasks(&tx, &page_sql, values).map_err(error())?;
+            (total, raw)
+        };
+        let next_page_token = if raw.len() > page_size {
+            raw.truncate(page_size);
+            raw.last()
+                .map(|last| encode_page_token(last.updated_at_ms, &last.id))
+        } else {
+            None
+        };
+        Ok(TaskPage {
+            tasks: raw
+                .into_iter()
+                .map(|raw| self.parse_task(raw))
+                .collect::<Result<_, _>>()?,
+            next_page_token,
+            total_size: count_from_sql(total),
+        })
+    }
+
+    /// Every task not in a terminal state, least recently updated first: at start, these are the tasks
+    /// that were in flight when the process stopped.
+    pub fn active_tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let raw = {
+            let mut conn = self.conn();
+            let error = || self.sql_error("reading active A2A tasks");
+            let tx = conn.transaction().map_err(error())?;
+            select_tasks(
+                &tx,
+                &format!(
+                    "SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE state NOT IN {TERMINAL_SQL} \
+                     ORDER BY updated_at_ms, id"
+                ),
+                Vec::new(),
+            )
+            .map_err(error())?
+        };
+        raw.into_iter().map(|raw| self.parse_task(raw)).collect()
+    }
+
+    /// (stored tasks, of which active).
+    pub fn task_count(&self) -> Result<(usize, usize), StoreError> {
+        count_tasks(&self.conn()).map_err(self.sql_error("counting A2A tasks"))
+    }
+
+    /// Stores `config` as the task's push-notification config `config_id`, replacing any config with that
+    /// id (which keeps its place in [`Store::push_configs`]).
+    pub fn put_push_config(
+        &self,
+        task_id: &str,
+        config_id: &str,
+        config: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let config = config.to_string();
+        let mut conn = self.conn();
+        let error = || self.sql_error("storing an A2A push-notification config");
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(error())?;
+        let exists = tx
+            .query_row("SELECT 1 FROM a2a_tasks WHERE id = ?1", [task_id], |_| {
+                Ok(())
+            })
+            .optional()
+            .map_err(error())?
+            .is_some();
+        if !exists {
+            return Err(self.task_not_found(task_id));
+        }
+        tx.execute(
+            "INSERT INTO a2a_push_configs (task_id, config_id, config) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (task_id, config_id) DO UPDATE SET config = excluded.config",
+            params![task_id, config_id, config],
+        )
+        .map_err(error())?;
+        tx.commit().map_err(error())
+    }
+
+    /// The task's push-notification config `config_id`, if there is one.
+    pub fn push_config(
+        &self,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let text: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT config FROM a2a_push_configs WHERE task_id = ?1 AND config_id = ?2",
+                [task_id, config_id],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(self.sql_error("reading an A2A push-notification config"))?;
+        text.map(|text| {
+            self.decode_json(&text, || {
+                format!("push config {config_id:?} of A2A task {task_id:?}")
+            })
+        })
+        .transpose()
+    }
+
+    /// The task's push-notification configs as (config id, config), in order of first registration;
+    /// empty for an unknown task.
+    pub fn push_configs(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+        let rows: Vec<(String, String)> = {
+            let conn = self.conn();
+            conn.prepare_cached(
+                "SELECT config_id, config FROM a2a_push_configs WHERE task_id = ?1 ORDER BY id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([task_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect()
+            })
+            .map_err(self.sql_error("reading A2A push-notification configs"))?
+        };
+        rows.into_iter()
+            .map(|(config_id, text)| {
+                let config = self.decode_json(&text, || {
+                    format!("push config {config_id:?} of A2A task {task_id:?}")
+                })?;
+                Ok((config_id, config))
+            })
+            .collect()
+    }
+
+    /// Removes the task's push-notification config `config_id`; `true` if it was there.
+    pub fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
+        self.conn()
+            .execute(
+                "DELETE FROM a2a_push_configs WHERE task_id = ?1 AND config_id = ?2",
+                [task_id, config_id],
+            )
+            .map(|deleted| deleted > 0)
+            .map_err(self.sql_error("deleting an A2A push-notification config"))
+    }
+
+    /// Sets one JSON column of a task (a fixed name, never caller input) and marks the task updated.
+    fn set_task_column(
+        &self,
+        id: &str,
+        column: &'static str,
+        json: &str,
+        operation: &'static str,
+    ) -> Result<(), StoreError> {
+        let updated = self
+            .conn()
+            .execute(
+                &format!(
+                    "UPDATE a2a_tasks SET {column} = ?2, updated_at_ms = max(updated_at_ms, ?3) \
+                     WHERE id = ?1"
+                ),
+                params![id, json, now_ms()],
+            )
+            .map_err(self.sql_error(operation))?;
+        if updated == 0 {
+            return Err(self.task_not_found(id));
+        }
+        Ok(())
+    }
+
+    fn check_task_state(&self, state: &str) -> Result<(), StoreError> {
+        if TASK_STATES.contains(&state) {
+            Ok(())
+        } else {
+            Err(StoreError::UnknownTaskState {
+                path: self.label().to_path_buf(),
+                state: state.to_string(),
+            })
+        }
+    }
+
+    fn task_not_found(&self, id: &str) -> StoreError {
+        StoreError::TaskNotFound {
+            path: self.label().to_path_buf(),
+            id: id.to_string(),
+        }
+    }
+
+    fn encode_json<T: Serialize>(
+        &self,
+        value: &T,
+        what: impl FnOnce() -> String,
+    ) -> Result<String, StoreError> {
+        serde_json::to_string(value).map_err(|source| StoreError::CorruptJson {
+            path: self.label().to_path_buf(),
+            what: what(),
+            source,
+        })
+    }
+
+    fn decode_json<T: DeserializeOwned>(
+        &self,
+        text: &str,
+        what: impl FnOnce() -> String,
+    ) -> Result<T, StoreError> {
+        serde_json::from_str(text).map_err(|source| StoreError::CorruptJson {
+            path: self.label().to_path_buf(),
+            what: what(),
+            source,
+        })
+    }
+
+    fn parse_task(&self, raw: RawTask) -> Result<TaskRecord, StoreError> {
+        let id = raw.id;
+        let history = raw
+            .history
+            .into_iter()
+            .map(|(seq, text)| {
+                self.decode_json(&text, || format!("message {seq} of A2A task {id:?}"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(TaskRecord {
+            status: self.decode_json(&raw.status, || format!("the status of A2A task {id:?}"))?,
+            artifacts: self.decode_json(&raw.artifacts, || {
+                format!("the artifacts of A2A task {id:?}")
+            })?,
+            metadata: self
+                .decode_json(&raw.metadata, || format!("the metadata of A2A task {id:?}"))?,
+            history,
+            id,
+            context_id: raw.context_id,
+            owner: raw.owner,
+            agent: raw.agent,
+            state: raw.state,
+            created_at_ms: raw.created_at_ms,
+            updated_at_ms: raw.updated_at_ms,
+        })
+    }
+}
+
+/// Marks the task updated (now, never moving backwards); `false` if there is no such task.
+fn touch_task(conn: &Connection, id: &str) -> rusqlite::Result<bool> {
+    conn.execute(
+        "UPDATE a2a_tasks SET updated_at_ms = max(updated_at_ms, ?2) WHERE id = ?1",
+        params![id, now_ms()],
+    )
+    .map(|updated| updated > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use rusqlite::Connection;
+    use serde_json::json;
+
+    use super::*;
+    use crate::migrations::{MIGRATIONS, migrate, user_version};
+
+    const SUBMITTED: &str = "TASK_STATE_SUBMITTED";
+    const WORKING: &str = "TASK_STATE_WORKING";
+    const COMPLETED: &str = "TASK_STATE_COMPLETED";
+    const FAILED: &str = "TASK_STATE_FAILED";
+    const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
+    const AUTH_REQUIRED: &str = "TASK_STATE_AUTH_REQUIRED";
+
+    fn status(state: &str, text: Option<&str>) -> serde_json::Value {
+        match text {
+            Some(text) => json!({
+                "state": state,
+                "message": {"messageId": format!("m-{text}"), "role": "ROLE_AGENT", "parts": [{"text": text}]},
+                "timestamp": "2026-01-02T03:04:05Z"
+            }),
+            None => json!({"state": state, "timestamp": "2026-01-02T03:04:05Z"}),
+        }
+    }
+
+    fn user_message(id: &str, text: &str) -> serde_json::Value {
+        json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]})
+    }
+
+    fn task(id: &str, owner: &str, context_id: &str, state: &str, at_ms: i64) -> TaskRecord {
+        TaskRecord {
+            id: id.to_string(),
+            context_id: context_id.to_string(),
+            owner: owner.to_string(),
+            agent: "planner".to_string(),
+            state: state.to_string(),
+            status: status(state, None),
+            history: vec![user_message(&format!("{id}-m1"), "hello")],
+            artifacts: Vec::new(),
+            metadata: json!({}),
+            created_at_ms: at_ms,
+            updated_at_ms: at_ms,
+        }
+    }
+
+    fn unlimited() -> TaskLimits {
+        TaskLimits::default()
+    }
+
+    fn limit(max_tasks: usize) -> TaskLimits {
+        TaskLimits { max_tasks }
+    }
+
+    fn stored_ids(store: &Store) -> BTreeSet<String> {
+        store
+            .conn()
+            .prepare("SELECT id FROM a2a_tasks")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    fn set(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|id| id.to_string()).collect()
+    }
+
+    fn rows(store: &Store, table: &str, task_id: &str) -> i64 {
+        store
+            .conn()
+            .query_row(
+                &format!("SELECT count(*) FROM {table} WHERE task_id = ?1"),
+                [task_id],
+                |row| row.get(0),
+            )
+            .unwrap()
+    }
+
+    fn query(owner: &str) -> TaskQuery {
+        TaskQuery {
+            owner: owner.to_string(),
+            ..TaskQuery::default()
+        }
+    }
+
+    fn ids(page: &TaskPage) -> Vec<&str> {
+        page.tasks.iter().map(|t| t.id.as_str()).collect()
+    }
+
+    #[test]
+    fn terminal_states_and_their_sql_agree() {
+        for state in TASK_STATES {
+            assert_eq!(
+                TERMINAL_SQL.contains(&format!("'{state}'")),
+                is_terminal(state),
+                "{state}"
+            );
+        }
+        assert_eq!(
+            TERMINAL_SQL.matches('\'').count(),
+            2 * TERMINAL_TASK_STATES.len()
+        );
+        assert!(is_terminal("TASK_STATE_COMPLETED"));
+        assert!(is_terminal("TASK_STATE_CANCELED"));
+        assert!(is_terminal("TASK_STATE_FAILED"));
+        assert!(is_terminal("TASK_STATE_REJECTED"));
+        for active in [
+            SUBMITTED,
+            WORKING,
+            INPUT_REQUIRED,
+            AUTH_REQUIRED,
+            "TASK_STATE_UNSPECIFIED",
+        ] {
+            assert!(!is_terminal(active), "{active}");
+        }
+        assert!(!is_terminal("completed"));
+        assert_eq!(TaskLimits::default().max_tasks, 10_000);
+    }
+
+    #[test]
+    fn create_and_get_round_trip() {
+        let store = Store::open_in_memory().unwrap();
+        let record = TaskRecord {
+            id: "t1".to_string(),
+            context_id: "ctx".to_string(),
+            owner: "alice".to_string(),
+            agent: "coder".to_string(),
+            state: WORKING.to_string(),
+            status: status(WORKING, Some("on it")),
+            history: vec![
+                user_message("m1", "fix the bug"),
+                json!({"messageId": "m2", "role": "ROLE_AGENT", "parts": [{"data": {"k": [1, 2.5, null]}}]}),
+            ],
+            artifacts: vec![
+                json!({"artifactId": "a1", "name": "patch", "parts": [{"text": "diff"}]}),
+                json!({"artifactId": "a2", "parts": [{"url": "https://example.invalid/x", "mediaType": "text/plain"}]}),
+            ],
+            metadata: json!({"portico": {"conversation_id": "c_1"}, "z": 1, "a": 2}),
+            created_at_ms: 1_000,
+            updated_at_ms: 1_500,
+        };
+        store.create_task(&record, &unlimited()).unwrap();
+        let read = store.task("t1").unwrap().unwrap();
+        assert_eq!(read, record);
+        // Key order inside JSON objects survives (serde_json's preserve_order).
+        assert_eq!(read.metadata.to_string(), record.metadata.to_string());
+        assert_eq!(store.task("t2").unwrap(), None);
+        assert_eq!(
+            store.task_status_history("t1").unwrap(),
+            vec![StatusChange {
+                task_id: "t1".to_string(),
+                seq: 1,
+                state: WORKING.to_string(),
+                status: status(WORKING, Some("on it")),
+                at_ms: 1_500,
+            }]
+        );
+        assert_eq!(store.task_count().unwrap(), (1, 1));
+    }
+
+    #[test]
+    fn duplicate_id_is_refused_and_the_original_kept() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .create_task(&task("t1", "alice", "c", SUBMITTED, 1), &unlimited())
+            .unwrap();
+        let err = store
+            .create_task(&task("t1", "bob", "c", SUBMITTED, 2), &unlimited())
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Sqlite { .. }), "{err}");
+        assert_eq!(store.task("t1").unwrap().unwrap().owner, "alice");
+        assert_eq!(store.task_status_history("t1").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn status_history_is_kept_in_order() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .create_task(&task("t1", "alice", "c", SUBMITTED, 1_000), &unlimited())
+            .unwrap();
+        let changes = [
+            (WORKING, None),
+            (INPUT_REQUIRED, Some("which branch?")),
+            (WORKING, None),
+            (COMPLETED, Some("done")),
+        ];
+        for (i, (state, text)) in changes.iter().enumerate() {
+            let seq = store
+                .update_task_status("t1", state, &status(state, *text))
+                .unwrap();
+            assert_eq!(seq, i as i64 + 2);
+        }
+        let history = store.task_status_history("t1").unwrap();
+        let summary: Vec<(i64, &str, serde_json::Value)> = history
+            .iter()
+            .map(|c| (c.seq, c.state.as_str(), c.status.clone()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (1, SUBMITTED, status(SUBMITTED, None)),
+                (2, WORKING, status(WORKING, None)),
+                (
+                    3,
+                    INPUT_REQUIRED,
+                    status(INPUT_REQUIRED, Some("which branch?"))
+                ),
+                (4, WORKING, status(WORKING, None)),
+                (5, COMPLETED, status(COMPLETED, Some("done"))),
+            ]
+        );
+        assert!(history.iter().all(|c| c.task_id == "t1"));
+        assert_eq!(history[0].at_ms, 1_000);
+        assert!(history.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+
+        let read = store.task("t1").unwrap().unwrap();
+        assert_eq!(read.state, COMPLETED);
+        assert_eq!(read.status, status(COMPLETED, Some("done")));
+        assert_eq!(read.updated_at_ms, history[4].at_ms);
+        assert_eq!(read.created_at_ms, 1_000);
+        assert_eq!(store.task_count().unwrap(), (1, 0));
+        assert_eq!(store.task_status_history("nope").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn updated_at_never_moves_backwards() {
+        let store = Store::open_in_memory().unwrap();
+        // A task stamped in the future (a clock that stepped back since).
+        let future = now_ms() + 3_600_000;
+        store
+            .create_task(&task("t1", "alice", "c", SUBMITTED, future), &unlimited())
+            .unwrap();
+        store
+            .update_task_status("t1", WORKING, &status(WORKING, None))
+            .unwrap();
+        store
+            .append_task_message("t1", &user_message("m2", "more"))
+            .unwrap();
+        assert_eq!(store.task("t1").unwrap().unwrap().updated_at_ms, future);
+        assert_eq!(store.task_status_history("t1").unwrap()[1].at_ms, future);
+    }
+
+    #[test]
+    fn messages_artifacts_and_metadata_are_written() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .create_task(&task("t1", "alice", "c", SUBMITTED, 1_000), &unlimited())
+            .unwrap();
+        store
+            .append_task_message("t1", &user_message("m2", "second"))
+            .unwrap();
+        store
+            .append_task_message("t1", &user_message("m3", "third"))
+            .unwrap();
+        let artifacts = vec![
+            json!({"artifactId": "a1", "parts": [{"text": "one"}]}),
+            json!({"artifactId": "a2", "parts": [{"text": "two"}]}),
+        ];
+        store.set_task_artifacts("t1", &artifacts).unwrap();
+        // Replaced, not appended.
+        let merged =
+            vec![json!({"artifactId": "a1", "parts": [{"text": "one"}, {"text": " more"}]})];
+        store.set_task_artifacts("t1", &merged).unwrap();
+        store.set_task_metadata("t1", &json!({"k": "v"})).unwrap();
+
+        let read = store.task("t1").unwrap().unwrap();
+        assert_eq!(
+            read.history,
+            vec![
+                user_message("t1-m1", "hello"),
+                user_message("m2", "second"),
+                user_message("m3", "third"),
+            ]
+        );
+        assert_eq!(read.artifacts, merged);
+        assert_eq!(read.metadata, json!({"k": "v"}));
+        assert!(read.updated_at_ms >= now_ms() - 60_000);
+        // Only status changes enter the status history.
+        assert_eq!(store.task_status_history("t1").unwrap().len(), 1);
+
+        store.set_task_artifacts("t1", &[]).unwrap();
+        assert_eq!(
+            store.task("t1").unwrap().unwrap().artifacts,
+            Vec::<serde_json::Value>::new()
+        );
+    }
+
+    #[test]
+    fn writes_to_a_missing_task_fail_and_write_nothing() {
+        let store = Store::open_in_memory().unwrap();
+        let not_found = |err: StoreError| {
+            assert!(
+                matches!(&err, StoreError::TaskNotFound { id, .. } if id == "ghost"),
+                "{err}"
+            );
+            assert!(err.to_string().contains("\"ghost\""), "{err}");
+            assert!(err.to_string().contains(":memory:"), "{err}");
+        };
+        not_found(
+            store
+                .update_task_status("ghost", WORKING, &status(WORKING, None))
+                .unwrap_err(),
+        );
+        not_found(store.append_task_message("ghost", &json!({})).unwrap_err());
+        not_found(store.set_task_artifacts("ghost", &[json!({})]).unwrap_err());
+        not_found(store.set_task_metadata("ghost", &json!({})).unwrap_err());
+        not_found(
+            store
+                .put_push_config("ghost", "p1", &json!({}))
+                .unwrap_err(),
+        );
+        for table in ["a2a_task_status", "a2a_task_messages", "a2a_push_configs"] {
+            assert_eq!(rows(&store, table, "ghost"), 0, "{table}");
+        }
+        assert_eq!(store.task_count().unwrap(), (0, 0));
+    }
+
+    #[test]
+    fn unknown_states_are_refused() {
+        let store = Store::open_in_memory().unwrap();
+        let err = store
+            .create_task(&task("t1", "alice", "c", "completed", 1), &unlimited())
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::UnknownTaskState { state, .. } if state == "completed"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("TASK_STATE_COMPLETED"), "{err}");
+        assert_eq!(store.task("t1").unwrap(), None);
+
+        store
+            .create_task(&task("t1", "alice", "c", SUBMITTED, 1), &unlimited())
+            .unwrap();
+        let err = store
+            .update_task_status("t1", "working", &status("working", None))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::UnknownTaskState { .. }), "{err}");
+        assert_eq!(store.task("t1").unwrap().unwrap().state, SUBMITTED);
+        assert_eq!(store.task_status_history("t1").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn listing_filters_by_owner_context_state_and_time() {
+        let store = Store::open_in_memory().unwrap();
+        for record in [
+            task("a1", "alice", "ctx1", SUBMITTED, 100),
+            task("a2", "alice", "ctx1", COMPLETED, 200),
+            task("a3", "alice", "ctx2", WORKING, 300),
+            task("a4", "alice", "ctx2", COMPLETED, 400),
+            task("b1", "bob", "ctx1", COMPLETED, 500),
+        ] {
+            store.create_task(&record, &unlimited()).unwrap();
+        }
+
+        let page = store.list_tasks(&query("alice")).unwrap();
+        assert_eq!(ids(&page), ["a4", "a3", "a2", "a1"]);
+        assert_eq!(
+            (page.total_size, page.next_page_token.as_deref()),
+            (4, None)
+        );
+        assert_eq!(page.tasks[0], task("a4", "alice", "ctx2", COMPLETED, 400));
+
+        let page = store.list_tasks(&query("bob")).unwrap();
+        assert_eq!((ids(&page), page.total_size), (vec!["b1"], 1));
+        let page = store.list_tasks(&query("mallory")).unwrap();
+        assert_eq!((ids(&page), page.total_size), (vec![], 0));
+        assert_eq!(page.next_page_token, None);
+        // Another owner's context and state filters never reach across owners.
+        let page = store
+            .list_tasks(&TaskQuery {
+                context_id: Some("ctx1".to_string()),
+                state: Some(COMPLETED.to_string()),
+                ..query("mallory")
+            })
+            .unwrap();
+        assert_eq!((ids(&page), page.total_size), (vec![], 0));
+
+        let by_context = |context: &str| TaskQuery {
+            context_id: Some(context.to_string()),
+            ..query("alice")
+        };
+        let page = store.list_tasks(&by_context("ctx1")).unwrap();
+        assert_eq!((ids(&page), page.total_size), (vec!["a2", "a1"], 2));
+        let page = store.list_tasks(&by_context("ctx3")).unwrap();
+        assert_eq!((ids(&page), page.total_size), (vec![], 0));
+
+        let page = store
+            .list_tasks(&TaskQuery {
+                state: Some(COMPLETED.to_string()),
+                ..query("alice")
+            })
+            .unwrap();
+        assert_eq!((ids(&page), page.total_size), (vec!["a4", "a2"], 2));
+
+        let page = store
+            .list_tasks(&TaskQuery {
+                state: Some(COMPLETED.to_string()),
+                ..by_context("ctx2")
+            })
+            .unwrap();
+        assert_eq!((ids(&page), page.total_size), (vec!["a4"], 1));
+
+        // Inclusive, as A2A's status_timestamp_after.
+        let page = store
+            .list_tasks(&TaskQuery {
+                updated_after_ms: Some(200),
+                ..query("alice")
+            })
+            .unwrap();
+        assert_eq!((ids(&page), page.total_size), (vec!["a4", "a3", "a2"], 3));
+
+        // An update moves a task to the front.
+        store
+            .append_task_message("a1", &user_message("m", "bump"))
+            .unwrap();
+        let page = store.list_tasks(&query("alice")).unwrap();
+        assert_eq!(ids(&page), ["a1", "a4", "a3", "a2"]);
+    }
+
+    #[test]
+    fn paging_is_stable_across_three_pages_with_equal_timestamps() {
+        let store = Store::open_in_memory().unwrap();
+        // Seven of alice's tasks, all updated in the same millisecond, in scrambled creation order.
+        for id in ["t3", "t7", "t1", "t5", "t2", "t6", "t4"] {
+            store
+                .create_task(&task(id, "alice", "c", WORKING, 1_000), &unlimited())
+                .unwrap();
+        }
+        store
+            .create_task(&task("x1", "bob", "c", WORKING, 1_000), &unlimited())
+            .unwrap();
+
+        let page_of = |token: Option<String>| {
+            store
+                .list_tasks(&TaskQuery {
+                    page_size: 3,
+                    page_token: token,
+                    ..query("alice")
+                })
+                .unwrap()
+        };
+        let first = page_of(None);
+        assert_eq!(ids(&first), ["t7", "t6", "t5"]);
+        assert_eq!(first.total_size, 7);
+        // The token is deterministic: the hex of "1000:t5".
+        assert_eq!(first.next_page_token.as_deref(), Some("313030303a7435"));
+        assert_eq!(page_of(None), first);
+
+        let second = page_of(first.next_page_token.clone());
+        assert_eq!(ids(&second), ["t4", "t3", "t2"]);
+        assert_eq!(second.total_size, 7);
+
+        // A task created between pages that sorts before the cursor (same millisecond, greater id) does
+        // not shift what comes after it; one that sorts after the cursor (smaller id) is still reached.
+        store
+            .create_task(&task("t9", "alice", "c", WORKING, 1_000), &unlimited())
+            .unwrap();
+        store
+            .create_task(&task("t0", "alice", "c", WORKING, 1_000), &unlimited())
+            .unwrap();
+        let third = page_of(second.next_page_token.clone());
+        assert_eq!(ids(&third), ["t1", "t0"]);
+        assert_eq!(third.next_page_token, None);
+        assert_eq!(third.total_size, 9);
+
+        // The same token gives the same page again.
+        assert_eq!(
+            ids(&page_of(first.next_page_token.clone())),
+            ["t4", "t3", "t2"]
+        );
+    }
+
+    #[test]
+    fn a_page_that_ends_exactly_at_the_last_task_has_no_next_token() {
+        let store = Store::open_in_memory().unwrap();
+        for (id, at) in [("a", 1), ("b", 2), ("c", 3), ("d", 4)] {
+            store
+                .create_task(&task(id, "alice", "c", WORKING, at), &unlimited())
+                .unwrap();
+        }
+        let first = store
+            .list_tasks(&TaskQuery {
+                page_size: 2,
+                ..query("alice")
+            })
+            .unwrap();
+        assert_eq!(ids(&first), ["d", "c"]);
+        let second = store
+            .list_tasks(&TaskQuery {
+                page_size: 2,
+                page_token: first.next_page_token,
+                ..query("alice")
+            })
+            .unwrap();
+        assert_eq!(ids(&second), ["b", "a"]);
+        assert_eq!(second.next_page_token, None);
+    }
+
+    #[test]
+    fn page_size_defaults_to_50_and_is_capped_at_100() {
+        let store = Store::open_in_memory().unwrap();
+        for i in 0..120 {
+            store
+                .create_task(
+                    &task(&format!("t{i:03}"), "alice", "c", WORKING, i),
+                    &unlimited(),
+                )
+                .unwrap();
+        }
+        let page = store.list_tasks(&query("alice")).unwrap();
+        assert_eq!(page.tasks.len(), 50);
+        assert_eq!(
+            (page.tasks[0].id.as_str(), page.tasks[49].id.as_str()),
+            ("t119", "t070")
+        );
+        assert_eq!(page.total_size, 120);
+        let page = store
+            .list_tasks(&TaskQuery {
+                page_size: 1_000,
+                ..query("alice")
+            })
+            .unwrap();
+        assert_eq!(page.tasks.len(), 100);
+        let rest = store
+            .list_tasks(&TaskQuery {
+                page_size: 1_000,
+                page_token: page.next_page_token,
+                ..query("alice")
+            })
+            .unwrap();
+        assert_eq!(rest.tasks.len(), 20);
+        assert_eq!(rest.tasks[19].id, "t000");
+        assert_eq!(rest.next_page_token, None);
+    }
+
+    #[test]
+    fn bad_page_tokens_are_refused_and_empty_means_first_page() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
+            .unwrap();
+        let with_token = |token: &str| {
+            store.list_tasks(&TaskQuery {
+                page_token: Some(token.to_string()),
+                ..query("alice")
+            })
+        };
+        for bad in [
+            "zz", "313",      // odd length
+            "3130",     // "10": no separator
+            "613a7431", // "a:t1": not a number
+            "ff3a7431", // not UTF-8
+            "+31a",     // a sign is not a hex digit
+            "é1",
+        ] {
+            let err = with_token(bad).unwrap_err();
+            assert!(
+                matches!(err, StoreError::BadPageToken { .. }),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains("without a page token"), "{err}");
+        }
+        assert_eq!(ids(&with_token("").unwrap()), ["t1"]);
+        // Upper-case hex of "1:t1" (the position of t1 itself) is accepted: nothing comes after it.
+        assert_eq!(ids(&with_token("313A7431").unwrap()), Vec::<&str>::new());
+        // "2:t1" is a position before t1.
+        assert_eq!(ids(&with_token("323a7431").unwrap()), ["t1"]);
+    }
+
+    #[test]
+    fn page_tokens_round_trip() {
+        for (at, id) in [
+            (0, "t"),
+            (-5, "a:b:c"),
+            (i64::MAX, "ünïcode"),
+            (1_700_000_000_000, ""),
+        ] {
+            let token = encode_page_token(at, id);
+            assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+            assert_eq!(decode_page_token(&token), Some((at, id.to_string())));
+        }
+    }
+
+    #[test]
+    fn tasks_and_history_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("portico.db");
+        let store = Store::open(&path).unwrap();
+        store
+            .create_task(&task("t1", "alice", "c", SUBMITTED, 1_000), &unlimited())
+            .unwrap();
+        store
+            .update_task_status("t1", WORKING, &status(WORKING, None))
+            .unwrap();
+        store
+            .append_task_message("t1", &user_message("m2", "more"))
+            .unwrap();
+        store
+            .put_push_config("t1", "p1", &json!({"url": "https://example.invalid/hook"}))
+            .unwrap();
+        let before = store.task("t1").unwrap().unwrap();
+        let history_before = store.task_status_history("t1").unwrap();
+        drop(store);
+
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.task("t1").unwrap(), Some(before.clone()));
+        assert_eq!(store.task_status_history("t1").unwrap(), history_before);
+        assert_eq!(history_before.len(), 2);
+        assert_eq!(before.history.len(), 2);
+        assert_eq!(
+            store.push_config("t1", "p1").unwrap(),
+            Some(json!({"url": "https://example.invalid/hook"}))
+        );
+        assert_eq!(store.active_tasks().unwrap(), vec![before]);
+
+        // Not closed at all (as after kill -9): what was committed is still there.
+        store
+            .update_task_status("t1", COMPLETED, &status(COMPLETED, None))
+            .unwrap();
+        std::mem::forget(store);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.task("t1").unwrap().unwrap().state, COMPLETED);
+        assert_eq!(store.task_status_history("t1").unwrap().len(), 3);
+        assert_eq!(store.active_tasks().unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_full_store_evicts_the_oldest_terminal_tasks_first() {
+        let store = Store::open_in_memory().unwrap();
+        let limits = limit(3);
+        for (id, at) in [("t1", 1_000), ("t2", 2_000), ("t3", 3_000)] {
+            store
+                .create_task(&task(id, "alice", "c", WORKING, at), &limits)
+                .unwrap();
+        }
+        // t2 finishes before t1, so t2 is the older terminal task although t1 was created first.
+        store
+            .update_task_status("t2", COMPLETED, &status(COMPLETED, None))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+        store
+            .update_task_status("t1", FAILED, &status(FAILED, None))
+            .unwrap();
+        assert_eq!(store.task_count().unwrap(), (3, 1));
+
+        store
+            .create_task(&task("t4", "alice", "c", SUBMITTED, 4_000), &limits)
+            .unwrap();
+        assert_eq!(stored_ids(&store), set(&["t1", "t3", "t4"]));
+        store
+            .create_task(&task("t5", "alice", "c", SUBMITTED, 5_000), &limits)
+            .unwrap();
+        assert_eq!(stored_ids(&store), set(&["t3", "t4", "t5"]));
+        assert_eq!(store.task_count().unwrap(), (3, 3));
+        assert_eq!(store.task("t1").unwrap(), None);
+        assert_eq!(store.task_status_history("t2").unwrap(), vec![]);
+
+        // All three active: nothing can be evicted, and nothing is written.
+        let history_before = store.task_status_history("t3").unwrap();
+        let err = store
+            .create_task(&task("t6", "alice", "c", SUBMITTED, 6_000), &limits)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::TasksFull {
+                    limit: 3,
+                    active: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("the limit is 3 tasks and 3 stored tasks are still active"),
+            "{message}"
+        );
+        assert!(
+            message.contains("raise [a2a] max_tasks or wait for tasks to finish"),
+            "{message}"
+        );
+        assert_eq!(store.task("t6").unwrap(), None);
+        assert_eq!(rows(&store, "a2a_task_messages", "t6"), 0);
+        assert_eq!(rows(&store, "a2a_task_status", "t6"), 0);
+        assert_eq!(stored_ids(&store), set(&["t3", "t4", "t5"]));
+        assert_eq!(store.task_status_history("t3").unwrap(), history_before);
+
+        // Once one finishes, there is room again.
+        store
+            .update_task_status("t4", COMPLETED, &status(COMPLETED, None))
+            .unwrap();
+        store
+            .create_task(&task("t6", "alice", "c", SUBMITTED, 6_000), &limits)
+            .unwrap();
+        assert_eq!(stored_ids(&store), set(&["t3", "t5", "t6"]));
+    }
+
+    #[test]
+    fn interrupted_tasks_are_never_evicted() {
+        let store = Store::open_in_memory().unwrap();
+        let limits = limit(3);
+        store
+            .create_task(&task("waiting", "alice", "c", INPUT_REQUIRED, 1), &limits)
+            .unwrap();
+        store
+            .create_task(&task("auth", "alice", "c", AUTH_REQUIRED, 2), &limits)
+            .unwrap();
+        store
+            .create_task(&task("done", "alice", "c", COMPLETED, 3), &limits)
+            .unwrap();
+        // The two interrupted tasks are older, but only the finished one goes.
+        store
+            .create_task(&task("new", "alice", "c", SUBMITTED, 4), &limits)
+            .unwrap();
+        assert_eq!(stored_ids(&store), set(&["waiting", "auth", "new"]));
+        let err = store
+            .create_task(&task("newer", "alice", "c", SUBMITTED, 5), &limits)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::TasksFull {
+                    limit: 3,
+                    active: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(stored_ids(&store), set(&["waiting", "auth", "new"]));
+        let active: Vec<String> = store
+            .active_tasks()
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(active, ["waiting", "auth", "new"]);
+    }
+
+    #[test]
+    fn a_lowered_limit_evicts_down_to_it_or_fails_without_evicting() {
+        let store = Store::open_in_memory().unwrap();
+        for (id, state, at) in [
+            ("f1", COMPLETED, 1),
+            ("f2", COMPLETED, 2),
+            ("f3", COMPLETED, 3),
+            ("w1", WORKING, 4),
+            ("w2", WORKING, 5),
+        ] {
+            store
+                .create_task(&task(id, "alice", "c", state, at), &unlimited())
+                .unwrap();
+        }
+        // Limit 3 with 5 stored: three must go for the new one to fit, but only f1..f3 may.
+        store
+            .create_task(&task("n1", "alice", "c", SUBMITTED, 6), &limit(3))
+            .unwrap();
+        assert_eq!(stored_ids(&store), set(&["w1", "w2", "n1"]));
+
+        // Limit 2 with 3 active: fails, and no terminal task is evicted in passing.
+        store
+            .create_task(&task("f4", "alice", "c", COMPLETED, 7), &unlimited())
+            .unwrap();
+        let err = store
+            .create_task(&task("n2", "alice", "c", SUBMITTED, 8), &limit(2))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::TasksFull {
+                    limit: 2,
+                    active: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(stored_ids(&store), set(&["w1", "w2", "n1", "f4"]));
+    }
+
+    #[test]
+    fn push_config_crud() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
+            .unwrap();
+        store
+            .create_task(&task("t2", "alice", "c", WORKING, 2), &unlimited())
+            .unwrap();
+        let config = |url: &str| json!({"url": url, "token": "tok"});
+
+        assert_eq!(store.push_config("t1", "p1").unwrap(), None);
+        assert_eq!(store.push_configs("t1").unwrap(), vec![]);
+        store
+            .put_push_config("t1", "p2", &config("https://b"))
+            .unwrap();
+        store
+            .put_push_config("t1", "p1", &config("https://a"))
+            .unwrap();
+        store
+            .put_push_config("t2", "p1", &config("https://other"))
+            .unwrap();
+        assert_eq!(
+            store.push_config("t1", "p1").unwrap(),
+            Some(config("https://a"))
+        );
+        // Registration order, not id order.
+        assert_eq!(
+            store.push_configs("t1").unwrap(),
+            vec![
+                ("p2".to_string(), config("https://b")),
+                ("p1".to_string(), config("https://a")),
+            ]
+        );
+
+        // Replacing keeps the config's place.
+        store
+            .put_push_config("t1", "p2", &config("https://b2"))
+            .unwrap();
+        assert_eq!(
+            store.push_configs("t1").unwrap(),
+            vec![
+                ("p2".to_string(), config("https://b2")),
+                ("p1".to_string(), config("https://a")),
+            ]
+        );
+
+        assert!(store.delete_push_config("t1", "p2").unwrap());
+        assert!(!store.delete_push_config("t1", "p2").unwrap());
+        assert!(!store.delete_push_config("nope", "p1").unwrap());
+        assert_eq!(
+            store.push_configs("t1").unwrap(),
+            vec![("p1".to_string(), config("https://a"))]
+        );
+        assert_eq!(
+            store.push_config("t2", "p1").unwrap(),
+            Some(config("https://other"))
+        );
+        assert_eq!(store.push_configs("nope").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn eviction_removes_push_configs_and_histories() {
+        let store = Store::open_in_memory().unwrap();
+        let limits = limit(2);
+        store
+            .create_task(&task("old", "alice", "c", WORKING, 1), &limits)
+            .unwrap();
+        store
+            .create_task(&task("keep", "alice", "c", WORKING, 2), &limits)
+            .unwrap();
+        store
+            .put_push_config("old", "p1", &json!({"url": "https://a"}))
+            .unwrap();
+        store
+            .put_push_config("keep", "p1", &json!({"url": "https://k"}))
+            .unwrap();
+        store
+            .append_task_message("old", &user_message("m2", "x"))
+            .unwrap();
+        store
+            .update_task_status("old", COMPLETED, &status(COMPLETED, None))
+            .unwrap();
+        assert_eq!(rows(&store, "a2a_push_configs", "old"), 1);
+
+        store
+            .create_task(&task("new", "alice", "c", SUBMITTED, 3), &limits)
+            .unwrap();
+        assert_eq!(stored_ids(&store), set(&["keep", "new"]));
+        assert_eq!(store.push_config("old", "p1").unwrap(), None);
+        assert_eq!(store.push_configs("old").unwrap(), vec![]);
+        for table in ["a2a_push_configs", "a2a_task_messages", "a2a_task_status"] {
+            assert_eq!(rows(&store, table, "old"), 0, "{table}");
+        }
+        assert_eq!(
+            store.push_configs("keep").unwrap(),
+            vec![("p1".to_string(), json!({"url": "https://k"}))]
+        );
+    }
+
+    #[test]
+    fn active_tasks_and_counts() {
+        let store = Store::open_in_memory().unwrap();
+        for (id, state, at) in [
+            ("w", WORKING, 30),
+            ("done", COMPLETED, 10),
+            ("s", SUBMITTED, 20),
+            ("i", INPUT_REQUIRED, 40),
+            ("r", "TASK_STATE_REJECTED", 50),
+            ("x", "TASK_STATE_CANCELED", 60),
+        ] {
+            store
+                .create_task(&task(id, "alice", "c", state, at), &unlimited())
+                .unwrap();
+        }
+        assert_eq!(store.task_count().unwrap(), (6, 3));
+        let active = store.active_tasks().unwrap();
+        let summary: Vec<(&str, &str)> = active
+            .iter()
+            .map(|t| (t.id.as_str(), t.state.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [("s", SUBMITTED), ("w", WORKING), ("i", INPUT_REQUIRED)]
+        );
+        assert_eq!(active[0].history, vec![user_message("s-m1", "hello")]);
+    }
+
+    #[test]
+    fn corrupt_json_is_reported_with_its_location() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
+            .unwrap();
+        store
+            .conn()
+            .execute("UPDATE a2a_task_messages SET message = 'nope'", [])
+            .unwrap();
+        let err = store.task("t1").unwrap_err();
+        assert!(
+            err.to_string().contains("message 1 of A2A task \"t1\""),
+            "{err}"
+        );
+        let err = store.list_tasks(&query("alice")).unwrap_err();
+        assert!(matches!(err, StoreError::CorruptJson { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_with_its_data_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("portico.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            migrate(&mut conn, &path, &MIGRATIONS[..1]).unwrap();
+            assert_eq!(user_version(&conn).unwrap(), 1);
+            conn.execute_batch(
+                "INSERT INTO conversations (id, agent, created_at_ms, updated_at_ms, message_count) \
+                   VALUES ('c_old', 'planner', 10, 20, 1);
+                 INSERT INTO messages VALUES ('c_old', 1, 'user', '\"hi\"', 3, 0, 20);
+                 INSERT INTO memory VALUES ('planner', 'goal', 'ship', 30);
+                 INSERT INTO audit (at_ms, caller, tool, arguments_digest, outcome, duration_ms) \
+                   VALUES (40, 'ide', 'git_status', 'sha256:0', 'ok', 5);",
+            )
+            .unwrap();
+            let tables: i64 = conn
+                .query_row(
+                    "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'a2a_%'",
+                    [],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(tables, 0);
+        }
+
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
+        assert_eq!(MIGRATIONS.len(), 2);
+        let conversation = store.conversation("c_old").unwrap().unwrap();
+        assert_eq!(
+            (
+                conversation.agent.as_str(),
+                conversation.updated_at_ms,
+                conversation.message_count
+            ),
+            ("planner", 20, 1)
+        );
+        let messages = store.messages("c_old").unwrap();
+        assert_eq!(messages.len(), 1);
+        assert_eq!(messages[0].content, json!("hi"));
+        assert_eq!(
+            store.memory_get("planner", "goal").unwrap().unwrap().value,
+            "ship"
+        );
+        let audit = store.audit(&crate::AuditQuery::default()).unwrap();
+        assert_eq!(
+            audit
+                .iter()
+                .map(|r| (r.at_ms, r.tool.as_str()))
+                .collect::<Vec<_>>(),
+            [(40, "git_status")]
+        );
+
+        // And the new tables work.
+        store
+            .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
+            .unwrap();
+        assert_eq!(store.task_count().unwrap(), (1, 1));
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
+        assert_eq!(store.task("t1").unwrap().unwrap().id, "t1");
+    }
+
+    #[test]
+    fn listing_uses_the_owner_index() {
+        let store = Store::open_in_memory().unwrap();
+        let plan: Vec<String> = store
+            .conn()
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE owner = ?1 \
+                 AND (updated_at_ms, id) < (?2, ?3) ORDER BY updated_at_ms DESC, id DESC LIMIT 10"
+            ))
+            .unwrap()
+            .query_map(params!["alice", 1, "t"], |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(plan.contains("a2a_tasks_by_owner"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
+}

@@ -1,0 +1,17 @@
+//! Integration tests of Portico's A2A server: the real daemon, driven over HTTP in JSON-RPC (1.0 and
+//! 0.3), HTTP+JSON and the legacy `tasks/send`, with scripted agents; durability across SIGKILL and the
+//! bounded task store.
+
+#[path = "upstreams/support.rs"]
+mod support;
+
+#[path = "doors/client.rs"]
+mod client;
+
+#[path = "a2a/helpers.rs"]
+mod helpers;
+
+#[path = "a2a/server.rs"]
+mod server;
+#[path = "a2a/store.rs"]
+mod store;

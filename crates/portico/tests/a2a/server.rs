@@ -1,0 +1,600 @@
+//! The A2A server's bindings, lifecycle, errors and cards.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_in_both_forms_with_etags_at_every_documented_path() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let url = format!("{base}/a2a/echo");
+
+    let response = http()
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let etag = response.headers()["etag"].to_str().unwrap().to_string();
+    let card: Value = response.json().await.unwrap();
+    assert_eq!(card["name"], "echo");
+    assert_eq!(card["description"], "Echoes what it is told");
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ])
+    );
+    assert_eq!(card["capabilities"]["streaming"], true);
+    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    let skills: Vec<&str> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        skills,
+        ["echo", "system_time"],
+        "the agent itself, then its tools"
+    );
+
+    let again = http()
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    assert_eq!(again.headers()["etag"].to_str().unwrap(), etag);
+
+    let old: Value = http()
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .header("A2A-Version", "0.3")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(old["protocolVersion"], "0.3.0");
+    assert_eq!(old["url"], url);
+    assert_eq!(old["preferredTransport"], "JSONRPC");
+    let legacy: Value = http()
+        .get(format!("{base}/.well-known/agent.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(legacy["url"], url);
+    assert_eq!(legacy["capabilities"]["stateTransitionHistory"], true);
+    let per_agent: Value = http()
+        .get(format!("{url}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(per_agent, card);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_rpc_1_0_sends_gets_lists_and_streams() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+
+    let sent = rpc(
+        &base,
+        "SendMessage",
+        json!({"message": user_message("hello there")}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent:#}");
+    assert_eq!(
+        text_of_parts(&task["artifacts"][0]["parts"]),
+        "echo: hello there"
+    );
+    assert_eq!(task["artifacts"][0]["artifactId"], "response");
+    assert_eq!(
+        text_of_parts(&task["status"]["message"]["parts"]),
+        "echo: hello there"
+    );
+    let roles: Vec<&str> = task["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["ROLE_USER", "ROLE_AGENT"]);
+    let id = task["id"].as_str().unwrap();
+
+    let got = rpc(
+        &base,
+        "GetTask",
+        json!({"id": id, "historyLength": 1}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(got["result"]["id"], id);
+    assert_eq!(got["result"]["history"].as_array().unwrap().len(), 1);
+
+    let listed = rpc(&base, "ListTasks", json!({}), Some("1.0"), None).await;
+    assert_eq!(listed["result"]["totalSize"], 1, "{listed:#}");
+    assert_eq!(listed["result"]["tasks"][0]["id"], id);
+
+    // Streaming: the task first, then working, the answer as artifact chunks, then completed.
+    let response = http()
+        .post(format!("{base}/a2a/echo"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "SendStreamingMessage", "params": {"message": user_message("slow stream")}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let events = sse_events(&response.text().await.unwrap());
+    assert!(events.iter().all(|e| e["id"] == 7 && e["jsonrpc"] == "2.0"));
+    let results: Vec<&Value> = events.iter().map(|e| &e["result"]).collect();
+    assert_eq!(
+        results[0]["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{results:#?}"
+    );
+    let states: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r["statusUpdate"]["status"]["state"].as_str())
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "TASK_STATE_WORKING",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ],
+        "{results:#?}"
+    );
+    let thinking = results
+        .iter()
+        .find(|r| r["statusUpdate"]["status"]["message"].is_object())
+        .unwrap();
+    assert_eq!(
+        text_of_parts(&thinking["statusUpdate"]["status"]["message"]["parts"]),
+        "thinking"
+    );
+    let last_artifact = results
+        .iter()
+        .rev()
+        .find(|r| r["artifactUpdate"].is_object())
+        .unwrap();
+    assert_eq!(last_artifact["artifactUpdate"]["lastChunk"], true);
+    assert_eq!(
+        text_of_parts(&last_artifact["artifactUpdate"]["artifact"]["parts"]),
+        "slow done: slow stream"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_rpc_0_3_speaks_the_0_3_shapes() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let message = json!({"kind": "message", "messageId": "m1", "role": "user", "parts": [{"kind": "text", "text": "old school"}]});
+    // No A2A-Version header means 0.3.
+    let sent = rpc(
+        &base,
+        "message/send",
+        json!({"message": message}),
+        None,
+        None,
+    )
+    .await;
+    let task = &sent["result"];
+    assert_eq!(task["kind"], "task", "{sent:#}");
+    assert_eq!(task["status"]["state"], "completed");
+    assert_eq!(
+        task["artifacts"][0]["parts"][0],
+        json!({"kind": "text", "text": "echo: old school"})
+    );
+    assert_eq!(task["history"][1]["role"], "agent");
+    let id = task["id"].as_str().unwrap();
+    let got = rpc(&base, "tasks/get", json!({"id": id}), Some("0.3"), None).await;
+    assert_eq!(got["result"]["status"]["state"], "completed");
+    // 0.3 streaming ends with a final status-update.
+    let response = http()
+        .post(format!("{base}/a2a/echo"))
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": message}}))
+        .send()
+        .await
+        .unwrap();
+    let events = sse_events(&response.text().await.unwrap());
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["result"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"task"));
+    assert_eq!(kinds.last(), Some(&"status-update"));
+    let last = &events.last().unwrap()["result"];
+    assert_eq!(last["final"], true);
+    assert_eq!(last["status"]["state"], "completed");
+    // A 1.0 method under a 0.3 header is not a 0.3 method.
+    let wrong = rpc(&base, "GetTask", json!({"id": id}), Some("0.3"), None).await;
+    assert_eq!(wrong["error"]["code"], -32601);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_turn_input_required_then_continued_on_the_same_task() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let first = rpc(
+        &base,
+        "SendMessage",
+        json!({"message": user_message("ask me")}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    let task = &first["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{first:#}"
+    );
+    assert_eq!(
+        text_of_parts(&task["status"]["message"]["parts"]),
+        "which colour?"
+    );
+    let (id, context) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
+
+    let mut answer = user_message("red");
+    answer["taskId"] = json!(id);
+    let second = rpc(
+        &base,
+        "SendMessage",
+        json!({"message": answer}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    let task = &second["result"]["task"];
+    assert_eq!(task["id"], id);
+    assert_eq!(task["contextId"], context);
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_COMPLETED",
+        "{second:#}"
+    );
+    assert_eq!(
+        text_of_parts(&task["artifacts"][0]["parts"]),
+        "you chose red"
+    );
+    assert_eq!(
+        task["history"].as_array().unwrap().len(),
+        4,
+        "question, answer, each with the agent's reply"
+    );
+
+    // A finished task takes no more messages; the same context does (a new task).
+    let again = rpc(
+        &base,
+        "SendMessage",
+        json!({"message": answer}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(again["error"]["code"], -32004, "{again:#}");
+    let mut follow = user_message("blue");
+    follow["contextId"] = json!(context);
+    let third = rpc(
+        &base,
+        "SendMessage",
+        json!({"message": follow}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(third["result"]["task"]["contextId"], context);
+    assert_ne!(third["result"]["task"]["id"], id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_the_agent_and_finished_tasks_cannot_be_canceled() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let started = rpc(
+        &base,
+        "SendMessage",
+        json!({"message": user_message("hang on"), "configuration": {"returnImmediately": true}}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    let task = &started["result"]["task"];
+    let state = task["status"]["state"].as_str().unwrap();
+    assert!(
+        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"].contains(&state),
+        "{started:#}"
+    );
+    let id = task["id"].as_str().unwrap();
+    let canceled = rpc(&base, "CancelTask", json!({"id": id}), Some("1.0"), None).await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled:#}"
+    );
+    let again = rpc(&base, "CancelTask", json!({"id": id}), Some("1.0"), None).await;
+    assert_eq!(again["error"]["code"], -32002);
+    assert_eq!(again["error"]["data"][0]["reason"], "TASK_NOT_CANCELABLE");
+    // The agent's run really ended: its call was recorded as finished, not left running.
+    let audit: Value = http()
+        .get(format!("{base}/api/audit?tool=portico_agent_echo"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        audit["records"].as_array().unwrap().len(),
+        0,
+        "a cancelled call never completes: {audit:#}"
+    );
+    let got = rpc(&base, "GetTask", json!({"id": id}), Some("1.0"), None).await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_CANCELED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_use_the_spec_codes_and_tasks_belong_to_their_caller() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let missing = rpc(&base, "GetTask", json!({"id": "nope"}), Some("1.0"), None).await;
+    assert_eq!(missing["error"]["code"], -32001);
+    assert_eq!(
+        missing["error"]["data"][0]["@type"],
+        "type.googleapis.com/google.rpc.ErrorInfo"
+    );
+    let version = rpc(&base, "GetTask", json!({"id": "nope"}), Some("9.9"), None).await;
+    assert_eq!(version["error"]["code"], -32009);
+    let method = rpc(&base, "Teleport", json!({}), Some("1.0"), None).await;
+    assert_eq!(method["error"]["code"], -32601);
+    let params = rpc(&base, "SendMessage", json!({}), Some("1.0"), None).await;
+    assert_eq!(params["error"]["code"], -32602);
+    let push = rpc(
+        &base,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": "x", "url": "https://example.com"}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(push["error"]["code"], -32003);
+    let parse: Value = http()
+        .post(format!("{base}/a2a/echo"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(parse["error"]["code"], -32700);
+
+    // A task made with one credential is invisible with another, or without one.
+    let mine = rpc(
+        &base,
+        "SendMessage",
+        json!({"message": user_message("secret")}),
+        Some("1.0"),
+        Some("Bearer alice"),
+    )
+    .await;
+    let id = mine["result"]["task"]["id"].as_str().unwrap();
+    let theirs = rpc(
+        &base,
+        "GetTask",
+        json!({"id": id}),
+        Some("1.0"),
+        Some("Bearer bob"),
+    )
+    .await;
+    assert_eq!(theirs["error"]["code"], -32001);
+    let nobody = rpc(&base, "GetTask", json!({"id": id}), Some("1.0"), None).await;
+    assert_eq!(nobody["error"]["code"], -32001);
+    let listed = rpc(
+        &base,
+        "ListTasks",
+        json!({}),
+        Some("1.0"),
+        Some("Bearer bob"),
+    )
+    .await;
+    assert_eq!(listed["result"]["totalSize"], 0);
+    let own = rpc(
+        &base,
+        "GetTask",
+        json!({"id": id}),
+        Some("1.0"),
+        Some("Bearer alice"),
+    )
+    .await;
+    assert_eq!(own["result"]["id"], id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_json_binding_and_the_legacy_tasks_send() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let sent: Value = http()
+        .post(format!("{base}/a2a/echo/message:send"))
+        .json(&json!({"message": user_message("report please")}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = &sent["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent:#}");
+    let artifacts: Vec<(&str, String)> = task["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["artifactId"].as_str().unwrap(),
+                text_of_parts(&a["parts"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        artifacts,
+        [
+            ("report", "part 1part 2".to_string()),
+            ("response", "report ready".to_string())
+        ]
+    );
+    let id = task["id"].as_str().unwrap();
+    let got: Value = http()
+        .get(format!("{base}/a2a/echo/tasks/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["id"], id);
+    let listed: Value = http()
+        .get(format!(
+            "{base}/a2a/echo/tasks?pageSize=10&includeArtifacts=true"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["tasks"][0]["artifacts"].as_array().unwrap().len(), 2);
+    let cancel = http()
+        .post(format!("{base}/a2a/echo/tasks/{id}:cancel"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancel.status(), 409);
+    let error: Value = cancel.json().await.unwrap();
+    assert_eq!(error["error"]["status"], "FAILED_PRECONDITION");
+    assert_eq!(
+        error["error"]["details"][0]["reason"],
+        "TASK_NOT_CANCELABLE"
+    );
+    let missing = http()
+        .get(format!("{base}/a2a/echo/tasks/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    // The early draft's shape, in both envelopes.
+    let legacy: Value = http()
+        .post(format!("{base}/a2a/tasks/send"))
+        .json(&json!({"id": "draft-1", "sessionId": "s1", "message": {"role": "user", "parts": [{"type": "text", "text": "from the past"}]}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(legacy["sessionId"], "s1", "{legacy:#}");
+    assert_eq!(legacy["status"]["state"], "completed");
+    assert_eq!(
+        legacy["artifacts"][0]["parts"][0],
+        json!({"kind": "text", "type": "text", "text": "echo: from the past"})
+    );
+    let enveloped: Value = http()
+        .post(format!("{base}/a2a/tasks/send"))
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/send", "params": {"id": "draft-2", "message": {"role": "user", "parts": [{"type": "text", "text": "again"}]}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(enveloped["id"], 3);
+    assert_eq!(enveloped["result"]["status"]["state"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabled_a2a_serves_nothing_and_listen_path_is_honoured() {
+    let off = home("[a2a]\nenabled = false");
+    let daemon_off = daemon(&off);
+    for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
+        let response = http()
+            .get(format!("{}{path}", daemon_off.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    let post = http()
+        .post(format!("{}/a2a/echo", daemon_off.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 404);
+
+    let moved =
+        home("[a2a]\nlisten_path = \"/agents\"\npublic_url = \"https://agents.example.com\"");
+    let daemon_moved = daemon(&moved);
+    let card: Value = http()
+        .get(format!("{}/.well-known/agent-card.json", daemon_moved.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        "https://agents.example.com/agents/echo"
+    );
+    let sent: Value = http()
+        .post(format!("{}/agents/echo", daemon_moved.base))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_message("moved")}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let old = http()
+        .post(format!("{}/a2a/echo", daemon_moved.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old.status(), 404);
+}
