@@ -157,22 +157,37 @@ impl A2aState {
         }
     }
 
-    async fn card(&self, agent: &str, version: Version) -> Option<Value> {
+    /// The card in one version's form, or (`None`) both forms merged.
+    async fn card(&self, agent: &str, version: Option<Version>) -> Option<Value> {
         let agent = self.engine.agents.agent(agent)?.clone();
-        let tools = self
-            .engine
-            .pipeline
-            .list(&Principal::agent(
-                agent.config.name.clone(),
-                agent.patterns.clone(),
-            ))
-            .await;
+        let principal = Principal::agent(agent.config.name.clone(), agent.patterns.clone());
+        let tools = self.engine.pipeline.list(&principal).await;
         let url = card::agent_url(
             &self.options.public_url,
             &self.options.listen_path,
             &agent.config.name,
         );
-        Some(card::card(&agent, &tools, &url, version))
+        Some(match version {
+            Some(version) => card::card(&agent, &tools, &url, version),
+            None => {
+                let mut merged = card::card(&agent, &tools, &url, Version::V03);
+                if let (Some(merged), Value::Object(v1)) = (
+                    merged.as_object_mut(),
+                    card::card(&agent, &tools, &url, Version::V1),
+                ) {
+                    for (key, value) in v1 {
+                        // Both forms have `capabilities`: keep every flag of each.
+                        match (merged.get_mut(&key), value) {
+                            (Some(Value::Object(old)), Value::Object(new)) => old.extend(new),
+                            (_, value) => {
+                                merged.insert(key, value);
+                            }
+                        }
+                    }
+                }
+                merged
+            }
+        })
     }
 }
 
@@ -180,7 +195,7 @@ impl A2aState {
 async fn serve_card(
     state: &A2aState,
     agent: Option<String>,
-    version: Version,
+    version: Option<Version>,
     headers: &HeaderMap,
 ) -> Response {
     let Some(agent) = agent else {
@@ -217,12 +232,15 @@ async fn serve_card(
     response
 }
 
-/// Cards are 1.0 unless the client asks for 0.3 (by header, or `?version=0.3`).
-fn card_version(headers: &HeaderMap, query: &CardQuery) -> Version {
+/// Which card form to serve: the one the `A2A-Version` header (or `?version=`) asks for; without
+/// either, both forms' fields in one document, since a missing header means 0.3 to the spec but 1.0
+/// SDKs read the same path, and each ignores the other's fields.
+fn card_version(headers: &HeaderMap, query: &CardQuery) -> Option<Version> {
     match (requested_version(headers), query.version.as_deref()) {
-        (Ok(Some(version)), _) => version,
-        (_, Some("0.3" | "0.3.0")) => Version::V03,
-        _ => Version::V1,
+        (Ok(Some(version)), _) => Some(version),
+        (_, Some("0.3" | "0.3.0")) => Some(Version::V03),
+        (_, Some("1" | "1.0" | "1.0.0")) => Some(Version::V1),
+        _ => None,
     }
 }
 
@@ -241,7 +259,7 @@ async fn primary_card(
 }
 
 async fn legacy_card(State(state): State<A2aState>, headers: HeaderMap) -> Response {
-    serve_card(&state, state.primary(), Version::V03, &headers).await
+    serve_card(&state, state.primary(), Some(Version::V03), &headers).await
 }
 
 async fn agent_card(

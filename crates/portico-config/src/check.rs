@@ -321,6 +321,7 @@ impl Checker<'_> {
             "max_response_bytes",
             "max_message_bytes",
             "agents_dir",
+            "rate_limit",
         ];
         let Some(table) = self.expect_table(value, "[server]") else {
             return;
@@ -389,6 +390,10 @@ impl Checker<'_> {
                 ),
                 "agents_dir" => {
                     self.expect_string(value, "[server] agents_dir");
+                }
+                // Field names and types: the serde pass.
+                "rate_limit" => {
+                    self.expect_table(value, "[server.rate_limit]");
                 }
                 _ => self.unknown_key(key, "[server]", KNOWN),
             }

@@ -365,6 +365,48 @@ pub struct ServerSection {
     /// Relative paths are resolved against the config file's directory.
     #[serde(default)]
     pub agents_dir: Option<String>,
+    #[serde(default)]
+    pub rate_limit: RateLimitSection,
+}
+
+/// GCRA rate limiting per client identity on the HTTP door (MCP, API, A2A).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSection {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Sustained requests per second per client.
+    #[serde(default = "default_rate_per_second")]
+    pub per_second: u32,
+    /// How many requests a client may make at once before the rate applies.
+    #[serde(default = "default_rate_burst")]
+    pub burst: u32,
+    /// What one request that runs an agent costs, in requests (reading a card costs 1).
+    #[serde(default = "default_agent_cost")]
+    pub agent_cost: u32,
+}
+
+fn default_rate_per_second() -> u32 {
+    100
+}
+
+fn default_rate_burst() -> u32 {
+    200
+}
+
+fn default_agent_cost() -> u32 {
+    10
+}
+
+impl Default for RateLimitSection {
+    fn default() -> Self {
+        RateLimitSection {
+            enabled: true,
+            per_second: default_rate_per_second(),
+            burst: default_rate_burst(),
+            agent_cost: default_agent_cost(),
+        }
+    }
 }
 
 impl Default for ServerSection {
@@ -378,6 +420,7 @@ impl Default for ServerSection {
             max_response_bytes: default_max_response_bytes(),
             max_message_bytes: default_max_message_bytes(),
             agents_dir: None,
+            rate_limit: RateLimitSection::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ mod api;
 mod in_flight;
 mod info;
 mod legacy_sse;
+mod rate_limit;
 mod security;
 
 use std::net::SocketAddr;
@@ -157,14 +158,26 @@ pub fn app_with_server(
             a2a_options(config, door),
         ));
     }
-    router
+    let mut router = router
         .merge(api::routes(engine, config))
         .merge(legacy)
-        .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(
-            door.policy.clone(),
-            security::check,
-        ))
+        .nest_service("/mcp", mcp);
+    // Inside the security layer: a request refused for its Host, Origin or token costs nothing.
+    let a2a_path = config.a2a.enabled.then(|| config.a2a.listen_path.clone());
+    if let Some(limits) = rate_limit::Limits::new(
+        &config.server.rate_limit,
+        a2a_path,
+        config.server.max_message_bytes,
+    ) {
+        router = router.layer(axum::middleware::from_fn_with_state(
+            limits,
+            rate_limit::check,
+        ));
+    }
+    router.layer(axum::middleware::from_fn_with_state(
+        door.policy.clone(),
+        security::check,
+    ))
 }
 
 /// The A2A door's settings: card URLs come from `[a2a] public_url`, else the address the door is bound
@@ -224,25 +237,28 @@ pub async fn serve(
     let router = app(engine, config, &door, streams.clone()).layer(
         axum::middleware::from_fn_with_state(in_flight.clone(), in_flight::count_posts),
     );
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            // No new connections from here on. Requests in progress (each bounded by its server's
-            // timeout) get to finish and send their answers; then the long-lived MCP streams, which
-            // would otherwise hold graceful shutdown open forever, are ended.
-            if tokio::time::timeout(SHUTDOWN_GRACE, in_flight.idle())
-                .await
-                .is_err()
-            {
-                tracing::warn!(
-                    "requests still running after {}s; closing them",
-                    SHUTDOWN_GRACE.as_secs()
-                );
-            }
-            streams.cancel();
-        })
-        .await
-        .map_err(DaemonError::Serve);
+    let result = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        // No new connections from here on. Requests in progress (each bounded by its server's
+        // timeout) get to finish and send their answers; then the long-lived MCP streams, which
+        // would otherwise hold graceful shutdown open forever, are ended.
+        if tokio::time::timeout(SHUTDOWN_GRACE, in_flight.idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "requests still running after {}s; closing them",
+                SHUTDOWN_GRACE.as_secs()
+            );
+        }
+        streams.cancel();
+    })
+    .await
+    .map_err(DaemonError::Serve);
     info_file.remove_if_ours(&info);
     result
 }

@@ -217,7 +217,7 @@ fn main() {
     runtime.block_on(async move {
         // 2. The door, in process: a hub with the stdio upstream, a host tool, the /mcp router.
         let config_text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[[mcp_servers]]\nname = \"up\"\nenv = [\"BENCH_ROLE=upstream\"]\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = {:?}\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\nrate_limit = {{ enabled = false }}\n[[mcp_servers]]\nname = \"up\"\nenv = [\"BENCH_ROLE=upstream\"]\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = {:?}\n",
             me.display().to_string()
         );
         let config = portico_config::parse("bench", &config_text).unwrap();

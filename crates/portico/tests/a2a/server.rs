@@ -13,6 +13,7 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
 
     let response = http()
         .get(format!("{base}/.well-known/agent-card.json"))
+        .header("A2A-Version", "1.0")
         .send()
         .await
         .unwrap();
@@ -45,6 +46,7 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
 
     let again = http()
         .get(format!("{base}/.well-known/agent-card.json"))
+        .header("A2A-Version", "1.0")
         .header("If-None-Match", &etag)
         .send()
         .await
@@ -75,7 +77,7 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
     assert_eq!(legacy["url"], url);
     assert_eq!(legacy["capabilities"]["stateTransitionHistory"], true);
     let per_agent: Value = http()
-        .get(format!("{url}/.well-known/agent-card.json"))
+        .get(format!("{url}/.well-known/agent-card.json?version=1.0"))
         .send()
         .await
         .unwrap()
@@ -83,6 +85,20 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
         .await
         .unwrap();
     assert_eq!(per_agent, card);
+    // Without a version, one document carries both forms' fields.
+    let merged: Value = http()
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(merged["url"], url);
+    assert_eq!(merged["protocolVersion"], "0.3.0");
+    assert_eq!(merged["supportedInterfaces"], card["supportedInterfaces"]);
+    assert_eq!(merged["capabilities"]["stateTransitionHistory"], true);
+    assert_eq!(merged["capabilities"]["extendedAgentCard"], false);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -597,4 +613,81 @@ async fn disabled_a2a_serves_nothing_and_listen_path_is_honoured() {
         .await
         .unwrap();
     assert_eq!(old.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_answer_429_with_retry_after_and_recover() {
+    let home = home("rate_limit = { per_second = 1, burst = 3, agent_cost = 2 }");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let card = |auth: &'static str| {
+        let base = base.clone();
+        async move {
+            http()
+                .get(format!("{base}/.well-known/agent-card.json"))
+                .header("Authorization", auth)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(card("Bearer reader").await.status(), 200);
+    }
+    let limited = card("Bearer reader").await;
+    assert_eq!(limited.status(), 429);
+    let retry_after: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    let body: Value = limited.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("rate limit"));
+    // Another client is not affected; the health check never is.
+    assert_eq!(card("Bearer someone-else").await.status(), 200);
+    for _ in 0..5 {
+        let health = http()
+            .get(format!("{base}/api/health"))
+            .header("Authorization", "Bearer reader")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(health.status(), 200);
+    }
+    // Recovery: waiting as told is enough.
+    tokio::time::sleep(std::time::Duration::from_secs(retry_after)).await;
+    assert_eq!(card("Bearer reader").await.status(), 200);
+
+    // Running an agent costs 2 of the burst of 3, reading a card 1.
+    let send = |auth: &'static str| {
+        let base = base.clone();
+        async move {
+            http()
+                .post(format!("{base}/a2a/echo"))
+                .header("A2A-Version", "1.0")
+                .header("Authorization", auth)
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_message("hi")}}))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(send("Bearer sender").await.status(), 200);
+    assert_eq!(send("Bearer sender").await.status(), 429, "2 + 2 is over 3");
+    assert_eq!(card("Bearer sender").await.status(), 200, "2 + 1 is not");
+    // The MCP door is limited the same way.
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let response = http()
+            .post(format!("{base}/mcp"))
+            .header("Authorization", "Bearer mcp-client")
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses[3], 429, "{statuses:?}");
 }
