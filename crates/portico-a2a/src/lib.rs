@@ -14,6 +14,7 @@
 
 mod card;
 mod error;
+mod push;
 mod server;
 mod tasks;
 pub mod wire;

@@ -28,6 +28,23 @@ use crate::error::A2aError;
 use crate::tasks::{Tasks, task_json};
 use crate::wire::{self, Version, is_interrupted, is_terminal};
 
+/// The client webhooks are POSTed with. Without one (it cannot be built), push notifications are
+/// not offered.
+fn push_client(allow_private: bool) -> Option<portico_net::SafeClient> {
+    let policy = if allow_private {
+        portico_net::NetPolicy::allow_private_network()
+    } else {
+        portico_net::NetPolicy::public_only()
+    };
+    portico_net::SafeClient::builder()
+        .policy(policy)
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| tracing::warn!("push notifications are off: {e}"))
+        .ok()
+}
+
 /// How the A2A door is set up.
 #[derive(Debug, Clone)]
 pub struct A2aOptions {
@@ -36,6 +53,8 @@ pub struct A2aOptions {
     pub public_url: String,
     pub primary_agent: Option<String>,
     pub max_tasks: usize,
+    /// Webhooks may be on loopback or private addresses.
+    pub push_allow_private_network: bool,
 }
 
 #[derive(Clone)]
@@ -53,6 +72,7 @@ pub async fn recover_interrupted(engine: &Engine) {
         TaskLimits {
             max_tasks: usize::MAX,
         },
+        None,
     );
     match tasks.recover().await {
         Ok(0) => {}
@@ -65,11 +85,14 @@ pub async fn recover_interrupted(engine: &Engine) {
 
 /// The A2A router.
 pub fn routes(engine: Engine, options: A2aOptions) -> Router {
+    let pusher = push_client(options.push_allow_private_network)
+        .map(|client| crate::push::Pusher::new(client, engine.store.clone()));
     let tasks = Tasks::new(
         engine.clone(),
         TaskLimits {
             max_tasks: options.max_tasks,
         },
+        pusher,
     );
     let lp = options.listen_path.trim_end_matches('/').to_string();
     let state = A2aState {
@@ -293,7 +316,16 @@ async fn send(
         .get("historyLength")
         .and_then(Value::as_u64)
         .map(|n| n as usize);
-    let (task_id, receiver) = state.tasks.send(owner, agent, message).await?;
+    let push = configuration
+        .get("taskPushNotificationConfig")
+        .map(|c| (c.clone(), Version::V1))
+        .or_else(|| {
+            configuration
+                .get("pushNotificationConfig")
+                .map(|c| (c.clone(), Version::V03))
+        })
+        .filter(|(c, _)| c.is_object());
+    let (task_id, receiver) = state.tasks.send(owner, agent, message, push).await?;
     if !streaming {
         // Blocking by default; `returnImmediately` (1.0) or `blocking: false` (0.3) answers at once.
         let immediately = configuration
@@ -614,20 +646,80 @@ async fn dispatch(
                 move |event| rpc_result(&id, event),
             )))
         }
-        (
-            Version::V1,
-            "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig",
-        )
-        | (
-            Version::V03,
-            "tasks/pushNotificationConfig/set"
-            | "tasks/pushNotificationConfig/get"
-            | "tasks/pushNotificationConfig/list"
-            | "tasks/pushNotificationConfig/delete",
-        ) => Err(A2aError::PushNotSupported),
+        (Version::V1, "CreateTaskPushNotificationConfig") => {
+            let task_id = string_param(params, &["taskId"])?;
+            let config = crate::push::normalise_config(task_id, params, version)?;
+            let stored = state.tasks.put_push_config(owner, task_id, config).await?;
+            ok(crate::push::config_view(&stored, version))
+        }
+        (Version::V03, "tasks/pushNotificationConfig/set") => {
+            let task_id = string_param(params, &["taskId", "id"])?;
+            let config = params
+                .get("pushNotificationConfig")
+                .cloned()
+                .unwrap_or_default();
+            let config = crate::push::normalise_config(task_id, &config, version)?;
+            let stored = state.tasks.put_push_config(owner, task_id, config).await?;
+            ok(crate::push::config_view(&stored, version))
+        }
+        (Version::V1, "GetTaskPushNotificationConfig")
+        | (Version::V03, "tasks/pushNotificationConfig/get") => {
+            let task_id = string_param(params, &["taskId", "id"])?;
+            let wanted = match version {
+                Version::V1 => params.get("id").and_then(Value::as_str),
+                Version::V03 => params
+                    .get("pushNotificationConfigId")
+                    .and_then(Value::as_str),
+            };
+            let configs = state.tasks.push_configs(owner, task_id).await?;
+            let found = match wanted {
+                Some(id) => configs.into_iter().find(|c| c["id"] == json!(id)),
+                None => configs.into_iter().next(),
+            };
+            match found {
+                Some(config) => ok(crate::push::config_view(&config, version)),
+                None => Err(A2aError::InvalidParams(format!(
+                    "task `{task_id}` has no push notification config {}",
+                    wanted.map(|id| format!("`{id}`")).unwrap_or_default()
+                ))),
+            }
+        }
+        (Version::V1, "ListTaskPushNotificationConfigs")
+        | (Version::V03, "tasks/pushNotificationConfig/list") => {
+            let task_id = string_param(params, &["taskId", "id"])?;
+            let configs: Vec<Value> = state
+                .tasks
+                .push_configs(owner, task_id)
+                .await?
+                .iter()
+                .map(|c| crate::push::config_view(c, version))
+                .collect();
+            match version {
+                Version::V1 => ok(json!({"configs": configs, "nextPageToken": ""})),
+                Version::V03 => ok(Value::Array(configs)),
+            }
+        }
+        (Version::V1, "DeleteTaskPushNotificationConfig")
+        | (Version::V03, "tasks/pushNotificationConfig/delete") => {
+            let task_id = string_param(params, &["taskId", "id"])?;
+            let config_id = match version {
+                Version::V1 => string_param(params, &["id"])?,
+                Version::V03 => string_param(params, &["pushNotificationConfigId"])?,
+            };
+            if !state
+                .tasks
+                .delete_push_config(owner, task_id, config_id)
+                .await?
+            {
+                return Err(A2aError::InvalidParams(format!(
+                    "task `{task_id}` has no push notification config `{config_id}`"
+                )));
+            }
+            match version {
+                Version::V1 => ok(json!({})),
+                Version::V03 => ok(Value::Null),
+            }
+        }
         (Version::V1, "GetExtendedAgentCard")
         | (Version::V03, "agent/getAuthenticatedExtendedCard") => {
             Err(A2aError::ExtendedCardNotConfigured)
@@ -809,8 +901,77 @@ async fn rest_task_action(
     )
 }
 
-async fn rest_push() -> Response {
-    rest_error(&A2aError::PushNotSupported)
+/// `…/tasks/{task}/pushNotificationConfigs[/{id}]`: create (POST), list or get (GET), delete.
+async fn rest_push(
+    State(state): State<A2aState>,
+    method: axum::http::Method,
+    Path(path): Path<Vec<(String, String)>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    rest(
+        async {
+            let param = |name: &str| path.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            let agent = param("agent").unwrap_or_default();
+            state.agent_name(&agent)?;
+            let version = rest_version(&headers)?;
+            let owner = owner(&headers);
+            let task_id = param("task").unwrap_or_default();
+            let config_id = param("id");
+            let response = match (method.as_str(), config_id) {
+                ("POST", None) => {
+                    let body = rest_body(&body)?;
+                    let config = crate::push::normalise_config(&task_id, &body, version)?;
+                    let stored = state
+                        .tasks
+                        .put_push_config(&owner, &task_id, config)
+                        .await?;
+                    crate::push::config_view(&stored, version)
+                }
+                ("GET", None) => {
+                    let configs: Vec<Value> = state
+                        .tasks
+                        .push_configs(&owner, &task_id)
+                        .await?
+                        .iter()
+                        .map(|c| crate::push::config_view(c, version))
+                        .collect();
+                    json!({"configs": configs, "nextPageToken": ""})
+                }
+                ("GET", Some(id)) => state
+                    .tasks
+                    .push_configs(&owner, &task_id)
+                    .await?
+                    .into_iter()
+                    .find(|c| c["id"] == json!(id))
+                    .map(|c| crate::push::config_view(&c, version))
+                    .ok_or_else(|| {
+                        A2aError::InvalidParams(format!(
+                            "task `{task_id}` has no push notification config `{id}`"
+                        ))
+                    })?,
+                ("DELETE", Some(id)) => {
+                    if !state
+                        .tasks
+                        .delete_push_config(&owner, &task_id, &id)
+                        .await?
+                    {
+                        return Err(A2aError::InvalidParams(format!(
+                            "task `{task_id}` has no push notification config `{id}`"
+                        )));
+                    }
+                    json!({})
+                }
+                (other, _) => {
+                    return Err(A2aError::MethodNotFound(format!(
+                        "{other} on push notification configs"
+                    )));
+                }
+            };
+            Ok(axum::Json(response))
+        }
+        .await,
+    )
 }
 
 async fn rest_extended_card() -> Response {

@@ -21,6 +21,8 @@ pub const RESPONSE_ARTIFACT: &str = "response";
 /// A task that is not finished: its cancel switch and its event stream.
 struct Live {
     cancel: CancellationToken,
+    /// The task has push notification configs: its status changes go to the pusher.
+    push: std::sync::atomic::AtomicBool,
     events: broadcast::Sender<Value>,
     /// The latest state, for waiters.
     state: watch::Sender<String>,
@@ -35,6 +37,7 @@ pub struct Tasks {
 struct Inner {
     engine: Engine,
     limits: TaskLimits,
+    pusher: Option<crate::push::Pusher>,
     live: Mutex<HashMap<String, Arc<Live>>>,
 }
 
@@ -140,11 +143,12 @@ fn agent_message(task_id: &str, context_id: &str, text: &str) -> Value {
 }
 
 impl Tasks {
-    pub fn new(engine: Engine, limits: TaskLimits) -> Self {
+    pub fn new(engine: Engine, limits: TaskLimits, pusher: Option<crate::push::Pusher>) -> Self {
         Tasks {
             inner: Arc::new(Inner {
                 engine,
                 limits,
+                pusher,
                 live: Mutex::default(),
             }),
         }
@@ -199,6 +203,7 @@ impl Tasks {
             .or_insert_with(|| {
                 Arc::new(Live {
                     cancel: CancellationToken::new(),
+                    push: std::sync::atomic::AtomicBool::new(false),
                     events: broadcast::channel(1024).0,
                     state: watch::channel(String::new()).0,
                 })
@@ -222,7 +227,17 @@ impl Tasks {
         owner: &str,
         agent: &str,
         mut message: Value,
+        push: Option<(Value, crate::wire::Version)>,
     ) -> Result<(String, broadcast::Receiver<Value>), A2aError> {
+        // A webhook the SSRF rules refuse is refused before anything is stored.
+        if let Some((config, _)) = &push {
+            let pusher = self
+                .inner
+                .pusher
+                .as_ref()
+                .ok_or(A2aError::PushNotSupported)?;
+            pusher.check_url(config["url"].as_str().unwrap_or_default())?;
+        }
         if message
             .get("parts")
             .and_then(Value::as_array)
@@ -329,6 +344,21 @@ impl Tasks {
         };
 
         let live = self.live(&task_id);
+        if continued.is_some() && self.inner.pusher.is_some() {
+            // After a restart the live entry is new: whether to push comes from the store.
+            let store = self.store();
+            let id = task_id.clone();
+            if blocking(move || store.push_configs(&id))
+                .await
+                .is_ok_and(|c| !c.is_empty())
+            {
+                live.push.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        if let Some((config, version)) = push {
+            let config = crate::push::normalise_config(&task_id, &config, version)?;
+            self.put_push_config(owner, &task_id, config).await?;
+        }
         // A continued task still shows the state it waited in: waiters must see the new run instead.
         live.state.send_replace("TASK_STATE_SUBMITTED".into());
         let receiver = live.events.subscribe();
@@ -390,9 +420,15 @@ impl Tasks {
         if let Err(error) = saved {
             tracing::warn!("task {}: could not store its status: {error}", run.task_id);
         }
-        let _ = run.live.events.send(json!({"statusUpdate": {
+        let event = json!({"statusUpdate": {
             "taskId": run.task_id, "contextId": run.context_id, "status": status,
-        }}));
+        }});
+        if run.live.push.load(std::sync::atomic::Ordering::Relaxed)
+            && let Some(pusher) = &self.inner.pusher
+        {
+            pusher.notify(&run.task_id, event.clone());
+        }
+        let _ = run.live.events.send(event);
         run.live.state.send_replace(state.to_string());
     }
 
@@ -555,6 +591,57 @@ impl Tasks {
         if is_terminal(&state) {
             self.finish(&run.task_id);
         }
+    }
+
+    pub fn pusher(&self) -> Option<&crate::push::Pusher> {
+        self.inner.pusher.as_ref()
+    }
+
+    /// Registers a push notification config (already normalised) for a task the caller owns.
+    pub async fn put_push_config(
+        &self,
+        owner: &str,
+        task_id: &str,
+        config: Value,
+    ) -> Result<Value, A2aError> {
+        let pusher = self
+            .inner
+            .pusher
+            .as_ref()
+            .ok_or(A2aError::PushNotSupported)?;
+        pusher.check_url(config["url"].as_str().unwrap_or_default())?;
+        self.get(owner, task_id).await?;
+        let store = self.store();
+        let (id, stored) = (task_id.to_string(), config.clone());
+        let config_id = config["id"].as_str().unwrap_or_default().to_string();
+        blocking(move || store.put_push_config(&id, &config_id, &stored)).await?;
+        self.live(task_id)
+            .push
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(config)
+    }
+
+    pub async fn push_configs(&self, owner: &str, task_id: &str) -> Result<Vec<Value>, A2aError> {
+        self.get(owner, task_id).await?;
+        let store = self.store();
+        let id = task_id.to_string();
+        Ok(blocking(move || store.push_configs(&id))
+            .await?
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect())
+    }
+
+    pub async fn delete_push_config(
+        &self,
+        owner: &str,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<bool, A2aError> {
+        self.get(owner, task_id).await?;
+        let store = self.store();
+        let (id, config) = (task_id.to_string(), config_id.to_string());
+        blocking(move || store.delete_push_config(&id, &config)).await
     }
 
     /// Cancels a task: a running agent is stopped; a task waiting for input is closed.

@@ -59,6 +59,10 @@ pub struct A2aSection {
     pub max_tasks: usize,
     #[serde(default)]
     pub external_agents: Vec<ExternalAgentConfig>,
+    /// Lets push-notification webhooks be on loopback or private addresses (cloud metadata and
+    /// link-local stay blocked). Off: a client could otherwise make Portico POST into its network.
+    #[serde(default)]
+    pub push_allow_private_network: bool,
 }
 
 fn default_listen_path() -> String {
@@ -78,6 +82,7 @@ impl Default for A2aSection {
             primary_agent: None,
             max_tasks: default_max_tasks(),
             external_agents: Vec::new(),
+            push_allow_private_network: false,
         }
     }
 }

@@ -200,6 +200,7 @@ fn a2a_options(config: &Config, door: &DoorConfig) -> portico_a2a::A2aOptions {
         public_url,
         primary_agent: config.a2a.primary_agent.clone(),
         max_tasks: config.a2a.max_tasks,
+        push_allow_private_network: config.a2a.push_allow_private_network,
     }
 }
 

@@ -31,7 +31,7 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
         ])
     );
     assert_eq!(card["capabilities"]["streaming"], true);
-    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    assert_eq!(card["capabilities"]["pushNotifications"], true);
     let skills: Vec<&str> = card["skills"]
         .as_array()
         .unwrap()
@@ -401,7 +401,10 @@ async fn errors_use_the_spec_codes_and_tasks_belong_to_their_caller() {
         None,
     )
     .await;
-    assert_eq!(push["error"]["code"], -32003);
+    assert_eq!(
+        push["error"]["code"], -32001,
+        "push configs need a task the caller owns"
+    );
     let parse: Value = http()
         .post(format!("{base}/a2a/echo"))
         .body("{not json")
