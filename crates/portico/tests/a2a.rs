@@ -11,6 +11,8 @@ mod client;
 #[path = "a2a/helpers.rs"]
 mod helpers;
 
+#[path = "a2a/lifecycle.rs"]
+mod lifecycle;
 #[path = "a2a/push.rs"]
 mod push;
 #[path = "a2a/sdk.rs"]

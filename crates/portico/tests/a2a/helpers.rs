@@ -27,6 +27,17 @@ rules = [
       { artifact = { name = "report", chunks = ["part 1", "part 2"] } },
       { reply = "report ready" } ] },
   { when = { text = "^fail" }, steps = [ { fail = "it broke" } ] },
+  { when = { text = "^linger" }, steps = [
+      { status = { state = "working", message = "lingering" } },
+      { wait_ms = 1500 },
+      { reply = "lingered" } ] },
+  { when = { text = "^login" }, steps = [
+      { status = { state = "auth-required", message = "sign in first" } },
+      { reply = "sign in first" } ] },
+  { when = { text = "^token " }, steps = [ { reply = "signed in" } ] },
+  { when = { text = "^forbidden" }, steps = [
+      { status = { state = "rejected", message = "not doing that" } },
+      { reply = "not doing that" } ] },
   { when = { text = "^hang" }, steps = [ { wait_ms = 600000 }, { reply = "never" } ] },
   { when = {}, steps = [ { reply = "echo: {{message}}" } ] },
 ]
