@@ -62,6 +62,8 @@ pub fn card(agent: &Agent, tools: &[ToolEntry], url: &str, version: Version) -> 
                 {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
                 {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
                 {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                // The 0.3 HTTP+JSON clients append `/v1/…` to this URL themselves.
+                {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
             ],
             "provider": {"organization": "Portico", "url": url},
             "version": env!("CARGO_PKG_VERSION"),

@@ -2,8 +2,8 @@
 //! (`/.well-known/agent-card.json` for the primary agent in the 1.0 or 0.3 form, the legacy
 //! `/.well-known/agent.json`, and `{listen_path}/{agent}/.well-known/agent-card.json` for each), and
 //! endpoints in three bindings: JSON-RPC 2.0 (`POST {listen_path}/{agent}`, the 1.0 and 0.3 method
-//! names), HTTP+JSON (the 1.0 paths under `{listen_path}/{agent}`), and the early draft's
-//! `POST {listen_path}/tasks/send`.
+//! names), HTTP+JSON (the 1.0 paths under `{listen_path}/{agent}`, the 0.3 ones under
+//! `{listen_path}/{agent}/v1`), and the early draft's `POST {listen_path}/tasks/send`.
 //!
 //! Tasks are stored before they are acknowledged, run the agent through the call pipeline in the
 //! background (streamed over SSE, cancelled for real), and are visible only to the caller that made
@@ -13,12 +13,20 @@
 //! door's security (`portico-daemon` puts these routes behind it).
 
 mod card;
+mod client;
 mod error;
 mod push;
+mod remote;
+mod rest03;
 mod server;
 mod tasks;
 pub mod wire;
 
+pub use client::{
+    A2aClient, A2aEvent, AgentCard, Binding, CardInterface, ClientError, ClientOptions, Endpoint,
+    SendOutcome, SendRequest, Skill,
+};
 pub use error::A2aError;
+pub use remote::{RemoteAgents, remote_agents_source, remote_tool_name};
 pub use server::{A2aOptions, recover_interrupted, routes};
 pub use tasks::{RESPONSE_ARTIFACT, Tasks, task_json};

@@ -1,5 +1,5 @@
-//! The A2A routes: cards, JSON-RPC (1.0 and 0.3 method names), HTTP+JSON (1.0 paths), and the legacy
-//! `tasks/send` of the early draft.
+//! The A2A routes: cards, JSON-RPC (1.0 and 0.3 method names), HTTP+JSON (1.0 paths; the 0.3 paths
+//! under `/v1` are in `rest03`), and the legacy `tasks/send` of the early draft.
 //!
 //! Version negotiation follows the spec: the `A2A-Version` header names the version (`1.0`, `0.3`); no
 //! header means 0.3. Leniency where it costs nothing: a 1.0 method name without the header is served
@@ -58,9 +58,9 @@ pub struct A2aOptions {
 }
 
 #[derive(Clone)]
-struct A2aState {
+pub(crate) struct A2aState {
     engine: Engine,
-    tasks: Tasks,
+    pub(crate) tasks: Tasks,
     options: Arc<A2aOptions>,
 }
 
@@ -131,12 +131,13 @@ pub fn routes(engine: Engine, options: A2aOptions) -> Router {
             &format!("{lp}/{{agent}}/extendedAgentCard"),
             get(rest_extended_card),
         )
+        .merge(crate::rest03::routes(&lp))
         .with_state(state)
 }
 
 /// Who is calling: tasks are visible only to the identity that created them. Today that is the
 /// credential presented (hashed), or `anonymous` on a door without one.
-fn owner(headers: &HeaderMap) -> String {
+pub(crate) fn owner(headers: &HeaderMap) -> String {
     match headers.get(header::AUTHORIZATION) {
         Some(value) => {
             let hash = Sha256::digest(value.as_bytes());
@@ -152,7 +153,7 @@ fn owner(headers: &HeaderMap) -> String {
     }
 }
 
-fn requested_version(headers: &HeaderMap) -> Result<Option<Version>, A2aError> {
+pub(crate) fn requested_version(headers: &HeaderMap) -> Result<Option<Version>, A2aError> {
     let Some(value) = headers.get("a2a-version") else {
         return Ok(None);
     };
@@ -165,7 +166,7 @@ fn requested_version(headers: &HeaderMap) -> Result<Option<Version>, A2aError> {
 }
 
 impl A2aState {
-    fn agent_name(&self, requested: &str) -> Result<String, A2aError> {
+    pub(crate) fn agent_name(&self, requested: &str) -> Result<String, A2aError> {
         self.engine
             .agents
             .agent(requested)
@@ -300,7 +301,7 @@ async fn agent_card(
 // Operations, independent of binding.
 
 /// The result of a send: the task as the caller should see it.
-async fn send(
+pub(crate) async fn send(
     state: &A2aState,
     owner: &str,
     agent: &str,
@@ -340,7 +341,7 @@ async fn send(
     Ok((task_id, receiver, history_length))
 }
 
-async fn task_value(
+pub(crate) async fn task_value(
     state: &A2aState,
     owner: &str,
     id: &str,
@@ -433,7 +434,7 @@ fn string_param<'a>(params: &'a Value, names: &[&str]) -> Result<&'a str, A2aErr
 
 /// A stream of events in `version`'s form, starting with the task itself and ending after the task
 /// finishes or stops for input.
-fn event_stream(
+pub(crate) fn event_stream(
     first: Value,
     mut receiver: broadcast::Receiver<Value>,
     version: Version,
@@ -491,7 +492,9 @@ where
     })
 }
 
-fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Response {
+pub(crate) fn sse(
+    stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
+) -> Response {
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
@@ -747,7 +750,7 @@ fn rest<T: IntoResponse>(result: Result<T, A2aError>) -> Response {
     }
 }
 
-fn rest_body(body: &Bytes) -> Result<Value, A2aError> {
+pub(crate) fn rest_body(body: &Bytes) -> Result<Value, A2aError> {
     if body.is_empty() {
         return Ok(json!({}));
     }

@@ -4,7 +4,9 @@
 //! calls tools only through [`Engine::pipeline`].
 //!
 //! Tool names resolve in this order: local tools (built-ins, `agent_list`/`agent_send`, tools an
-//! embedder registers), then agents (`portico_agent_*`), then the upstream catalog.
+//! embedder registers), then agents (`portico_agent_*`), then remote A2A agents (`a2a_*`, when
+//! `[[a2a.external_agents]]` are configured and the embedder passes
+//! [`EngineOptions::remote_agents`]), then the upstream catalog.
 //!
 //! What it is not: a door (no sockets here) or a place for policy logic (that is the pipeline's).
 
@@ -18,6 +20,7 @@ use portico_hub::Hub;
 use portico_net::{NetPolicy, SafeClient};
 use portico_pipeline::{
     HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy, ToolPatterns,
+    ToolSource,
 };
 use portico_store::{AuditWriter, Store};
 
@@ -58,19 +61,37 @@ pub struct Engine {
 /// Where the engine keeps its data, and how it reads the environment.
 pub struct EngineOptions {
     pub data_dir: PathBuf,
-    /// Reads Portico's environment (API keys for model providers).
+    /// Reads Portico's environment (API keys for model providers, `${VAR}` in A2A headers).
     pub env: EnvLookup,
+    /// Builds the remote A2A agents' tool source from the config (and starts reading their cards in
+    /// the background); it is placed after the agents and before the hub. `portico-a2a` provides it
+    /// (`portico_a2a::remote_agents_source`): a hook, because that crate depends on this one. Used only
+    /// when `[[a2a.external_agents]]` are configured.
+    pub remote_agents: Option<SourceFactory>,
 }
 
 /// Reads one environment variable.
 pub type EnvLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Builds a tool source from the config, with Portico's environment.
+pub type SourceFactory = Box<
+    dyn FnOnce(&Config, &(dyn Fn(&str) -> Option<String> + Send + Sync)) -> Arc<dyn ToolSource>
+        + Send,
+>;
 
 impl EngineOptions {
     pub fn in_dir(data_dir: &Path) -> Self {
         EngineOptions {
             data_dir: data_dir.to_path_buf(),
             env: Box::new(|name| std::env::var(name).ok()),
+            remote_agents: None,
         }
+    }
+
+    /// Serves `[[a2a.external_agents]]` as `a2a_*` tools through `factory`.
+    pub fn with_remote_agents(mut self, factory: SourceFactory) -> Self {
+        self.remote_agents = Some(factory);
+        self
     }
 }
 
@@ -148,6 +169,17 @@ impl Engine {
         }
         pipeline.add_source(Arc::new(local.clone()));
         pipeline.add_source(Arc::new(AgentTools::new(runtime.clone())));
+        if !config.a2a.external_agents.is_empty() {
+            match options.remote_agents {
+                // `a2a_*` names cannot collide with the hub's `mcp_*`; cards are read in the
+                // background, so nothing here waits on a remote host.
+                Some(factory) => pipeline.add_source(factory(config, &*options.env)),
+                None => tracing::warn!(
+                    "{} [[a2a.external_agents]] configured, but this embedding of Portico does not serve remote agents",
+                    config.a2a.external_agents.len()
+                ),
+            }
+        }
         pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
         Ok(Engine {
             hub,

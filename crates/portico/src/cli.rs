@@ -78,6 +78,11 @@ pub enum Command {
         #[arg(long, value_name = "ID")]
         conversation: Option<String>,
     },
+    /// A2A agents elsewhere: read an agent's card, send it a message.
+    A2a {
+        #[command(subcommand)]
+        command: crate::a2a_cli::A2aCommand,
+    },
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -111,6 +116,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => serve(cli.config.as_deref()).await,
+        Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Mcp { standalone } => {
             crate::stdio_door::run(cli.config.as_deref(), standalone).await
         }
@@ -238,6 +244,7 @@ fn config_check(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> 
 
 pub(crate) fn engine_options() -> EngineOptions {
     EngineOptions::in_dir(&portico_config::data_dir())
+        .with_remote_agents(Box::new(portico_a2a::remote_agents_source))
 }
 
 /// Loads the config and starts the engine, showing progress until every server's first attempt is

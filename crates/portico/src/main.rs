@@ -1,6 +1,7 @@
 //! The `portico` binary: command-line parsing and output over the library crates. No protocol or
 //! domain logic lives here; see ARCHITECTURE.md for where it does.
 
+mod a2a_cli;
 mod chat;
 mod cli;
 mod output;

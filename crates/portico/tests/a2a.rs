@@ -11,6 +11,9 @@ mod client;
 #[path = "a2a/helpers.rs"]
 mod helpers;
 
+#[path = "a2a/client.rs"]
+mod client_side;
+
 #[path = "a2a/lifecycle.rs"]
 mod lifecycle;
 #[path = "a2a/push.rs"]

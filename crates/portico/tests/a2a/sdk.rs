@@ -1,6 +1,6 @@
 //! The official A2A SDKs' clients (Python `a2a-sdk` 1.3.0, JS `@a2a-js/sdk` 1.3.0) driving Portico's
-//! A2A server: send, stream, get, list, cancel and multi-turn, over JSON-RPC and HTTP+JSON in 1.0, and
-//! JSON-RPC in 0.3.
+//! A2A server: send, stream, get, list, cancel and multi-turn, over JSON-RPC and HTTP+JSON in 1.0 and
+//! 0.3.
 
 use std::process::{Command, Stdio};
 
@@ -173,6 +173,11 @@ async fn python_sdk_over_json_rpc_0_3() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_http_json_0_3() {
+    drive(Sdk::Python, "rest", "0.3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn js_sdk_over_json_rpc_1_0() {
     drive(Sdk::Js, "jsonrpc", "1.0");
 }
@@ -185,4 +190,9 @@ async fn js_sdk_over_http_json_1_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn js_sdk_over_json_rpc_0_3() {
     drive(Sdk::Js, "jsonrpc", "0.3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_sdk_over_http_json_0_3() {
+    drive(Sdk::Js, "rest", "0.3");
 }

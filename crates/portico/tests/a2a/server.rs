@@ -28,6 +28,7 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
         ])
     );
     assert_eq!(card["capabilities"]["streaming"], true);
@@ -66,6 +67,13 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
     assert_eq!(old["protocolVersion"], "0.3.0");
     assert_eq!(old["url"], url);
     assert_eq!(old["preferredTransport"], "JSONRPC");
+    assert_eq!(
+        old["additionalInterfaces"],
+        json!([
+            {"url": url, "transport": "JSONRPC"},
+            {"url": url, "transport": "HTTP+JSON"},
+        ])
+    );
     let legacy: Value = http()
         .get(format!("{base}/.well-known/agent.json"))
         .send()
@@ -558,6 +566,185 @@ async fn http_json_binding_and_the_legacy_tasks_send() {
         .unwrap();
     assert_eq!(enveloped["id"], 3);
     assert_eq!(enveloped["result"]["status"]["state"], "completed");
+}
+
+/// The 0.3 HTTP+JSON binding under `/v1`, spoken by hand: the proto-JSON shapes, an error in the form
+/// both 0.3 SDK clients map (`code` for JS, `type` for Python), and the push config routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_json_0_3_binding_under_v1() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let v1 = format!("{base}/a2a/echo/v1");
+
+    // The Python SDK's body: proto field names, the message in `request`.
+    let sent = http()
+        .post(format!("{v1}/message:send"))
+        .header("A2A-Version", "0.3")
+        .json(
+            &json!({"request": {"message_id": format!("m-{}", rand_id()), "role": "ROLE_USER",
+            "content": [{"text": "hello v1"}]}, "configuration": {"blocking": true}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    let sent: Value = sent.json().await.unwrap();
+    let task = &sent["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent:#}");
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    assert_eq!(
+        text_of_parts(&task["status"]["message"]["content"]),
+        "echo: hello v1"
+    );
+    assert_eq!(
+        text_of_parts(&task["artifacts"][0]["parts"]),
+        "echo: hello v1"
+    );
+    assert!(task.get("kind").is_none(), "{sent:#}");
+    let id = task["id"].as_str().unwrap();
+
+    // The JS SDK's body: JSON names, the message in `message`; streamed.
+    let streamed = http()
+        .post(format!("{v1}/message:stream"))
+        .json(
+            &json!({"message": {"messageId": format!("m-{}", rand_id()), "role": "ROLE_USER",
+            "content": [{"text": "slow v1"}]}, "configuration": {"blocking": true}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        streamed.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let events = sse_events(&streamed.text().await.unwrap());
+    assert!(events[0]["task"]["id"].is_string(), "{events:?}");
+    let last = events.last().unwrap();
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+    assert_eq!(last["statusUpdate"]["final"], true);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["artifactUpdate"]["artifact"]["parts"].is_array())
+    );
+
+    let got: Value = http()
+        .get(format!("{v1}/tasks/{id}?historyLength=1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["id"], id);
+    assert_eq!(got["history"].as_array().unwrap().len(), 1, "{got:#}");
+
+    // An unknown task: 404, with the JSON-RPC code and the SDK error class.
+    let missing = http()
+        .get(format!("{v1}/tasks/no-such-task"))
+        .header("A2A-Version", "0.3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    let error: Value = missing.json().await.unwrap();
+    assert_eq!(error["code"], -32001, "{error:#}");
+    assert_eq!(error["type"], "TaskNotFoundError");
+    assert_eq!(error["message"], "task `no-such-task` not found");
+    assert_eq!(error["data"][0]["reason"], "TASK_NOT_FOUND");
+    let finished = http()
+        .post(format!("{v1}/tasks/{id}:cancel"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(finished.status(), 409);
+    let error: Value = finished.json().await.unwrap();
+    assert_eq!(error["code"], -32002);
+    assert_eq!(error["type"], "TaskNotCancelableError");
+
+    // Push configs: the JS body (the HTTP rule's `config`), then the Python one (the whole request).
+    let configs = format!("{v1}/tasks/{id}/pushNotificationConfigs");
+    let created: Value = http()
+        .post(&configs)
+        .json(
+            &json!({"name": format!("tasks/{id}/pushNotificationConfigs/js"),
+            "pushNotificationConfig": {"url": "https://hooks.example.com/a2a", "token": "t",
+                "authentication": {"schemes": ["Bearer"], "credentials": "s"}}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        created,
+        json!({"name": format!("tasks/{id}/pushNotificationConfigs/js"),
+            "pushNotificationConfig": {"id": "js", "url": "https://hooks.example.com/a2a", "token": "t",
+                "authentication": {"schemes": ["Bearer"], "credentials": "s"}}})
+    );
+    let created: Value = http()
+        .post(&configs)
+        .json(
+            &json!({"parent": format!("tasks/{id}"), "config_id": "py", "config": {
+            "name": format!("tasks/{id}/pushNotificationConfigs/py"),
+            "push_notification_config": {"id": "py", "url": "https://hooks.example.com/py"}}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(created["pushNotificationConfig"]["id"], "py", "{created:#}");
+    let listed: Value = http()
+        .get(&configs)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut names: Vec<&str> = listed["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            format!("tasks/{id}/pushNotificationConfigs/js"),
+            format!("tasks/{id}/pushNotificationConfigs/py")
+        ]
+    );
+    let one: Value = http()
+        .get(format!("{configs}/py"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        one["pushNotificationConfig"]["url"],
+        "https://hooks.example.com/py"
+    );
+    let deleted = http().delete(format!("{configs}/py")).send().await.unwrap();
+    assert_eq!(deleted.status(), 200);
+    let gone = http().get(format!("{configs}/py")).send().await.unwrap();
+    assert_eq!(gone.status(), 400);
+    assert_eq!(
+        gone.json::<Value>().await.unwrap()["type"],
+        "InvalidParamsError"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,675 @@
+//! Remote A2A agents as tools: one `a2a_{name}` per `[[a2a.external_agents]]`, served through the
+//! call pipeline like any other tool.
+//!
+//! Cards are read in the background when Portico starts (nothing waits on a remote host) and again
+//! every five minutes; a failed read keeps the last good card and is retried sooner, with backoff. An
+//! agent whose card was never read is listed with a generic description, and calling it reads the
+//! card first; when that fails the call's result says what failed.
+//!
+//! Output is untrusted (another party wrote it), which feeds the taint rule. The call's timeout is the
+//! agent's `timeout_secs`; a task still running then is canceled.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use portico_config::{Config, ExternalAgentConfig};
+use portico_core::JsonObject;
+use portico_core::backoff::Backoff;
+use portico_core::relay::{BoxFuture, methods};
+use portico_pipeline::{
+    ProgressEvent, ProgressSink, ToolContext, ToolEntry, ToolSource, Trust, error_result,
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{A2aClient, A2aEvent, AgentCard, SendOutcome, SendRequest};
+use crate::wire::{self, is_interrupted, is_terminal};
+
+/// How often a card that was read is read again.
+const REFRESH: Duration = Duration::from_secs(300);
+/// Retrying a card that could not be read: 5 s, doubling (jittered) up to the refresh interval.
+const RETRY: Backoff = Backoff {
+    base: Duration::from_secs(5),
+    cap: REFRESH,
+};
+/// How long a listing waits for the first card reads, so a client listing right after start sees the
+/// real descriptions (the hub waits for its upstreams the same way).
+const SETTLE_WAIT: Duration = Duration::from_secs(3);
+/// Added to the agent's timeout for the pipeline's: the client's own deadline fires first, cancels the
+/// remote task and says so.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+/// A card's description goes to models as the tool's description; it is cut at this length.
+const MAX_DESCRIPTION_CHARS: usize = 1_000;
+
+/// `a2a_{name}`: lower case, anything but ASCII letters and digits becomes `_`.
+pub fn remote_tool_name(agent: &str) -> String {
+    let name: String = agent
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("a2a_{name}")
+}
+
+/// The tool source for `[[a2a.external_agents]]`, discovery started: what the engine's
+/// `remote_agents` hook is given.
+pub fn remote_agents_source(
+    config: &Config,
+    env: &(dyn Fn(&str) -> Option<String> + Send + Sync),
+) -> Arc<dyn ToolSource> {
+    let agents = RemoteAgents::new(&config.a2a.external_agents, env);
+    agents.start();
+    agents
+}
+
+/// What is known of one agent's card.
+#[derive(Default)]
+struct Known {
+    card: Option<Arc<AgentCard>>,
+    /// Why the last read failed, while it does.
+    error: Option<String>,
+}
+
+struct Remote {
+    config: ExternalAgentConfig,
+    tool: String,
+    /// `Err` when the client could not be built (a header naming a variable that is not set).
+    client: Result<A2aClient, String>,
+    known: Mutex<Known>,
+    /// One card read at a time; a call arriving during a background read waits for it.
+    discovering: tokio::sync::Mutex<()>,
+    /// Set once the first read has finished, either way.
+    first_read: watch::Sender<bool>,
+    generation: Arc<AtomicU64>,
+}
+
+impl Remote {
+    fn card(&self) -> Option<Arc<AgentCard>> {
+        self.known.lock().expect("remote agent lock").card.clone()
+    }
+
+    fn label(&self) -> String {
+        format!("remote agent `{}` ({})", self.config.name, self.config.url)
+    }
+
+    /// Reads the card; on failure the last good one is kept. Call with `discovering` held.
+    async fn read_card(&self) -> Result<Arc<AgentCard>, String> {
+        let client = self.client.as_ref().map_err(Clone::clone)?;
+        let result = client.discover(&self.config.url).await;
+        let mut known = self.known.lock().expect("remote agent lock");
+        match result {
+            Ok(card) => {
+                let card = Arc::new(card);
+                if known.error.take().is_some() {
+                    tracing::info!("{}: agent card read again", self.label());
+                }
+                known.card = Some(card.clone());
+                self.generation.fetch_add(1, Ordering::Relaxed);
+                Ok(card)
+            }
+            Err(error) => {
+                // The net policy's remedy speaks of server entries; here it is an agent entry.
+                let error = error.to_string().replace(
+                    "on this server entry",
+                    "on this [[a2a.external_agents]] entry",
+                );
+                if known.error.as_deref() != Some(&error) {
+                    tracing::warn!("{}: {error}", self.label());
+                    self.generation.fetch_add(1, Ordering::Relaxed);
+                }
+                known.error = Some(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// A background read; whether it succeeded.
+    async fn refresh(&self) -> bool {
+        let ok = {
+            let _reading = self.discovering.lock().await;
+            self.read_card().await.is_ok()
+        };
+        self.first_read.send_replace(true);
+        ok
+    }
+
+    /// The card for a call: the one known, else read now.
+    async fn card_for_call(&self) -> Result<Arc<AgentCard>, String> {
+        if let Some(card) = self.card() {
+            return Ok(card);
+        }
+        let _reading = self.discovering.lock().await;
+        if let Some(card) = self.card() {
+            return Ok(card);
+        }
+        self.read_card().await
+    }
+
+    fn description(&self) -> String {
+        let known = self.known.lock().expect("remote agent lock");
+        let url = &self.config.url;
+        let mut text = match &known.card {
+            Some(card) => {
+                let mut text = card.description.trim().to_string();
+                if text.is_empty() {
+                    text = format!("The remote A2A agent `{}`.", card.name);
+                }
+                let skills: Vec<&str> = card
+                    .skills
+                    .iter()
+                    .map(|s| if s.name.is_empty() { &s.id } else { &s.name })
+                    .filter(|s| !s.is_empty())
+                    .map(String::as_str)
+                    .collect();
+                if !skills.is_empty() {
+                    text.push_str(&format!(" Skills: {}.", skills.join(", ")));
+                }
+                text
+            }
+            None => {
+                let mut text = format!(
+                    "A remote A2A agent at {url}; its card has not been read yet, so what it does is unknown"
+                );
+                if let Some(error) = &known.error {
+                    text.push_str(&format!(" (last attempt: {error})"));
+                }
+                text.push('.');
+                text
+            }
+        };
+        if text.chars().count() > MAX_DESCRIPTION_CHARS {
+            text = text.chars().take(MAX_DESCRIPTION_CHARS).collect();
+            text.push('…');
+        }
+        text.push_str(&format!(
+            " [Remote A2A agent `{}` at {url}; its answers come from outside Portico. If it asks for \
+             input (state input-required), call {} again with its task_id and your answer.]",
+            self.config.name, self.tool
+        ));
+        text
+    }
+
+    fn entry(&self, generation: u64) -> ToolEntry {
+        let definition = json!({
+            "name": self.tool,
+            "title": self.card().map(|c| c.name.clone()).unwrap_or_else(|| self.config.name.clone()),
+            "description": self.description(),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "message": {"type": "string", "description": "What to ask or tell the agent."},
+                    "task_id": {"type": "string", "description": "Continue this task: the task_id of an earlier answer whose state was input-required."},
+                    "context_id": {"type": "string", "description": "Keep the conversation in this context: the context_id of an earlier answer."},
+                },
+                "required": ["message"],
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {
+                    "reply": {"type": "string", "description": "The agent's answer (for input-required, its question)."},
+                    "state": {"type": "string", "description": "completed, input-required, auth-required, failed, rejected or canceled."},
+                    "task_id": {"type": "string", "description": "Pass back as task_id to continue the task."},
+                    "context_id": {"type": "string"},
+                },
+                "required": ["reply", "state"],
+            },
+            "annotations": {"openWorldHint": true},
+        });
+        ToolEntry {
+            name: self.tool.clone(),
+            definition: Arc::new(definition.as_object().cloned().unwrap_or_default()),
+            trust: Trust::Untrusted,
+            sensitive: false,
+            timeout: Some(Duration::from_secs(self.config.timeout_secs.max(1)) + CANCEL_GRACE),
+            generation,
+        }
+    }
+}
+
+/// Remote A2A agents as a pipeline tool source. Dropping it stops the background card reads.
+pub struct RemoteAgents {
+    agents: Vec<Arc<Remote>>,
+    generation: Arc<AtomicU64>,
+    stop: CancellationToken,
+}
+
+impl Drop for RemoteAgents {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl RemoteAgents {
+    /// One tool per agent. `env` expands `${VAR}` in their headers; an agent whose headers cannot be
+    /// expanded is still listed, and calling it says which variable is missing.
+    pub fn new(
+        configs: &[ExternalAgentConfig],
+        env: &(dyn Fn(&str) -> Option<String> + Send + Sync),
+    ) -> Arc<RemoteAgents> {
+        let generation = Arc::new(AtomicU64::new(1));
+        let mut agents: Vec<Arc<Remote>> = Vec::new();
+        for config in configs {
+            let tool = remote_tool_name(&config.name);
+            if agents.iter().any(|a| a.tool == tool) {
+                tracing::warn!(
+                    "[[a2a.external_agents]] `{}`: another agent is already served as `{tool}`; this one is skipped",
+                    config.name
+                );
+                continue;
+            }
+            let client = A2aClient::for_agent(config, env).map_err(|e| e.to_string());
+            if let Err(error) = &client {
+                tracing::warn!("[[a2a.external_agents]] `{}`: {error}", config.name);
+            }
+            agents.push(Arc::new(Remote {
+                config: config.clone(),
+                tool,
+                client,
+                known: Mutex::default(),
+                discovering: tokio::sync::Mutex::new(()),
+                first_read: watch::channel(false).0,
+                generation: generation.clone(),
+            }));
+        }
+        Arc::new(RemoteAgents {
+            agents,
+            generation,
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// Starts reading the cards in the background and refreshing them. Without a tokio runtime the
+    /// cards are read on the first call instead.
+    pub fn start(&self) {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        for agent in &self.agents {
+            match (&runtime, &agent.client) {
+                (Some(runtime), Ok(_)) => {
+                    runtime.spawn(refresh_loop(Arc::downgrade(agent), self.stop.clone()));
+                }
+                _ => {
+                    agent.first_read.send_replace(true);
+                }
+            }
+        }
+    }
+
+    /// The tool names served, in configuration order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.agents.iter().map(|a| a.tool.clone()).collect()
+    }
+
+    /// The card read for `tool`, if any.
+    pub fn card(&self, tool: &str) -> Option<Arc<AgentCard>> {
+        self.agents.iter().find(|a| a.tool == tool)?.card()
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+}
+
+async fn refresh_loop(agent: Weak<Remote>, stop: CancellationToken) {
+    let mut failures = 0u32;
+    loop {
+        let Some(remote) = agent.upgrade() else {
+            return;
+        };
+        let ok = tokio::select! {
+            _ = stop.cancelled() => return,
+            ok = remote.refresh() => ok,
+        };
+        drop(remote);
+        let wait = if ok {
+            failures = 0;
+            REFRESH
+        } else {
+            failures = failures.saturating_add(1);
+            RETRY.delay(failures - 1)
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Where a call's progress goes: the caller's sink, else (an MCP client that asked for progress)
+/// progress notifications.
+fn progress_sink(context: &ToolContext) -> Option<ProgressSink> {
+    if let Some(sink) = &context.progress {
+        return Some(sink.clone());
+    }
+    let caller = context.relay.caller.clone()?;
+    if !context.relay.progress {
+        return None;
+    }
+    // A forwarding task keeps notifications in order; the sink itself must not block.
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let mut count = 0u64;
+        while let Some(message) = receiver.recv().await {
+            count += 1;
+            let params = json!({"progress": count, "message": message});
+            caller
+                .notify(
+                    methods::PROGRESS,
+                    params.as_object().cloned().unwrap_or_default(),
+                )
+                .await;
+        }
+    });
+    Some(Arc::new(move |event: ProgressEvent| {
+        if let ProgressEvent::Status {
+            message: Some(message),
+            ..
+        } = event
+        {
+            let _ = sender.send(message);
+        }
+    }))
+}
+
+/// A remote agent's events as progress. Everything is reported as `working` status text: the
+/// remote task's states and artifacts are not the caller's own (an A2A task of a Portico agent that
+/// calls this tool must not take them for its own input-required, completion or answer).
+fn progress_of(tool: &str, event: A2aEvent) -> Option<ProgressEvent> {
+    let text = match event {
+        A2aEvent::Status { state, text, .. } => {
+            if is_terminal(&state) || is_interrupted(&state) {
+                return None;
+            }
+            text.unwrap_or_else(|| wire::state_to_v03(&state).to_string())
+        }
+        A2aEvent::Artifact { text, .. } | A2aEvent::Message { text } => text,
+    };
+    Some(ProgressEvent::Status {
+        state: "working".into(),
+        message: Some(format!("{tool}: {text}")),
+    })
+}
+
+/// The MCP result of a finished send.
+fn result_of(tool: &str, outcome: &SendOutcome) -> JsonObject {
+    let state = outcome.state_label();
+    let mut structured = json!({"reply": outcome.text, "state": state});
+    if let Some(id) = &outcome.task_id {
+        structured["task_id"] = json!(id);
+    }
+    if let Some(id) = &outcome.context_id {
+        structured["context_id"] = json!(id);
+    }
+    let mut text = outcome.text.clone();
+    if outcome.is_interrupted() {
+        let waiting = if state == "auth-required" {
+            "needs authorization before it can go on"
+        } else {
+            "is waiting for an answer"
+        };
+        let id = outcome.task_id.as_deref().unwrap_or_default();
+        text = format!(
+            "{text}\n\n[state: {state}; task_id: {id}. The agent {waiting}: call {tool} again with \
+             task_id \"{id}\" and the answer as message.]"
+        );
+    }
+    let is_error = is_terminal(&outcome.state) && outcome.state != "TASK_STATE_COMPLETED";
+    if is_error {
+        text = format!("the remote agent's task ended {state}: {text}");
+    } else if text.is_empty() {
+        text = format!("[state: {state}; the agent sent no text]");
+    }
+    let result = json!({
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": structured,
+        "isError": is_error,
+    });
+    result.as_object().cloned().unwrap_or_default()
+}
+
+impl ToolSource for RemoteAgents {
+    fn kind(&self) -> &'static str {
+        "a2a"
+    }
+
+    fn entries(&self) -> Vec<ToolEntry> {
+        let generation = self.generation();
+        self.agents.iter().map(|a| a.entry(generation)).collect()
+    }
+
+    fn find(&self, name: &str) -> Option<ToolEntry> {
+        let generation = self.generation();
+        self.agents
+            .iter()
+            .find(|a| a.tool == name)
+            .map(|a| a.entry(generation))
+    }
+
+    fn settle(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let reads = self.agents.iter().map(|agent| {
+                let mut done = agent.first_read.subscribe();
+                async move {
+                    let _ = done.wait_for(|done| *done).await;
+                }
+            });
+            let _ = tokio::time::timeout(SETTLE_WAIT, futures::future::join_all(reads)).await;
+        })
+    }
+
+    fn call<'a>(
+        &'a self,
+        entry: &'a ToolEntry,
+        arguments: JsonObject,
+        context: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<JsonObject, String>> {
+        Box::pin(async move {
+            let remote = self
+                .agents
+                .iter()
+                .find(|a| a.tool == entry.name)
+                .ok_or_else(|| format!("tool `{}` was removed", entry.name))?;
+            let client = match &remote.client {
+                Ok(client) => client.clone(),
+                Err(error) => return Ok(error_result(format!("{}: {error}", remote.label()))),
+            };
+            let started = Instant::now();
+            let card = match remote.card_for_call().await {
+                Ok(card) => card,
+                Err(error) => {
+                    return Ok(error_result(format!(
+                        "{}: could not read its agent card: {error}",
+                        remote.label()
+                    )));
+                }
+            };
+            let argument = |key: &str| {
+                arguments
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+            };
+            let request = SendRequest {
+                text: argument("message").unwrap_or_default(),
+                task_id: argument("task_id"),
+                context_id: argument("context_id"),
+                timeout: Some(
+                    client
+                        .timeout()
+                        .saturating_sub(started.elapsed())
+                        .max(Duration::from_secs(1)),
+                ),
+            };
+            let sink = progress_sink(context);
+            let tool = remote.tool.clone();
+            let report = move |event: A2aEvent| {
+                if let Some(sink) = &sink
+                    && let Some(progress) = progress_of(&tool, event)
+                {
+                    sink(progress);
+                }
+            };
+            match client.send(&card, &request, &report).await {
+                Ok(outcome) => Ok(result_of(&remote.tool, &outcome)),
+                Err(error) => Err(format!("{}: {error}", remote.label())),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_are_lowercase_with_underscores() {
+        assert_eq!(remote_tool_name("PyEcho"), "a2a_pyecho");
+        assert_eq!(remote_tool_name("my-agent.v2"), "a2a_my_agent_v2");
+        assert_eq!(remote_tool_name("héllo"), "a2a_h_llo");
+    }
+
+    #[test]
+    fn results_say_how_to_continue() {
+        let outcome = SendOutcome {
+            task: json!({}),
+            state: "TASK_STATE_INPUT_REQUIRED".into(),
+            text: "which colour?".into(),
+            task_id: Some("t1".into()),
+            context_id: Some("c1".into()),
+        };
+        let result = result_of("a2a_x", &outcome);
+        assert_eq!(result["isError"], false);
+        assert_eq!(
+            result["structuredContent"],
+            json!({"reply": "which colour?", "state": "input-required", "task_id": "t1", "context_id": "c1"})
+        );
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("which colour?\n\n[state: input-required; task_id: t1."),
+            "{text}"
+        );
+        assert!(
+            text.contains("call a2a_x again with task_id \"t1\""),
+            "{text}"
+        );
+
+        let failed = SendOutcome {
+            state: "TASK_STATE_FAILED".into(),
+            text: "it broke".into(),
+            ..outcome
+        };
+        let result = result_of("a2a_x", &failed);
+        assert_eq!(result["isError"], true);
+        assert_eq!(
+            result["content"][0]["text"],
+            "the remote agent's task ended failed: it broke"
+        );
+    }
+
+    #[test]
+    fn remote_states_never_leak_into_the_callers_progress() {
+        let status = |state: &str| A2aEvent::Status {
+            task_id: None,
+            state: state.into(),
+            text: Some("note".into()),
+        };
+        assert_eq!(
+            progress_of("a2a_x", status("TASK_STATE_WORKING")),
+            Some(ProgressEvent::Status {
+                state: "working".into(),
+                message: Some("a2a_x: note".into())
+            })
+        );
+        assert_eq!(progress_of("a2a_x", status("TASK_STATE_COMPLETED")), None);
+        assert_eq!(
+            progress_of("a2a_x", status("TASK_STATE_INPUT_REQUIRED")),
+            None
+        );
+        let chunk = A2aEvent::Artifact {
+            task_id: None,
+            artifact_id: "a".into(),
+            name: "a".into(),
+            text: "part".into(),
+            append: true,
+            last_chunk: false,
+        };
+        assert!(matches!(
+            progress_of("a2a_x", chunk),
+            Some(ProgressEvent::Status { state, .. }) if state == "working"
+        ));
+    }
+
+    #[tokio::test]
+    async fn unread_agents_are_listed_and_a_failed_read_is_the_calls_answer() {
+        let config = ExternalAgentConfig {
+            name: "Meta".into(),
+            url: "http://169.254.169.254/".into(),
+            headers: Default::default(),
+            timeout_secs: 5,
+            allow_private_network: true,
+        };
+        let agents = RemoteAgents::new(&[config], &|_| None);
+        let entries = agents.entries();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].name, "a2a_meta");
+        assert_eq!(entries[0].trust, Trust::Untrusted);
+        assert_eq!(entries[0].timeout, Some(Duration::from_secs(15)));
+        let description = entries[0].definition["description"].as_str().unwrap();
+        assert!(
+            description.contains("has not been read yet"),
+            "{description}"
+        );
+
+        let context = ToolContext::client("test");
+        let result = agents
+            .call(&entries[0], JsonObject::new(), &context)
+            .await
+            .unwrap();
+        assert_eq!(result["isError"], true);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("could not read its agent card")
+                && text.contains("169.254.169.254 is a cloud metadata address"),
+            "{text}"
+        );
+        // The failure is now part of the listing.
+        let description = agents.entries()[0].definition["description"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(description.contains("cloud metadata"), "{description}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_header_variable_is_reported_on_call() {
+        let config = ExternalAgentConfig {
+            name: "secret".into(),
+            url: "https://agent.example/".into(),
+            headers: [(
+                "Authorization".to_string(),
+                "Bearer ${NOPE_TOKEN}".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+            timeout_secs: 5,
+            allow_private_network: false,
+        };
+        let agents = RemoteAgents::new(&[config], &|_| None);
+        agents.start();
+        agents.settle().await;
+        let entry = agents.find("a2a_secret").unwrap();
+        let result = agents
+            .call(&entry, JsonObject::new(), &ToolContext::client("test"))
+            .await
+            .unwrap();
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("NOPE_TOKEN"), "{text}");
+    }
+}
