@@ -84,7 +84,7 @@ pub fn card(agent: &Agent, tools: &[ToolEntry], url: &str, version: Version) -> 
             ],
             "provider": {"organization": "Portico", "url": url},
             "version": env!("CARGO_PKG_VERSION"),
-            "capabilities": {"streaming": true, "pushNotifications": true, "stateTransitionHistory": true},
+            "capabilities": {"streaming": true, "pushNotifications": true, "stateTransitionHistory": false},
             "defaultInputModes": ["text/plain", "application/json"],
             "defaultOutputModes": ["text/plain"],
             "skills": skills,

@@ -524,6 +524,10 @@ impl Checker<'_> {
         let Some(table) = self.expect_table(value, &format!("[{section}]")) else {
             return;
         };
+        if section == "a2a" {
+            self.a2a_section(table);
+            return;
+        }
         if section != "policy" {
             return;
         }
@@ -550,6 +554,88 @@ impl Checker<'_> {
                     "[policy] max_result_chars",
                     "the default is 50000",
                 ),
+                _ => {}
+            }
+        }
+    }
+
+    /// `[a2a]`: the listen path and the external agents' names and URLs (types: the serde pass).
+    fn a2a_section(&mut self, table: &DeTable<'_>) {
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "listen_path" => {
+                    if let Some(path) = self.expect_string(value, "[a2a] listen_path")
+                        && (!path.starts_with('/') || path.contains(['{', '}', '?', '#']))
+                    {
+                        self.report(
+                            value.span(),
+                            format!("[a2a] listen_path `{path}` is not a plain absolute path"),
+                            Some("write it like \"/a2a\"".into()),
+                        );
+                    }
+                }
+                "public_url" => {
+                    if let Some(url) = self.expect_string(value, "[a2a] public_url")
+                        && !url::Url::parse(url)
+                            .is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
+                    {
+                        self.report(
+                            value.span(),
+                            format!("[a2a] public_url `{url}` is not an http(s) URL"),
+                            Some("the base URL other agents reach Portico at, e.g. \"https://agents.example.com\"".into()),
+                        );
+                    }
+                }
+                "external_agents" => {
+                    let mut seen: HashMap<String, (String, Range<usize>)> = HashMap::new();
+                    for (span, agent) in self.array_of_tables(value, "a2a.external_agents") {
+                        let mut has_url = false;
+                        for (key, value) in agent.iter() {
+                            match key.get_ref().as_ref() {
+                                "name" => {
+                                    let Some(name) =
+                                        self.expect_string(value, "a2a.external_agents.name")
+                                    else {
+                                        continue;
+                                    };
+                                    let tool = normalize_segment(name);
+                                    if let Some((first, first_span)) = seen.get(&tool) {
+                                        let (line, _) = line_column(self.text, first_span.start);
+                                        self.report(
+                                            value.span(),
+                                            format!("external agent `{name}` clashes with `{first}` (line {line}): both become the tool `a2a_{tool}`"),
+                                            Some("give each external agent a distinct name".into()),
+                                        );
+                                    } else {
+                                        seen.insert(tool, (name.to_string(), value.span()));
+                                    }
+                                }
+                                "url" => {
+                                    has_url = true;
+                                    if let Some(url) =
+                                        self.expect_string(value, "a2a.external_agents.url")
+                                        && !url::Url::parse(url)
+                                            .is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
+                                    {
+                                        self.report(
+                                            value.span(),
+                                            format!("external agent url `{url}` is not an http(s) URL"),
+                                            Some("the agent's base URL; its card is read from /.well-known/agent-card.json under it".into()),
+                                        );
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                        if !has_url {
+                            self.report(
+                                span,
+                                "[[a2a.external_agents]] entry has no `url`",
+                                Some("add url = \"https://...\"".into()),
+                            );
+                        }
+                    }
+                }
                 _ => {}
             }
         }
@@ -882,6 +968,35 @@ taint = "maybe"
         let config = crate::parse("t", "[[agents]]\nname = \"a\"\n").unwrap();
         assert_eq!(config.agents[0].max_iterations, 10);
         assert_eq!(config.agents[0].model.provider, "auto");
+    }
+
+    #[test]
+    fn a2a_section_is_checked() {
+        let text = r#"
+[a2a]
+listen_path = "a2a"
+public_url = "ftp://x"
+[[a2a.external_agents]]
+name = "research-agent"
+url = "https://research.example.com"
+[[a2a.external_agents]]
+name = "research_agent"
+url = "not a url"
+"#;
+        let messages: Vec<String> = check(text)
+            .iter()
+            .map(|p| format!("{}: {}", p.line, p.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "3: [a2a] listen_path `a2a` is not a plain absolute path",
+                "4: [a2a] public_url `ftp://x` is not an http(s) URL",
+                "9: external agent `research_agent` clashes with `research-agent` (line 6): both become the tool `a2a_research_agent`",
+                "10: external agent url `not a url` is not an http(s) URL",
+            ]
+        );
+        assert_eq!(check("[a2a]\nenabled = false\nmax_tasks = 5\n"), vec![]);
     }
 
     #[test]

@@ -83,7 +83,8 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
         .await
         .unwrap();
     assert_eq!(legacy["url"], url);
-    assert_eq!(legacy["capabilities"]["stateTransitionHistory"], true);
+    // No API exposes the stored status history, so the card does not claim it.
+    assert_eq!(legacy["capabilities"]["stateTransitionHistory"], false);
     let per_agent: Value = http()
         .get(format!("{url}/.well-known/agent-card.json?version=1.0"))
         .send()
@@ -105,7 +106,7 @@ async fn cards_in_both_forms_with_etags_at_every_documented_path() {
     assert_eq!(merged["url"], url);
     assert_eq!(merged["protocolVersion"], "0.3.0");
     assert_eq!(merged["supportedInterfaces"], card["supportedInterfaces"]);
-    assert_eq!(merged["capabilities"]["stateTransitionHistory"], true);
+    assert_eq!(merged["capabilities"]["stateTransitionHistory"], false);
     assert_eq!(merged["capabilities"]["extendedAgentCard"], false);
 }
 
