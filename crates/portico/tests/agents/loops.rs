@@ -411,3 +411,78 @@ fn the_default_agent_without_a_provider_says_what_to_set() {
         assert!(stdout.contains(needed), "{needed} not named: {stdout}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_context_is_one_conversation_the_model_sees() {
+    let fake = FakeModel::openai(vec![Turn::Final("noted")]).await;
+    let home = Home::new(&format!(
+        "{LISTEN}{}",
+        agent("scribe", &["system_time"], &openai_model(&fake))
+    ));
+    let daemon = daemon(&home);
+    let send = |text: &str, context: Option<&str>| {
+        let mut message = json!({"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]});
+        if let Some(context) = context {
+            message["contextId"] = json!(context);
+        }
+        http()
+            .post(format!("{}/a2a/scribe", daemon.base))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}))
+    };
+    let first: Value = send("my name is Ada", None)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let context = first["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let second: Value = send("what is my name?", Some(&context))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        second["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{second:#}"
+    );
+    assert_ne!(
+        second["result"]["task"]["id"],
+        first["result"]["task"]["id"]
+    );
+    // Another context starts afresh.
+    send("hello", None).send().await.unwrap();
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    let said = |request: &Value| -> Vec<String> {
+        request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .map(|m| {
+                format!(
+                    "{}: {}",
+                    m["role"].as_str().unwrap(),
+                    m["content"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        said(&requests[1]),
+        [
+            "user: my name is Ada",
+            "assistant: noted",
+            "user: what is my name?"
+        ]
+    );
+    assert_eq!(said(&requests[2]), ["user: hello"]);
+}
