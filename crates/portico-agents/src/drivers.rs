@@ -8,7 +8,9 @@ use portico_llm::{
     Anthropic, AnthropicSettings, LlmError, ModelDriver, OpenAiCompatible, OpenAiSettings,
     RetryPolicy, Sampling, Scripted,
 };
-use portico_net::SafeClient;
+use std::sync::OnceLock;
+
+use portico_net::{LazyClient, SafeClient};
 
 /// How an agent reaches its model.
 #[derive(Clone)]
@@ -84,7 +86,7 @@ pub fn choose(
     agent: &str,
     model: &ModelConfig,
     env: &dyn Fn(&str) -> Option<String>,
-    client: &SafeClient,
+    client: &LazyClient,
 ) -> DriverChoice {
     let retry = RetryPolicy {
         max_retries: model
@@ -151,22 +153,22 @@ pub fn choose(
                     .to_string(),
                 );
             }
-            DriverChoice::Ready(Arc::new(Anthropic::new(
-                AnthropicSettings {
-                    base_url: model
-                        .base_url
-                        .clone()
-                        .unwrap_or_else(|| "https://api.anthropic.com".into()),
-                    api_key,
-                    api_key_env,
-                    model: model
-                        .model
-                        .clone()
-                        .unwrap_or_else(|| "claude-sonnet-4-5".into()),
-                    retry,
-                },
-                client.clone(),
-            )))
+            let settings = AnthropicSettings {
+                base_url: model
+                    .base_url
+                    .clone()
+                    .unwrap_or_else(|| "https://api.anthropic.com".into()),
+                api_key,
+                api_key_env,
+                model: model
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| "claude-sonnet-4-5".into()),
+                retry,
+            };
+            deferred(client, move |c| {
+                Arc::new(Anthropic::new(settings.clone(), c))
+            })
         }
         "scripted" => match Scripted::from_json(&serde_json::Value::Array(model.rules.clone())) {
             Ok(driver) => DriverChoice::Ready(Arc::new(driver)),
@@ -212,19 +214,70 @@ pub fn choose(
                     .to_string(),
                 );
             }
-            DriverChoice::Ready(Arc::new(OpenAiCompatible::new(
-                OpenAiSettings {
-                    base_url,
-                    api_key,
-                    api_key_env,
-                    model: model_name,
-                    provider_label: provider.into(),
-                    extra_headers: headers,
-                    retry,
-                },
-                client.clone(),
-            )))
+            let settings = OpenAiSettings {
+                base_url,
+                api_key,
+                api_key_env,
+                model: model_name,
+                provider_label: provider.into(),
+                extra_headers: headers,
+                retry,
+            };
+            deferred(client, move |c| {
+                Arc::new(OpenAiCompatible::new(settings.clone(), c))
+            })
         }
+    }
+}
+
+/// An HTTP driver made when first used, with the HTTP client it needs: building the client costs
+/// milliseconds that start-up should not pay for agents nobody calls.
+fn deferred(
+    client: &LazyClient,
+    build: impl Fn(SafeClient) -> Arc<dyn ModelDriver> + Send + Sync + 'static,
+) -> DriverChoice {
+    DriverChoice::Ready(Arc::new(Deferred {
+        client: client.clone(),
+        build: Box::new(build),
+        built: OnceLock::new(),
+    }))
+}
+
+type Build = Box<dyn Fn(SafeClient) -> Arc<dyn ModelDriver> + Send + Sync>;
+
+struct Deferred {
+    client: LazyClient,
+    build: Build,
+    built: OnceLock<Result<Arc<dyn ModelDriver>, String>>,
+}
+
+impl Deferred {
+    fn driver(&self) -> Result<Arc<dyn ModelDriver>, String> {
+        self.built
+            .get_or_init(|| self.client.get().map(|client| (self.build)(client)))
+            .clone()
+    }
+}
+
+impl ModelDriver for Deferred {
+    fn describe(&self) -> String {
+        match self.driver() {
+            Ok(driver) => driver.describe(),
+            Err(error) => format!("a model that cannot be reached: {error}"),
+        }
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a portico_llm::ChatRequest,
+        events: &'a portico_llm::EventSink,
+    ) -> portico_core::relay::BoxFuture<'a, Result<portico_llm::ModelTurn, LlmError>> {
+        Box::pin(async move {
+            let driver = self
+                .driver()
+                .map_err(|detail| LlmError::NotAvailable { detail })?;
+            driver.complete(request, events).await
+        })
     }
 }
 
@@ -250,7 +303,7 @@ mod tests {
 
     #[test]
     fn auto_without_anything_says_what_to_set() {
-        let client = SafeClient::new(NetPolicy::public_only()).unwrap();
+        let client = LazyClient::ready(SafeClient::new(NetPolicy::public_only()).unwrap());
         let DriverChoice::Unavailable(message) =
             choose("assistant", &model("auto"), &env_of(&[]), &client)
         else {
@@ -263,7 +316,7 @@ mod tests {
 
     #[test]
     fn auto_picks_from_the_environment_in_order() {
-        let client = SafeClient::new(NetPolicy::public_only()).unwrap();
+        let client = LazyClient::ready(SafeClient::new(NetPolicy::public_only()).unwrap());
         let pick = |vars: &'static [(&'static str, &'static str)]| {
             choose("a", &model("auto"), &env_of(vars), &client).describe()
         };
@@ -284,7 +337,7 @@ mod tests {
 
     #[test]
     fn missing_key_names_the_variable() {
-        let client = SafeClient::new(NetPolicy::public_only()).unwrap();
+        let client = LazyClient::ready(SafeClient::new(NetPolicy::public_only()).unwrap());
         let mut settings = model("openai");
         settings.api_key_env = Some("MY_OPENAI_KEY".into());
         let DriverChoice::Unavailable(message) = choose("a", &settings, &env_of(&[]), &client)

@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use portico_net::SafeClient;
+use portico_net::LazyClient;
 use portico_pipeline::{LocalTool, LocalTools};
 use portico_store::Store;
 
@@ -117,7 +117,7 @@ pub fn register(
     tools: &LocalTools,
     settings: &BuiltinSettings,
     store: Store,
-    web: SafeClient,
+    web: LazyClient,
 ) -> Result<(), BuiltinError> {
     for tool in builtin_tools(settings, store, web)? {
         tools.register(tool);
@@ -128,7 +128,7 @@ pub fn register(
 fn builtin_tools(
     settings: &BuiltinSettings,
     store: Store,
-    web: SafeClient,
+    web: LazyClient,
 ) -> Result<Vec<LocalTool>, BuiltinError> {
     let workspace = Arc::new(workspace::Workspace::open(&settings.workspace)?);
     let mut tools = vec![
@@ -193,8 +193,8 @@ mod tests {
     use super::*;
     use portico_net::NetPolicy;
 
-    fn web() -> SafeClient {
-        SafeClient::new(NetPolicy::public_only()).unwrap()
+    fn web() -> LazyClient {
+        LazyClient::ready(portico_net::SafeClient::new(NetPolicy::public_only()).unwrap())
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::time::Duration;
 use portico_agents::{Agent, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose};
 use portico_config::{Config, agent_tool_name};
 use portico_hub::Hub;
-use portico_net::{NetPolicy, SafeClient};
+use portico_net::{LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
     HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy, ToolPatterns,
     ToolSource,
@@ -40,8 +40,6 @@ pub enum EngineError {
     },
     #[error("[policy] sensitive_tools: {0}")]
     SensitivePattern(#[source] portico_pipeline::PatternError),
-    #[error("cannot build the HTTP client for {what}: {detail}")]
-    Http { what: &'static str, detail: String },
     #[error("built-in tools: {0}")]
     Builtins(#[from] portico_builtins::BuiltinError),
 }
@@ -131,14 +129,14 @@ impl Engine {
             } else {
                 NetPolicy::public_only()
             };
-            let web = http_client(web_policy, "web_fetch")?;
+            let web = http_client(web_policy);
             portico_builtins::register(&local, &settings, store.clone(), web)?;
         }
 
         // Model endpoints are the operator's own configuration, and local model servers (Ollama,
         // vLLM, llama.cpp) live on loopback or the LAN, so private addresses are allowed; cloud
         // metadata and link-local addresses stay blocked.
-        let models = http_client(NetPolicy::allow_private_network(), "model providers")?;
+        let models = http_client(NetPolicy::allow_private_network());
         let mut agents = Vec::new();
         for agent in config.agents.iter().filter(|a| a.enabled) {
             let patterns =
@@ -208,14 +206,14 @@ impl Engine {
     }
 }
 
-fn http_client(policy: NetPolicy, what: &'static str) -> Result<SafeClient, EngineError> {
-    SafeClient::builder()
-        .policy(policy)
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| EngineError::Http {
-            what,
-            detail: e.to_string(),
-        })
+/// An outbound client built on first use (building one loads TLS roots, which start-up should not
+/// wait for).
+fn http_client(policy: NetPolicy) -> LazyClient {
+    LazyClient::new(move || {
+        SafeClient::builder()
+            .policy(policy.clone())
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
+            .build()
+    })
 }

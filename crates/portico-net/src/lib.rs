@@ -26,11 +26,13 @@
 mod client;
 mod error;
 mod guard;
+mod lazy;
 mod policy;
 mod resolve;
 
 pub use client::{MAX_REDIRECTS, SafeClient, SafeClientBuilder, check_url};
 pub use error::{BlockedAddress, NetError, blocked_in_error_chain};
+pub use lazy::LazyClient;
 pub use policy::{
     BlockRule, NetPolicy, address_class, classify, embedded_ipv4, host_name_class,
     parse_ipv4_lenient,
