@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use portico_config::{Config, ExternalAgentConfig};
 use portico_core::JsonObject;
 use portico_core::backoff::Backoff;
-use portico_core::relay::{BoxFuture, methods};
+use portico_core::relay::BoxFuture;
 use portico_pipeline::{
-    ProgressEvent, ProgressSink, ToolContext, ToolEntry, ToolSource, Trust, error_result,
+    ProgressEvent, ProgressMessages, ProgressSink, ToolContext, ToolEntry, ToolSource, Trust,
+    error_result,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -342,39 +343,25 @@ async fn refresh_loop(agent: Weak<Remote>, stop: CancellationToken) {
 }
 
 /// Where a call's progress goes: the caller's sink, else (an MCP client that asked for progress)
-/// progress notifications.
-fn progress_sink(context: &ToolContext) -> Option<ProgressSink> {
+/// progress notifications, whose queue is returned to be flushed before the call answers.
+fn progress_sink(context: &ToolContext) -> (Option<ProgressSink>, Option<ProgressMessages>) {
     if let Some(sink) = &context.progress {
-        return Some(sink.clone());
+        return (Some(sink.clone()), None);
     }
-    let caller = context.relay.caller.clone()?;
-    if !context.relay.progress {
-        return None;
-    }
-    // A forwarding task keeps notifications in order; the sink itself must not block.
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
-    tokio::spawn(async move {
-        let mut count = 0u64;
-        while let Some(message) = receiver.recv().await {
-            count += 1;
-            let params = json!({"progress": count, "message": message});
-            caller
-                .notify(
-                    methods::PROGRESS,
-                    params.as_object().cloned().unwrap_or_default(),
-                )
-                .await;
-        }
-    });
-    Some(Arc::new(move |event: ProgressEvent| {
+    let Some(messages) = context.progress_messages() else {
+        return (None, None);
+    };
+    let queue = messages.clone();
+    let sink: ProgressSink = Arc::new(move |event: ProgressEvent| {
         if let ProgressEvent::Status {
             message: Some(message),
             ..
         } = event
         {
-            let _ = sender.send(message);
+            queue.send(message);
         }
-    }))
+    });
+    (Some(sink), Some(messages))
 }
 
 /// A remote agent's events as progress. Everything is reported as `working` status text: the
@@ -507,7 +494,7 @@ impl ToolSource for RemoteAgents {
                         .max(Duration::from_secs(1)),
                 ),
             };
-            let sink = progress_sink(context);
+            let (sink, forwarded) = progress_sink(context);
             let tool = remote.tool.clone();
             let report = move |event: A2aEvent| {
                 if let Some(sink) = &sink
@@ -516,7 +503,11 @@ impl ToolSource for RemoteAgents {
                     sink(progress);
                 }
             };
-            match client.send(&card, &request, &report).await {
+            let sent = client.send(&card, &request, &report).await;
+            if let Some(messages) = forwarded {
+                messages.flush().await;
+            }
+            match sent {
                 Ok(outcome) => Ok(result_of(&remote.tool, &outcome)),
                 Err(error) => Err(format!("{}: {error}", remote.label())),
             }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use portico_config::{AgentConfig, agent_tool_name};
 use portico_core::JsonObject;
-use portico_core::relay::{BoxFuture, methods};
+use portico_core::relay::BoxFuture;
 use portico_llm::{ChatMessage, ChatRequest, EventSink, StreamEvent, ToolCall, ToolSpec, Usage};
 use portico_pipeline::{
     Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust, TurnState,
@@ -595,14 +595,21 @@ impl ToolSource for AgentTools {
                 .unwrap_or_default();
             let conversation_id = arguments.get("conversation_id").and_then(Value::as_str);
             let mut context = context.clone();
-            if context.progress.is_none() {
-                context.progress = relay_progress(&context);
+            let mut forwarded = None;
+            if context.progress.is_none()
+                && let Some(messages) = context.progress_messages()
+            {
+                context.progress = Some(progress_as_messages(messages.clone()));
+                forwarded = Some(messages);
             }
             let reply = self
                 .runtime
                 .send(&entry.name, message, conversation_id, &context)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await;
+            if let Some(messages) = forwarded {
+                messages.flush().await;
+            }
+            let reply = reply.map_err(|e| e.to_string())?;
             let mut result = json!({
                 "content": [{"type": "text", "text": reply.reply}],
                 "structuredContent": reply,
@@ -615,29 +622,11 @@ impl ToolSource for AgentTools {
     }
 }
 
-/// When an MCP client asked for progress on an agent call, the agent's streamed text and tool calls
-/// become progress notifications with messages, in order (a forwarding task keeps them ordered; the
-/// sink itself must not block).
-fn relay_progress(context: &ToolContext) -> Option<portico_pipeline::ProgressSink> {
-    let caller = context.relay.caller.clone()?;
-    if !context.relay.progress {
-        return None;
-    }
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
-    tokio::spawn(async move {
-        let mut count = 0u64;
-        while let Some(message) = receiver.recv().await {
-            count += 1;
-            let params = json!({"progress": count, "message": message});
-            caller
-                .notify(
-                    methods::PROGRESS,
-                    params.as_object().cloned().unwrap_or_default(),
-                )
-                .await;
-        }
-    });
-    Some(Arc::new(move |event: ProgressEvent| {
+/// An agent's streamed text and tool calls as progress messages for an MCP client that asked.
+fn progress_as_messages(
+    messages: portico_pipeline::ProgressMessages,
+) -> portico_pipeline::ProgressSink {
+    Arc::new(move |event: ProgressEvent| {
         let message = match event {
             ProgressEvent::Text(text) => text,
             ProgressEvent::Status { state, message } => {
@@ -649,8 +638,8 @@ fn relay_progress(context: &ToolContext) -> Option<portico_pipeline::ProgressSin
             }
             ProgressEvent::Artifact { name, text, .. } => format!("[{name}] {text}"),
         };
-        let _ = sender.send(message);
-    }))
+        messages.send(message);
+    })
 }
 
 /// The agent-facing helpers: `agent_list` and `agent_send`. `agent_send` calls the target through the

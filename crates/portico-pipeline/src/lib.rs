@@ -22,8 +22,8 @@ mod source;
 
 pub use audit::{AuditSink, arguments_digest};
 pub use context::{
-    AgentScope, PatternError, Principal, ProgressEvent, ProgressSink, ToolContext, ToolPatterns,
-    TurnState,
+    AgentScope, PatternError, Principal, ProgressEvent, ProgressMessages, ProgressSink,
+    ToolContext, ToolPatterns, TurnState,
 };
 pub use hub_source::HubTools;
 pub use local::{LocalTool, LocalTools, ToolFailure, error_result};

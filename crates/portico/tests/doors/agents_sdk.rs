@@ -565,3 +565,52 @@ fn a_sampling_agent_asks_a_2026_client_through_input_rounds_over_http() {
     assert_sampling_agent(&home, &door, "auto");
     assert!(daemon.stop().success());
 }
+
+/// An MCP client that asks for progress hears the agent write its answer, in order, before the result.
+#[test]
+fn an_agent_call_streams_progress_to_an_mcp_client_that_asked() {
+    let home = agent_home("");
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    session.initialize("2025-11-25");
+    session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let (result, notes) = session.request(
+        2,
+        "tools/call",
+        json!({"name": "portico_agent_helper_bot", "arguments": {"message": "stream me"}, "_meta": {"progressToken": "p-1"}}),
+    );
+    let reply = result["result"]["structuredContent"]["reply"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{result}"))
+        .to_string();
+    let progress: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    assert!(progress.len() >= 2, "{notes:#?}");
+    for (i, note) in progress.iter().enumerate() {
+        assert_eq!(note["params"]["progressToken"], "p-1");
+        assert_eq!(
+            note["params"]["progress"].as_f64(),
+            Some((i + 1) as f64),
+            "in order: {notes:#?}"
+        );
+    }
+    let streamed: String = progress
+        .iter()
+        .map(|n| n["params"]["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, reply, "the streamed text is the answer");
+    // Without a progress token, no progress.
+    let (_, quiet) = session.request(
+        3,
+        "tools/call",
+        json!({"name": "portico_agent_helper_bot", "arguments": {"message": "quietly"}}),
+    );
+    assert!(
+        quiet
+            .iter()
+            .all(|n| n["method"] != "notifications/progress"),
+        "{quiet:#?}"
+    );
+    assert!(session.finish().success());
+}
