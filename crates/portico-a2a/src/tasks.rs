@@ -473,6 +473,9 @@ impl Tasks {
                 biased;
                 _ = run.live.cancel.cancelled() => {
                     abort.abort();
+                    // Wait for the run to be dropped, so nothing of it (a tool call, an audit
+                    // record) happens after the task says it is canceled.
+                    let _ = (&mut call).await;
                     break None;
                 }
                 Some(report) = reports.recv() => {

@@ -53,6 +53,8 @@ pub enum Outcome {
     InvalidOutput,
     Timeout,
     UnknownTool,
+    /// The caller went away before the call finished; its work was dropped.
+    Cancelled,
 }
 
 impl Outcome {
@@ -66,6 +68,7 @@ impl Outcome {
             Outcome::InvalidOutput => "invalid_output",
             Outcome::Timeout => "timeout",
             Outcome::UnknownTool => "unknown_tool",
+            Outcome::Cancelled => "cancelled",
         }
     }
 }
@@ -234,7 +237,18 @@ impl Pipeline {
             });
         };
 
+        // A call whose caller goes away (a cancelled A2A task, a client that hung up) is dropped
+        // mid-run; the guard still records that it was called and did not finish.
+        let mut unfinished = Unfinished {
+            pipeline: self,
+            context,
+            name,
+            digest: &digest,
+            started,
+            armed: true,
+        };
         let finished = self.run(&*source, &entry, arguments, context).await;
+        unfinished.armed = false;
         let (mut result, outcome, detail) = finished;
         // An agent's answer is untrusted when its own run read untrusted content.
         let flagged = result
@@ -409,6 +423,31 @@ impl Pipeline {
                 detail: detail.map(|d| d.chars().take(500).collect()),
                 duration_ms: duration.as_millis() as u64,
             });
+        }
+    }
+}
+
+/// Records a call that was dropped before it finished.
+struct Unfinished<'a> {
+    pipeline: &'a Pipeline,
+    context: &'a ToolContext,
+    name: &'a str,
+    digest: &'a str,
+    started: Instant,
+    armed: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.pipeline.audit(
+                self.context,
+                self.name,
+                self.digest,
+                Outcome::Cancelled,
+                Some("the caller went away before the call finished".into()),
+                self.started.elapsed(),
+            );
         }
     }
 }

@@ -239,6 +239,23 @@ async fn slow_tools_time_out_and_are_cancelled() {
         "the tool's work was dropped, not left running"
     );
     assert_eq!(audit.0.lock().unwrap()[0].outcome, "timeout");
+
+    // A caller that goes away mid-call: the work is dropped and the audit log says so.
+    let call = tokio::spawn({
+        let pipeline = pipeline.clone();
+        async move {
+            pipeline
+                .call("slow", None, &ToolContext::client("gone"))
+                .await
+        }
+    });
+    tokio::task::yield_now().await;
+    call.abort();
+    let _ = call.await;
+    let records = audit.0.lock().unwrap().clone();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[1].outcome, "cancelled");
+    assert_eq!(records[1].caller, "client:gone");
 }
 
 #[tokio::test]

@@ -376,11 +376,10 @@ async fn cancel_stops_the_agent_and_finished_tasks_cannot_be_canceled() {
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        audit["records"].as_array().unwrap().len(),
-        0,
-        "a cancelled call never completes: {audit:#}"
-    );
+    let records = audit["records"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{audit:#}");
+    assert_eq!(records[0]["outcome"], "cancelled", "{audit:#}");
+    assert_eq!(records[0]["caller"], "client:a2a");
     let got = rpc(&base, "GetTask", json!({"id": id}), Some("1.0"), None).await;
     assert_eq!(got["result"]["status"]["state"], "TASK_STATE_CANCELED");
 }
