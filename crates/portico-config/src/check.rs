@@ -267,17 +267,12 @@ impl Checker<'_> {
         };
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
-                "tool_search" => {
-                    if let Some(mode) = self.expect_string(value, "[expose] tool_search")
-                        && !matches!(mode, "auto" | "on" | "off")
-                    {
-                        self.report(
-                            value.span(),
-                            format!("[expose] tool_search `{mode}` is not a mode"),
-                            Some("use \"auto\" (above tool_search_threshold tools), \"on\" or \"off\"".into()),
-                        );
-                    }
-                }
+                "tool_search" => self.one_of(
+                    value,
+                    "[expose] tool_search",
+                    &["auto", "on", "off"],
+                    "use \"auto\" (above tool_search_threshold tools), \"on\" or \"off\"",
+                ),
                 "tool_search_threshold" => self.positive_integer(
                     value,
                     "[expose] tool_search_threshold",
@@ -288,6 +283,19 @@ impl Checker<'_> {
                 }
                 _ => self.unknown_key(key, "[expose]", KNOWN),
             }
+        }
+    }
+
+    /// A string that must be one of `allowed` (a mode).
+    fn one_of(&mut self, value: &Spanned<DeValue<'_>>, what: &str, allowed: &[&str], hint: &str) {
+        if let Some(mode) = self.expect_string(value, what)
+            && !allowed.contains(&mode)
+        {
+            self.report(
+                value.span(),
+                format!("{what} `{mode}` is not a mode"),
+                Some(hint.into()),
+            );
         }
     }
 
@@ -533,17 +541,12 @@ impl Checker<'_> {
         }
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
-                "taint" => {
-                    if let Some(mode) = self.expect_string(value, "[policy] taint")
-                        && !matches!(mode, "refuse" | "approval" | "off")
-                    {
-                        self.report(
-                            value.span(),
-                            format!("[policy] taint `{mode}` is not a mode"),
-                            Some("use \"refuse\" (the default), \"approval\" or \"off\"".into()),
-                        );
-                    }
-                }
+                "taint" => self.one_of(
+                    value,
+                    "[policy] taint",
+                    &["refuse", "approval", "off"],
+                    "use \"refuse\" (the default), \"approval\" or \"off\"",
+                ),
                 "tool_timeout_secs" => self.positive_integer(
                     value,
                     "[policy] tool_timeout_secs",
