@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use portico_engine::Engine;
 use portico_pipeline::{ProgressEvent, ToolContext, model_text};
@@ -39,35 +38,6 @@ struct Inner {
     limits: TaskLimits,
     pusher: Option<crate::push::Pusher>,
     live: Mutex<HashMap<String, Arc<Live>>>,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
-}
-
-fn timestamp() -> String {
-    // RFC 3339 in UTC with milliseconds, without a date crate: days from the epoch to a civil date.
-    let ms = now_ms();
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
-    format!(
-        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:03}Z",
-        ms.rem_euclid(1000)
-    )
 }
 
 fn random_id() -> String {
@@ -171,7 +141,7 @@ impl Tasks {
                 let status = json!({
                     "state": "TASK_STATE_FAILED",
                     "message": agent_message(&task.id, &task.context_id, "Portico restarted while this task was running; send the message again"),
-                    "timestamp": timestamp(),
+                    "timestamp": portico_core::time::now_rfc3339(),
                 });
                 store.update_task_status(&task.id, "TASK_STATE_FAILED", &status)?;
                 failed += 1;
@@ -322,14 +292,14 @@ impl Tasks {
                                 .map(str::to_string)
                         })
                 };
-                let now = now_ms();
+                let now = portico_core::time::now_ms();
                 let record = TaskRecord {
                     id: task_id.clone(),
                     context_id: context_id.clone(),
                     owner: owner.to_string(),
                     agent: agent.to_string(),
                     state: "TASK_STATE_SUBMITTED".into(),
-                    status: json!({"state": "TASK_STATE_SUBMITTED", "timestamp": timestamp()}),
+                    status: json!({"state": "TASK_STATE_SUBMITTED", "timestamp": portico_core::time::now_rfc3339()}),
                     history: vec![message.clone()],
                     artifacts: Vec::new(),
                     metadata: json!({"portico": {"conversation_id": conversation}}),
@@ -402,7 +372,7 @@ impl Tasks {
 
     /// Records a status change, tells listeners, and wakes waiters.
     async fn set_status(&self, run: &Run, state: &str, message: Option<Value>) {
-        let mut status = json!({"state": state, "timestamp": timestamp()});
+        let mut status = json!({"state": state, "timestamp": portico_core::time::now_rfc3339()});
         if let Some(message) = &message {
             status["message"] = message.clone();
         }
@@ -705,7 +675,7 @@ mod tests {
         let id = random_id();
         assert_eq!(id.len(), 36);
         assert_eq!(&id[14..15], "4");
-        let ts = timestamp();
+        let ts = portico_core::time::now_rfc3339();
         assert_eq!(ts.len(), 24, "{ts}");
         assert!(ts.ends_with('Z') && ts.starts_with("20"), "{ts}");
     }

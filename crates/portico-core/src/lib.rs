@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod health;
 pub mod naming;
 pub mod relay;
+pub mod time;
 
 pub use catalog::{
     Catalog, CatalogPrompt, CatalogResource, CatalogResourceTemplate, CatalogTool, NameCollision,

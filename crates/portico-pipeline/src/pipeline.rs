@@ -1,7 +1,7 @@
 //! [`Pipeline::call`]: the one function every tool call passes.
 
 use std::sync::{Arc, RwLock, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use portico_core::JsonObject;
 use portico_store::AuditRecord;
@@ -415,7 +415,7 @@ impl Pipeline {
             .clone();
         if let Some(sink) = sink {
             sink.record(AuditRecord {
-                at_ms: now_ms(),
+                at_ms: portico_core::time::now_ms(),
                 caller: context.principal.label(),
                 tool: tool.to_string(),
                 arguments_digest: digest.to_string(),
@@ -450,13 +450,6 @@ impl Drop for Unfinished<'_> {
             );
         }
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
 }
 
 fn first_text(result: &JsonObject) -> Option<String> {
