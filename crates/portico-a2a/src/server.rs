@@ -20,7 +20,6 @@ use portico_engine::Engine;
 use portico_pipeline::Principal;
 use portico_store::{TaskLimits, TaskQuery};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
 use crate::card;
@@ -139,16 +138,7 @@ pub fn routes(engine: Engine, options: A2aOptions) -> Router {
 /// credential presented (hashed), or `anonymous` on a door without one.
 pub(crate) fn owner(headers: &HeaderMap) -> String {
     match headers.get(header::AUTHORIZATION) {
-        Some(value) => {
-            let hash = Sha256::digest(value.as_bytes());
-            format!(
-                "key:{}",
-                hash.iter()
-                    .take(8)
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<String>()
-            )
-        }
+        Some(value) => portico_pipeline::credential_identity(value.as_bytes()),
         None => "anonymous".into(),
     }
 }

@@ -18,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 /// The limiter and how to price requests.
 pub struct Limits {
@@ -52,14 +51,7 @@ impl Limits {
 
 fn client(request: &Request) -> String {
     if let Some(value) = request.headers().get(header::AUTHORIZATION) {
-        let hash = Sha256::digest(value.as_bytes());
-        return format!(
-            "key:{}",
-            hash.iter()
-                .take(8)
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        );
+        return portico_pipeline::credential_identity(value.as_bytes());
     }
     match request.extensions().get::<ConnectInfo<SocketAddr>>() {
         Some(ConnectInfo(address)) => format!("ip:{}", address.ip()),

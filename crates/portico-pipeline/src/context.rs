@@ -59,6 +59,16 @@ impl Principal {
     }
 }
 
+/// The identity a credential (an `Authorization` header's value) stands for: a short hash, so the
+/// secret itself is never kept, logged or compared. Rate limits and A2A task ownership both key on it,
+/// so one client is one identity everywhere.
+pub fn credential_identity(credential: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(credential);
+    let hex: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("key:{hex}")
+}
+
 /// Glob patterns over catalog names (`mcp_github_*`, `file_read`, `portico_agent_*`). `*` matches any
 /// run of characters, `?` one, `[abc]` a class; names contain no path separators, so `*` is unrestricted.
 #[derive(Debug, Clone)]
