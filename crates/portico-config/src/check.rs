@@ -286,6 +286,30 @@ impl Checker<'_> {
         }
     }
 
+    /// Records `name` under `key` (its normalised form), or reports that an earlier name already
+    /// took that key: "{what} `name` clashes with `first` (line N): {clash}".
+    fn distinct(
+        &mut self,
+        seen: &mut HashMap<String, (String, Range<usize>)>,
+        key: String,
+        name: &str,
+        span: Range<usize>,
+        what: &str,
+        clash: &str,
+    ) {
+        match seen.get(&key) {
+            Some((first, first_span)) => {
+                let (line, _) = line_column(self.text, first_span.start);
+                let message =
+                    format!("{what} `{name}` clashes with `{first}` (line {line}): {clash}");
+                self.report(span, message, Some("give each a distinct name".into()));
+            }
+            None => {
+                seen.insert(key, (name.to_string(), span));
+            }
+        }
+    }
+
     /// A string that must be one of `allowed` (a mode).
     fn one_of(&mut self, value: &Spanned<DeValue<'_>>, what: &str, allowed: &[&str], hint: &str) {
         if let Some(mode) = self.expect_string(value, what)
@@ -466,15 +490,9 @@ impl Checker<'_> {
                             format!("agent name `{name}` must be letters, digits, `-` and `_`"),
                             Some("agents become the MCP tool portico_agent_{name}, e.g. name = \"code-reviewer\"".into()),
                         );
-                    } else if let Some((first, first_span)) = seen.get(&tool_name) {
-                        let (line, _) = line_column(self.text, first_span.start);
-                        self.report(
-                            value.span(),
-                            format!("agent name `{name}` clashes with `{first}` (line {line}): both become the tool `{tool_name}`"),
-                            Some("give each agent a distinct name".into()),
-                        );
                     } else {
-                        seen.insert(tool_name, (name.to_string(), value.span()));
+                        let clash = format!("both become the tool `{tool_name}`");
+                        self.distinct(seen, tool_name, name, value.span(), "agent name", &clash);
                     }
                 }
                 "tools" => {
@@ -602,16 +620,15 @@ impl Checker<'_> {
                                         continue;
                                     };
                                     let tool = normalize_segment(name);
-                                    if let Some((first, first_span)) = seen.get(&tool) {
-                                        let (line, _) = line_column(self.text, first_span.start);
-                                        self.report(
-                                            value.span(),
-                                            format!("external agent `{name}` clashes with `{first}` (line {line}): both become the tool `a2a_{tool}`"),
-                                            Some("give each external agent a distinct name".into()),
-                                        );
-                                    } else {
-                                        seen.insert(tool, (name.to_string(), value.span()));
-                                    }
+                                    let clash = format!("both become the tool `a2a_{tool}`");
+                                    self.distinct(
+                                        &mut seen,
+                                        tool,
+                                        name,
+                                        value.span(),
+                                        "external agent",
+                                        &clash,
+                                    );
                                 }
                                 "url" => {
                                     has_url = true;
@@ -685,15 +702,9 @@ impl Checker<'_> {
                             "mcp_servers.name is empty",
                             Some("give every server a short name such as \"github\"".into()),
                         );
-                    } else if let Some((first, first_span)) = seen.get(&normalized) {
-                        let (line, _) = line_column(self.text, first_span.start);
-                        self.report(
-                            value.span(),
-                            format!("server name `{name}` clashes with `{first}` (line {line}): both become `{normalized}` in tool names"),
-                            Some("give each server a distinct name".into()),
-                        );
                     } else {
-                        seen.insert(normalized, (name.to_string(), value.span()));
+                        let clash = format!("both become `{normalized}` in tool names");
+                        self.distinct(seen, normalized, name, value.span(), "server name", &clash);
                     }
                 }
                 "timeout_secs" => {
