@@ -27,8 +27,6 @@ pub enum A2aError {
     PushNotSupported,
     #[error("{0}")]
     Unsupported(String),
-    #[error("content type `{0}` is not supported; send text")]
-    ContentType(String),
     #[error("the extended agent card is not configured")]
     ExtendedCardNotConfigured,
     #[error("A2A version `{0}` is not supported; this server speaks 1.0 and 0.3")]
@@ -50,7 +48,6 @@ impl A2aError {
             A2aError::TaskNotCancelable { .. } => -32002,
             A2aError::PushNotSupported => -32003,
             A2aError::Unsupported(_) => -32004,
-            A2aError::ContentType(_) => -32005,
             A2aError::ExtendedCardNotConfigured => -32007,
             A2aError::VersionNotSupported(_) => -32009,
         }
@@ -69,7 +66,6 @@ impl A2aError {
             A2aError::TaskNotCancelable { .. } => "TASK_NOT_CANCELABLE",
             A2aError::PushNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             A2aError::Unsupported(_) => "UNSUPPORTED_OPERATION",
-            A2aError::ContentType(_) => "CONTENT_TYPE_NOT_SUPPORTED",
             A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
         }
@@ -85,7 +81,6 @@ impl A2aError {
             | A2aError::VersionNotSupported(_) => 400,
             A2aError::MethodNotFound(_) | A2aError::TaskNotFound(_) => 404,
             A2aError::TaskNotCancelable { .. } => 409,
-            A2aError::ContentType(_) => 415,
             A2aError::ExtendedCardNotConfigured => 400,
             A2aError::Busy(_) => 503,
             A2aError::Internal(_) => 500,
@@ -97,7 +92,6 @@ impl A2aError {
             400 => "INVALID_ARGUMENT",
             404 => "NOT_FOUND",
             409 => "FAILED_PRECONDITION",
-            415 => "INVALID_ARGUMENT",
             503 => "UNAVAILABLE",
             _ => "INTERNAL",
         }

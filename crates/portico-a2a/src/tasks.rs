@@ -566,10 +566,6 @@ impl Tasks {
         }
     }
 
-    pub fn pusher(&self) -> Option<&crate::push::Pusher> {
-        self.inner.pusher.as_ref()
-    }
-
     /// Registers a push notification config (already normalised) for a task the caller owns.
     pub async fn put_push_config(
         &self,
