@@ -61,6 +61,10 @@ pub async fn serve(listener: TcpListener, shutdown: CancellationToken) -> std::i
         config,
     );
     let app = axum::Router::new().route_service(MCP_PATH, service);
+    // TCP_NODELAY as any real server should set it: without it kept-alive clients wait ~40 ms per answer.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+        let _ = stream.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await

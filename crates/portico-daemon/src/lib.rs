@@ -14,6 +14,7 @@ mod api;
 mod in_flight;
 mod info;
 mod legacy_sse;
+mod listener;
 mod rate_limit;
 mod security;
 
@@ -214,6 +215,20 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<(), DaemonError> {
+    let server = PorticoServer::new(Backend::Local(engine.clone()), door.server.clone());
+    serve_with_server(engine, config, door, server, info_file, shutdown, on_bound).await
+}
+
+/// [`serve`] with a server the caller built, for embedders that register host tools on it.
+pub async fn serve_with_server(
+    engine: Engine,
+    config: &Config,
+    door: DoorConfig,
+    server: PorticoServer,
+    info_file: InfoFile,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_bound: impl FnOnce(SocketAddr),
+) -> Result<(), DaemonError> {
     let listener = tokio::net::TcpListener::bind(door.listen)
         .await
         .map_err(|source| DaemonError::Bind {
@@ -235,12 +250,12 @@ pub async fn serve(
     }
     let streams = CancellationToken::new();
     let in_flight = InFlight::default();
-    let router = app(engine, config, &door, streams.clone()).layer(
+    let router = app_with_server(engine, config, &door, server, streams.clone()).layer(
         axum::middleware::from_fn_with_state(in_flight.clone(), in_flight::count_posts),
     );
     let result = axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
+        listener::DoorListener::new(listener),
+        router.into_make_service_with_connect_info::<listener::PeerAddr>(),
     )
     .with_graceful_shutdown(async move {
         shutdown.await;
