@@ -18,12 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use portico_mcp_server::{Backend, HostTool, PorticoServer, ServerOptions};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-};
-use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -32,45 +28,9 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// The upstream: an rmcp stdio server with one `echo` tool. The same binary, started with
+/// The upstream: the benchmark suite's bare rmcp echo server, this binary started with
 /// BENCH_ROLE=upstream, so the benchmark needs nothing installed.
-#[derive(Clone)]
-struct EchoServer;
-
-impl ServerHandler for EchoServer {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let tool: Tool = serde_json::from_value(serde_json::json!({
-            "name": "echo",
-            "description": "Echoes its message",
-            "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}
-        }))
-        .unwrap();
-        Ok(ListToolsResult::with_all_items(vec![tool]))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let message = request
-            .arguments
-            .and_then(|a| {
-                a.get("message")
-                    .and_then(|m| m.as_str().map(str::to_string))
-            })
-            .unwrap_or_default();
-        Ok(CallToolResult::success(vec![ContentBlock::text(message)]).into())
-    }
-}
+use portico_bench::EchoServer;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct EchoIn {
