@@ -19,6 +19,8 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde_json::{Value, json};
 
+use crate::listener::PeerAddr;
+
 /// The limiter and how to price requests.
 pub struct Limits {
     limiter: DefaultKeyedRateLimiter<String>,
@@ -53,14 +55,34 @@ fn client(request: &Request) -> String {
     if let Some(value) = request.headers().get(header::AUTHORIZATION) {
         return portico_pipeline::credential_identity(value.as_bytes());
     }
-    match request.extensions().get::<ConnectInfo<SocketAddr>>() {
-        Some(ConnectInfo(address)) => format!("ip:{}", address.ip()),
+    let extensions = request.extensions();
+    let address = match extensions.get::<ConnectInfo<PeerAddr>>() {
+        Some(ConnectInfo(PeerAddr(address))) => Some(address),
+        // An embedder serving `app()` with axum's own TcpListener.
+        None => extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(address)| address),
+    };
+    match address {
+        Some(address) => format!("ip:{}", address.ip()),
         None => "anonymous".into(),
     }
 }
 
+/// Method names whose requests run an agent.
+const AGENT_METHODS: [&str; 5] = [
+    "SendMessage",
+    "SendStreamingMessage",
+    "message/send",
+    "message/stream",
+    "tasks/send",
+];
+
 /// Whether a JSON-RPC body (or batch) runs an agent.
 fn body_runs_agent(body: &[u8]) -> bool {
+    if cannot_run_agent(body) {
+        return false;
+    }
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return false;
     };
@@ -69,22 +91,26 @@ fn body_runs_agent(body: &[u8]) -> bool {
             .get("method")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        matches!(
-            method,
-            "SendMessage"
-                | "SendStreamingMessage"
-                | "message/send"
-                | "message/stream"
-                | "tasks/send"
-        ) || (method == "tools/call"
-            && message["params"]["name"]
-                .as_str()
-                .is_some_and(|name| name.starts_with("portico_agent_")))
+        AGENT_METHODS.contains(&method)
+            || (method == "tools/call"
+                && message["params"]["name"]
+                    .as_str()
+                    .is_some_and(|name| name.starts_with("portico_agent_")))
     };
     match &value {
         Value::Array(items) => items.iter().any(runs),
         single => runs(single),
     }
+}
+
+/// A body that names no agent method and no agent tool cannot run one, whatever its structure, so it
+/// need not be parsed: the common case (a plain tool call) is priced by a byte scan. A `\u` escape
+/// could spell a name without its bytes appearing, so such a body is always parsed.
+fn cannot_run_agent(body: &[u8]) -> bool {
+    let contains = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    !contains(b"\\u")
+        && !contains(b"portico_agent_")
+        && !AGENT_METHODS.iter().any(|m| contains(m.as_bytes()))
 }
 
 pub async fn check(State(limits): State<Arc<Limits>>, request: Request, next: Next) -> Response {
@@ -177,5 +203,16 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#
         ));
         assert!(!body_runs_agent(b"not json"));
+        // Escapes cannot hide an agent from the price.
+        assert!(body_runs_agent(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"portico\u005fagent_x"}}"#
+        ));
+        assert!(body_runs_agent(
+            br#"{"jsonrpc":"2.0","id":1,"method":"Send\u004dessage","params":{}}"#
+        ));
+        assert!(cannot_run_agent(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp_a_b"}}"#
+        ));
+        assert!(!cannot_run_agent(br#"{"name":"portico_agent_x"}"#));
     }
 }
