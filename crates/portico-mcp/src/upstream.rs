@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::ordering::ProgressInOrder;
+use crate::stdio::StopGrace;
 use crate::{legacy_sse, stdio};
 use portico_core::relay::{CallContext, methods};
 
@@ -124,14 +125,16 @@ const MAX_INPUT_ROUNDS: usize = 10;
 const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
 impl Upstream {
-    /// Connects and completes the handshake within the server's `timeout_secs`.
+    /// Connects and completes the handshake within the server's `timeout_secs`. A stdio child is
+    /// stopped with `grace` when the session ends.
     pub async fn connect(
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
+        grace: StopGrace,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let timeout = config.timeout();
         let server = config.name.clone();
-        match tokio::time::timeout(timeout, Self::connect_inner(config, events)).await {
+        match tokio::time::timeout(timeout, Self::connect_inner(config, events, grace)).await {
             Ok(result) => result,
             Err(_) => Err(UpstreamError::HandshakeTimeout {
                 server,
@@ -143,6 +146,7 @@ impl Upstream {
     async fn connect_inner(
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
+        grace: StopGrace,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let server = config.name.as_str();
         let active = Arc::new(ActiveCalls::default());
@@ -155,13 +159,16 @@ impl Upstream {
         let lifecycle = lifecycle_for(config);
         match &config.transport {
             Transport::Stdio { command, args, cwd } => {
-                let (child, pid) = stdio::spawn(&stdio::StdioSpec {
-                    server,
-                    command,
-                    args,
-                    cwd: cwd.as_deref(),
-                    env: &config.env,
-                })?;
+                let (child, pid) = stdio::spawn(
+                    &stdio::StdioSpec {
+                        server,
+                        command,
+                        args,
+                        cwd: cwd.as_deref(),
+                        env: &config.env,
+                    },
+                    grace,
+                )?;
                 let service = handler()
                     .serve_with_lifecycle(ProgressInOrder::new(child, server, &active), lifecycle)
                     .await
@@ -412,7 +419,8 @@ impl Upstream {
     }
 
     /// Ends the session: closes the transport and, for stdio, stops the child (stdin closed, then
-    /// SIGTERM, then SIGKILL). Await the matching [`UpstreamExit`] to know it is done.
+    /// SIGTERM, then SIGKILL, with the [`StopGrace`] it was connected with). Await the matching
+    /// [`UpstreamExit`] to know it is done.
     pub fn shutdown(&self) {
         self.stop.cancel();
     }
