@@ -20,6 +20,6 @@ mod runtime;
 
 pub use drivers::{DriverChoice, choose};
 pub use runtime::{
-    Agent, AgentError, AgentInfo, AgentReply, AgentRuntime, AgentTools, RuntimeSettings,
-    UNTRUSTED_META, UsageCounts, agent_tools,
+    AGENT_SEND, Agent, AgentError, AgentInfo, AgentReply, AgentRuntime, AgentTools,
+    RuntimeSettings, UNTRUSTED_META, UsageCounts, agent_tools,
 };

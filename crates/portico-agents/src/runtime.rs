@@ -168,6 +168,12 @@ impl AgentRuntime {
         self.agents.values().map(|a| a.info()).collect()
     }
 
+    /// Whether calling the tool `name` runs an agent: a `portico_agent_*` tool, or `agent_send`.
+    pub fn runs_an_agent(&self, name: &str) -> bool {
+        (name == AGENT_SEND && !self.agents.is_empty())
+            || self.agents.values().any(|a| a.tool_name == name)
+    }
+
     fn unknown(&self, name: &str) -> AgentError {
         AgentError::UnknownAgent {
             name: name.to_string(),
@@ -642,6 +648,9 @@ fn progress_as_messages(
     })
 }
 
+/// The local tool through which one agent sends a message to another.
+pub const AGENT_SEND: &str = "agent_send";
+
 /// The agent-facing helpers: `agent_list` and `agent_send`. `agent_send` calls the target through the
 /// pipeline as its `portico_agent_*` tool, so the calling agent's patterns still decide whether it may.
 pub fn agent_tools(runtime: &Arc<AgentRuntime>) -> Vec<portico_pipeline::LocalTool> {
@@ -683,7 +692,7 @@ pub fn agent_tools(runtime: &Arc<AgentRuntime>) -> Vec<portico_pipeline::LocalTo
     );
     let send_runtime = Arc::downgrade(runtime);
     let send = portico_pipeline::LocalTool::typed_with_context(
-        "agent_send",
+        AGENT_SEND,
         "Send a message to another agent and get its answer.",
         move |input: SendInput, context: ToolContext| {
             let runtime = send_runtime.upgrade();

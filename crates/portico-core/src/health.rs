@@ -8,6 +8,9 @@ use serde::Serialize;
 pub enum ServerState {
     /// Configured with `enabled = false`.
     Disabled,
+    /// Not connected, because this Portico has not needed it: one-shot commands connect only the
+    /// servers they use.
+    Idle,
     /// First connection attempt in progress.
     Connecting,
     /// Handshake done and catalog listed.
@@ -23,6 +26,7 @@ impl std::fmt::Display for ServerState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             ServerState::Disabled => "disabled",
+            ServerState::Idle => "idle",
             ServerState::Connecting => "connecting",
             ServerState::Ready => "ready",
             ServerState::Restarting => "restarting",

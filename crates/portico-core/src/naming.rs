@@ -126,6 +126,29 @@ pub fn extract_mcp_server<'a>(
     found
 }
 
+/// Whether `name` can be the exposed name of a tool or prompt of the prefixed server `server`: it
+/// starts with the server's `mcp_{server}_`, or it is a shortened or disambiguated name
+/// (`{cut}_{hash}`, see [`format_mcp_tool_name`]) whose cut is consistent with that prefix. Never
+/// false for a name the server's items can get, so it can decide which servers a call might need;
+/// it may be true for a name that in fact belongs elsewhere (the catalog's exact map routes calls).
+pub fn may_be_named_for(name: &str, server: &str) -> bool {
+    let prefix = format!("{MCP_PREFIX}{}_", normalize_segment(server));
+    if name.starts_with(&prefix) {
+        return true;
+    }
+    let Some((cut, hash)) = name.rsplit_once('_') else {
+        return false;
+    };
+    // A cut keeps at least this much of the full name (with the longest hash the catalog uses), and
+    // the full name with its trailing `_` trimmed begins with the trimmed prefix.
+    let shortest_cut = MAX_TOOL_NAME_LEN - 1 - MAX_TOOL_NAME_LEN / 2;
+    let trimmed = prefix.trim_end_matches('_');
+    (HASH_LEN..=MAX_TOOL_NAME_LEN / 2).contains(&hash.len())
+        && hash.bytes().all(|b| b.is_ascii_hexdigit())
+        && cut.len() >= trimmed.len().min(shortest_cut)
+        && prefix.starts_with(cut)
+}
+
 /// True when `name` is a valid MCP tool name as Portico exposes them: 1 to [`MAX_TOOL_NAME_LEN`]
 /// characters from `[A-Za-z0-9_.-]`.
 pub fn is_valid_tool_name(name: &str) -> bool {
@@ -234,6 +257,48 @@ mod tests {
         assert_eq!(extract_mcp_server("mcp_other_do", servers), None);
         // Ambiguous: both `a` and `a_b` could own it.
         assert_eq!(extract_mcp_server("mcp_a_b_x", ["a", "a_b"]), None);
+    }
+
+    #[test]
+    fn a_name_may_be_named_for_the_servers_whose_prefix_it_can_carry() {
+        let servers = [
+            "a",
+            "a_b",
+            "ab",
+            "github",
+            "My-Server",
+            "trailing_",
+            "s".repeat(40).leak() as &str,
+            "t".repeat(70).leak() as &str,
+        ];
+        let tools = [
+            "x".to_string(),
+            "-".to_string(),
+            String::new(),
+            "create_issue".to_string(),
+            "y".repeat(80),
+        ];
+        for server in servers {
+            for tool in &tools {
+                let name = format_mcp_tool_name(server, tool);
+                assert!(may_be_named_for(&name, server), "{name} from {server}");
+                // The names a collision gives, with every hash length the catalog tries.
+                for hash_len in (HASH_LEN..=MAX_TOOL_NAME_LEN / 2).step_by(4) {
+                    let name = with_hash_suffix(&name, server, tool, hash_len);
+                    assert!(may_be_named_for(&name, server), "{name} from {server}");
+                }
+            }
+        }
+        assert!(may_be_named_for("mcp_a_x", "a"));
+        assert!(!may_be_named_for("mcp_a_x", "b"));
+        assert!(!may_be_named_for("mcp_a_x", "ab"));
+        assert!(!may_be_named_for("mcp_ab_x", "a"));
+        // Lossy normalisation: `a` + `b_x` and `a_b` + `x` are both `mcp_a_b_x`.
+        assert!(may_be_named_for("mcp_a_b_x", "a") && may_be_named_for("mcp_a_b_x", "a_b"));
+        assert!(may_be_named_for("mcp_my_server_do", "My-Server"));
+        assert!(!may_be_named_for("system_time", "a"));
+        assert!(!may_be_named_for("portico_agent_helper", "a"));
+        assert!(!may_be_named_for("mcp_other_0123abcd", "a"));
     }
 
     #[test]

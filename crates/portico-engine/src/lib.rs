@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use portico_agents::{Agent, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose};
 use portico_config::{Config, agent_tool_name};
-use portico_hub::Hub;
+use portico_hub::{Hub, HubSettings, StopGrace};
 use portico_net::{LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
     HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy, ToolPatterns,
@@ -66,6 +66,12 @@ pub struct EngineOptions {
     /// (`portico_a2a::remote_agents_source`): a hook, because that crate depends on this one. Used only
     /// when `[[a2a.external_agents]]` are configured.
     pub remote_agents: Option<SourceFactory>,
+    /// Whether every server connects at start (the daemon, `portico mcp`, `portico chat`), or none
+    /// until asked with [`Hub::connect`]: one-shot commands connect only what they need (see
+    /// [`Engine::servers_for_call`]).
+    pub connect_at_start: bool,
+    /// How stdio children are stopped at shutdown.
+    pub child_stop: StopGrace,
 }
 
 /// Reads one environment variable.
@@ -83,7 +89,17 @@ impl EngineOptions {
             data_dir: data_dir.to_path_buf(),
             env: Box::new(|name| std::env::var(name).ok()),
             remote_agents: None,
+            connect_at_start: true,
+            child_stop: StopGrace::PATIENT,
         }
+    }
+
+    /// For a command that answers once and exits: no server connects until asked, and stdio children
+    /// are stopped without a long grace once the answer is out.
+    pub fn one_shot(mut self) -> Self {
+        self.connect_at_start = false;
+        self.child_stop = StopGrace::BRIEF;
+        self
     }
 
     /// Serves `[[a2a.external_agents]]` as `a2a_*` tools through `factory`.
@@ -99,7 +115,15 @@ impl Engine {
     pub fn start(config: &Config, options: EngineOptions) -> Result<Engine, EngineError> {
         let store = Store::open(&options.data_dir.join(STORE_FILE))?;
         let audit = store.audit_writer();
-        let hub = Hub::start(config);
+        let hub_settings = HubSettings {
+            child_stop: options.child_stop,
+            ..HubSettings::default()
+        };
+        let hub = if options.connect_at_start {
+            Hub::start_with(config, hub_settings)
+        } else {
+            Hub::idle(config, hub_settings)
+        };
         let policy = &config.policy;
         let pipeline = Pipeline::new(PipelineSettings {
             tool_timeout: Duration::from_secs(policy.tool_timeout_secs),
@@ -187,6 +211,19 @@ impl Engine {
             local,
             audit,
         })
+    }
+
+    /// The upstream servers a call of `name` needs connected: every server for an agent (its model
+    /// may call any tool its patterns allow), none for another local tool or a remote agent, else the
+    /// servers that may serve the name ([`Hub::servers_for_tool`]).
+    pub fn servers_for_call(&self, name: &str) -> Vec<String> {
+        if self.agents.runs_an_agent(name) {
+            return self.hub.server_names();
+        }
+        match self.pipeline.source_kind(name) {
+            Some(kind) if kind != HubTools::KIND => Vec::new(),
+            _ => self.hub.servers_for_tool(name),
+        }
     }
 
     /// Stops the upstreams and makes sure every audit record is written.

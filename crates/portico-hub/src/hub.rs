@@ -5,7 +5,7 @@ use portico_config::{Config, McpServerConfig};
 use portico_core::backoff::Backoff;
 use portico_core::relay::CallContext;
 use portico_core::{Catalog, JsonObject, ServerCatalog, ServerState, ServerStatus};
-use portico_mcp::{Upstream, UpstreamError, UpstreamEvent};
+use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -50,6 +50,16 @@ struct Slot {
     state: Mutex<SlotState>,
 }
 
+/// How a hub runs its upstreams.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HubSettings {
+    /// Restart delays after a failure.
+    pub backoff: Backoff,
+    /// How stdio children are stopped when their session ends: patient in the daemon, brief in
+    /// one-shot commands.
+    pub child_stop: StopGrace,
+}
+
 struct Shared {
     slots: Vec<Slot>,
     catalog: RwLock<Arc<Catalog>>,
@@ -57,6 +67,7 @@ struct Shared {
     changes: watch::Sender<u64>,
     shutdown: CancellationToken,
     backoff: Backoff,
+    child_stop: StopGrace,
     /// Exposed URIs of subscribed resources that changed upstream.
     resource_updates: broadcast::Sender<String>,
 }
@@ -71,10 +82,29 @@ pub struct Hub {
 impl Hub {
     /// Starts a supervisor for every enabled server, concurrently, and returns at once.
     pub fn start(config: &Config) -> Hub {
-        Self::start_with_backoff(config, Backoff::default())
+        Self::start_with(config, HubSettings::default())
     }
 
     pub fn start_with_backoff(config: &Config, backoff: Backoff) -> Hub {
+        Self::start_with(
+            config,
+            HubSettings {
+                backoff,
+                ..HubSettings::default()
+            },
+        )
+    }
+
+    pub fn start_with(config: &Config, settings: HubSettings) -> Hub {
+        let hub = Self::idle(config, settings);
+        hub.connect_all();
+        hub
+    }
+
+    /// A hub that knows every configured server but connects none until [`Hub::connect`]: for
+    /// one-shot commands, which start only the servers they need. Servers not connected are
+    /// [`ServerState::Idle`] and count as settled.
+    pub fn idle(config: &Config, settings: HubSettings) -> Hub {
         let slots = config
             .mcp_servers
             .iter()
@@ -87,7 +117,7 @@ impl Hub {
                         transport: server.transport.kind().to_string(),
                         transport_detail: None,
                         state: if server.enabled {
-                            ServerState::Connecting
+                            ServerState::Idle
                         } else {
                             ServerState::Disabled
                         },
@@ -103,7 +133,7 @@ impl Hub {
                     },
                     upstream: None,
                     catalog: None,
-                    settled: !server.enabled,
+                    settled: true,
                 }),
             })
             .collect();
@@ -113,16 +143,76 @@ impl Hub {
             catalog: RwLock::new(Arc::new(Catalog::default())),
             changes,
             shutdown: CancellationToken::new(),
-            backoff,
+            backoff: settings.backoff,
+            child_stop: settings.child_stop,
             resource_updates: broadcast::channel(256).0,
         });
-        let supervisors = (0..shared.slots.len())
-            .filter(|&i| shared.slots[i].config.enabled)
-            .map(|i| tokio::spawn(supervise(shared.clone(), i)))
-            .collect();
         Hub {
             shared,
-            supervisors: Arc::new(Mutex::new(supervisors)),
+            supervisors: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Starts a supervisor for each named server that is enabled and not connected yet, and returns
+    /// at once. Names not in the config are ignored.
+    pub fn connect(&self, servers: &[String]) {
+        if self.shared.shutdown.is_cancelled() {
+            return;
+        }
+        let mut supervisors = self.supervisors.lock().expect("supervisors lock");
+        let mut started = false;
+        for (index, slot) in self.shared.slots.iter().enumerate() {
+            if !servers.contains(&slot.config.name) {
+                continue;
+            }
+            {
+                let mut state = slot.state.lock().expect("slot lock");
+                if state.status.state != ServerState::Idle {
+                    continue;
+                }
+                state.status.state = ServerState::Connecting;
+                state.settled = false;
+            }
+            supervisors.push(tokio::spawn(supervise(self.shared.clone(), index)));
+            started = true;
+        }
+        if started {
+            self.shared.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// [`Hub::connect`] for every configured server.
+    pub fn connect_all(&self) {
+        self.connect(&self.server_names());
+    }
+
+    /// Every configured server's name, in config order.
+    pub fn server_names(&self) -> Vec<String> {
+        self.shared
+            .slots
+            .iter()
+            .map(|slot| slot.config.name.clone())
+            .collect()
+    }
+
+    /// The servers that may serve a tool exposed as `name`, for connecting only what a call needs:
+    /// every unprefixed server (its tools keep their own names) and each prefixed server whose prefix
+    /// the name can carry ([`portico_core::naming::may_be_named_for`]). When none can, every server:
+    /// the name is unknown, and the error should still suggest the tools they have.
+    pub fn servers_for_tool(&self, name: &str) -> Vec<String> {
+        let candidates: Vec<String> = self
+            .shared
+            .slots
+            .iter()
+            .filter(|slot| {
+                !slot.prefixed || portico_core::naming::may_be_named_for(name, &slot.config.name)
+            })
+            .map(|slot| slot.config.name.clone())
+            .collect();
+        if candidates.is_empty() {
+            self.server_names()
+        } else {
+            candidates
         }
     }
 
@@ -145,7 +235,7 @@ impl Hub {
         self.shared.changes.subscribe()
     }
 
-    /// True once every enabled server has finished its first connection attempt (each attempt is
+    /// True once every connected server has finished its first connection attempt (each attempt is
     /// bounded by that server's `timeout_secs`).
     pub fn settled(&self) -> bool {
         self.shared
@@ -425,7 +515,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
     loop {
         let (events_tx, mut events_rx) = mpsc::unbounded_channel();
         let connected = tokio::select! {
-            result = Upstream::connect(&config, events_tx) => result,
+            result = Upstream::connect(&config, events_tx, shared.child_stop) => result,
             _ = shared.shutdown.cancelled() => return,
         };
         let (upstream, exit) = match connected {
@@ -566,5 +656,56 @@ async fn sleep_backoff(shared: &Shared, attempt: u32) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(delay) => true,
         _ = shared.shutdown.cancelled() => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(toml: &str) -> Config {
+        portico_config::parse("test", toml).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn stdio(name: &str, extra: &str) -> String {
+        format!(
+            "[[mcp_servers]]\nname = {name:?}\n{extra}\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"true\"\n\n"
+        )
+    }
+
+    #[test]
+    fn a_tool_name_needs_the_servers_that_may_serve_it() {
+        let hub = Hub::idle(
+            &config(&(stdio("a", "") + &stdio("a_b", "") + &stdio("github", ""))),
+            HubSettings::default(),
+        );
+        assert_eq!(hub.servers_for_tool("mcp_github_create_issue"), ["github"]);
+        assert_eq!(hub.servers_for_tool("mcp_a_x"), ["a"]);
+        assert_eq!(hub.servers_for_tool("mcp_a_b_x"), ["a", "a_b"]);
+        // No prefix fits: every server, so that an unknown name still gets suggestions.
+        assert_eq!(hub.servers_for_tool("create_issue"), ["a", "a_b", "github"]);
+
+        // An unprefixed server's tools keep their own names: it may serve anything.
+        let hub = Hub::idle(
+            &config(&(stdio("a", "") + &stdio("plain", "prefix = false"))),
+            HubSettings::default(),
+        );
+        assert_eq!(hub.servers_for_tool("mcp_a_x"), ["a", "plain"]);
+        assert_eq!(hub.servers_for_tool("create_issue"), ["plain"]);
+    }
+
+    #[test]
+    fn an_idle_hub_connects_nothing_and_is_settled() {
+        let hub = Hub::idle(
+            &config(&(stdio("a", "") + &stdio("off", "enabled = false"))),
+            HubSettings::default(),
+        );
+        let states: Vec<ServerState> = hub.servers().iter().map(|s| s.state).collect();
+        assert_eq!(states, [ServerState::Idle, ServerState::Disabled]);
+        assert!(hub.settled());
+        // Neither an unknown nor a disabled server is started (no runtime needed: nothing spawns).
+        hub.connect(&["nope".to_string(), "off".to_string()]);
+        assert!(hub.supervisors.lock().unwrap().is_empty());
+        assert_eq!(hub.servers()[1].state, ServerState::Disabled);
     }
 }

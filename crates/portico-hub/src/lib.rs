@@ -1,7 +1,8 @@
 //! The hub: every configured upstream connected concurrently, supervised, and aggregated into one catalog.
 //!
 //! Each enabled server gets its own supervisor task, so a slow, failing or hanging server never delays or
-//! breaks another. A supervisor connects, lists the server's catalog, then waits for one of three things:
+//! breaks another. (A one-shot command's hub starts [`Hub::idle`] and connects only the servers the
+//! command needs.) A supervisor connects, lists the server's catalog, then waits for one of three things:
 //! the session ending (the server died: its in-flight calls have already failed, and it is restarted with
 //! capped, jittered exponential backoff), a list-changed notification (the server's part of the catalog
 //! is listed again), or shutdown (the session is closed and a stdio child stopped and reaped).
@@ -14,4 +15,5 @@
 
 mod hub;
 
-pub use hub::{Hub, HubError};
+pub use hub::{Hub, HubError, HubSettings};
+pub use portico_mcp::StopGrace;

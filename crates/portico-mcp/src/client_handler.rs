@@ -1,13 +1,15 @@
 //! What Portico does with requests and notifications an upstream sends it: list changes go to the hub;
-//! progress, logging, sampling, elicitation and roots go back to the client whose call is in flight.
+//! sampling, elicitation and roots go back to the client whose call is in flight, and so do progress and
+//! logging, in the order the upstream sent them (the transport queues those per call, see
+//! [`crate::ordering`], and each call relays its own queue while it waits for its answer).
 
 // Sampling, roots and logging are deprecated from protocol 2026-07-28 on (SEP-2577), but servers of every
 // earlier era use them, and relaying them is the point of this module.
 #![allow(deprecated)]
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use portico_core::relay::{Caller, RelayError, methods};
 use portico_core::{JsonObject, to_object};
@@ -22,7 +24,7 @@ use rmcp::model::{
 };
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, RoleClient};
 use serde::de::DeserializeOwned;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 /// Something an upstream told us that the hub must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,26 +42,43 @@ pub enum UpstreamEvent {
 pub(crate) struct ActiveCalls {
     next: AtomicU64,
     calls: Mutex<Vec<InFlight>>,
-    /// Notifications received but not yet relayed: progress by token, log messages under `None`. rmcp
-    /// handles notifications on tasks of their own, so a call's answer can overtake the progress and
-    /// logs sent before it; the transport counts each as it arrives (see [`crate::ordering`]) and the
-    /// call waits for its counts to drain.
-    pending: Mutex<HashMap<Option<ProgressToken>, usize>>,
-    relayed: Notify,
 }
 
 struct InFlight {
     registration: u64,
-    /// Known once the request is sent; a request the upstream sends before then (it can be that quick)
-    /// still finds the call as the newest one.
+    /// Known once the request goes to the transport; a request the upstream sends before then (it can
+    /// be that quick) still finds the call as the newest one.
     sent: Option<(ProgressToken, RequestId)>,
     caller: Arc<dyn Caller>,
+    /// Progress and log notifications for this call, in the order the upstream sent them. The
+    /// transport fills it (see [`crate::ordering`]); the call itself relays them while it waits.
+    relay: mpsc::UnboundedSender<Relayed>,
 }
+
+/// A notification to pass on to a call's client.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Relayed {
+    pub(crate) method: &'static str,
+    pub(crate) params: JsonObject,
+}
+
+/// Marks an outgoing request with the call it belongs to, so the transport can record the progress
+/// token and id rmcp gave it before it reaches the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallRegistration(u64);
+
+/// A notification that the calling client did not take within this time is dropped, and so are the
+/// rest of that call's: a client that stopped reading cannot hold its call up for longer than this.
+const RELAY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Unregisters a call when dropped, whether it finished, failed or was cancelled.
 pub(crate) struct ActiveCall {
     calls: Arc<ActiveCalls>,
     registration: u64,
+    caller: Arc<dyn Caller>,
+    relay: mpsc::UnboundedReceiver<Relayed>,
+    /// Set when the client failed to take a notification in time; nothing more is relayed to it.
+    stalled: bool,
 }
 
 impl Drop for ActiveCall {
@@ -71,86 +90,110 @@ impl Drop for ActiveCall {
 }
 
 impl ActiveCall {
-    /// Records the token and id rmcp gave the request.
-    pub(crate) fn sent(&self, progress_token: ProgressToken, request_id: RequestId) {
-        if let Ok(mut calls) = self.calls.calls.lock()
-            && let Some(call) = calls
-                .iter_mut()
-                .find(|c| c.registration == self.registration)
-        {
-            call.sent = Some((progress_token, request_id));
+    /// The mark to put on the call's request (see [`CallRegistration`]).
+    pub(crate) fn marker(&self) -> CallRegistration {
+        CallRegistration(self.registration)
+    }
+
+    /// Awaits `response` while relaying the call's progress and logs to its client in the order they
+    /// arrived; those that arrived before the answer are relayed before this returns.
+    pub(crate) async fn relay_until<T>(&mut self, response: impl Future<Output = T>) -> T {
+        let mut response = std::pin::pin!(response);
+        let output = loop {
+            tokio::select! {
+                biased;
+                Some(next) = self.relay.recv() => self.relay_one(next).await,
+                output = &mut response => break output,
+            }
+        };
+        // The transport queued everything that came before the answer by the time the answer
+        // arrived.
+        while let Ok(next) = self.relay.try_recv() {
+            self.relay_one(next).await;
+        }
+        output
+    }
+
+    async fn relay_one(&mut self, relayed: Relayed) {
+        if self.stalled {
+            return;
+        }
+        let notify = self.caller.notify(relayed.method, relayed.params);
+        if tokio::time::timeout(RELAY_TIMEOUT, notify).await.is_err() {
+            tracing::debug!(
+                "the client took no {} within {RELAY_TIMEOUT:?}; relaying no more of this call's notifications",
+                relayed.method
+            );
+            self.stalled = true;
         }
     }
 }
 
 impl ActiveCalls {
-    /// Registers a call before its request is sent.
+    /// Registers a call before its request is sent; mark the request with [`ActiveCall::marker`].
     pub(crate) fn register(self: &Arc<Self>, caller: Arc<dyn Caller>) -> ActiveCall {
         let registration = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let (relay, queue) = mpsc::unbounded_channel();
         self.calls
             .lock()
             .expect("active calls lock")
             .push(InFlight {
                 registration,
                 sent: None,
-                caller,
+                caller: caller.clone(),
+                relay,
             });
         ActiveCall {
             calls: self.clone(),
             registration,
+            caller,
+            relay: queue,
+            stalled: false,
         }
     }
 
-    fn by_token(&self, token: &ProgressToken) -> Option<Arc<dyn Caller>> {
-        let calls = self.calls.lock().ok()?;
-        calls
-            .iter()
-            .find(|call| call.sent.as_ref().is_some_and(|(t, _)| t == token))
-            .map(|call| call.caller.clone())
-    }
-
-    /// A progress (`Some(token)`) or log (`None`) notification arrived on the transport, in order.
-    pub(crate) fn arrived(&self, key: Option<&ProgressToken>) {
-        if let Ok(mut pending) = self.pending.lock() {
-            *pending.entry(key.cloned()).or_default() += 1;
+    /// Records the progress token and id rmcp gave a marked request, as it goes to the transport.
+    pub(crate) fn sent(
+        &self,
+        call: CallRegistration,
+        progress_token: ProgressToken,
+        request_id: RequestId,
+    ) {
+        if let Ok(mut calls) = self.calls.lock()
+            && let Some(found) = calls.iter_mut().find(|c| c.registration == call.0)
+        {
+            found.sent = Some((progress_token, request_id));
         }
     }
 
-    /// That notification has been relayed (or dropped).
-    fn handled(&self, key: Option<&ProgressToken>) {
-        if let Ok(mut pending) = self.pending.lock() {
-            let key = key.cloned();
-            if let Some(count) = pending.get_mut(&key) {
-                *count -= 1;
-                if *count == 0 {
-                    pending.remove(&key);
-                }
-            }
-        }
-        self.relayed.notify_waiters();
+    /// Queues a progress notification for the call it belongs to (without its token: the client's
+    /// own goes in instead). Progress for no call of ours is dropped.
+    pub(crate) fn progress(&self, params: &ProgressNotificationParam) {
+        let Ok(calls) = self.calls.lock() else { return };
+        let Some(call) = calls.iter().find(|call| {
+            call.sent
+                .as_ref()
+                .is_some_and(|(t, _)| t == &params.progress_token)
+        }) else {
+            return;
+        };
+        let mut relayed = to_object(params);
+        relayed.remove("progressToken");
+        let _ = call.relay.send(Relayed {
+            method: methods::PROGRESS,
+            params: relayed,
+        });
     }
 
-    /// Drops the counts `notifications_relayed` waited on in vain, so that a notification that never
-    /// reached the handler (routed elsewhere by rmcp) cannot hold up later calls too.
-    pub(crate) fn forget_pending(&self, token: &ProgressToken) {
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(&Some(token.clone()));
-            pending.remove(&None);
-        }
-    }
-
-    /// Waits until the progress for `token`, and every log message, that arrived so far is relayed.
-    pub(crate) async fn notifications_relayed(&self, token: &ProgressToken) {
-        let progress = Some(token.clone());
-        loop {
-            let relayed = self.relayed.notified();
-            let waiting = self.pending.lock().is_ok_and(|pending| {
-                pending.contains_key(&progress) || pending.contains_key(&None)
+    /// Queues a log message for every call in flight: their clients see the upstream's log, as they
+    /// would talking to it directly.
+    pub(crate) fn log(&self, params: &LoggingMessageNotificationParam) {
+        let Ok(calls) = self.calls.lock() else { return };
+        for call in calls.iter() {
+            let _ = call.relay.send(Relayed {
+                method: methods::LOG,
+                params: to_object(params),
             });
-            if !waiting {
-                return;
-            }
-            relayed.await;
         }
     }
 
@@ -173,12 +216,17 @@ impl ActiveCalls {
             .find(|call| call.caller.accepts(method))
             .map(|call| call.caller.clone())
     }
+}
 
-    fn all(&self) -> Vec<Arc<dyn Caller>> {
-        self.calls
-            .lock()
-            .map(|calls| calls.iter().map(|call| call.caller.clone()).collect())
-            .unwrap_or_default()
+/// Writes an upstream's log message to Portico's own log, under the server's name.
+pub(crate) fn log_upstream_message(server: &str, params: &LoggingMessageNotificationParam) {
+    let logger = params.logger.as_deref().unwrap_or("");
+    let data = &params.data;
+    match params.level {
+        LoggingLevel::Debug => tracing::debug!(server, logger, "{data}"),
+        LoggingLevel::Info | LoggingLevel::Notice => tracing::info!(server, logger, "{data}"),
+        LoggingLevel::Warning => tracing::warn!(server, logger, "{data}"),
+        _ => tracing::error!(server, logger, "{data}"),
     }
 }
 
@@ -299,19 +347,6 @@ impl ClientHandler for PorticoClient {
         }
     }
 
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        if let Some(caller) = self.active.by_token(&params.progress_token) {
-            let mut relayed = to_object(&params);
-            relayed.remove("progressToken");
-            caller.notify(methods::PROGRESS, relayed).await;
-        }
-        self.active.handled(Some(&params.progress_token));
-    }
-
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.notify(UpstreamEvent::ToolsChanged);
     }
@@ -331,28 +366,6 @@ impl ClientHandler for PorticoClient {
     ) {
         self.notify(UpstreamEvent::ResourceUpdated(params.uri.to_string()));
     }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let server = &self.server;
-        let logger = params.logger.as_deref().unwrap_or("");
-        let data = &params.data;
-        match params.level {
-            LoggingLevel::Debug => tracing::debug!(server, logger, "{data}"),
-            LoggingLevel::Info | LoggingLevel::Notice => tracing::info!(server, logger, "{data}"),
-            LoggingLevel::Warning => tracing::warn!(server, logger, "{data}"),
-            _ => tracing::error!(server, logger, "{data}"),
-        }
-        // Clients with a call in flight see the upstream's log too, as they would talking to it directly.
-        let relayed = to_object(&params);
-        for caller in self.active.all() {
-            caller.notify(methods::LOG, relayed.clone()).await;
-        }
-        self.active.handled(None);
-    }
 }
 
 #[cfg(test)]
@@ -365,6 +378,19 @@ mod tests {
     struct Fake {
         name: &'static str,
         sampling: bool,
+        /// Notifications this client received, in order.
+        heard: Mutex<Vec<(String, JsonObject)>>,
+        /// A client that never takes a notification.
+        stuck: bool,
+    }
+
+    fn fake(name: &'static str, sampling: bool) -> Arc<Fake> {
+        Arc::new(Fake {
+            name,
+            sampling,
+            heard: Mutex::default(),
+            stuck: false,
+        })
     }
 
     impl Caller for Fake {
@@ -385,13 +411,31 @@ mod tests {
             })
         }
 
-        fn notify<'a>(&'a self, _method: &'a str, _params: JsonObject) -> BoxFuture<'a, ()> {
-            Box::pin(async {})
+        fn notify<'a>(&'a self, method: &'a str, params: JsonObject) -> BoxFuture<'a, ()> {
+            Box::pin(async move {
+                if self.stuck {
+                    std::future::pending::<()>().await;
+                }
+                // A yield between notifications, as a real client's write has.
+                tokio::task::yield_now().await;
+                self.heard
+                    .lock()
+                    .unwrap()
+                    .push((method.to_string(), params));
+            })
         }
     }
 
     fn token(n: i64) -> ProgressToken {
         ProgressToken(NumberOrString::Number(n))
+    }
+
+    fn progress(n: i64, value: f64) -> ProgressNotificationParam {
+        serde_json::from_value(serde_json::json!({"progressToken": n, "progress": value})).unwrap()
+    }
+
+    fn log(text: &str) -> LoggingMessageNotificationParam {
+        serde_json::from_value(serde_json::json!({"level": "info", "data": text})).unwrap()
     }
 
     async fn name_of(caller: Option<Arc<dyn Caller>>) -> Option<String> {
@@ -406,8 +450,8 @@ mod tests {
     async fn requests_go_to_the_call_they_came_with_else_the_newest_able_caller() {
         let calls = Arc::new(ActiveCalls::default());
         let register = |name, sampling, n: i64| {
-            let call = calls.register(Arc::new(Fake { name, sampling }));
-            call.sent(token(n), RequestId::Number(n + 9));
+            let call = calls.register(fake(name, sampling));
+            calls.sent(call.marker(), token(n), RequestId::Number(n + 9));
             call
         };
         let first = register("first", true, 1);
@@ -434,8 +478,6 @@ mod tests {
                 .as_deref(),
             Some("second")
         );
-        // Progress finds its call by token.
-        assert!(calls.by_token(&token(2)).is_some());
 
         drop(second);
         assert_eq!(
@@ -444,32 +486,99 @@ mod tests {
                 .as_deref(),
             Some("first")
         );
-        assert!(calls.by_token(&token(2)).is_none());
         drop((first, third));
-        assert!(calls.all().is_empty());
+        assert!(calls.calls.lock().unwrap().is_empty());
     }
 
     #[tokio::test]
-    async fn a_call_waits_for_progress_and_logs_that_arrived_before_its_answer() {
+    async fn progress_finds_its_call_by_token_and_logs_go_to_every_call() {
         let calls = Arc::new(ActiveCalls::default());
-        calls.arrived(Some(&token(5)));
-        calls.arrived(Some(&token(5)));
-        calls.arrived(None);
-        let waiting = tokio::spawn({
+        let mut mine = calls.register(fake("mine", false));
+        calls.sent(mine.marker(), token(1), RequestId::Number(1));
+        let mut other = calls.register(fake("other", false));
+        calls.sent(other.marker(), token(2), RequestId::Number(2));
+        calls.progress(&progress(1, 1.0));
+        calls.progress(&progress(2, 7.0));
+        calls.progress(&progress(3, 9.0));
+        calls.log(&log("both"));
+        let relayed = |call: &mut ActiveCall| {
+            std::iter::from_fn(|| call.relay.try_recv().ok()).collect::<Vec<_>>()
+        };
+        let without_token = |value: f64| Relayed {
+            method: methods::PROGRESS,
+            params: to_object(&serde_json::json!({"progress": value})),
+        };
+        let logged = Relayed {
+            method: methods::LOG,
+            params: to_object(&log("both")),
+        };
+        assert_eq!(relayed(&mut mine), [without_token(1.0), logged]);
+        let logged = Relayed {
+            method: methods::LOG,
+            params: to_object(&log("both")),
+        };
+        assert_eq!(relayed(&mut other), [without_token(7.0), logged]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_relays_its_notifications_in_arrival_order_all_before_its_answer() {
+        let calls = Arc::new(ActiveCalls::default());
+        let client = fake("client", false);
+        let mut call = calls.register(client.clone());
+        calls.sent(call.marker(), token(5), RequestId::Number(5));
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        // The transport's side: notifications as they arrive, then the answer.
+        let transport = {
             let calls = calls.clone();
-            async move { calls.notifications_relayed(&token(5)).await }
+            tokio::spawn(async move {
+                for n in 1..=200 {
+                    calls.progress(&progress(5, f64::from(n)));
+                    if n % 50 == 0 {
+                        calls.log(&log(&format!("after {n}")));
+                        tokio::task::yield_now().await;
+                    }
+                }
+                answer.send("the answer").unwrap();
+            })
+        };
+        let result = call.relay_until(answered).await.unwrap();
+        assert_eq!(result, "the answer");
+        transport.await.unwrap();
+        let heard = client.heard.lock().unwrap();
+        let mut expected = Vec::new();
+        for n in 1..=200 {
+            expected.push((
+                methods::PROGRESS.to_string(),
+                to_object(&serde_json::json!({"progress": f64::from(n)})),
+            ));
+            if n % 50 == 0 {
+                expected.push((
+                    methods::LOG.to_string(),
+                    to_object(&log(&format!("after {n}"))),
+                ));
+            }
+        }
+        assert_eq!(*heard, expected);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_holds_its_call_up_only_once() {
+        let calls = Arc::new(ActiveCalls::default());
+        let client = Arc::new(Fake {
+            name: "stuck",
+            sampling: false,
+            heard: Mutex::default(),
+            stuck: true,
         });
-        calls.handled(Some(&token(5)));
-        calls.handled(Some(&token(5)));
-        assert!(
-            calls.pending.lock().unwrap().contains_key(&None),
-            "the log is still pending"
-        );
-        calls.handled(None);
-        waiting.await.unwrap();
-        assert!(calls.pending.lock().unwrap().is_empty());
-        // Nothing pending: no wait at all; another call's progress does not hold this one.
-        calls.arrived(Some(&token(7)));
-        calls.notifications_relayed(&token(6)).await;
+        let mut call = calls.register(client.clone());
+        calls.sent(call.marker(), token(1), RequestId::Number(1));
+        for n in 1..=10 {
+            calls.progress(&progress(1, f64::from(n)));
+        }
+        let started = tokio::time::Instant::now();
+        let result = call.relay_until(async { 42 }).await;
+        assert_eq!(result, 42);
+        assert_eq!(started.elapsed(), RELAY_TIMEOUT);
+        assert!(client.heard.lock().unwrap().is_empty());
     }
 }

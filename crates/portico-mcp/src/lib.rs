@@ -15,4 +15,5 @@ mod stdio;
 mod upstream;
 
 pub use client_handler::UpstreamEvent;
+pub use stdio::StopGrace;
 pub use upstream::{HandshakeInfo, Upstream, UpstreamError, UpstreamExit};

@@ -1,13 +1,17 @@
-//! Starting a stdio upstream as a child process with a cleared environment.
+//! Starting a stdio upstream as a child process with a cleared environment, and stopping it.
 
 use std::path::{Component, Path};
 use std::process::Stdio;
+use std::time::Duration;
 
 use portico_config::{EnvEntry, expand_vars};
-use process_wrap::tokio::{CommandWrap, ProcessGroup};
-use rmcp::transport::TokioChildProcess;
+use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
+use rmcp::RoleClient;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::ChildStderr;
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use crate::UpstreamError;
 
@@ -78,33 +82,153 @@ pub(crate) fn refuse_parent_dir(server: &str, command: &str) -> Result<(), Upstr
     Ok(())
 }
 
+/// How long a stdio child gets at each step of its stop sequence: stdin is closed, then after
+/// `after_eof` its process group gets SIGTERM, then after `after_term` SIGKILL; it is reaped either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopGrace {
+    pub after_eof: Duration,
+    pub after_term: Duration,
+}
+
+impl StopGrace {
+    /// For a long-running Portico (the daemon, `portico mcp`): a server gets time to finish what it
+    /// is doing and clean up, as the MCP spec's shutdown sequence intends (rmcp's own steps are 3 s).
+    pub const PATIENT: StopGrace = StopGrace {
+        after_eof: Duration::from_secs(3),
+        after_term: Duration::from_secs(3),
+    };
+
+    /// For one-shot commands (`portico servers`, `tools`, `call`), whose answer is already printed:
+    /// a server that exits on EOF has time to, and one that does not (many keep timers running) is
+    /// not allowed to hold the command for seconds.
+    pub const BRIEF: StopGrace = StopGrace {
+        after_eof: Duration::from_millis(100),
+        after_term: Duration::from_millis(400),
+    };
+}
+
+impl Default for StopGrace {
+    fn default() -> Self {
+        StopGrace::PATIENT
+    }
+}
+
+/// The MCP transport over a child's stdin and stdout, owning the child: closing it runs the stop
+/// sequence with this session's [`StopGrace`]. (rmcp's `TokioChildProcess` has the same sequence with
+/// fixed 3 s steps.)
+pub(crate) struct ChildTransport {
+    io: AsyncRwTransport<RoleClient, ChildStdout, ChildStdin>,
+    /// `None` once the child has been reaped.
+    child: Option<Box<dyn ChildWrapper>>,
+    grace: StopGrace,
+}
+
+impl Drop for ChildTransport {
+    fn drop(&mut self) {
+        // Closed without `close` (the session task was dropped): kill the group now, synchronously, so
+        // nothing survives even if the runtime is going away, and reap in the background if it is not.
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Err(e) = child.start_kill() {
+            tracing::debug!("cannot kill a stdio child: {e}");
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = child.wait().await;
+            });
+        }
+    }
+}
+
+impl ChildTransport {
+    /// Closes stdin, waits, SIGTERMs the group, waits, SIGKILLs it; returns once the child is reaped.
+    async fn stop(&mut self) -> std::io::Result<()> {
+        self.io.close().await?;
+        let Some(child) = self.child.as_mut() else {
+            return Ok(());
+        };
+        if tokio::time::timeout(self.grace.after_eof, child.wait())
+            .await
+            .is_err()
+        {
+            if let Err(e) = child.signal(libc::SIGTERM) {
+                tracing::debug!("cannot send SIGTERM to a stdio child: {e}");
+            }
+            if tokio::time::timeout(self.grace.after_term, child.wait())
+                .await
+                .is_err()
+            {
+                Box::into_pin(child.kill()).await?;
+            }
+        }
+        self.child = None;
+        Ok(())
+    }
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.io.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.io.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.stop()
+    }
+}
+
 /// Spawns the child in its own process group (so stopping it also stops whatever it started, such as
 /// the node process behind `npx`), and forwards its stderr to the log under the server's name.
 pub(crate) fn spawn(
     spec: &StdioSpec<'_>,
-) -> Result<(TokioChildProcess, Option<u32>), UpstreamError> {
+    grace: StopGrace,
+) -> Result<(ChildTransport, Option<u32>), UpstreamError> {
     refuse_parent_dir(spec.server, spec.command)?;
     let vars = child_env(spec.server, spec.env, |name| std::env::var(name).ok())?;
     let mut command = tokio::process::Command::new(spec.command);
-    command.args(spec.args).env_clear().envs(vars);
+    command
+        .args(spec.args)
+        .env_clear()
+        .envs(vars)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
     let mut wrapped = CommandWrap::from(command);
     wrapped.wrap(ProcessGroup::leader());
-    let (child, stderr) = TokioChildProcess::builder(wrapped)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| UpstreamError::Spawn {
-            server: spec.server.to_string(),
-            command: spec.command.to_string(),
-            source,
-        })?;
+    let spawn_error = |source| UpstreamError::Spawn {
+        server: spec.server.to_string(),
+        command: spec.command.to_string(),
+        source,
+    };
+    let mut child = wrapped.spawn().map_err(spawn_error)?;
     let pid = child.id();
-    if let Some(stderr) = stderr {
+    let (Some(stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
+        let _ = child.start_kill();
+        return Err(spawn_error(std::io::Error::other(
+            "the child's stdin or stdout is not a pipe",
+        )));
+    };
+    if let Some(stderr) = child.stderr().take() {
         tokio::spawn(log_stderr(spec.server.to_string(), stderr));
     }
-    Ok((child, pid))
+    let transport = ChildTransport {
+        io: AsyncRwTransport::new_client(stdout, stdin),
+        child: Some(child),
+        grace,
+    };
+    Ok((transport, pid))
 }
 
 /// Kills whatever is left in the child's process group once the session has ended. A server that exits

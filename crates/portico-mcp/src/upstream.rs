@@ -10,7 +10,7 @@ use portico_core::{
 };
 use portico_net::{NetPolicy, SafeClient};
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, CompleteRequestParams,
+    CallToolRequest, CallToolRequestParams, ClientRequest, CompleteRequestParams, GetExtensions,
     GetPromptRequestParams, InputRequest, InputRequests, InputResponses, ProtocolVersion,
     ReadResourceRequestParams, ServerNotification, ServerResult, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::ordering::ProgressInOrder;
+use crate::stdio::StopGrace;
 use crate::{legacy_sse, stdio};
 use portico_core::relay::{CallContext, methods};
 
@@ -121,20 +122,19 @@ pub struct Upstream {
 /// How many `input_required` rounds one call may take before Portico gives up on it.
 const MAX_INPUT_ROUNDS: usize = 10;
 
-/// How long a finished call waits for earlier progress and log notifications to be relayed.
-const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
-
 const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
 impl Upstream {
-    /// Connects and completes the handshake within the server's `timeout_secs`.
+    /// Connects and completes the handshake within the server's `timeout_secs`. A stdio child is
+    /// stopped with `grace` when the session ends.
     pub async fn connect(
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
+        grace: StopGrace,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let timeout = config.timeout();
         let server = config.name.clone();
-        match tokio::time::timeout(timeout, Self::connect_inner(config, events)).await {
+        match tokio::time::timeout(timeout, Self::connect_inner(config, events, grace)).await {
             Ok(result) => result,
             Err(_) => Err(UpstreamError::HandshakeTimeout {
                 server,
@@ -146,6 +146,7 @@ impl Upstream {
     async fn connect_inner(
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
+        grace: StopGrace,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let server = config.name.as_str();
         let active = Arc::new(ActiveCalls::default());
@@ -158,15 +159,18 @@ impl Upstream {
         let lifecycle = lifecycle_for(config);
         match &config.transport {
             Transport::Stdio { command, args, cwd } => {
-                let (child, pid) = stdio::spawn(&stdio::StdioSpec {
-                    server,
-                    command,
-                    args,
-                    cwd: cwd.as_deref(),
-                    env: &config.env,
-                })?;
+                let (child, pid) = stdio::spawn(
+                    &stdio::StdioSpec {
+                        server,
+                        command,
+                        args,
+                        cwd: cwd.as_deref(),
+                        env: &config.env,
+                    },
+                    grace,
+                )?;
                 let service = handler()
-                    .serve_with_lifecycle(ProgressInOrder::new(child, &active), lifecycle)
+                    .serve_with_lifecycle(ProgressInOrder::new(child, server, &active), lifecycle)
                     .await
                     .map_err(|e| handshake_error(server, e))?;
                 Ok(Self::start(
@@ -184,7 +188,10 @@ impl Upstream {
                 let headers = expand_headers(server, headers)?;
                 let transport = streamable_transport(&client, &url, &headers)?;
                 let service = handler()
-                    .serve_with_lifecycle(ProgressInOrder::new(transport, &active), lifecycle)
+                    .serve_with_lifecycle(
+                        ProgressInOrder::new(transport, server, &active),
+                        lifecycle,
+                    )
                     .await
                     .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
                 Ok(Self::start(
@@ -205,7 +212,7 @@ impl Upstream {
                 let transport = streamable_transport(&client, &url, &headers)?;
                 let streamable_error = match handler()
                     .serve_with_lifecycle(
-                        ProgressInOrder::new(transport, &active),
+                        ProgressInOrder::new(transport, server, &active),
                         lifecycle.clone(),
                     )
                     .await
@@ -254,7 +261,7 @@ impl Upstream {
                     },
                 })?;
                 let service = handler()
-                    .serve_with_lifecycle(ProgressInOrder::new(legacy, &active), lifecycle)
+                    .serve_with_lifecycle(ProgressInOrder::new(legacy, server, &active), lifecycle)
                     .await
                     .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
                 Ok(Self::start(
@@ -412,7 +419,8 @@ impl Upstream {
     }
 
     /// Ends the session: closes the transport and, for stdio, stops the child (stdin closed, then
-    /// SIGTERM, then SIGKILL). Await the matching [`UpstreamExit`] to know it is done.
+    /// SIGTERM, then SIGKILL, with the [`StopGrace`] it was connected with). Await the matching
+    /// [`UpstreamExit`] to know it is done.
     pub fn shutdown(&self) {
         self.stop.cancel();
     }
@@ -524,43 +532,34 @@ impl Upstream {
         // `input_required` with its questions, and the client calls again with the answers. Portico
         // asks its own client those questions, in whatever era that client speaks, and retries.
         for _round in 0..MAX_INPUT_ROUNDS {
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             // Registered before sending: the upstream may ask the client something before the send
             // call even returns.
-            let registration = context
+            let mut registration = context
                 .caller
                 .as_ref()
                 .map(|caller| self.active.register(caller.clone()));
+            if let Some(registration) = &registration {
+                request.extensions_mut().insert(registration.marker());
+            }
             let handle = self
                 .peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
                 .await
                 .map_err(|e| service_error(&self.server, what.clone(), e))?;
-            // rmcp gives every request its own progress token; progress for this call comes back with it.
-            if let Some(registration) = &registration {
-                registration.sent(handle.progress_token.clone(), handle.id.clone());
-            }
-            let progress_token = handle.progress_token.clone();
             let mut cancel = CancelOnDrop {
                 peer: self.peer.clone(),
                 id: Some(handle.id.clone()),
             };
-            let result = self.request(what.clone(), handle.await_response()).await;
+            let response = self.request(what.clone(), handle.await_response());
+            // Progress and logs the server sends during the call reach the client in the order they
+            // were sent, and those sent before the answer go out before it.
+            let result = match &mut registration {
+                Some(registration) => registration.relay_until(response).await,
+                None => response.await,
+            };
             if !matches!(result, Err(UpstreamError::Timeout { .. })) {
                 cancel.id = None;
-            }
-            if registration.is_some() {
-                // Progress and logs the server sent before its answer go out before the answer.
-                // Bounded, in case a notification never reaches the handler.
-                if tokio::time::timeout(
-                    PROGRESS_DRAIN,
-                    self.active.notifications_relayed(&progress_token),
-                )
-                .await
-                .is_err()
-                {
-                    self.active.forget_pending(&progress_token);
-                }
             }
             match result? {
                 ServerResult::InputRequiredResult(input) => {

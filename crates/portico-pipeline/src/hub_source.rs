@@ -20,6 +20,9 @@ pub struct HubTools {
 }
 
 impl HubTools {
+    /// Its [`ToolSource::kind`].
+    pub const KIND: &'static str = "hub";
+
     pub fn new(hub: Hub) -> Self {
         HubTools { hub }
     }
@@ -42,7 +45,7 @@ fn entry(tool: &portico_core::CatalogTool, generation: u64) -> ToolEntry {
 
 impl ToolSource for HubTools {
     fn kind(&self) -> &'static str {
-        "hub"
+        Self::KIND
     }
 
     fn entries(&self) -> Vec<ToolEntry> {

@@ -195,6 +195,12 @@ impl Pipeline {
         tools
     }
 
+    /// The [`ToolSource::kind`] of the source that knows `name` now, without waiting for sources
+    /// still settling.
+    pub fn source_kind(&self, name: &str) -> Option<&'static str> {
+        self.find(name).map(|(source, _)| source.kind())
+    }
+
     fn find(&self, name: &str) -> Option<(Arc<dyn ToolSource>, ToolEntry)> {
         self.sources()
             .into_iter()

@@ -1,5 +1,6 @@
 //! Command-line interface.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use portico_config::ConfigSource;
 use portico_engine::{Engine, EngineOptions};
-use portico_hub::Hub;
+use portico_hub::{Hub, HubSettings, StopGrace};
 use portico_pipeline::ToolContext;
 
 use crate::{output, progress};
@@ -121,57 +122,61 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::stdio_door::run(cli.config.as_deref(), standalone).await
         }
         Command::Servers { json } => {
-            let hub = start_hub(cli.config.as_deref()).await?;
+            let hub = start_hub(cli.config.as_deref(), None).await?;
             let servers = hub.servers();
-            hub.shutdown().await;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&servers)?);
+            let answer = if json {
+                serde_json::to_string_pretty(&servers)
+                    .map(|text| text + "\n")
+                    .map_err(anyhow::Error::from)
             } else {
-                print!("{}", output::servers_table(&servers));
-            }
-            Ok(ExitCode::SUCCESS)
+                Ok(output::servers_table(&servers))
+            };
+            let printed = answer.and_then(print_now);
+            hub.shutdown().await;
+            printed.map(|()| ExitCode::SUCCESS)
         }
         Command::Tools { server, json } => {
-            let hub = start_hub(cli.config.as_deref()).await?;
+            let hub = start_hub(cli.config.as_deref(), server.as_deref()).await?;
             let catalog = hub.catalog();
             let servers = hub.servers();
-            hub.shutdown().await;
-            if let Some(name) = &server
-                && !servers.iter().any(|s| &s.name == name)
-            {
-                bail!(
-                    "no server named `{name}` in the config; configured: {}",
-                    names(&servers)
-                );
-            }
             let tools: Vec<_> = catalog
                 .tools()
                 .iter()
                 .filter(|t| server.as_ref().is_none_or(|s| &t.server == s))
                 .collect();
-            if json {
+            let answer = if json {
                 let list: Vec<_> = tools
                     .iter()
                     .map(|t| serde_json::Value::Object(t.exposed_definition()))
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                serde_json::to_string_pretty(&list)
+                    .map(|text| text + "\n")
+                    .map_err(anyhow::Error::from)
             } else {
-                print!("{}", output::tools_list(&tools));
+                Ok(output::tools_list(&tools))
+            };
+            let printed = answer.and_then(print_now);
+            if !json {
                 output::warn_unready(&servers);
             }
-            Ok(ExitCode::SUCCESS)
+            hub.shutdown().await;
+            printed.map(|()| ExitCode::SUCCESS)
         }
         Command::Agents { json } => {
             let (config, _source) = portico_config::load(cli.config.as_deref())?;
-            let engine = Engine::start(&config, engine_options())?;
+            // Listing agents needs no upstream: none is connected.
+            let engine = Engine::start(&config, engine_options().one_shot())?;
             let agents = engine.agents.infos();
-            engine.shutdown().await;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&agents)?);
+            let answer = if json {
+                serde_json::to_string_pretty(&agents)
+                    .map(|text| text + "\n")
+                    .map_err(anyhow::Error::from)
             } else {
-                print!("{}", output::agents_table(&agents));
-            }
-            Ok(ExitCode::SUCCESS)
+                Ok(output::agents_table(&agents))
+            };
+            let printed = answer.and_then(print_now);
+            engine.shutdown().await;
+            printed.map(|()| ExitCode::SUCCESS)
         }
         Command::Chat {
             agent,
@@ -183,30 +188,53 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let serde_json::Value::Object(arguments) = arguments else {
                 bail!("--args must be a JSON object such as '{{\"path\": \"/tmp\"}}', got {args}");
             };
-            let engine = start_engine(cli.config.as_deref()).await?;
+            let (config, _source) = portico_config::load(cli.config.as_deref())?;
+            let engine = Engine::start(&config, engine_options().one_shot())?;
+            engine.hub.connect(&engine.servers_for_call(&tool));
+            progress::until_settled(&engine.hub).await;
             let context = ToolContext::client("cli");
-            let result = engine.pipeline.call(&tool, Some(arguments), &context).await;
+            let called = engine.pipeline.call(&tool, Some(arguments), &context).await;
+            let answered = called
+                .map_err(anyhow::Error::from)
+                .and_then(|outcome| print_call_result(&outcome.result, json));
             engine.shutdown().await;
-            let result = result?.result;
-            let is_error = result
-                .get("isError")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&result)?);
-            } else {
-                print!("{}", output::call_result(&result));
-            }
-            Ok(if is_error {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            })
+            answered
         }
     }
 }
 
-fn names(servers: &[portico_core::ServerStatus]) -> String {
+/// Prints a call's result; exit code 1 when the tool reported a failure.
+fn print_call_result(
+    result: &serde_json::Map<String, serde_json::Value>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let is_error = result
+        .get("isError")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    print_now(if json {
+        serde_json::to_string_pretty(result)? + "\n"
+    } else {
+        output::call_result(result)
+    })?;
+    Ok(if is_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Writes a one-shot command's answer to stdout and flushes it, so it is out before the command stops
+/// its upstreams.
+fn print_now(text: String) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("cannot write to stdout")
+}
+
+fn names(servers: &[portico_config::McpServerConfig]) -> String {
     if servers.is_empty() {
         return "none".into();
     }
@@ -256,10 +284,31 @@ pub(crate) async fn start_engine(explicit: Option<&std::path::Path>) -> anyhow::
     Ok(engine)
 }
 
-/// Loads the config and starts the hub, showing progress until every server's first attempt is done.
-async fn start_hub(explicit: Option<&std::path::Path>) -> anyhow::Result<Hub> {
+/// Loads the config and starts a hub for a one-shot command: connecting `only` that server (refused,
+/// before anything starts, when the config has no such server), else every server; shows progress
+/// until each first attempt is done. Its children are stopped briefly at shutdown: the answer is out by
+/// then.
+async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> anyhow::Result<Hub> {
     let (config, _source) = portico_config::load(explicit)?;
-    let hub = Hub::start(&config);
+    if let Some(name) = only
+        && !config.mcp_servers.iter().any(|s| s.name == name)
+    {
+        bail!(
+            "no server named `{name}` in the config; configured: {}",
+            names(&config.mcp_servers)
+        );
+    }
+    let hub = Hub::idle(
+        &config,
+        HubSettings {
+            child_stop: StopGrace::BRIEF,
+            ..HubSettings::default()
+        },
+    );
+    match only {
+        Some(name) => hub.connect(&[name.to_string()]),
+        None => hub.connect_all(),
+    }
     progress::until_settled(&hub).await;
     Ok(hub)
 }

@@ -72,7 +72,10 @@ pub fn tools_list(tools: &[&CatalogTool]) -> String {
 
 pub fn warn_unready(servers: &[ServerStatus]) {
     for s in servers {
-        if !matches!(s.state, ServerState::Ready | ServerState::Disabled) {
+        if !matches!(
+            s.state,
+            ServerState::Ready | ServerState::Disabled | ServerState::Idle
+        ) {
             eprintln!(
                 "warning: server `{}` is {}: {}",
                 s.name,

@@ -18,7 +18,7 @@ pub async fn until_settled(hub: &Hub) {
         let servers = hub.servers();
         let total = servers
             .iter()
-            .filter(|s| s.state != ServerState::Disabled)
+            .filter(|s| !matches!(s.state, ServerState::Disabled | ServerState::Idle))
             .count();
         let pending: Vec<&str> = servers
             .iter()

@@ -8,7 +8,7 @@ use anyhow::Context;
 use portico_config::{McpServerConfig, Transport};
 use portico_daemon::{DaemonInfo, InfoFile};
 use portico_engine::Engine;
-use portico_mcp::{Upstream, UpstreamEvent};
+use portico_mcp::{StopGrace, Upstream, UpstreamEvent};
 use portico_mcp_server::{Backend, DaemonLink, PorticoServer, ServerOptions};
 use rmcp::ServiceExt;
 use tokio::sync::{mpsc, watch};
@@ -90,7 +90,8 @@ async fn connect_daemon() -> Option<DaemonLink> {
         },
     };
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
-    let (upstream, _exit) = match Upstream::connect(&config, events_tx).await {
+    // An HTTP session: there is no child to stop.
+    let (upstream, _exit) = match Upstream::connect(&config, events_tx, StopGrace::PATIENT).await {
         Ok(pair) => pair,
         Err(e) => {
             tracing::warn!(

@@ -566,6 +566,62 @@ fn a_sampling_agent_asks_a_2026_client_through_input_rounds_over_http() {
     assert!(daemon.stop().success());
 }
 
+/// The progress of one call through `portico mcp` proxying to a daemon: every notification, in the
+/// order the daemon sent it, before the result. (Proxied progress used to be relayed on one task per
+/// notification and arrived shuffled: 1, 2, 4, 5, 3, ...)
+#[test]
+fn an_agent_call_through_the_daemon_proxy_relays_all_progress_in_order() {
+    let home = agent_home("[server]\nlisten = \"127.0.0.1:0\"");
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let mut session = StdioSession::start(&home, &[]);
+    session.initialize("2025-11-25");
+    // The scripted model streams its reply a word at a time: one progress notification per word.
+    let message: Vec<String> = (1..=120).map(|i| format!("w{i}")).collect();
+    let message = message.join(" ");
+    for round in 0..3 {
+        let (result, notes) = session.request(
+            2 + round,
+            "tools/call",
+            json!({"name": HELPER, "arguments": {"message": message}, "_meta": {"progressToken": round}}),
+        );
+        let reply = agent_reply(&result);
+        let progress: Vec<&Value> = notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/progress")
+            .collect();
+        let values: Vec<f64> = progress
+            .iter()
+            .map(|n| n["params"]["progress"].as_f64().unwrap())
+            .collect();
+        let expected: Vec<f64> = (1..=values.len()).map(|i| i as f64).collect();
+        assert_eq!(values, expected, "round {round}: in order, none missing");
+        assert!(values.len() > 120, "round {round}: {} notes", values.len());
+        assert!(
+            progress
+                .iter()
+                .all(|n| n["params"]["progressToken"] == round)
+        );
+        let streamed: String = progress
+            .iter()
+            .map(|n| n["params"]["message"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            streamed, reply,
+            "round {round}: the streamed text is the answer"
+        );
+    }
+    let stderr = session.stderr.clone();
+    assert!(session.finish().success());
+    assert!(
+        stderr
+            .lock()
+            .unwrap()
+            .contains("proxying to the running daemon")
+    );
+    assert!(daemon.stop().success());
+}
+
 /// An MCP client that asks for progress hears the agent write its answer, in order, before the result.
 #[test]
 fn an_agent_call_streams_progress_to_an_mcp_client_that_asked() {

@@ -365,3 +365,242 @@ fn progress_is_shown_on_a_terminal_and_not_when_piped() {
     );
     assert!(marked.processes().is_empty(), "{:#?}", marked.processes());
 }
+
+/// A stdio entry for `catalog_server.py` offering `t1`, behind a shell wrapper that first runs
+/// `before` (sh code; `$0` is `{marked}/{name}`, a path prefix for files it writes), then `after`
+/// once the server has exited. The server's command line carries the marker directory.
+fn wrapped_catalog_entry(marked: &Marked, name: &str, before: &str, after: &str) -> String {
+    let record = marked.path().join(name);
+    let script = marked.script("catalog_server.py");
+    let python = python3();
+    stdio_entry(
+        name,
+        std::path::Path::new("/bin/sh"),
+        &[
+            "-c",
+            &format!("{before}; \"$@\"; {after}"),
+            record.to_str().unwrap(),
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+            "--tools",
+            "t1",
+        ],
+        "",
+    )
+}
+
+/// A server that notes each start in `{name}.started`.
+fn recording_entry(marked: &Marked, name: &str) -> String {
+    wrapped_catalog_entry(marked, name, "echo $$ >> \"$0.started\"", "true")
+}
+
+fn was_started(marked: &Marked, name: &str) -> bool {
+    marked.path().join(format!("{name}.started")).exists()
+}
+
+fn assert_nothing_left(marked: &Marked) {
+    assert!(
+        marked.processes().is_empty(),
+        "left behind: {:#?}",
+        marked.processes()
+    );
+}
+
+#[test]
+fn tools_for_one_server_starts_only_that_server() {
+    let marked = Marked::new();
+    let config = recording_entry(&marked, "a") + &recording_entry(&marked, "b");
+
+    // An unknown name is refused before anything starts.
+    let (code, _, stderr) = run_portico(&config, &["tools", "--server", "nope"], &[]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("no server named `nope` in the config; configured: a, b"),
+        "{stderr}"
+    );
+    assert!(!was_started(&marked, "a") && !was_started(&marked, "b"));
+
+    let (code, stdout, stderr) = run_portico(&config, &["tools", "--server", "a", "--json"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let tools: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mcp_a_t1"]);
+    assert!(was_started(&marked, "a"));
+    assert!(
+        !was_started(&marked, "b"),
+        "b was started for `tools --server a`"
+    );
+    assert_nothing_left(&marked);
+
+    // The marker does record a start: listing every server starts b too.
+    let (code, stdout, stderr) = run_portico(&config, &["tools"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("mcp_b_t1  [b]"), "{stdout}");
+    assert!(was_started(&marked, "b"));
+    assert_nothing_left(&marked);
+}
+
+#[test]
+fn call_starts_only_the_servers_the_tool_can_come_from() {
+    let agent = r#"
+[[agents]]
+name = "asker"
+tools = ["mcp_b_t1"]
+[agents.model]
+provider = "scripted"
+rules = [
+  { when = {}, steps = [ { call_tool = { name = "mcp_b_t1", arguments = {} } }, { reply = "b said {{last_tool_result}}" } ] },
+]
+"#;
+    let run = |args: &[&str]| {
+        let marked = Marked::new();
+        let config = recording_entry(&marked, "a") + &recording_entry(&marked, "b") + agent;
+        let (code, stdout, stderr) = run_portico(&config, args, &[]);
+        assert_nothing_left(&marked);
+        let started = (was_started(&marked, "a"), was_started(&marked, "b"));
+        (code, stdout, stderr, started)
+    };
+
+    // A built-in needs no upstream.
+    let (code, stdout, stderr, started) = run(&["call", "system_time", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("unix_ms"), "{stdout}");
+    assert_eq!(started, (false, false));
+
+    // `mcp_a_*` can only be a's.
+    let (code, stdout, stderr, started) = run(&["call", "mcp_a_t1"]);
+    assert_eq!((code, stdout.as_str()), (0, "t1 called\n"), "{stderr}");
+    assert_eq!(started, (true, false));
+
+    // An agent may call anything its patterns allow: every server is started.
+    let (code, stdout, stderr, started) = run(&[
+        "call",
+        "portico_agent_asker",
+        "--args",
+        r#"{"message": "ask b"}"#,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("b said t1 called"), "{stdout}");
+    assert_eq!(started, (true, true));
+
+    // A name no server's prefix fits: every server, so the error can suggest their tools.
+    let (code, _, stderr, started) = run(&["call", "t1"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("no tool named `t1`")
+            && stderr.contains("`mcp_a_t1`")
+            && stderr.contains("`mcp_b_t1`"),
+        "{stderr}"
+    );
+    assert_eq!(started, (true, true));
+}
+
+#[test]
+fn a_child_that_ignores_eof_and_sigterm_does_not_hold_up_a_command() {
+    let marked = Marked::new();
+    // SIGTERM is ignored by the shell and everything it starts; once the server has exited on stdin
+    // EOF, the shell becomes a long sleep in its place (same pid).
+    let config = wrapped_catalog_entry(
+        &marked,
+        "stubborn",
+        "trap '' TERM; echo $$ > \"$0.pid\"",
+        "exec sleep 600",
+    );
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("config.toml");
+    std::fs::write(&path, &config).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_portico"))
+        .arg("--config")
+        .arg(&path)
+        .args(["servers", "--json"])
+        .env("PORTICO_HOME", home.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let portico = child.id();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    let stubborn_pid = || -> Option<i32> {
+        std::fs::read_to_string(marked.path().join("stubborn.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let Ok(output) = finished.recv_timeout(std::time::Duration::from_secs(120)) else {
+        // Stop what the test started before failing: Portico, and the child's process group.
+        unsafe {
+            libc::kill(portico as i32, libc::SIGKILL);
+            if let Some(pid) = stubborn_pid() {
+                libc::killpg(pid, libc::SIGKILL);
+            }
+        }
+        panic!("`portico servers` did not finish (test guard)");
+    };
+    let output = output.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let servers: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(servers[0]["state"], "ready", "{servers:#?}");
+    let pid = stubborn_pid().expect("the stubborn child wrote its pid");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the stubborn child {pid} outlived the command"
+    );
+    assert_nothing_left(&marked);
+}
+
+#[test]
+fn the_daemon_gives_a_stopping_child_time_to_clean_up() {
+    let marked = Marked::new();
+    // After stdin EOF the server exits and the shell takes a second to "clean up", ignoring SIGTERM
+    // meanwhile; the daemon's patient stop waits for it.
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n{}",
+        wrapped_catalog_entry(
+            &marked,
+            "careful",
+            "trap '' TERM",
+            "sleep 1; echo done > \"$0.cleaned\""
+        )
+    );
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut daemon = StopOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_portico"))
+            .args(["serve", "--config"])
+            .arg(&path)
+            .env("PORTICO_HOME", home.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(daemon.0.stderr.take().unwrap()).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.starts_with("portico: ready")),
+        "the daemon never got ready"
+    );
+    unsafe {
+        libc::kill(daemon.0.id() as i32, libc::SIGTERM);
+    }
+    let _rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(daemon.0.wait().unwrap().success());
+    assert!(
+        marked.path().join("careful.cleaned").exists(),
+        "the child was killed before it finished cleaning up"
+    );
+    assert_nothing_left(&marked);
+}
