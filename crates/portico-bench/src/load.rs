@@ -87,14 +87,16 @@ pub async fn initialize<S: Session>(session: &S) -> anyhow::Result<()> {
         .await
 }
 
-/// Warms up, then makes `calls` sequential calls on `sequential` (latency), then keeps `concurrency`
-/// calls in flight for `secs` seconds, spread over `sessions` round robin (rate).
+/// Warms up, then makes `calls` sequential calls on the first session (latency), then keeps
+/// `concurrency` calls in flight for `secs` seconds, spread over `sessions` round robin (rate). With
+/// `server_pid`, the CPU time that process used per call in the concurrent run is measured too.
 pub async fn measure<S: Session>(
     sessions: Vec<Arc<S>>,
     call: &Call,
     calls: usize,
     secs: u64,
     concurrency: usize,
+    server_pid: Option<u32>,
 ) -> anyhow::Result<Measured> {
     let first = sessions.first().context("no session")?.clone();
     for _ in 0..50 {
@@ -109,6 +111,7 @@ pub async fn measure<S: Session>(
     let mut measured = Measured::default();
     measured.latencies(samples);
 
+    let cpu_before = server_pid.and_then(crate::stats::cpu_time);
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(secs);
     let started = Instant::now();
@@ -130,6 +133,12 @@ pub async fn measure<S: Session>(
     }
     measured.concurrent_calls = done.load(Ordering::Relaxed);
     measured.rate = measured.concurrent_calls as f64 / started.elapsed().as_secs_f64();
+    if let (Some(before), Some(after)) = (cpu_before, server_pid.and_then(crate::stats::cpu_time))
+        && measured.concurrent_calls > 0
+    {
+        measured.server_cpu_us =
+            Some((after - before).as_secs_f64() * 1e6 / measured.concurrent_calls as f64);
+    }
     Ok(measured)
 }
 
@@ -156,7 +165,7 @@ async fn wait_answer(receiver: oneshot::Receiver<Value>, id: u64) -> anyhow::Res
 pub struct StdioSession {
     stdin: Mutex<tokio::process::ChildStdin>,
     pending: Pending,
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
 }
 
 impl StdioSession {
@@ -185,10 +194,15 @@ impl StdioSession {
         let session = Arc::new(StdioSession {
             stdin: Mutex::new(stdin),
             pending,
-            _child: child,
+            child,
         });
         initialize(session.as_ref()).await?;
         Ok(session)
+    }
+
+    /// The server's process id, for its CPU figures.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     async fn write(&self, message: &Value) -> anyhow::Result<()> {

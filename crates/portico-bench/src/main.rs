@@ -60,6 +60,9 @@ enum Command {
         /// Sessions the concurrent callers are spread over.
         #[arg(long, default_value_t = 16)]
         sessions: usize,
+        /// The server's process id, to report its CPU time per call.
+        #[arg(long)]
+        server_pid: Option<u32>,
     },
     /// Opens COUNT idle Streamable HTTP sessions at URL (initialize + initialized, and a GET stream
     /// with --stream), prints `opened COUNT`, and holds them until stdin closes.
@@ -119,12 +122,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let mut child = tokio::process::Command::new(&command[0]);
             child.args(&command[1..]);
             let session = StdioSession::spawn(child).await?;
+            let pid = session.pid();
             let measured = load::measure(
                 vec![session],
                 &load.call()?,
                 load.calls,
                 load.secs,
                 load.concurrency,
+                pid,
             )
             .await?;
             println!("{}", measured.json());
@@ -133,6 +138,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             load,
             base,
             sessions,
+            server_pid,
         } => {
             let http = reqwest::Client::builder().no_proxy().build()?;
             let mut opened = Vec::new();
@@ -145,6 +151,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 load.calls,
                 load.secs,
                 load.concurrency,
+                server_pid,
             )
             .await?;
             println!("{}", measured.json());

@@ -10,6 +10,8 @@ pub struct Measured {
     pub p99: Duration,
     pub concurrent_calls: u64,
     pub rate: f64,
+    /// CPU time the measured server process spent per call during the concurrent run, when known.
+    pub server_cpu_us: Option<f64>,
 }
 
 impl Measured {
@@ -31,9 +33,23 @@ impl Measured {
             "p99_ms": self.p99.as_secs_f64() * 1e3,
             "concurrent_calls": self.concurrent_calls,
             "rate": self.rate,
+            "cpu_us": self.server_cpu_us,
         })
         .to_string()
     }
+}
+
+/// CPU time (user + system) process `pid` has used so far, from /proc; `None` off Linux or when the
+/// process is gone.
+pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces; the fields after it are plain.
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split(' ').collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (per_second > 0).then(|| std::time::Duration::from_secs_f64(ticks as f64 / per_second as f64))
 }
 
 #[cfg(test)]
@@ -47,5 +63,17 @@ mod tests {
         assert_eq!(measured.p50, Duration::from_millis(51));
         assert_eq!(measured.p99, Duration::from_millis(99));
         assert_eq!(measured.sequential_calls, 100);
+    }
+
+    #[test]
+    fn cpu_time_of_this_process_grows_with_work() {
+        let before = cpu_time(std::process::id()).unwrap();
+        let mut x = 0u64;
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_millis(100) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        std::hint::black_box(x);
+        assert!(cpu_time(std::process::id()).unwrap() > before);
     }
 }

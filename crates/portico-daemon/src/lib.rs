@@ -144,6 +144,10 @@ pub fn app_with_server(
     // configured to agree with it rather than to second-guess it.
     let mcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(door.policy.allowed_hosts().iter().cloned())
+        // A plain answer to a stateless (2026-07-28) request goes out as one `application/json`
+        // body instead of an SSE stream of it: one write instead of several per call. rmcp falls
+        // back to SSE when the call sends progress or a request first, so nothing is lost.
+        .with_json_response(true)
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
     let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);

@@ -384,3 +384,44 @@ fn tcp_nodelay(fd: std::os::fd::RawFd) -> libc::c_int {
     assert_eq!(rc, 0, "getsockopt: {}", std::io::Error::last_os_error());
     value
 }
+
+/// A plain answer to a stateless (2026-07-28) call is one JSON body with a known length, not an SSE
+/// stream or chunks: one write per answer. Regression: the in-flight counter once wrapped every body
+/// as a stream, which turned each answer into chunks and a separate terminating chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_answer_is_one_json_body_with_its_length() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "mcp_cat_t1", "arguments": {},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let response = mcp_post(
+        &daemon.base,
+        body,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "mcp_cat_t1"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let length: usize = response.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(response.headers().get("transfer-encoding").is_none());
+    let bytes = response.bytes().await.unwrap();
+    assert_eq!(bytes.len(), length);
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(answer["id"], 3);
+    assert_eq!(answer["result"]["content"][0]["text"], "t1 called");
+    assert!(daemon.stop().success());
+}
