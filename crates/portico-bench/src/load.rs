@@ -154,7 +154,16 @@ fn deliver(pending: &Pending, message: Value) {
     }
 }
 
-async fn wait_answer(receiver: oneshot::Receiver<Value>, id: u64) -> anyhow::Result<Value> {
+/// Registers a waiter for answer `id` (before sending: the answer may come back at once), sends,
+/// and waits for the answer.
+async fn send_and_wait(
+    pending: &Pending,
+    id: u64,
+    send: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<Value> {
+    let (sender, receiver) = oneshot::channel();
+    pending.lock().expect("pending lock").insert(id, sender);
+    send.await?;
     tokio::time::timeout(Duration::from_secs(30), receiver)
         .await
         .with_context(|| format!("no answer to request {id} within 30 s"))?
@@ -220,13 +229,7 @@ impl StdioSession {
 
 impl Session for StdioSession {
     async fn request(&self, id: u64, message: Value) -> anyhow::Result<Value> {
-        let (sender, receiver) = oneshot::channel();
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .insert(id, sender);
-        self.write(&message).await?;
-        wait_answer(receiver, id).await
+        send_and_wait(&self.pending, id, self.write(&message)).await
     }
 
     async fn notify(&self, message: Value) -> anyhow::Result<()> {
@@ -325,13 +328,7 @@ impl Drop for SseSession {
 
 impl Session for SseSession {
     async fn request(&self, id: u64, message: Value) -> anyhow::Result<Value> {
-        let (sender, receiver) = oneshot::channel();
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .insert(id, sender);
-        self.post(&message).await?;
-        wait_answer(receiver, id).await
+        send_and_wait(&self.pending, id, self.post(&message)).await
     }
 
     async fn notify(&self, message: Value) -> anyhow::Result<()> {
