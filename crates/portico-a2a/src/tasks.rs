@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use portico_engine::Engine;
 use portico_pipeline::{ProgressEvent, ToolContext, model_text};
-use portico_store::{Store, StoreError, TaskLimits, TaskPage, TaskQuery, TaskRecord};
+use portico_store::{
+    BatchWriter, Store, StoreError, TaskLimits, TaskPage, TaskQuery, TaskRecord, TaskStatusUpdate,
+    TaskUpdate,
+};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -27,6 +30,16 @@ struct Live {
     state: watch::Sender<String>,
 }
 
+impl Live {
+    /// Sends an event to the task's streams. It is built only when someone listens: nobody does for a
+    /// blocking send, which answers with the task once it is done.
+    fn publish(&self, event: impl FnOnce() -> Value) {
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(event());
+        }
+    }
+}
+
 /// Tasks of every agent. Cheap to clone.
 #[derive(Clone)]
 pub struct Tasks {
@@ -35,24 +48,33 @@ pub struct Tasks {
 
 struct Inner {
     engine: Engine,
+    /// Task writes go through the store's group commit: concurrent tasks share transactions, and each
+    /// write is awaited until its transaction has committed.
+    writer: BatchWriter,
     limits: TaskLimits,
     pusher: Option<crate::push::Pusher>,
     live: Mutex<HashMap<String, Arc<Live>>>,
 }
 
+/// A fresh id in the UUID layout, version 7 (RFC 9562): the time in milliseconds, then 74 random bits.
+/// Clients and stores that expect UUIDs accept it, and ids that grow with time put a new task's rows at
+/// the end of the store's indexes instead of on a random page of each.
 fn random_id() -> String {
-    let bytes: [u8; 16] = rand::random();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    // UUID layout, version 4: clients and stores that expect UUIDs accept it.
-    format!(
-        "{}-{}-4{}-{}{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[13..16],
-        ["8", "9", "a", "b"][(bytes[8] & 3) as usize],
-        &hex[17..20],
-        &hex[20..32]
-    )
+    use std::fmt::Write as _;
+    let millis = u64::try_from(portico_core::time::now_ms()).unwrap_or(0);
+    let mut bytes = [0u8; 16];
+    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+    bytes[6..].copy_from_slice(&rand::random::<[u8; 10]>());
+    bytes[6] = 0x70 | (bytes[6] & 0x0f);
+    bytes[8] = 0x80 | (bytes[8] & 0x3f);
+    let mut id = String::with_capacity(36);
+    for (i, byte) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            id.push('-');
+        }
+        let _ = write!(id, "{byte:02x}");
+    }
+    id
 }
 
 fn store_error(error: StoreError) -> A2aError {
@@ -116,6 +138,7 @@ impl Tasks {
     pub fn new(engine: Engine, limits: TaskLimits, pusher: Option<crate::push::Pusher>) -> Self {
         Tasks {
             inner: Arc::new(Inner {
+                writer: engine.store.batch_writer(),
                 engine,
                 limits,
                 pusher,
@@ -231,7 +254,6 @@ impl Tasks {
             .agent(agent)
             .map(|a| a.tool_name.clone())
             .ok_or_else(|| A2aError::InvalidParams(format!("no agent named `{agent}`")))?;
-        let store = self.store();
 
         let continued = message
             .get("taskId")
@@ -256,42 +278,36 @@ impl Tasks {
                     .as_str()
                     .map(str::to_string);
                 message["contextId"] = json!(task.context_id);
-                let stored = message.clone();
-                let id = task_id.to_string();
-                blocking(move || store.append_task_message(&id, &stored)).await?;
+                let update = TaskUpdate {
+                    message: Some(message.clone()),
+                    ..TaskUpdate::default()
+                };
+                self.inner
+                    .writer
+                    .update_task(task_id.to_string(), update)
+                    .await
+                    .map_err(store_error)?;
                 (task_id.to_string(), task.context_id, conversation)
             }
             None => {
-                let context_id = message
+                let given_context = message
                     .get("contextId")
                     .and_then(Value::as_str)
                     .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .unwrap_or_else(random_id);
+                    .map(str::to_string);
+                // The same context continues the same conversation with the agent; a new context has
+                // none to look up.
+                let (context_id, conversation) = match given_context {
+                    Some(context_id) => {
+                        let conversation =
+                            self.context_conversation(owner, agent, &context_id).await?;
+                        (context_id, conversation)
+                    }
+                    None => (random_id(), None),
+                };
                 let task_id = random_id();
                 message["contextId"] = json!(context_id);
                 message["taskId"] = json!(task_id);
-                // The same context continues the same conversation with the agent.
-                let conversation = {
-                    let store = store.clone();
-                    let query = TaskQuery {
-                        owner: owner.to_string(),
-                        context_id: Some(context_id.clone()),
-                        state: None,
-                        updated_after_ms: None,
-                        page_size: 1,
-                        page_token: None,
-                    };
-                    let page = blocking(move || store.list_tasks(&query)).await?;
-                    page.tasks
-                        .into_iter()
-                        .filter(|t| t.agent == agent)
-                        .find_map(|t| {
-                            t.metadata["portico"]["conversation_id"]
-                                .as_str()
-                                .map(str::to_string)
-                        })
-                };
                 let now = portico_core::time::now_ms();
                 let record = TaskRecord {
                     id: task_id.clone(),
@@ -306,9 +322,12 @@ impl Tasks {
                     created_at_ms: now,
                     updated_at_ms: now,
                 };
-                let limits = self.inner.limits.clone();
-                // Durable before acknowledged: the task exists once this returns.
-                blocking(move || store.create_task(&record, &limits)).await?;
+                // Durable before acknowledged: the task is committed once this returns.
+                self.inner
+                    .writer
+                    .create_task(record, self.inner.limits.clone())
+                    .await
+                    .map_err(store_error)?;
                 (task_id, context_id, conversation)
             }
         };
@@ -346,6 +365,35 @@ impl Tasks {
         Ok((task_id, receiver))
     }
 
+    /// The agent conversation that `owner`'s newest task in `context_id` continued, if that task was
+    /// `agent`'s.
+    async fn context_conversation(
+        &self,
+        owner: &str,
+        agent: &str,
+        context_id: &str,
+    ) -> Result<Option<String>, A2aError> {
+        let store = self.store();
+        let query = TaskQuery {
+            owner: owner.to_string(),
+            context_id: Some(context_id.to_string()),
+            state: None,
+            updated_after_ms: None,
+            page_size: 1,
+            page_token: None,
+        };
+        let page = blocking(move || store.list_tasks(&query)).await?;
+        Ok(page
+            .tasks
+            .into_iter()
+            .filter(|t| t.agent == agent)
+            .find_map(|t| {
+                t.metadata["portico"]["conversation_id"]
+                    .as_str()
+                    .map(str::to_string)
+            }))
+    }
+
     /// Waits until the task is finished or waiting for input.
     pub async fn settled(&self, id: &str) {
         let mut state = self.live(id).state.subscribe();
@@ -372,41 +420,64 @@ impl Tasks {
 
     /// Records a status change, tells listeners, and wakes waiters.
     async fn set_status(&self, run: &Run, state: &str, message: Option<Value>) {
+        self.set_status_with(run, state, message, TaskUpdate::default())
+            .await;
+    }
+
+    /// [`Tasks::set_status`], writing `also` (artifacts, metadata) in the same transaction. Listeners
+    /// hear of the change only once it is committed, so whatever they read back agrees with it.
+    async fn set_status_with(
+        &self,
+        run: &Run,
+        state: &str,
+        message: Option<Value>,
+        also: TaskUpdate,
+    ) {
         let mut status = json!({"state": state, "timestamp": portico_core::time::now_rfc3339()});
         if let Some(message) = &message {
             status["message"] = message.clone();
         }
-        let store = self.store();
-        let id = run.task_id.clone();
-        let (stored_state, stored_status, stored_message) =
-            (state.to_string(), status.clone(), message.clone());
-        let saved = blocking(move || {
-            if let Some(message) = &stored_message {
-                store.append_task_message(&id, message)?;
-            }
-            store.update_task_status(&id, &stored_state, &stored_status)
-        })
-        .await;
+        let update = TaskUpdate {
+            message,
+            status: Some(TaskStatusUpdate {
+                state: state.to_string(),
+                status: status.clone(),
+            }),
+            ..also
+        };
+        let saved = self
+            .inner
+            .writer
+            .update_task(run.task_id.clone(), update)
+            .await;
         if let Err(error) = saved {
             tracing::warn!("task {}: could not store its status: {error}", run.task_id);
         }
-        let event = json!({"statusUpdate": {
-            "taskId": run.task_id, "contextId": run.context_id, "status": status,
-        }});
+        let event = || {
+            json!({"statusUpdate": {
+                "taskId": run.task_id, "contextId": run.context_id, "status": status,
+            }})
+        };
         if run.live.push.load(std::sync::atomic::Ordering::Relaxed)
             && let Some(pusher) = &self.inner.pusher
         {
-            pusher.notify(&run.task_id, event.clone());
+            pusher.notify(&run.task_id, event());
         }
-        let _ = run.live.events.send(event);
+        run.live.publish(event);
         run.live.state.send_replace(state.to_string());
     }
 
     async fn save_artifacts(&self, run: &Run, artifacts: &[Value]) {
-        let store = self.store();
-        let id = run.task_id.clone();
-        let artifacts = artifacts.to_vec();
-        if let Err(error) = blocking(move || store.set_task_artifacts(&id, &artifacts)).await {
+        let update = TaskUpdate {
+            artifacts: Some(artifacts.to_vec()),
+            ..TaskUpdate::default()
+        };
+        if let Err(error) = self
+            .inner
+            .writer
+            .update_task(run.task_id.clone(), update)
+            .await
+        {
             tracing::warn!(
                 "task {}: could not store its artifacts: {error}",
                 run.task_id
@@ -415,7 +486,6 @@ impl Tasks {
     }
 
     async fn run(&self, run: Run) {
-        self.set_status(&run, "TASK_STATE_WORKING", None).await;
         let mut arguments = json!({"message": run.text});
         if let Some(conversation) = &run.conversation {
             arguments["conversation_id"] = json!(conversation);
@@ -435,6 +505,9 @@ impl Tasks {
         });
         let abort = call.abort_handle();
         let mut call = call;
+        // The agent starts while `working` is being stored (its first write, the conversation, can
+        // share that transaction); what it reports waits in `reports` until `working` is out.
+        self.set_status(&run, "TASK_STATE_WORKING", None).await;
         let mut requested: Option<(String, Option<String>)> = None;
         let mut artifacts: Vec<Value> = Vec::new();
         let mut streamed = false;
@@ -451,7 +524,7 @@ impl Tasks {
                 Some(report) = reports.recv() => {
                     match report {
                         ProgressEvent::Text(text) => {
-                            let _ = run.live.events.send(json!({"artifactUpdate": {
+                            run.live.publish(|| json!({"artifactUpdate": {
                                 "taskId": run.task_id, "contextId": run.context_id,
                                 "artifact": {"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": text}]},
                                 "append": streamed, "lastChunk": false,
@@ -483,7 +556,7 @@ impl Tasks {
                                     false
                                 }
                             };
-                            let _ = run.live.events.send(json!({"artifactUpdate": {
+                            run.live.publish(|| json!({"artifactUpdate": {
                                 "taskId": run.task_id, "contextId": run.context_id,
                                 "artifact": {"artifactId": name, "name": name, "parts": [{"text": text}]},
                                 "append": append, "lastChunk": last_chunk,
@@ -521,19 +594,13 @@ impl Tasks {
                     .as_str()
                     .map(str::to_string)
                     .unwrap_or_else(|| model_text(&result));
+                // The run's end is one write: the conversation it continued (when new), its
+                // artifacts, the answer and the final status.
+                let mut also = TaskUpdate::default();
                 if let Some(conversation) = result["structuredContent"]["conversation_id"].as_str()
+                    && run.conversation.as_deref() != Some(conversation)
                 {
-                    let store = self.store();
-                    let id = run.task_id.clone();
-                    let metadata = json!({"portico": {"conversation_id": conversation}});
-                    if let Err(error) =
-                        blocking(move || store.set_task_metadata(&id, &metadata)).await
-                    {
-                        tracing::warn!(
-                            "task {}: could not store its conversation: {error}",
-                            run.task_id
-                        );
-                    }
+                    also.metadata = Some(json!({"portico": {"conversation_id": conversation}}));
                 }
                 let message = agent_message(&run.task_id, &run.context_id, &reply);
                 match requested {
@@ -541,20 +608,23 @@ impl Tasks {
                     // its answer is the question or the reason.
                     Some((state, _)) => {
                         if !artifacts.is_empty() {
-                            self.save_artifacts(&run, &artifacts).await;
+                            also.artifacts = Some(artifacts);
                         }
-                        self.set_status(&run, &state, Some(message)).await;
+                        self.set_status_with(&run, &state, Some(message), also)
+                            .await;
                     }
                     None => {
                         let response = json!({"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": reply}]});
-                        let _ = run.live.events.send(json!({"artifactUpdate": {
-                            "taskId": run.task_id, "contextId": run.context_id,
-                            "artifact": response, "append": false, "lastChunk": true,
-                        }}));
+                        run.live.publish(|| {
+                            json!({"artifactUpdate": {
+                                "taskId": run.task_id, "contextId": run.context_id,
+                                "artifact": response, "append": false, "lastChunk": true,
+                            }})
+                        });
                         artifacts.retain(|a| a["artifactId"] != json!(RESPONSE_ARTIFACT));
                         artifacts.push(response);
-                        self.save_artifacts(&run, &artifacts).await;
-                        self.set_status(&run, "TASK_STATE_COMPLETED", Some(message))
+                        also.artifacts = Some(artifacts);
+                        self.set_status_with(&run, "TASK_STATE_COMPLETED", Some(message), also)
                             .await;
                     }
                 }
@@ -670,7 +740,12 @@ mod tests {
     fn ids_and_timestamps_have_the_usual_shapes() {
         let id = random_id();
         assert_eq!(id.len(), 36);
-        assert_eq!(&id[14..15], "4");
+        assert_eq!(&id[14..15], "7", "{id}");
+        assert!("89ab".contains(&id[19..20]), "{id}");
+        let millis = u64::from_str_radix(&id[..8], 16).unwrap() << 16
+            | u64::from_str_radix(&id[9..13], 16).unwrap();
+        let now = portico_core::time::now_ms() as u64;
+        assert!(millis <= now && now - millis < 60_000, "{id}");
         let ts = portico_core::time::now_rfc3339();
         assert_eq!(ts.len(), 24, "{ts}");
         assert!(ts.ends_with('Z') && ts.starts_with("20"), "{ts}");

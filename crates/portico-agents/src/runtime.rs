@@ -13,7 +13,7 @@ use portico_pipeline::{
     Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust, TurnState,
     WeakPipeline, model_text,
 };
-use portico_store::{NewMessage, Store};
+use portico_store::{BatchWriter, NewMessage, Store};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -135,6 +135,8 @@ pub struct AgentRuntime {
     agents: BTreeMap<String, Arc<Agent>>,
     pipeline: WeakPipeline,
     store: Store,
+    /// Conversations are written through the store's group commit: concurrent runs share transactions.
+    writer: BatchWriter,
     settings: RuntimeSettings,
 }
 
@@ -151,6 +153,7 @@ impl AgentRuntime {
                 .map(|a| (a.config.name.clone(), Arc::new(a)))
                 .collect(),
             pipeline,
+            writer: store.batch_writer(),
             store,
             settings,
         }
@@ -237,37 +240,54 @@ impl AgentRuntime {
                 agent: name.clone(),
             })?;
 
-        // The conversation so far.
-        let store = self.store.clone();
-        let (conversation, history) = {
-            let owner = name.clone();
-            let id = conversation_id.map(str::to_string);
-            blocking(
-                move || -> Result<_, Result<portico_store::StoreError, String>> {
-                    let conversation = match &id {
-                        Some(id) => match store.conversation(id).map_err(Ok)? {
+        // The conversation so far, and this message stored in it.
+        let user = ChatMessage::User {
+            text: message.to_string(),
+            message_id: None,
+        };
+        let (conversation, history) = match conversation_id {
+            Some(id) => {
+                let store = self.store.clone();
+                let (owner, id) = (name.clone(), id.to_string());
+                let (conversation, history) = blocking(
+                    move || -> Result<_, Result<portico_store::StoreError, String>> {
+                        let conversation = match store.conversation(&id).map_err(Ok)? {
                             Some(c) if c.agent == owner => c,
-                            _ => return Err(Err(id.clone())),
-                        },
-                        None => store.create_conversation(&owner).map_err(Ok)?,
-                    };
-                    let history = store.messages(&conversation.id).map_err(Ok)?;
-                    Ok((conversation, history))
-                },
-            )
-            .await
-            .map_err(|e| match e {
-                Ok(source) => store_error(source),
-                Err(id) => AgentError::BadConversation {
-                    agent: name.clone(),
-                    id,
-                },
-            })?
+                            _ => return Err(Err(id)),
+                        };
+                        let history = store.messages(&conversation.id).map_err(Ok)?;
+                        Ok((conversation, history))
+                    },
+                )
+                .await
+                .map_err(|e| match e {
+                    Ok(source) => store_error(source),
+                    Err(id) => AgentError::BadConversation {
+                        agent: name.clone(),
+                        id,
+                    },
+                })?;
+                self.persist(&conversation.id, &user, Usage::default())
+                    .await
+                    .map_err(store_error)?;
+                (conversation, history)
+            }
+            // A new conversation and its first message: one write.
+            None => {
+                let first = new_message(&user, Usage::default());
+                let conversation = self
+                    .writer
+                    .start_conversation(name.clone(), first)
+                    .await
+                    .map_err(store_error)?;
+                (conversation, Vec::new())
+            }
         };
         let mut messages: Vec<ChatMessage> = history
             .into_iter()
             .filter_map(|m| serde_json::from_value(m.content).ok())
             .collect();
+        messages.push(user);
 
         let principal = Principal::agent(name.clone(), agent.patterns.clone());
         let tools: Vec<ToolSpec> = pipeline
@@ -284,15 +304,6 @@ impl AgentRuntime {
             turn: Some(turn.clone()),
             progress: context.progress.clone(),
         };
-
-        let user = ChatMessage::User {
-            text: message.to_string(),
-            message_id: None,
-        };
-        self.persist(&conversation.id, &user, Usage::default())
-            .await
-            .map_err(store_error)?;
-        messages.push(user);
 
         let events: EventSink = {
             let context = context.clone();
@@ -446,30 +457,30 @@ impl AgentRuntime {
         message: &ChatMessage,
         usage: Usage,
     ) -> Result<UsageCounts, portico_store::StoreError> {
-        let store = self.store.clone();
-        let id = conversation_id.to_string();
-        let new = NewMessage {
-            role: match message {
-                ChatMessage::User { .. } => "user",
-                ChatMessage::Assistant { .. } => "assistant",
-                ChatMessage::Tool { .. } => "tool",
-            }
-            .to_string(),
-            content: serde_json::to_value(message).unwrap_or(Value::Null),
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-        };
-        blocking(move || {
-            store.append_message(&id, &new)?;
-            let conversation = store.conversation(&id)?;
-            Ok(conversation
-                .map(|c| UsageCounts {
-                    input_tokens: c.input_tokens,
-                    output_tokens: c.output_tokens,
-                })
-                .unwrap_or_default())
+        let new = new_message(message, usage);
+        let conversation = self
+            .writer
+            .append_message(conversation_id.to_string(), new)
+            .await?;
+        Ok(UsageCounts {
+            input_tokens: conversation.input_tokens,
+            output_tokens: conversation.output_tokens,
         })
-        .await
+    }
+}
+
+/// A chat message as the store keeps it.
+fn new_message(message: &ChatMessage, usage: Usage) -> NewMessage {
+    NewMessage {
+        role: match message {
+            ChatMessage::User { .. } => "user",
+            ChatMessage::Assistant { .. } => "assistant",
+            ChatMessage::Tool { .. } => "tool",
+        }
+        .to_string(),
+        content: serde_json::to_value(message).unwrap_or(Value::Null),
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
     }
 }
 
@@ -529,14 +540,19 @@ async fn blocking<T: Send + 'static, E: Send + 'static>(
 /// `conversation_id`.
 pub struct AgentTools {
     runtime: Arc<AgentRuntime>,
+    /// One entry per agent, built once: listing and resolving agents happens on every call (an A2A
+    /// message resolves its agent and lists that agent's tools), and building an entry generates the
+    /// reply's JSON schema.
+    entries: Vec<ToolEntry>,
 }
 
 impl AgentTools {
     pub fn new(runtime: Arc<AgentRuntime>) -> Self {
-        AgentTools { runtime }
+        let entries = runtime.agents.values().map(|a| Self::entry(a)).collect();
+        AgentTools { runtime, entries }
     }
 
-    fn entry(&self, agent: &Agent) -> ToolEntry {
+    fn entry(agent: &Agent) -> ToolEntry {
         let description = if agent.config.description.is_empty() {
             format!("Ask the `{}` agent", agent.config.name)
         } else {
@@ -573,19 +589,11 @@ impl ToolSource for AgentTools {
     }
 
     fn entries(&self) -> Vec<ToolEntry> {
-        self.runtime
-            .agents
-            .values()
-            .map(|a| self.entry(a))
-            .collect()
+        self.entries.clone()
     }
 
     fn find(&self, name: &str) -> Option<ToolEntry> {
-        self.runtime
-            .agents
-            .values()
-            .find(|a| a.tool_name == name)
-            .map(|a| self.entry(a))
+        self.entries.iter().find(|e| e.name == name).cloned()
     }
 
     fn call<'a>(

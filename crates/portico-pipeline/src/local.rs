@@ -35,7 +35,9 @@ type Handler = Arc<dyn Fn(JsonObject, ToolContext) -> BoxFuture<'static, JsonObj
 /// One registered tool: its definition, how far its output can be trusted, and its handler.
 #[derive(Clone)]
 pub struct LocalTool {
-    definition: JsonObject,
+    /// Shared: every listing hands it out (an agent's run lists its tools), and cloning the JSON each
+    /// time was a measurable share of an A2A request.
+    definition: Arc<JsonObject>,
     handler: Handler,
     trust: Trust,
     sensitive: bool,
@@ -92,7 +94,7 @@ impl LocalTool {
         let handler = Arc::new(handler);
         let tool_name = name.clone();
         LocalTool {
-            definition: definition.as_object().cloned().unwrap_or_default(),
+            definition: Arc::new(definition.as_object().cloned().unwrap_or_default()),
             trust: Trust::Trusted,
             sensitive: false,
             handler: Arc::new(move |arguments: JsonObject, context: ToolContext| {
@@ -126,7 +128,7 @@ impl LocalTool {
         + 'static,
     ) -> Self {
         LocalTool {
-            definition,
+            definition: Arc::new(definition),
             handler: Arc::new(handler),
             trust: Trust::Trusted,
             sensitive: false,
@@ -158,7 +160,7 @@ impl LocalTool {
     /// Adds fields to the definition (`title`, `annotations`, `icons`, `_meta`).
     pub fn with(mut self, field: &str, value: Value) -> Self {
         if field != "name" {
-            self.definition.insert(field.to_string(), value);
+            Arc::make_mut(&mut self.definition).insert(field.to_string(), value);
         }
         self
     }
@@ -172,6 +174,10 @@ impl LocalTool {
 
     pub fn definition(&self) -> &JsonObject {
         &self.definition
+    }
+
+    pub(crate) fn shared_definition(&self) -> Arc<JsonObject> {
+        self.definition.clone()
     }
 
     pub fn call(
@@ -267,7 +273,7 @@ impl LocalTools {
             .read()
             .expect("host tools lock")
             .values()
-            .map(|t| t.definition.clone())
+            .map(|t| (*t.definition).clone())
             .collect()
     }
 

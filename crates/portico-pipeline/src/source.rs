@@ -55,7 +55,7 @@ impl LocalTool {
     fn entry(&self, generation: u64) -> ToolEntry {
         ToolEntry {
             name: self.name().to_string(),
-            definition: Arc::new(self.definition().clone()),
+            definition: self.shared_definition(),
             trust: self.trust(),
             sensitive: self.is_sensitive(),
             timeout: None,

@@ -42,32 +42,37 @@ impl Store {
         if records.is_empty() {
             return Ok(());
         }
-        let mut conn = self.conn();
-        let error = || self.sql_error("appending audit records");
-        let tx = conn.transaction().map_err(error())?;
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO audit \
-                       (at_ms, caller, tool, arguments_digest, outcome, detail, duration_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .map_err(error())?;
-            for record in records {
-                insert
-                    .execute(rusqlite::params![
-                        record.at_ms,
-                        record.caller,
-                        record.tool,
-                        record.arguments_digest,
-                        record.outcome,
-                        record.detail,
-                        to_sql_int(record.duration_ms),
-                    ])
-                    .map_err(error())?;
-            }
-        }
-        tx.commit().map_err(error())
+        self.in_immediate_transaction("appending audit records", |conn| {
+            records
+                .iter()
+                .try_for_each(|record| self.insert_audit(conn, record))
+        })
+    }
+
+    /// One audit record, on the caller's connection or transaction.
+    pub(crate) fn insert_audit(
+        &self,
+        conn: &rusqlite::Connection,
+        record: &AuditRecord,
+    ) -> Result<(), StoreError> {
+        conn.prepare_cached(
+            "INSERT INTO audit \
+               (at_ms, caller, tool, arguments_digest, outcome, detail, duration_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .and_then(|mut insert| {
+            insert.execute(rusqlite::params![
+                record.at_ms,
+                record.caller,
+                record.tool,
+                record.arguments_digest,
+                record.outcome,
+                record.detail,
+                to_sql_int(record.duration_ms),
+            ])
+        })
+        .map(|_| ())
+        .map_err(self.sql_error("appending audit records"))
     }
 
     /// Records matching `query`, newest first; records with the same `at_ms` come latest-appended first.
@@ -111,10 +116,10 @@ impl Store {
             .map_err(self.sql_error("reading the audit log"))
     }
 
-    /// A writer that records without blocking, inserting in batches on a background thread. Each call
-    /// starts its own thread: make one per process and clone it.
+    /// A writer that records without blocking: records join the store's group commit (see
+    /// [`Store::batch_writer`]). Every writer of one store shares its one writer thread.
     pub fn audit_writer(&self) -> AuditWriter {
-        AuditWriter::start(self.clone())
+        AuditWriter::new(self.batch_writer())
     }
 }
 

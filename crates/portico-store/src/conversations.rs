@@ -1,7 +1,7 @@
 //! Conversations with agents and their messages, with token totals kept on the conversation so that
 //! listing them never has to sum messages.
 
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
 use crate::{Store, StoreError, from_sql_int, now_ms, sql_limit, to_sql_int};
@@ -55,11 +55,23 @@ fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
 }
 
 impl Store {
-    /// Starts a conversation with `agent` under a fresh random id (`c_` and 32 hex digits).
+    /// Starts a conversation with `agent` under a fresh id (`c_` and 32 hex digits: the creation time in
+    /// milliseconds, then 80 random bits, so ids sort by creation and new rows land at the end of the
+    /// index rather than on a random page of it).
     pub fn create_conversation(&self, agent: &str) -> Result<Conversation, StoreError> {
+        self.insert_conversation(&self.conn(), agent)
+    }
+
+    /// [`Store::create_conversation`] on the caller's connection or transaction.
+    pub(crate) fn insert_conversation(
+        &self,
+        conn: &Connection,
+        agent: &str,
+    ) -> Result<Conversation, StoreError> {
         let now = now_ms();
+        let random = rand::random::<u128>() >> 48;
         let conversation = Conversation {
-            id: format!("c_{:032x}", rand::random::<u128>()),
+            id: format!("c_{:012x}{random:020x}", now & 0xffff_ffff_ffff),
             agent: agent.to_string(),
             created_at_ms: now,
             updated_at_ms: now,
@@ -67,12 +79,11 @@ impl Store {
             output_tokens: 0,
             message_count: 0,
         };
-        self.conn()
-            .execute(
-                "INSERT INTO conversations (id, agent, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?3)",
-                params![conversation.id, conversation.agent, now],
-            )
-            .map_err(self.sql_error("creating a conversation"))?;
+        conn.prepare_cached(
+            "INSERT INTO conversations (id, agent, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?3)",
+        )
+        .and_then(|mut stmt| stmt.execute(params![conversation.id, conversation.agent, now]))
+        .map_err(self.sql_error("creating a conversation"))?;
         Ok(conversation)
     }
 
@@ -126,6 +137,21 @@ impl Store {
         conversation_id: &str,
         message: &NewMessage,
     ) -> Result<StoredMessage, StoreError> {
+        self.in_immediate_transaction("appending a message", |conn| {
+            self.insert_message(conn, conversation_id, message)
+                .map(|(stored, _)| stored)
+        })
+    }
+
+    /// [`Store::append_message`] inside the caller's transaction, which must be `IMMEDIATE` (so that
+    /// another process cannot slip in between reading the next seq and inserting it). Also returns the
+    /// conversation as it is after the message.
+    pub(crate) fn insert_message(
+        &self,
+        conn: &Connection,
+        conversation_id: &str,
+        message: &NewMessage,
+    ) -> Result<(StoredMessage, Conversation), StoreError> {
         let content =
             serde_json::to_string(&message.content).map_err(|source| StoreError::CorruptJson {
                 path: self.label().to_path_buf(),
@@ -133,48 +159,49 @@ impl Store {
                 source,
             })?;
         let now = now_ms();
-        let mut conn = self.conn();
         let error = || self.sql_error("appending a message");
-        // IMMEDIATE takes the write lock up front, so another process cannot slip in between reading
-        // the next seq and inserting it.
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(error())?;
         // max() keeps updated_at monotonic if the wall clock steps back.
-        let updated = tx
-            .execute(
+        let conversation = conn
+            .prepare_cached(&format!(
                 "UPDATE conversations SET \
                    input_tokens = input_tokens + ?2, \
                    output_tokens = output_tokens + ?3, \
                    message_count = message_count + 1, \
                    updated_at_ms = max(updated_at_ms, ?4) \
-                 WHERE id = ?1",
-                params![
-                    conversation_id,
-                    to_sql_int(message.input_tokens),
-                    to_sql_int(message.output_tokens),
-                    now
-                ],
-            )
+                 WHERE id = ?1 RETURNING {CONVERSATION_COLUMNS}"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![
+                        conversation_id,
+                        to_sql_int(message.input_tokens),
+                        to_sql_int(message.output_tokens),
+                        now
+                    ],
+                    conversation_from_row,
+                )
+                .optional()
+            })
             .map_err(error())?;
-        if updated == 0 {
+        let Some(conversation) = conversation else {
             return Err(StoreError::ConversationNotFound {
                 path: self.label().to_path_buf(),
                 id: conversation_id.to_string(),
             });
-        }
-        let seq: i64 = tx
-            .query_row(
+        };
+        let seq = conn
+            .prepare_cached(
                 "SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?1",
-                [conversation_id],
-                |row| row.get(0),
             )
+            .and_then(|mut stmt| stmt.query_row([conversation_id], |row| row.get(0)))
             .map_err(error())?;
-        tx.execute(
+        conn.prepare_cached(
             "INSERT INTO messages \
                (conversation_id, seq, role, content, input_tokens, output_tokens, created_at_ms) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
                 conversation_id,
                 seq,
                 message.role,
@@ -182,11 +209,10 @@ impl Store {
                 to_sql_int(message.input_tokens),
                 to_sql_int(message.output_tokens),
                 now
-            ],
-        )
+            ])
+        })
         .map_err(error())?;
-        tx.commit().map_err(error())?;
-        Ok(StoredMessage {
+        let stored = StoredMessage {
             conversation_id: conversation_id.to_string(),
             seq,
             role: message.role.clone(),
@@ -194,7 +220,8 @@ impl Store {
             input_tokens: message.input_tokens,
             output_tokens: message.output_tokens,
             created_at_ms: now,
-        })
+        };
+        Ok((stored, conversation))
     }
 
     /// All messages of a conversation in `seq` order; empty for an unknown conversation.

@@ -87,6 +87,15 @@ pub enum StoreError {
     },
 
     #[error(
+        "a batch of writes to the store {path} was not committed, so this write was not stored: {message}; {hint}"
+    )]
+    BatchCommit {
+        path: PathBuf,
+        message: String,
+        hint: &'static str,
+    },
+
+    #[error(
         "{what} in the store {path} is not valid JSON: {source}; the row was written by something other than \
          Portico or is damaged, so delete or repair that row"
     )]

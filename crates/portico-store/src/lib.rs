@@ -16,6 +16,8 @@
 //! and leaves the inserts to a background thread.
 
 mod audit;
+mod batch;
+mod checkpoint;
 mod conversations;
 mod error;
 mod memory;
@@ -23,18 +25,21 @@ mod migrations;
 mod tasks;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use rusqlite::Connection;
 
 pub use audit::{AuditQuery, AuditRecord, AuditWriter};
+pub use batch::BatchWriter;
 pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
 pub use memory::MemoryEntry;
 pub use tasks::{
     DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, MAX_TASK_PAGE_SIZE, StatusChange, TASK_STATES,
-    TERMINAL_TASK_STATES, TaskLimits, TaskPage, TaskQuery, TaskRecord, is_terminal,
+    TERMINAL_TASK_STATES, TaskLimits, TaskPage, TaskQuery, TaskRecord, TaskStatusUpdate,
+    TaskUpdate, is_terminal,
 };
 
 use error::hint_for;
@@ -53,6 +58,12 @@ struct Inner {
     path: Option<PathBuf>,
     /// `path`, or `:memory:`, for error messages.
     label: PathBuf,
+    /// The queue of the writer thread that group-commits [`BatchWriter`] writes; started on first use.
+    writes: OnceLock<tokio::sync::mpsc::UnboundedSender<Box<dyn batch::Job>>>,
+    /// Transactions that thread has committed.
+    committed_batches: AtomicU64,
+    /// Background WAL checkpoints; `None` for an in-memory store (or if the thread could not start).
+    checkpointer: Option<checkpoint::Checkpointer>,
 }
 
 impl std::fmt::Debug for Store {
@@ -88,13 +99,24 @@ impl Store {
             tracing::warn!(path = %path.display(), journal_mode = %mode, "SQLite store could not switch to WAL mode");
         }
         // NORMAL rather than FULL: in WAL mode a commit has reached the WAL file (the OS page cache) before
-        // it returns, so an acknowledged write survives the process being killed (kill -9, panic, OOM).
-        // Only an OS crash or power loss can lose the last few commits, and even then the database stays
-        // consistent. FULL would add an fsync to every commit, which the audit writer pays per batch and
-        // conversations pay per message, for a guarantee the process-crash requirement does not need.
+        // it returns, so an acknowledged write survives the process being killed (kill -9, panic, OOM);
+        // that is the guarantee Portico makes (an acknowledged A2A task is never lost to a crash of
+        // Portico). What FULL adds is durability against an OS crash or power loss: without it the last
+        // commits before such a crash can be lost, though the database stays consistent. FULL costs an
+        // fsync on every commit (each group commit of `BatchWriter`, each audit batch), milliseconds each
+        // on ordinary disks, for a guarantee Portico does not make; so NORMAL. Checkpoints still sync,
+        // off the write path (see `checkpoint`).
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_error)?;
-        Self::finish_open(conn, Some(path.to_path_buf()), path.to_path_buf())
+        conn.pragma_update(None, "wal_autocheckpoint", checkpoint::AUTOCHECKPOINT_PAGES)
+            .map_err(open_error)?;
+        let checkpointer = checkpoint::Checkpointer::start(path);
+        Self::finish_open(
+            conn,
+            Some(path.to_path_buf()),
+            path.to_path_buf(),
+            checkpointer,
+        )
     }
 
     /// A private, empty store that disappears when the last clone is dropped. For tests and for running
@@ -106,13 +128,14 @@ impl Store {
             hint: hint_for(&source),
             source,
         })?;
-        Self::finish_open(conn, None, label)
+        Self::finish_open(conn, None, label, None)
     }
 
     fn finish_open(
         mut conn: Connection,
         path: Option<PathBuf>,
         label: PathBuf,
+        checkpointer: Option<checkpoint::Checkpointer>,
     ) -> Result<Store, StoreError> {
         let open_error = |source: rusqlite::Error| StoreError::Open {
             path: label.clone(),
@@ -124,12 +147,18 @@ impl Store {
             .map_err(open_error)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(open_error)?;
+        // Every statement of the hot paths (tasks, conversations, audit) stays prepared; rusqlite's
+        // default of 16 made them evict one another.
+        conn.set_prepared_statement_cache_capacity(64);
         migrations::migrate(&mut conn, &label, migrations::MIGRATIONS)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
                 path,
                 label,
+                writes: OnceLock::new(),
+                committed_batches: AtomicU64::new(0),
+                checkpointer,
             }),
         })
     }
@@ -151,6 +180,31 @@ impl Store {
             .conn
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `work` in an `IMMEDIATE` transaction of its own (the write lock taken up front, so another
+    /// process cannot slip in between a read and the write that depends on it), committing if it
+    /// succeeds and rolling back if it fails.
+    fn in_immediate_transaction<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(self.sql_error(operation))?;
+        let value = work(&tx)?;
+        tx.commit().map_err(self.sql_error(operation))?;
+        self.committed();
+        Ok(value)
+    }
+
+    /// Says that a transaction was committed, so that its pages get checkpointed in the background.
+    fn committed(&self) {
+        if let Some(checkpointer) = &self.inner.checkpointer {
+            checkpointer.wake();
+        }
     }
 
     fn label(&self) -> &Path {
@@ -229,6 +283,10 @@ mod tests {
         };
         assert_eq!(pragma("journal_mode"), "wal");
         assert_eq!(pragma("synchronous"), "1"); // NORMAL
+        assert_eq!(
+            pragma("wal_autocheckpoint"),
+            checkpoint::AUTOCHECKPOINT_PAGES.to_string()
+        );
         assert_eq!(pragma("foreign_keys"), "1");
         assert_eq!(pragma("busy_timeout"), "5000");
     }

@@ -42,6 +42,12 @@ pub const TERMINAL_TASK_STATES: [&str; 4] = [
 const TERMINAL_SQL: &str =
     "('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED')";
 
+/// The states of [`TASK_STATES`] that are not terminal, as an SQL list (a test keeps it in step). Counting
+/// these through the state index touches only the active tasks, where counting the terminal ones (or
+/// testing every row) would read the whole table on every creation.
+const ACTIVE_SQL: &str = "('TASK_STATE_UNSPECIFIED', 'TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', \
+                          'TASK_STATE_INPUT_REQUIRED', 'TASK_STATE_AUTH_REQUIRED')";
+
 /// Whether `state` (an A2A 1.0 enum name) is terminal: completed, canceled, failed or rejected.
 /// Input-required and auth-required are interruptions, not ends.
 pub fn is_terminal(state: &str) -> bool {
@@ -87,6 +93,39 @@ pub struct StatusChange {
     pub state: String,
     pub status: serde_json::Value,
     pub at_ms: i64,
+}
+
+/// A change of a task's status: the A2A 1.0 enum name of the new state, and the `TaskStatus` JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStatusUpdate {
+    pub state: String,
+    pub status: serde_json::Value,
+}
+
+/// Changes to one task, written together in one transaction ([`Store::update_task`]): whatever is set is
+/// written, the rest is left as it is. Any change marks the task updated.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskUpdate {
+    /// A message appended to the task's history.
+    pub message: Option<serde_json::Value>,
+    /// The whole artifact list, replacing the stored one.
+    pub artifacts: Option<Vec<serde_json::Value>>,
+    /// The metadata, replacing the stored metadata.
+    pub metadata: Option<serde_json::Value>,
+    /// The new status, also appended to the status history.
+    pub status: Option<TaskStatusUpdate>,
+}
+
+impl TaskUpdate {
+    pub fn status(state: &str, status: serde_json::Value) -> Self {
+        TaskUpdate {
+            status: Some(TaskStatusUpdate {
+                state: state.to_string(),
+                status,
+            }),
+            ..TaskUpdate::default()
+        }
+    }
 }
 
 /// Bounds on the task store.
@@ -188,10 +227,13 @@ fn select_tasks(
     Ok(tasks)
 }
 
-/// (all tasks, active tasks).
+/// (all tasks, active tasks). A bare `count(*)` is answered from the b-tree's page counts and the
+/// active count from the state index's active ranges, so this stays cheap however many finished tasks
+/// are stored.
 fn count_tasks(conn: &Connection) -> rusqlite::Result<(usize, usize)> {
     conn.prepare_cached(&format!(
-        "SELECT count(*), count(CASE WHEN state NOT IN {TERMINAL_SQL} THEN 1 END) FROM a2a_tasks"
+        "SELECT (SELECT count(*) FROM a2a_tasks), \
+                (SELECT count(*) FROM a2a_tasks WHERE state IN {ACTIVE_SQL})"
     ))?
     .query_row([], |row| {
         Ok((count_from_sql(row.get(0)?), count_from_sql(row.get(1)?)))
@@ -204,6 +246,17 @@ fn count_from_sql(count: i64) -> usize {
 
 fn count_to_sql(count: usize) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// Deletes the `excess` oldest finished tasks. The count is part of the SQL, not a parameter: with a
+/// bound LIMIT SQLite prepared the statement again at every execution. It is nearly always 1, so the
+/// statement cache holds one or two of these.
+fn eviction_sql(excess: usize) -> String {
+    format!(
+        "DELETE FROM a2a_tasks WHERE id IN (\
+           SELECT id FROM a2a_tasks WHERE state IN {TERMINAL_SQL} \
+           ORDER BY updated_at_ms, id LIMIT {excess})"
+    )
 }
 
 fn next_seq(conn: &Connection, table: &str, task_id: &str) -> rusqlite::Result<i64> {
@@ -247,17 +300,25 @@ impl Store {
     /// if evicting every terminal task would not make room, nothing is written and the result is
     /// [`StoreError::TasksFull`]. A duplicate id is an SQLite constraint error.
     pub fn create_task(&self, task: &TaskRecord, limits: &TaskLimits) -> Result<(), StoreError> {
+        self.in_immediate_transaction("creating an A2A task", |conn| {
+            self.insert_task(conn, task, limits)
+        })
+    }
+
+    /// [`Store::create_task`] inside the caller's transaction, which must be `IMMEDIATE`: counting,
+    /// evicting and inserting must not interleave with another process's create.
+    pub(crate) fn insert_task(
+        &self,
+        conn: &Connection,
+        task: &TaskRecord,
+        limits: &TaskLimits,
+    ) -> Result<(), StoreError> {
         self.check_task_state(&task.state)?;
         let artifacts = self.encode_json(&task.artifacts, || {
             format!("the artifacts of new A2A task {:?}", task.id)
         })?;
-        let mut conn = self.conn();
         let error = || self.sql_error("creating an A2A task");
-        // IMMEDIATE: counting, evicting and inserting must not interleave with another process's create.
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(error())?;
-        let (total, active) = count_tasks(&tx).map_err(error())?;
+        let (total, active) = count_tasks(conn).map_err(error())?;
         // Room for one more, even if the limit was lowered below what is stored.
         let excess = (total + 1).saturating_sub(limits.max_tasks);
         if excess > 0 {
@@ -269,13 +330,9 @@ impl Store {
                 });
             }
             // Messages, status history and push configs go with their task (ON DELETE CASCADE).
-            let evicted = tx
-                .prepare_cached(&format!(
-                    "DELETE FROM a2a_tasks WHERE id IN (\
-                       SELECT id FROM a2a_tasks WHERE state IN {TERMINAL_SQL} \
-                       ORDER BY updated_at_ms, id LIMIT ?1)"
-                ))
-                .and_then(|mut stmt| stmt.execute([count_to_sql(excess)]))
+            let evicted = conn
+                .prepare_cached(&eviction_sql(excess))
+                .and_then(|mut stmt| stmt.execute([]))
                 .map_err(error())?;
             tracing::debug!(
                 path = %self.label().display(),
@@ -284,26 +341,29 @@ impl Store {
                 "evicted the oldest finished A2A tasks to make room"
             );
         }
-        tx.execute(
+        let status = task.status.to_string();
+        conn.prepare_cached(
             "INSERT INTO a2a_tasks \
                (id, context_id, owner, agent, state, status, artifacts, metadata, created_at_ms, updated_at_ms) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
                 task.id,
                 task.context_id,
                 task.owner,
                 task.agent,
                 task.state,
-                task.status.to_string(),
+                status,
                 artifacts,
                 task.metadata.to_string(),
                 task.created_at_ms,
                 task.updated_at_ms,
-            ],
-        )
+            ])
+        })
         .map_err(error())?;
         {
-            let mut insert = tx
+            let mut insert = conn
                 .prepare_cached(
                     "INSERT INTO a2a_task_messages (task_id, seq, message) VALUES (?1, ?2, ?3)",
                 )
@@ -314,17 +374,92 @@ impl Store {
                     .map_err(error())?;
             }
         }
-        tx.execute(
+        conn.prepare_cached(
             "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, 1, ?2, ?3, ?4)",
-            params![
-                task.id,
-                task.state,
-                task.status.to_string(),
-                task.updated_at_ms
-            ],
         )
+        .and_then(|mut stmt| stmt.execute(params![task.id, task.state, status, task.updated_at_ms]))
         .map_err(error())?;
-        tx.commit().map_err(error())
+        Ok(())
+    }
+
+    /// Writes `update` to the task in one transaction (see [`TaskUpdate`]): the message is appended to
+    /// the history, artifacts and metadata replace the stored ones, a status change sets the state and
+    /// status and is appended to the status history; `updated_at_ms` becomes now (never moving
+    /// backwards). Returns the new status-history entry's `seq` when the update had a status.
+    pub fn update_task(&self, id: &str, update: &TaskUpdate) -> Result<Option<i64>, StoreError> {
+        self.in_immediate_transaction("updating an A2A task", |conn| {
+            self.apply_task_update(conn, id, update)
+        })
+    }
+
+    /// [`Store::update_task`] inside the caller's transaction.
+    pub(crate) fn apply_task_update(
+        &self,
+        conn: &Connection,
+        id: &str,
+        update: &TaskUpdate,
+    ) -> Result<Option<i64>, StoreError> {
+        if let Some(change) = &update.status {
+            self.check_task_state(&change.state)?;
+        }
+        let artifacts = update
+            .artifacts
+            .as_ref()
+            .map(|artifacts| {
+                self.encode_json(artifacts, || {
+                    format!("the new artifacts of A2A task {id:?}")
+                })
+            })
+            .transpose()?;
+        let status = update
+            .status
+            .as_ref()
+            .map(|change| change.status.to_string());
+        let error = || self.sql_error("updating an A2A task");
+        let at_ms: Option<i64> = conn
+            .prepare_cached(
+                "UPDATE a2a_tasks SET \
+                   state = coalesce(?2, state), status = coalesce(?3, status), \
+                   artifacts = coalesce(?4, artifacts), metadata = coalesce(?5, metadata), \
+                   updated_at_ms = max(updated_at_ms, ?6) \
+                 WHERE id = ?1 RETURNING updated_at_ms",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![
+                        id,
+                        update.status.as_ref().map(|change| &change.state),
+                        status,
+                        artifacts,
+                        update.metadata.as_ref().map(|m| m.to_string()),
+                        now_ms(),
+                    ],
+                    |row| row.get(0),
+                )
+                .optional()
+            })
+            .map_err(error())?;
+        let Some(at_ms) = at_ms else {
+            return Err(self.task_not_found(id));
+        };
+        if let Some(message) = &update.message {
+            let seq = next_seq(conn, "a2a_task_messages", id).map_err(error())?;
+            conn.prepare_cached(
+                "INSERT INTO a2a_task_messages (task_id, seq, message) VALUES (?1, ?2, ?3)",
+            )
+            .and_then(|mut stmt| stmt.execute(params![id, seq, message.to_string()]))
+            .map_err(error())?;
+        }
+        let Some(change) = &update.status else {
+            return Ok(None);
+        };
+        let seq = next_seq(conn, "a2a_task_status", id).map_err(error())?;
+        conn.prepare_cached(
+            "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .and_then(|mut stmt| stmt.execute(params![id, seq, change.state, status, at_ms]))
+        .map_err(error())?;
+        Ok(Some(seq))
     }
 
     /// Records a status change: sets the task's state, status and `updated_at_ms` (now, never moving
@@ -335,33 +470,8 @@ impl Store {
         state: &str,
         status: &serde_json::Value,
     ) -> Result<i64, StoreError> {
-        self.check_task_state(state)?;
-        let status = status.to_string();
-        let mut conn = self.conn();
-        let error = || self.sql_error("updating an A2A task's status");
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(error())?;
-        let at_ms: Option<i64> = tx
-            .query_row(
-                "UPDATE a2a_tasks SET state = ?2, status = ?3, updated_at_ms = max(updated_at_ms, ?4) \
-                 WHERE id = ?1 RETURNING updated_at_ms",
-                params![id, state, status, now_ms()],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(error())?;
-        let Some(at_ms) = at_ms else {
-            return Err(self.task_not_found(id));
-        };
-        let seq = next_seq(&tx, "a2a_task_status", id).map_err(error())?;
-        tx.execute(
-            "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id, seq, state, status, at_ms],
-        )
-        .map_err(error())?;
-        tx.commit().map_err(error())?;
-        Ok(seq)
+        let seq = self.update_task(id, &TaskUpdate::status(state, status.clone()))?;
+        Ok(seq.unwrap_or_default())
     }
 
     /// Appends `message` to the task's history and marks the task updated, in one transaction.
@@ -370,22 +480,11 @@ impl Store {
         id: &str,
         message: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let message = message.to_string();
-        let mut conn = self.conn();
-        let error = || self.sql_error("appending a message to an A2A task");
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(error())?;
-        if !touch_task(&tx, id).map_err(error())? {
-            return Err(self.task_not_found(id));
-        }
-        let seq = next_seq(&tx, "a2a_task_messages", id).map_err(error())?;
-        tx.execute(
-            "INSERT INTO a2a_task_messages (task_id, seq, message) VALUES (?1, ?2, ?3)",
-            params![id, seq, message],
-        )
-        .map_err(error())?;
-        tx.commit().map_err(error())
+        let update = TaskUpdate {
+            message: Some(message.clone()),
+            ..TaskUpdate::default()
+        };
+        self.update_task(id, &update).map(|_| ())
     }
 
     /// Replaces the task's artifacts with `artifacts` and marks the task updated.
@@ -394,15 +493,11 @@ impl Store {
         id: &str,
         artifacts: &[serde_json::Value],
     ) -> Result<(), StoreError> {
-        let artifacts = self.encode_json(&artifacts, || {
-            format!("the new artifacts of A2A task {id:?}")
-        })?;
-        self.set_task_column(
-            id,
-            "artifacts",
-            &artifacts,
-            "setting an A2A task's artifacts",
-        )
+        let update = TaskUpdate {
+            artifacts: Some(artifacts.to_vec()),
+            ..TaskUpdate::default()
+        };
+        self.update_task(id, &update).map(|_| ())
     }
 
     /// Replaces the task's metadata and marks the task updated.
@@ -411,12 +506,11 @@ impl Store {
         id: &str,
         metadata: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.set_task_column(
-            id,
-            "metadata",
-            &metadata.to_string(),
-            "setting an A2A task's metadata",
-        )
+        let update = TaskUpdate {
+            metadata: Some(metadata.clone()),
+            ..TaskUpdate::default()
+        };
+        self.update_task(id, &update).map(|_| ())
     }
 
     /// The task with its full history; `None` if it was never stored or has been evicted.
@@ -666,30 +760,6 @@ impl Store {
             .map_err(self.sql_error("deleting an A2A push-notification config"))
     }
 
-    /// Sets one JSON column of a task (a fixed name, never caller input) and marks the task updated.
-    fn set_task_column(
-        &self,
-        id: &str,
-        column: &'static str,
-        json: &str,
-        operation: &'static str,
-    ) -> Result<(), StoreError> {
-        let updated = self
-            .conn()
-            .execute(
-                &format!(
-                    "UPDATE a2a_tasks SET {column} = ?2, updated_at_ms = max(updated_at_ms, ?3) \
-                     WHERE id = ?1"
-                ),
-                params![id, json, now_ms()],
-            )
-            .map_err(self.sql_error(operation))?;
-        if updated == 0 {
-            return Err(self.task_not_found(id));
-        }
-        Ok(())
-    }
-
     fn check_task_state(&self, state: &str) -> Result<(), StoreError> {
         if TASK_STATES.contains(&state) {
             Ok(())
@@ -758,15 +828,6 @@ impl Store {
             updated_at_ms: raw.updated_at_ms,
         })
     }
-}
-
-/// Marks the task updated (now, never moving backwards); `false` if there is no such task.
-fn touch_task(conn: &Connection, id: &str) -> rusqlite::Result<bool> {
-    conn.execute(
-        "UPDATE a2a_tasks SET updated_at_ms = max(updated_at_ms, ?2) WHERE id = ?1",
-        params![id, now_ms()],
-    )
-    .map(|updated| updated > 0)
 }
 
 #[cfg(test)]
@@ -1470,6 +1531,24 @@ mod tests {
             .create_task(&task("t6", "alice", "c", SUBMITTED, 6_000), &limits)
             .unwrap();
         assert_eq!(stored_ids(&store), set(&["t3", "t5", "t6"]));
+    }
+
+    #[test]
+    fn eviction_reuses_its_prepared_statement() {
+        let store = Store::open_in_memory().unwrap();
+        let limits = limit(2);
+        for i in 0..10 {
+            store
+                .create_task(&task(&format!("t{i}"), "alice", "c", COMPLETED, i), &limits)
+                .unwrap();
+        }
+        assert_eq!(store.task_count().unwrap(), (2, 0));
+        let conn = store.conn();
+        let eviction = conn.prepare_cached(&eviction_sql(1)).unwrap();
+        // Eight creations evicted one task each, through the cached statement (its runs include the
+        // cascades to messages, status history and push configs).
+        assert!(eviction.get_status(rusqlite::StatementStatus::Run) >= 8);
+        assert_eq!(eviction.get_status(rusqlite::StatementStatus::RePrepare), 0);
     }
 
     #[test]

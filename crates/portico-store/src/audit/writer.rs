@@ -1,142 +1,46 @@
 //! Recording audit records off the hot path.
 //!
 //! Every tool call produces a record, and a call must never wait on SQLite (a checkpoint, another
-//! process holding the lock). So recording only pushes onto an unbounded channel; one thread per writer
-//! drains it and inserts in batches, which also turns a burst of calls into a few transactions instead
-//! of one commit each.
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
-
-use tokio::sync::{mpsc, oneshot};
+//! process holding the lock). So recording only queues the insert on the store's writer thread (see
+//! `batch`), where it shares a transaction with the other writes queued at the same time: a burst of
+//! calls costs a few commits, not one each, and none of them waits.
 
 use super::AuditRecord;
-use crate::Store;
+use crate::BatchWriter;
 
-/// Most records per transaction: large enough to absorb bursts cheaply, small enough that one batch
-/// holds the store's lock for only a few milliseconds.
-const BATCH: usize = 1024;
-
-/// How long the writer lets records gather after the first one of a batch. Under load, calls arrive
-/// one at a time, so without it nearly every record was its own transaction: at 10,000 calls/s the
-/// commits alone took 15% of the CPU. A record is written at most this much later; a flush is not
-/// delayed (it ends the gathering at once).
-const LINGER: Duration = Duration::from_millis(5);
-
-enum Command {
-    Record(AuditRecord),
-    /// Answered once every command queued before it has been written.
-    Flush(oneshot::Sender<()>),
-}
-
-/// Records audit entries without blocking. Clones share one background thread, which stops after
-/// writing what is queued once the last clone is dropped.
+/// Records audit entries without blocking. Clones, and every writer of the same store, share the store's
+/// writer thread.
 ///
-/// A batch that fails to insert (disk full, database damaged) is logged with `tracing` and dropped, so
-/// the writer keeps serving later records; the audit log is not a reason to fail tool calls.
+/// A record that fails to insert (disk full, database damaged) is logged with `tracing` and dropped, so
+/// later records are still written; the audit log is not a reason to fail tool calls.
 #[derive(Debug, Clone)]
 pub struct AuditWriter {
-    commands: mpsc::UnboundedSender<Command>,
-    /// Transactions committed so far (what batching saves is visible to tests).
-    batches: Arc<AtomicUsize>,
+    writer: BatchWriter,
 }
 
 impl AuditWriter {
-    pub(crate) fn start(store: Store) -> AuditWriter {
-        let (commands, queue) = mpsc::unbounded_channel();
-        let batches = Arc::new(AtomicUsize::new(0));
-        let spawned = std::thread::Builder::new()
-            .name("portico-audit".to_string())
-            .spawn({
-                let batches = batches.clone();
-                move || drain(store, queue, &batches)
-            });
-        if let Err(error) = spawned {
-            // The queue went down with the unspawned closure, so every record will be warned about
-            // rather than silently piling up in memory.
-            tracing::error!(%error, "cannot start the audit writer thread; audit records will be lost");
-        }
-        AuditWriter { commands, batches }
+    pub(crate) fn new(writer: BatchWriter) -> AuditWriter {
+        AuditWriter { writer }
     }
 
-    /// Queues `record` for writing. Never blocks and never fails: if the writer thread is gone, the
-    /// record is logged as lost.
+    /// Queues `record` for writing. Never blocks and never fails: if it cannot be written, it is logged
+    /// as lost.
     pub fn record(&self, record: AuditRecord) {
-        if let Err(mpsc::error::SendError(Command::Record(record))) =
-            self.commands.send(Command::Record(record))
-        {
-            tracing::warn!(
-                caller = %record.caller,
-                tool = %record.tool,
-                outcome = %record.outcome,
-                "audit writer is gone; audit record lost"
-            );
-        }
+        self.writer.record_audit(record);
     }
 
-    /// How many transactions the writer has committed records in (a batch is one transaction).
-    pub fn transactions(&self) -> usize {
-        self.batches.load(Ordering::Relaxed)
-    }
-
-    /// Waits until every record queued before this call (by any clone) has been committed, or has been
-    /// given up on and logged. Returns at once if the writer thread is gone.
+    /// Waits until every record queued before this call (by any writer of the store) has been committed,
+    /// or has been given up on and logged.
     pub async fn flush(&self) {
-        let (done, written) = oneshot::channel();
-        if self.commands.send(Command::Flush(done)).is_err() {
-            tracing::warn!("audit writer is gone; nothing to flush");
-            return;
-        }
-        // An error here means the thread died mid-batch; there is nothing more to wait for.
-        let _ = written.await;
-    }
-}
-
-fn drain(store: Store, mut queue: mpsc::UnboundedReceiver<Command>, batches: &AtomicUsize) {
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut waiting = Vec::new();
-    // blocking_recv keeps returning what is queued after the last sender is dropped, so nothing recorded
-    // is abandoned on shutdown.
-    while let Some(first) = queue.blocking_recv() {
-        let gathering_until = Instant::now() + LINGER;
-        let mut next = Some(first);
-        loop {
-            while let Some(command) = next.take() {
-                match command {
-                    Command::Record(record) => batch.push(record),
-                    Command::Flush(done) => waiting.push(done),
-                }
-                if batch.len() < BATCH {
-                    next = queue.try_recv().ok();
-                }
-            }
-            let now = Instant::now();
-            if batch.len() >= BATCH || !waiting.is_empty() || now >= gathering_until {
-                break;
-            }
-            // Poll in small steps so that a flush queued meanwhile is not held for the whole linger.
-            std::thread::sleep((gathering_until - now).min(Duration::from_millis(1)));
-            next = queue.try_recv().ok();
-        }
-        if !batch.is_empty() {
-            batches.fetch_add(1, Ordering::Relaxed);
-        }
-        if let Err(error) = store.append_audit(&batch) {
-            tracing::warn!(%error, lost = batch.len(), "audit records could not be written");
-        }
-        batch.clear();
-        for done in waiting.drain(..) {
-            let _ = done.send(());
-        }
+        self.writer.flush().await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::AuditQuery;
     use crate::audit::tests::record;
+    use crate::{AuditQuery, Store};
 
     fn query(limit: usize) -> AuditQuery {
         AuditQuery {
@@ -161,24 +65,6 @@ mod tests {
             .map(|i| record(1_000 + i, "ide", &format!("tool{i}")))
             .collect();
         assert_eq!(read, expected);
-    }
-
-    #[tokio::test]
-    async fn records_arriving_one_by_one_share_transactions() {
-        let store = Store::open_in_memory().unwrap();
-        let writer = store.audit_writer();
-        // As calls under load arrive: one record at a time, a little apart.
-        for i in 0..200 {
-            writer.record(record(i, "ide", "t"));
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        writer.flush().await;
-        assert_eq!(store.audit(&query(1000)).unwrap().len(), 200);
-        let batches = writer.transactions();
-        assert!(
-            batches <= 60,
-            "200 records took {batches} transactions; they should gather into few"
-        );
     }
 
     #[tokio::test]
@@ -248,8 +134,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn dropping_the_last_writer_drains_then_stops_the_thread() {
+    #[tokio::test]
+    async fn records_of_a_dropped_writer_are_still_written() {
         let store = Store::open_in_memory().unwrap();
         let writer = store.audit_writer();
         let clone = writer.clone();
@@ -258,26 +144,47 @@ mod tests {
         }
         drop(writer);
         drop(clone);
-        // The thread holds a Store clone until it exits.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Arc::strong_count(&store.inner) > 1 {
-            assert!(Instant::now() < deadline, "audit thread did not stop");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // The queue is the store's, not the writer's: a flush through another writer waits for them.
+        store.audit_writer().flush().await;
         assert_eq!(store.audit(&query(1000)).unwrap().len(), 500);
     }
 
     #[tokio::test]
-    async fn a_gone_writer_neither_panics_nor_hangs() {
-        let (commands, queue) = mpsc::unbounded_channel();
-        drop(queue);
-        let writer = AuditWriter {
-            commands,
-            batches: Arc::default(),
-        };
-        writer.record(record(1, "ide", "t"));
-        tokio::time::timeout(Duration::from_secs(5), writer.flush())
-            .await
-            .expect("flush on a gone writer returns at once");
+    async fn audit_records_share_transactions_with_other_writes() {
+        let store = Store::open_in_memory().unwrap();
+        let writer = store.audit_writer();
+        {
+            // While the connection is held nothing commits, so everything queued meanwhile lands in
+            // at most two transactions.
+            let _held = store.conn();
+            for i in 0..100 {
+                writer.record(record(i, "ide", "t"));
+            }
+        }
+        writer.flush().await;
+        assert_eq!(store.audit(&query(1000)).unwrap().len(), 100);
+        assert!(
+            store.committed_batches() <= 3,
+            "{}",
+            store.committed_batches()
+        );
+    }
+
+    #[tokio::test]
+    async fn records_arriving_one_by_one_share_transactions() {
+        let store = Store::open_in_memory().unwrap();
+        let writer = store.audit_writer();
+        // As calls under load finish: one record at a time, a little apart.
+        for i in 0..200 {
+            writer.record(record(i, "ide", "t"));
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        writer.flush().await;
+        assert_eq!(store.audit(&query(1000)).unwrap().len(), 200);
+        let batches = store.committed_batches();
+        assert!(
+            batches <= 60,
+            "200 records took {batches} transactions; they should gather into few"
+        );
     }
 }

@@ -100,6 +100,79 @@ async fn acknowledged_tasks_survive_sigkill_with_their_history() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_acknowledged_concurrently_all_survive_sigkill() {
+    // 24 agent runs at once are more than the default rate limit allows one client.
+    let home = home("rate_limit = { enabled = false }");
+    let mut first = daemon(&home);
+    let base = first.base.clone();
+    // Sends in flight together share the store's transactions (group commit); each is answered only
+    // once the transaction holding its task has committed.
+    let mut sends = tokio::task::JoinSet::new();
+    for i in 0..24 {
+        let base = base.clone();
+        sends.spawn(async move {
+            let running = i % 3 == 0;
+            let text = format!("{} {i}", if running { "hang" } else { "done" });
+            let answer = rpc(
+                &base,
+                "SendMessage",
+                json!({"message": user_message(&text), "configuration": {"returnImmediately": running}}),
+                Some("1.0"),
+                None,
+            )
+            .await;
+            let id = answer["result"]["task"]["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{answer:#}"))
+                .to_string();
+            (id, text, running)
+        });
+    }
+    let mut acknowledged = Vec::new();
+    while let Some(sent) = sends.join_next().await {
+        acknowledged.push(sent.unwrap());
+    }
+    // At once, with tasks still running and writes maybe still queued.
+    unsafe {
+        libc::kill(first.child.id() as i32, libc::SIGKILL);
+    }
+    first.child.wait().unwrap();
+
+    let second = daemon(&home);
+    for (id, text, running) in &acknowledged {
+        let got = rpc(
+            &second.base,
+            "GetTask",
+            json!({"id": id}),
+            Some("1.0"),
+            None,
+        )
+        .await;
+        let task = &got["result"];
+        assert_eq!(
+            task["history"][0]["parts"][0]["text"],
+            text.as_str(),
+            "{got:#}"
+        );
+        if *running {
+            assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{got:#}");
+            assert!(
+                text_of_parts(&task["status"]["message"]["parts"]).contains("restarted"),
+                "{got:#}"
+            );
+        } else {
+            assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{got:#}");
+            assert_eq!(
+                text_of_parts(&task["artifacts"][0]["parts"]),
+                format!("echo: {text}"),
+                "{got:#}"
+            );
+        }
+    }
+    assert_eq!(acknowledged.len(), 24);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_store_evicts_finished_tasks_oldest_first_and_refuses_when_all_are_active() {
     let home = home("[a2a]\nmax_tasks = 3");
     let daemon = daemon(&home);
