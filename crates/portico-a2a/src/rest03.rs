@@ -120,9 +120,7 @@ async fn send(
         async {
             let (agent, owner) = caller(&state, &agent, &headers)?;
             let params = send_params(&server::rest_body(&body)?);
-            let (task_id, _, history) =
-                server::send(&state, &owner, &agent, &params, false).await?;
-            let task = server::task_value(&state, &owner, &task_id, history).await?;
+            let task = server::send(&state, &owner, &agent, &params).await?;
             Ok(Json(json!({"task": task_to_rest03(&task)})).into_response())
         }
         .await,
@@ -139,9 +137,7 @@ async fn stream(
         async {
             let (agent, owner) = caller(&state, &agent, &headers)?;
             let params = send_params(&server::rest_body(&body)?);
-            let (task_id, receiver, history) =
-                server::send(&state, &owner, &agent, &params, true).await?;
-            let task = server::task_value(&state, &owner, &task_id, history).await?;
+            let (task, receiver) = server::send_streaming(&state, &owner, &agent, &params).await?;
             Ok(server::sse(server::event_stream(
                 json!({"task": task}),
                 receiver,

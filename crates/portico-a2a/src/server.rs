@@ -24,7 +24,7 @@ use tokio::sync::broadcast;
 
 use crate::card;
 use crate::error::A2aError;
-use crate::tasks::{Tasks, task_json};
+use crate::tasks::{Answer, Sent, Tasks, task_json};
 use crate::wire::{self, Version, is_interrupted, is_terminal};
 
 /// The client webhooks are POSTed with. Without one (it cannot be built), push notifications are
@@ -290,14 +290,59 @@ async fn agent_card(
 // ---------------------------------------------------------------------------------------------------
 // Operations, independent of binding.
 
-/// The result of a send: the task as the caller should see it.
+/// A send that answers with the task: at once, or (blocking, the default) once it is finished or
+/// waiting for input.
 pub(crate) async fn send(
     state: &A2aState,
     owner: &str,
     agent: &str,
     params: &Value,
-    streaming: bool,
-) -> Result<(String, broadcast::Receiver<Value>, Option<usize>), A2aError> {
+) -> Result<Value, A2aError> {
+    let configuration = params.get("configuration").cloned().unwrap_or_default();
+    // `returnImmediately` (1.0) or `blocking: false` (0.3) answers at once.
+    let immediately = configuration
+        .get("returnImmediately")
+        .and_then(Value::as_bool)
+        == Some(true)
+        || configuration.get("blocking").and_then(Value::as_bool) == Some(false);
+    let answer = if immediately {
+        Answer::AtOnce
+    } else {
+        Answer::WhenSettled
+    };
+    let (sent, history_length) = start(state, owner, agent, params, answer).await?;
+    if answer == Answer::WhenSettled {
+        sent.settled().await;
+    }
+    sent_task(state, owner, &sent, history_length).await
+}
+
+/// A send that answers with the task at once, then streams its events.
+pub(crate) async fn send_streaming(
+    state: &A2aState,
+    owner: &str,
+    agent: &str,
+    params: &Value,
+) -> Result<(Value, broadcast::Receiver<Value>), A2aError> {
+    let (mut sent, history_length) = start(state, owner, agent, params, Answer::Stream).await?;
+    let events = sent
+        .events
+        .take()
+        .ok_or_else(|| A2aError::Internal("a streamed task came without its events".into()))?;
+    Ok((
+        sent_task(state, owner, &sent, history_length).await?,
+        events,
+    ))
+}
+
+/// Starts the task a send's `params` describe; also returns the history length it asks for.
+async fn start(
+    state: &A2aState,
+    owner: &str,
+    agent: &str,
+    params: &Value,
+    answer: Answer,
+) -> Result<(Sent, Option<usize>), A2aError> {
     let message = params
         .get("message")
         .ok_or_else(|| A2aError::InvalidParams("`message` is required".into()))?;
@@ -316,19 +361,25 @@ pub(crate) async fn send(
                 .map(|c| (c.clone(), Version::V03))
         })
         .filter(|(c, _)| c.is_object());
-    let (task_id, receiver) = state.tasks.send(owner, agent, message, push).await?;
-    if !streaming {
-        // Blocking by default; `returnImmediately` (1.0) or `blocking: false` (0.3) answers at once.
-        let immediately = configuration
-            .get("returnImmediately")
-            .and_then(Value::as_bool)
-            == Some(true)
-            || configuration.get("blocking").and_then(Value::as_bool) == Some(false);
-        if !immediately {
-            state.tasks.settled(&task_id).await;
-        }
+    let sent = state
+        .tasks
+        .send(owner, agent, message, push, answer)
+        .await?;
+    Ok((sent, history_length))
+}
+
+/// The task of a send as its caller should see it. What the run has stored is what the store holds;
+/// it is read back only if this process did not write it.
+async fn sent_task(
+    state: &A2aState,
+    owner: &str,
+    sent: &Sent,
+    history_length: Option<usize>,
+) -> Result<Value, A2aError> {
+    match sent.stored()? {
+        Some(record) => Ok(task_json(&record, history_length)),
+        None => task_value(state, owner, &sent.task_id, history_length).await,
     }
-    Ok((task_id, receiver, history_length))
 }
 
 pub(crate) async fn task_value(
@@ -578,16 +629,14 @@ async fn dispatch(
     let ok = |result: Value| Ok(axum::Json(rpc_result(id, result)).into_response());
     match (version, method) {
         (Version::V1, "SendMessage") | (Version::V03, "message/send") => {
-            let (task_id, _, history) = send(state, owner, agent, params, false).await?;
-            let task = task_value(state, owner, &task_id, history).await?;
+            let task = send(state, owner, agent, params).await?;
             match version {
                 Version::V1 => ok(json!({"task": task})),
                 Version::V03 => ok(wire::task_to_v03(&task)),
             }
         }
         (Version::V1, "SendStreamingMessage") | (Version::V03, "message/stream") => {
-            let (task_id, receiver, history) = send(state, owner, agent, params, true).await?;
-            let task = task_value(state, owner, &task_id, history).await?;
+            let (task, receiver) = send_streaming(state, owner, agent, params).await?;
             let id = id.clone();
             Ok(sse(event_stream(
                 json!({"task": task}),
@@ -764,8 +813,7 @@ async fn rest_send(
             let agent = state.agent_name(&agent)?;
             let params = rest_body(&body)?;
             let owner = owner(&headers);
-            let (task_id, _, history) = send(&state, &owner, &agent, &params, false).await?;
-            let task = task_value(&state, &owner, &task_id, history).await?;
+            let task = send(&state, &owner, &agent, &params).await?;
             Ok(axum::Json(match version {
                 Version::V1 => json!({"task": task}),
                 Version::V03 => wire::task_to_v03(&task),
@@ -787,8 +835,7 @@ async fn rest_stream(
             let agent = state.agent_name(&agent)?;
             let params = rest_body(&body)?;
             let owner = owner(&headers);
-            let (task_id, receiver, history) = send(&state, &owner, &agent, &params, true).await?;
-            let task = task_value(&state, &owner, &task_id, history).await?;
+            let (task, receiver) = send_streaming(&state, &owner, &agent, &params).await?;
             Ok(sse(event_stream(
                 json!({"task": task}),
                 receiver,
@@ -1002,8 +1049,7 @@ async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: By
         }
         let owner = owner(&headers);
         let send_params = json!({"message": message});
-        let (task_id, _, _) = send(&state, &owner, &agent, &send_params, false).await?;
-        let task = task_value(&state, &owner, &task_id, None).await?;
+        let task = send(&state, &owner, &agent, &send_params).await?;
         let v03 = wire::task_to_v03(&task);
         let typed = |parts: &Value| -> Value {
             Value::Array(parts.as_array().into_iter().flatten().map(|p| {

@@ -1,5 +1,13 @@
-//! Tasks: created durably before they are acknowledged, run by Portico's agents in the background,
+//! Tasks: stored durably before they are acknowledged, run by Portico's agents in the background,
 //! streamed to whoever listens, cancelled for real, and visible only to the caller who created them.
+//!
+//! When a task is first stored depends on when its send is answered. A send answered at once (a
+//! stream, `returnImmediately`) is acknowledged with the task as created, so the task is stored before
+//! it runs and every status change after. A blocking send is acknowledged only when the task is
+//! finished or waiting for input, and until then nobody knows the task's id; so the task is stored then,
+//! in one write with the whole of its status history, and its intermediate states never reach the
+//! store (they are not needed to recover anything: no one was told of them). Push notifications and
+//! continued tasks, which others may read while they run, are stored as they go.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use portico_engine::Engine;
 use portico_pipeline::{ProgressEvent, ToolContext, model_text};
 use portico_store::{
-    BatchWriter, Store, StoreError, TaskLimits, TaskPage, TaskQuery, TaskRecord, TaskStatusUpdate,
-    TaskUpdate,
+    BatchWriter, EarlierStatus, Store, StoreError, TaskLimits, TaskPage, TaskQuery, TaskRecord,
+    TaskStatusUpdate, TaskUpdate,
 };
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
@@ -28,15 +36,138 @@ struct Live {
     events: broadcast::Sender<Value>,
     /// The latest state, for waiters.
     state: watch::Sender<String>,
+    known: Mutex<Known>,
+}
+
+/// What this process knows of a task it runs.
+#[derive(Default)]
+struct Known {
+    /// The task as this process's run has it, kept in step with every write, so that a send is answered
+    /// without reading the task back: what it last committed or, while `unstored`, what it will store.
+    /// `None` when this process did not write the task (an entry made for a subscriber or a push config).
+    task: Option<TaskRecord>,
+    unstored: Option<Unstored>,
+    /// Storing the task failed: its send fails with this.
+    lost: Option<A2aError>,
+}
+
+/// A task that is not stored yet (see the module docs).
+struct Unstored {
+    /// The statuses it went through, for its status history.
+    earlier: Vec<EarlierStatus>,
+    /// When its current status was set.
+    status_at_ms: i64,
+    limits: TaskLimits,
+}
+
+/// How a change to a task reaches the store.
+enum Write {
+    /// Not yet: the task is not stored, and the change is kept with it.
+    Held,
+    /// The task's first write, with everything it went through.
+    Create {
+        task: TaskRecord,
+        earlier: Vec<EarlierStatus>,
+        limits: TaskLimits,
+    },
+    Update(TaskUpdate),
 }
 
 impl Live {
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().expect("known task lock")
+    }
+
+    /// Decides how `update` is written. A task not stored yet keeps it, until a status that settles the
+    /// task (finished, or waiting for input) makes it the task's first write.
+    fn plan(&self, update: TaskUpdate) -> Write {
+        let mut known = self.known();
+        let Known { task, unstored, .. } = &mut *known;
+        let (Some(task), Some(pending)) = (task.as_mut(), unstored.as_mut()) else {
+            return Write::Update(update);
+        };
+        let now = portico_core::time::now_ms();
+        let settles = update
+            .status
+            .as_ref()
+            .is_some_and(|change| is_terminal(&change.state) || is_interrupted(&change.state));
+        if update.status.is_some() {
+            pending.earlier.push(EarlierStatus {
+                state: task.state.clone(),
+                status: task.status.clone(),
+                at_ms: pending.status_at_ms,
+            });
+            pending.status_at_ms = now;
+        }
+        task.apply(update, now);
+        if !settles {
+            return Write::Held;
+        }
+        let task = task.clone();
+        let pending = unstored.take().expect("checked above");
+        Write::Create {
+            task,
+            earlier: pending.earlier,
+            limits: pending.limits,
+        }
+    }
+
+    /// Records that `update` was committed to the task.
+    fn committed(&self, update: TaskUpdate) {
+        if let Some(task) = self.known().task.as_mut() {
+            task.apply(update, portico_core::time::now_ms());
+        }
+    }
+
     /// Sends an event to the task's streams. It is built only when someone listens: nobody does for a
     /// blocking send, which answers with the task once it is done.
     fn publish(&self, event: impl FnOnce() -> Value) {
         if self.events.receiver_count() > 0 {
             let _ = self.events.send(event());
         }
+    }
+}
+
+/// When a send is answered, which decides when its task is first stored (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// At once with the task as created, then its events as they happen.
+    Stream,
+    /// At once with the task as created.
+    AtOnce,
+    /// When the task is finished or waiting for input.
+    WhenSettled,
+}
+
+/// A task just sent: its id, its events from before its run started (for [`Answer::Stream`]), and a
+/// view of its run.
+pub struct Sent {
+    pub task_id: String,
+    pub events: Option<broadcast::Receiver<Value>>,
+    live: Arc<Live>,
+}
+
+impl Sent {
+    /// Waits until the task is finished or waiting for input.
+    pub async fn settled(&self) {
+        let mut state = self.live.state.subscribe();
+        // An error means the run is gone without saying so; the task is what the store says.
+        let _ = state
+            .wait_for(|state| is_terminal(state) || is_interrupted(state))
+            .await;
+    }
+
+    /// The task as this process's run last stored it: `Ok(None)` if this process did not write it (read
+    /// it from the store), an error if storing it failed.
+    pub fn stored(&self) -> Result<Option<TaskRecord>, A2aError> {
+        let mut known = self.live.known();
+        if let Some(lost) = known.lost.take() {
+            return Err(lost);
+        }
+        if known.unstored.is_some() {
+            return Ok(None);
+        }
+        Ok(known.task.clone())
     }
 }
 
@@ -199,6 +330,7 @@ impl Tasks {
                     push: std::sync::atomic::AtomicBool::new(false),
                     events: broadcast::channel(1024).0,
                     state: watch::channel(String::new()).0,
+                    known: Mutex::default(),
                 })
             })
             .clone()
@@ -213,15 +345,16 @@ impl Tasks {
         self.live(id).events.subscribe()
     }
 
-    /// Starts a task for `message`, or continues the task it names. Returns the task id and a receiver
-    /// of its events, taken before the work starts so no event is missed.
+    /// Starts a task for `message`, or continues the task it names. For a stream, the receiver of its
+    /// events is taken before the work starts, so no event is missed.
     pub async fn send(
         &self,
         owner: &str,
         agent: &str,
         mut message: Value,
         push: Option<(Value, crate::wire::Version)>,
-    ) -> Result<(String, broadcast::Receiver<Value>), A2aError> {
+        answer: Answer,
+    ) -> Result<Sent, A2aError> {
         // A webhook the SSRF rules refuse is refused before anything is stored.
         if let Some((config, _)) = &push {
             let pusher = self
@@ -260,7 +393,9 @@ impl Tasks {
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .map(str::to_string);
-        let (task_id, context_id, conversation) = match continued.as_deref() {
+        // Stored only when its send is answered: see the module docs.
+        let store_later = answer == Answer::WhenSettled && push.is_none();
+        let (task_id, context_id, conversation, known) = match continued.as_deref() {
             Some(task_id) => {
                 let task = self.get(owner, task_id).await?;
                 if task.agent != agent {
@@ -284,10 +419,17 @@ impl Tasks {
                 };
                 self.inner
                     .writer
-                    .update_task(task_id.to_string(), update)
+                    .update_task(task_id.to_string(), update.clone())
                     .await
                     .map_err(store_error)?;
-                (task_id.to_string(), task.context_id, conversation)
+                let context_id = task.context_id.clone();
+                let mut known = task;
+                known.apply(update, portico_core::time::now_ms());
+                let known = Known {
+                    task: Some(known),
+                    ..Known::default()
+                };
+                (task_id.to_string(), context_id, conversation, known)
             }
             None => {
                 let given_context = message
@@ -322,17 +464,39 @@ impl Tasks {
                     created_at_ms: now,
                     updated_at_ms: now,
                 };
-                // Durable before acknowledged: the task is committed once this returns.
-                self.inner
-                    .writer
-                    .create_task(record, self.inner.limits.clone())
-                    .await
-                    .map_err(store_error)?;
-                (task_id, context_id, conversation)
+                let limits = self.inner.limits.clone();
+                let unstored = if store_later {
+                    // Refused now rather than after the agent ran, if there will be no room.
+                    self.inner
+                        .writer
+                        .check_room_for_task(limits.clone())
+                        .await
+                        .map_err(store_error)?;
+                    Some(Unstored {
+                        earlier: Vec::new(),
+                        status_at_ms: now,
+                        limits,
+                    })
+                } else {
+                    // Durable before acknowledged: the task is committed once this returns.
+                    self.inner
+                        .writer
+                        .create_task(record.clone(), limits)
+                        .await
+                        .map_err(store_error)?;
+                    None
+                };
+                let known = Known {
+                    task: Some(record),
+                    unstored,
+                    lost: None,
+                };
+                (task_id, context_id, conversation, known)
             }
         };
 
         let live = self.live(&task_id);
+        *live.known() = known;
         if continued.is_some() && self.inner.pusher.is_some() {
             // After a restart the live entry is new: whether to push comes from the store.
             let store = self.store();
@@ -350,11 +514,15 @@ impl Tasks {
         }
         // A continued task still shows the state it waited in: waiters must see the new run instead.
         live.state.send_replace("TASK_STATE_SUBMITTED".into());
-        let receiver = live.events.subscribe();
+        let sent = Sent {
+            task_id: task_id.clone(),
+            events: (answer == Answer::Stream).then(|| live.events.subscribe()),
+            live: live.clone(),
+        };
         let this = self.clone();
         let text = message_text(&message);
         let run = Run {
-            task_id: task_id.clone(),
+            task_id,
             context_id,
             tool,
             text,
@@ -362,7 +530,7 @@ impl Tasks {
             live,
         };
         tokio::spawn(async move { this.run(run).await });
-        Ok((task_id, receiver))
+        Ok(sent)
     }
 
     /// The agent conversation that `owner`'s newest task in `context_id` continued, if that task was
@@ -394,30 +562,6 @@ impl Tasks {
             }))
     }
 
-    /// Waits until the task is finished or waiting for input.
-    pub async fn settled(&self, id: &str) {
-        let mut state = self.live(id).state.subscribe();
-        loop {
-            let current = state.borrow_and_update().clone();
-            if is_terminal(&current) || is_interrupted(&current) {
-                return;
-            }
-            // No run known to this process (a live entry made anew by this call): the store says.
-            if current.is_empty() {
-                let store = self.store();
-                let lookup = id.to_string();
-                if let Ok(Some(task)) = blocking(move || store.task(&lookup)).await
-                    && (is_terminal(&task.state) || is_interrupted(&task.state))
-                {
-                    return;
-                }
-            }
-            if state.changed().await.is_err() {
-                return;
-            }
-        }
-    }
-
     /// Records a status change, tells listeners, and wakes waiters.
     async fn set_status(&self, run: &Run, state: &str, message: Option<Value>) {
         self.set_status_with(run, state, message, TaskUpdate::default())
@@ -445,14 +589,7 @@ impl Tasks {
             }),
             ..also
         };
-        let saved = self
-            .inner
-            .writer
-            .update_task(run.task_id.clone(), update)
-            .await;
-        if let Err(error) = saved {
-            tracing::warn!("task {}: could not store its status: {error}", run.task_id);
-        }
+        self.write(run, update, "its status").await;
         let event = || {
             json!({"statusUpdate": {
                 "taskId": run.task_id, "contextId": run.context_id, "status": status,
@@ -472,16 +609,41 @@ impl Tasks {
             artifacts: Some(artifacts.to_vec()),
             ..TaskUpdate::default()
         };
-        if let Err(error) = self
-            .inner
-            .writer
-            .update_task(run.task_id.clone(), update)
-            .await
-        {
-            tracing::warn!(
-                "task {}: could not store its artifacts: {error}",
-                run.task_id
-            );
+        self.write(run, update, "its artifacts").await;
+    }
+
+    /// Writes `update` to the task as [`Live::plan`] says; `what` names it in the log if that fails.
+    async fn write(&self, run: &Run, update: TaskUpdate, what: &str) {
+        match run.live.plan(update) {
+            Write::Held => {}
+            Write::Create {
+                task,
+                earlier,
+                limits,
+            } => {
+                let created = self
+                    .inner
+                    .writer
+                    .create_task_with_history(task, earlier, limits)
+                    .await;
+                if let Err(error) = created {
+                    tracing::warn!("task {}: could not store it: {error}", run.task_id);
+                    run.live.known().lost = Some(store_error(error));
+                }
+            }
+            Write::Update(update) => {
+                let written = self
+                    .inner
+                    .writer
+                    .update_task(run.task_id.clone(), update.clone())
+                    .await;
+                match written {
+                    Ok(_) => run.live.committed(update),
+                    Err(error) => {
+                        tracing::warn!("task {}: could not store {what}: {error}", run.task_id);
+                    }
+                }
+            }
         }
     }
 
@@ -749,5 +911,145 @@ mod tests {
         let ts = portico_core::time::now_rfc3339();
         assert_eq!(ts.len(), 24, "{ts}");
         assert!(ts.ends_with('Z') && ts.starts_with("20"), "{ts}");
+    }
+
+    const AGENT: &str = r#"
+[[agents]]
+name = "echo"
+tools = []
+[agents.model]
+provider = "scripted"
+rules = [
+  { when = { text = "^think" }, steps = [
+      { status = { state = "working", message = "thinking" } },
+      { reply = "thought" } ] },
+  { when = { text = "^hang" }, steps = [ { wait_ms = 600000 }, { reply = "never" } ] },
+  { when = {}, steps = [ { reply = "echo: {{message}}" } ] },
+]
+"#;
+
+    fn engine(dir: &std::path::Path) -> Engine {
+        let config = portico_config::parse("test config", AGENT).unwrap();
+        Engine::start(&config, portico_engine::EngineOptions::in_dir(dir)).unwrap()
+    }
+
+    fn message(text: &str) -> Value {
+        json!({"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]})
+    }
+
+    fn states(store: &Store, id: &str) -> Vec<String> {
+        store
+            .task_status_history(id)
+            .unwrap()
+            .into_iter()
+            .map(|change| change.state)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_blocking_send_is_stored_once_settled_with_all_it_went_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let tasks = Tasks::new(engine.clone(), TaskLimits::default(), None);
+        let sent = tasks
+            .send(
+                "alice",
+                "echo",
+                message("think hard"),
+                None,
+                Answer::WhenSettled,
+            )
+            .await
+            .unwrap();
+        sent.settled().await;
+        let answered = sent.stored().unwrap().expect("the run stored the task");
+        // What the send answers with is what the store holds.
+        assert_eq!(
+            engine.store.task(&sent.task_id).unwrap(),
+            Some(answered.clone())
+        );
+        assert_eq!(answered.state, "TASK_STATE_COMPLETED");
+        assert_eq!(text_of(&answered.artifacts[0]), "thought");
+        // The request, the agent's "thinking" and its answer.
+        assert_eq!(answered.history.len(), 3);
+        let history = engine.store.task_status_history(&sent.task_id).unwrap();
+        assert_eq!(
+            states(&engine.store, &sent.task_id),
+            [
+                "TASK_STATE_SUBMITTED",
+                "TASK_STATE_WORKING",
+                "TASK_STATE_WORKING",
+                "TASK_STATE_COMPLETED"
+            ]
+        );
+        assert_eq!(history[2].status["message"]["parts"][0]["text"], "thinking");
+        assert!(history.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+        assert_eq!(history[0].at_ms, answered.created_at_ms);
+    }
+
+    #[tokio::test]
+    async fn a_send_answered_at_once_is_stored_before_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let tasks = Tasks::new(engine.clone(), TaskLimits::default(), None);
+        let sent = tasks
+            .send("alice", "echo", message("think"), None, Answer::AtOnce)
+            .await
+            .unwrap();
+        let created = engine
+            .store
+            .task(&sent.task_id)
+            .unwrap()
+            .expect("stored at once");
+        assert_eq!(
+            created.history,
+            [json!({
+                "messageId": "m-think", "role": "ROLE_USER", "parts": [{"text": "think"}],
+                "contextId": created.context_id, "taskId": sent.task_id,
+            })]
+        );
+        sent.settled().await;
+        let answered = sent.stored().unwrap().unwrap();
+        let stored = engine.store.task(&sent.task_id).unwrap().unwrap();
+        assert_eq!(task_json(&answered, None), task_json(&stored, None));
+        assert_eq!(stored.state, "TASK_STATE_COMPLETED");
+        assert_eq!(
+            states(&engine.store, &sent.task_id),
+            [
+                "TASK_STATE_SUBMITTED",
+                "TASK_STATE_WORKING",
+                "TASK_STATE_WORKING",
+                "TASK_STATE_COMPLETED"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_blocking_send_without_room_is_refused_before_its_agent_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let tasks = Tasks::new(engine.clone(), TaskLimits { max_tasks: 1 }, None);
+        let running = tasks
+            .send("alice", "echo", message("hang on"), None, Answer::AtOnce)
+            .await
+            .unwrap();
+        let refused = tasks
+            .send("alice", "echo", message("hello"), None, Answer::WhenSettled)
+            .await
+            .err()
+            .expect("no room: the only stored task is running");
+        assert!(
+            matches!(&refused, A2aError::Busy(m) if m.contains("max_tasks")),
+            "{refused:?}"
+        );
+        // Only the running task's agent was ever started.
+        let conversations = engine.store.conversations(None, 0).unwrap();
+        assert!(conversations.len() <= 1, "{conversations:?}");
+        assert_eq!(engine.store.task_count().unwrap(), (1, 1));
+        assert!(engine.store.task(&running.task_id).unwrap().is_some());
+    }
+
+    fn text_of(artifact: &Value) -> &str {
+        artifact["parts"][0]["text"].as_str().unwrap_or_default()
     }
 }

@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::conversations::Conversation;
 use crate::error::hint_for;
-use crate::tasks::{TaskLimits, TaskRecord, TaskUpdate};
+use crate::tasks::{EarlierStatus, TaskLimits, TaskRecord, TaskUpdate};
 use crate::{Inner, Store, StoreError};
 
 /// Most writes per transaction: enough to absorb any burst one process makes, few enough that one
@@ -356,7 +356,26 @@ impl BatchWriter {
         task: TaskRecord,
         limits: TaskLimits,
     ) -> impl Future<Output = Result<(), StoreError>> + use<> {
-        self.submit(move |store, conn| store.insert_task(conn, &task, &limits))
+        self.create_task_with_history(task, Vec::new(), limits)
+    }
+
+    /// [`Store::create_task_with_history`], group-committed.
+    pub fn create_task_with_history(
+        &self,
+        task: TaskRecord,
+        earlier: Vec<EarlierStatus>,
+        limits: TaskLimits,
+    ) -> impl Future<Output = Result<(), StoreError>> + use<> {
+        self.submit(move |store, conn| store.insert_task(conn, &task, &earlier, &limits))
+    }
+
+    /// [`Store::check_room_for_task`], in queue order with the writes (so it sees every creation
+    /// queued before it).
+    pub fn check_room_for_task(
+        &self,
+        limits: TaskLimits,
+    ) -> impl Future<Output = Result<(), StoreError>> + use<> {
+        self.submit(move |store, conn| store.room_for_task(conn, &limits).map(|_| ()))
     }
 
     /// [`Store::update_task`], group-committed.
@@ -502,7 +521,7 @@ mod tests {
             let first = writer.create_task(task("t1"), TaskLimits::default());
             // Writes part of its work, then fails: none of it may stay.
             let failing = writer.submit(|store, conn| -> Result<(), StoreError> {
-                store.insert_task(conn, &task("t2"), &TaskLimits::default())?;
+                store.insert_task(conn, &task("t2"), &[], &TaskLimits::default())?;
                 store.apply_task_update(conn, "missing", &completed())?;
                 Ok(())
             });

@@ -10,10 +10,11 @@
 //!
 //! [`Store`] methods are synchronous. Each holds a mutex over the one connection only for its own
 //! statement or transaction, which on a local WAL database takes microseconds to low milliseconds, so
-//! occasional calls (creating a conversation, storing a memory) are cheap enough to make inline from
-//! async code, or through `tokio::task::spawn_blocking` where a stall must never reach the runtime.
-//! Hot paths, namely recording every tool call, use [`AuditWriter`], which only pushes onto a channel
-//! and leaves the inserts to a background thread.
+//! occasional calls (storing a memory, reading a task) are cheap enough to make inline from async code,
+//! or through `tokio::task::spawn_blocking` where a stall must never reach the runtime. Hot paths write
+//! through [`BatchWriter`] (A2A tasks, agent conversations): its async methods queue the write for the
+//! store's writer thread, which group-commits everything queued at the same time, and resolve once that
+//! commit is done. [`AuditWriter`] queues onto the same thread without waiting.
 
 mod audit;
 mod batch;
@@ -37,9 +38,9 @@ pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
 pub use memory::MemoryEntry;
 pub use tasks::{
-    DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, MAX_TASK_PAGE_SIZE, StatusChange, TASK_STATES,
-    TERMINAL_TASK_STATES, TaskLimits, TaskPage, TaskQuery, TaskRecord, TaskStatusUpdate,
-    TaskUpdate, is_terminal,
+    DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, EarlierStatus, MAX_TASK_PAGE_SIZE, StatusChange,
+    TASK_STATES, TERMINAL_TASK_STATES, TaskLimits, TaskPage, TaskQuery, TaskRecord,
+    TaskStatusUpdate, TaskUpdate, is_terminal,
 };
 
 use error::hint_for;

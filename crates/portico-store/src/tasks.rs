@@ -84,6 +84,28 @@ pub struct TaskRecord {
     pub updated_at_ms: i64,
 }
 
+impl TaskRecord {
+    /// Applies `update` to this copy of the task as [`Store::update_task`] applies it to the stored one
+    /// (`now_ms` standing for the time of the write), so a caller that wrote the update can keep its
+    /// copy in step instead of reading the task back.
+    pub fn apply(&mut self, update: TaskUpdate, now_ms: i64) {
+        if let Some(message) = update.message {
+            self.history.push(message);
+        }
+        if let Some(artifacts) = update.artifacts {
+            self.artifacts = artifacts;
+        }
+        if let Some(metadata) = update.metadata {
+            self.metadata = metadata;
+        }
+        if let Some(change) = update.status {
+            self.state = change.state;
+            self.status = change.status;
+        }
+        self.updated_at_ms = self.updated_at_ms.max(now_ms);
+    }
+}
+
 /// One entry of a task's status history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusChange {
@@ -126,6 +148,15 @@ impl TaskUpdate {
             ..TaskUpdate::default()
         }
     }
+}
+
+/// A status a task had before the one it is stored with, and when it was set; see
+/// [`Store::create_task_with_history`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EarlierStatus {
+    pub state: String,
+    pub status: serde_json::Value,
+    pub at_ms: i64,
 }
 
 /// Bounds on the task store.
@@ -300,35 +331,66 @@ impl Store {
     /// if evicting every terminal task would not make room, nothing is written and the result is
     /// [`StoreError::TasksFull`]. A duplicate id is an SQLite constraint error.
     pub fn create_task(&self, task: &TaskRecord, limits: &TaskLimits) -> Result<(), StoreError> {
+        self.create_task_with_history(task, &[], limits)
+    }
+
+    /// [`Store::create_task`] for a task that is stored only once it has come some way: its status
+    /// history starts with `earlier` (oldest first, each at its own time), then its current status.
+    pub fn create_task_with_history(
+        &self,
+        task: &TaskRecord,
+        earlier: &[EarlierStatus],
+        limits: &TaskLimits,
+    ) -> Result<(), StoreError> {
         self.in_immediate_transaction("creating an A2A task", |conn| {
-            self.insert_task(conn, task, limits)
+            self.insert_task(conn, task, earlier, limits)
         })
     }
 
-    /// [`Store::create_task`] inside the caller's transaction, which must be `IMMEDIATE`: counting,
-    /// evicting and inserting must not interleave with another process's create.
+    /// Whether [`Store::create_task`] would find room for one more task (evicting finished ones if need
+    /// be): [`StoreError::TasksFull`] if not. Nothing is written.
+    pub fn check_room_for_task(&self, limits: &TaskLimits) -> Result<(), StoreError> {
+        self.room_for_task(&self.conn(), limits).map(|_| ())
+    }
+
+    /// How many finished tasks must be evicted to store one more, or [`StoreError::TasksFull`].
+    pub(crate) fn room_for_task(
+        &self,
+        conn: &Connection,
+        limits: &TaskLimits,
+    ) -> Result<usize, StoreError> {
+        let (total, active) = count_tasks(conn).map_err(self.sql_error("counting A2A tasks"))?;
+        // Room for one more, even if the limit was lowered below what is stored.
+        let excess = (total + 1).saturating_sub(limits.max_tasks);
+        if excess > total - active {
+            return Err(StoreError::TasksFull {
+                path: self.label().to_path_buf(),
+                limit: limits.max_tasks,
+                active,
+            });
+        }
+        Ok(excess)
+    }
+
+    /// [`Store::create_task_with_history`] inside the caller's transaction, which must be `IMMEDIATE`:
+    /// counting, evicting and inserting must not interleave with another process's create.
     pub(crate) fn insert_task(
         &self,
         conn: &Connection,
         task: &TaskRecord,
+        earlier: &[EarlierStatus],
         limits: &TaskLimits,
     ) -> Result<(), StoreError> {
         self.check_task_state(&task.state)?;
+        for status in earlier {
+            self.check_task_state(&status.state)?;
+        }
         let artifacts = self.encode_json(&task.artifacts, || {
             format!("the artifacts of new A2A task {:?}", task.id)
         })?;
         let error = || self.sql_error("creating an A2A task");
-        let (total, active) = count_tasks(conn).map_err(error())?;
-        // Room for one more, even if the limit was lowered below what is stored.
-        let excess = (total + 1).saturating_sub(limits.max_tasks);
+        let excess = self.room_for_task(conn, limits)?;
         if excess > 0 {
-            if total - active < excess {
-                return Err(StoreError::TasksFull {
-                    path: self.label().to_path_buf(),
-                    limit: limits.max_tasks,
-                    active,
-                });
-            }
             // Messages, status history and push configs go with their task (ON DELETE CASCADE).
             let evicted = conn
                 .prepare_cached(&eviction_sql(excess))
@@ -374,11 +436,31 @@ impl Store {
                     .map_err(error())?;
             }
         }
-        conn.prepare_cached(
-            "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, 1, ?2, ?3, ?4)",
-        )
-        .and_then(|mut stmt| stmt.execute(params![task.id, task.state, status, task.updated_at_ms]))
-        .map_err(error())?;
+        let mut insert = conn
+            .prepare_cached(
+                "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(error())?;
+        for (seq, past) in (1_i64..).zip(earlier) {
+            insert
+                .execute(params![
+                    task.id,
+                    seq,
+                    past.state,
+                    past.status.to_string(),
+                    past.at_ms
+                ])
+                .map_err(error())?;
+        }
+        insert
+            .execute(params![
+                task.id,
+                count_to_sql(earlier.len() + 1),
+                task.state,
+                status,
+                task.updated_at_ms
+            ])
+            .map_err(error())?;
         Ok(())
     }
 
@@ -993,6 +1075,113 @@ mod tests {
             }]
         );
         assert_eq!(store.task_count().unwrap(), (1, 1));
+    }
+
+    #[test]
+    fn an_update_applied_to_a_copy_matches_the_stored_task() {
+        let store = Store::open_in_memory().unwrap();
+        let mut copy = task("t1", "alice", "c", SUBMITTED, 1_000);
+        store.create_task(&copy, &unlimited()).unwrap();
+        let updates = [
+            TaskUpdate::status(WORKING, status(WORKING, Some("on it"))),
+            TaskUpdate {
+                artifacts: Some(vec![json!({"artifactId": "a1", "parts": [{"text": "x"}]})]),
+                ..TaskUpdate::default()
+            },
+            TaskUpdate {
+                message: Some(user_message("m2", "done")),
+                artifacts: Some(vec![json!({"artifactId": "a2", "parts": [{"text": "y"}]})]),
+                metadata: Some(json!({"portico": {"conversation_id": "c_9"}})),
+                status: Some(TaskStatusUpdate {
+                    state: COMPLETED.to_string(),
+                    status: status(COMPLETED, Some("done")),
+                }),
+            },
+        ];
+        for update in updates {
+            store.update_task("t1", &update).unwrap();
+            let stored = store.task("t1").unwrap().unwrap();
+            copy.apply(update, stored.updated_at_ms);
+            assert_eq!(copy, stored);
+        }
+        assert_eq!(copy.history.len(), 2);
+        assert_eq!(copy.state, COMPLETED);
+    }
+
+    #[test]
+    fn a_task_stored_late_keeps_the_statuses_it_went_through() {
+        let store = Store::open_in_memory().unwrap();
+        let mut done = task("t1", "alice", "c", COMPLETED, 3_000);
+        done.status = status(COMPLETED, Some("done"));
+        let earlier = [
+            EarlierStatus {
+                state: SUBMITTED.to_string(),
+                status: status(SUBMITTED, None),
+                at_ms: 1_000,
+            },
+            EarlierStatus {
+                state: WORKING.to_string(),
+                status: status(WORKING, Some("on it")),
+                at_ms: 2_000,
+            },
+        ];
+        store
+            .create_task_with_history(&done, &earlier, &unlimited())
+            .unwrap();
+        assert_eq!(store.task("t1").unwrap().unwrap(), done);
+        let history: Vec<(i64, String, i64)> = store
+            .task_status_history("t1")
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.seq, c.state, c.at_ms))
+            .collect();
+        assert_eq!(
+            history,
+            [
+                (1, SUBMITTED.to_string(), 1_000),
+                (2, WORKING.to_string(), 2_000),
+                (3, COMPLETED.to_string(), 3_000)
+            ]
+        );
+        // A later status continues the numbering.
+        assert_eq!(
+            store
+                .update_task_status("t1", FAILED, &status(FAILED, None))
+                .unwrap(),
+            4
+        );
+    }
+
+    #[test]
+    fn room_is_checked_without_writing() {
+        let store = Store::open_in_memory().unwrap();
+        let limits = limit(2);
+        store.check_room_for_task(&limits).unwrap();
+        store
+            .create_task(&task("done", "alice", "c", COMPLETED, 1), &limits)
+            .unwrap();
+        store
+            .create_task(&task("w1", "alice", "c", WORKING, 2), &limits)
+            .unwrap();
+        // Full, but a finished task could go.
+        store.check_room_for_task(&limits).unwrap();
+        assert_eq!(stored_ids(&store), set(&["done", "w1"]));
+        store
+            .create_task(&task("w2", "alice", "c", WORKING, 3), &limits)
+            .unwrap();
+        let err = store.check_room_for_task(&limits).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::TasksFull {
+                    limit: 2,
+                    active: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(stored_ids(&store), set(&["w1", "w2"]));
     }
 
     #[test]
