@@ -70,6 +70,9 @@ struct Shared {
     child_stop: StopGrace,
     /// Exposed URIs of subscribed resources that changed upstream.
     resource_updates: broadcast::Sender<String>,
+    /// Held while a catalog is built and swapped in: two supervisors rebuilding at once could
+    /// otherwise swap in last the catalog built from the older snapshots, losing a server's tools.
+    rebuilding: Mutex<()>,
 }
 
 /// The running hub. Clone it freely; all clones share one set of upstreams.
@@ -146,6 +149,7 @@ impl Hub {
             backoff: settings.backoff,
             child_stop: settings.child_stop,
             resource_updates: broadcast::channel(256).0,
+            rebuilding: Mutex::new(()),
         });
         Hub {
             shared,
@@ -486,6 +490,7 @@ impl Shared {
     }
 
     fn rebuild_catalog(&self) {
+        let _rebuilding = self.rebuilding.lock().expect("rebuild lock");
         let snapshots: Vec<ServerCatalog> = self
             .slots
             .iter()
@@ -692,6 +697,47 @@ mod tests {
         );
         assert_eq!(hub.servers_for_tool("mcp_a_x"), ["a", "plain"]);
         assert_eq!(hub.servers_for_tool("create_issue"), ["plain"]);
+    }
+
+    #[test]
+    fn servers_connecting_at_once_all_reach_the_catalog() {
+        // Each supervisor records its catalog and rebuilds the aggregate; two rebuilds interleaving
+        // must not swap in one made before the other server's catalog was recorded. The race needs
+        // luck to show, so it gets many chances.
+        const SERVERS: usize = 4;
+        let toml: String = (0..SERVERS).map(|i| stdio(&format!("s{i}"), "")).collect();
+        let config = config(&toml);
+        for round in 0..300 {
+            let hub = Hub::idle(&config, HubSettings::default());
+            let start = std::sync::Barrier::new(SERVERS);
+            std::thread::scope(|threads| {
+                for index in 0..SERVERS {
+                    let (shared, start) = (&hub.shared, &start);
+                    threads.spawn(move || {
+                        let catalog = ServerCatalog {
+                            server: format!("s{index}"),
+                            tools: vec![portico_core::ToolDef {
+                                name: "t".into(),
+                                definition: serde_json::json!({"name": "t"})
+                                    .as_object()
+                                    .cloned()
+                                    .unwrap_or_default(),
+                            }],
+                            ..ServerCatalog::default()
+                        };
+                        start.wait();
+                        shared.update_catalog(index, |s| record_catalog(s, catalog, true));
+                    });
+                }
+            });
+            let tools: Vec<String> = hub
+                .catalog()
+                .tools()
+                .iter()
+                .map(|t| t.name.clone())
+                .collect();
+            assert_eq!(tools.len(), SERVERS, "round {round}: {tools:?}");
+        }
     }
 
     #[test]
