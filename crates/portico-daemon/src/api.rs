@@ -1,6 +1,7 @@
 //! The REST API.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -20,15 +21,16 @@ use serde_json::{Value, json};
 struct ApiState {
     hub: Hub,
     engine: Engine,
-    /// `/api/mcp/servers` shows the configuration; computed once, with secrets left out.
-    configured: Value,
+    /// `/api/mcp/servers` shows the configuration; computed once, with secrets left out. Shared:
+    /// the state is cloned into every route and for every request.
+    configured: Arc<Value>,
 }
 
 pub(crate) fn routes(engine: Engine, config: &Config) -> Router {
     let state = ApiState {
         hub: engine.hub.clone(),
         engine,
-        configured: configured_servers(config),
+        configured: Arc::new(configured_servers(config)),
     };
     Router::new()
         .route("/api/health", get(health))
@@ -239,7 +241,7 @@ async fn servers(State(state): State<ApiState>) -> Json<Value> {
             })
         })
         .collect();
-    Json(json!({"configured": state.configured, "connected": connected}))
+    Json(json!({"configured": *state.configured, "connected": connected}))
 }
 
 fn configured_servers(config: &Config) -> Value {

@@ -69,9 +69,61 @@ pub struct Listing {
     pub resource_templates: Vec<JsonObject>,
 }
 
+impl Listing {
+    /// A fingerprint of each list, for telling later whether it changed.
+    pub(crate) fn digest(&self) -> ListingDigest {
+        ListingDigest {
+            tools: digest_of(&[&self.tools]),
+            prompts: digest_of(&[&self.prompts]),
+            resources: digest_of(&[&self.resources, &self.resource_templates]),
+        }
+    }
+}
+
+/// What a session remembers of the listing it last announced, to send a list_changed only for a real
+/// change. A fingerprint rather than a copy: every session keeps one for as long as it lives, and a
+/// copy of the listing (tool schemas included) cost ~75 KB per idle session. Two different lists
+/// collide with probability 2^-64; a key order change counts as a change (a harmless extra
+/// list_changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ListingDigest {
+    pub(crate) tools: u64,
+    pub(crate) prompts: u64,
+    /// Resources and resource templates together: one notification covers both.
+    pub(crate) resources: u64,
+}
+
+/// Hashes the lists' JSON as it is written, without building the text.
+fn digest_of(lists: &[&[JsonObject]]) -> u64 {
+    use std::hash::Hasher;
+    struct HashWriter(std::hash::DefaultHasher);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut writer = HashWriter(std::hash::DefaultHasher::new());
+    for list in lists {
+        // Writing JSON into a hasher cannot fail.
+        let _ = serde_json::to_writer(&mut writer, list);
+    }
+    writer.0.finish()
+}
+
 impl Backend {
     /// What `door` (a label for audit records: "stdio", "http") may list.
     pub async fn listing(&self, door: &str) -> Result<Listing, BackendError> {
+        // Boxed, so that the ~10 KB of state a listing needs while it runs is allocated only then:
+        // every session has a task waiting to list again on the next change, and inline that state
+        // would be kept by each of them for as long as they idle.
+        Box::pin(self.listing_now(door)).await
+    }
+
+    async fn listing_now(&self, door: &str) -> Result<Listing, BackendError> {
         match self {
             Backend::Local(engine) => {
                 settle(&engine.hub).await;
@@ -243,5 +295,51 @@ impl Backend {
 async fn settle(hub: &Hub) {
     if !hub.settled() {
         let _ = tokio::time::timeout(SETTLE_WAIT, hub.wait_settled()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(value: serde_json::Value) -> JsonObject {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    fn listing(tools: &[&str], resources: &[&str], templates: &[&str]) -> Listing {
+        let named = |names: &[&str]| {
+            names
+                .iter()
+                .map(|n| object(serde_json::json!({"name": n})))
+                .collect()
+        };
+        Listing {
+            tools: named(tools),
+            prompts: Vec::new(),
+            resources: named(resources),
+            resource_templates: named(templates),
+        }
+    }
+
+    #[test]
+    fn a_digest_changes_with_its_own_list_only() {
+        let base = listing(&["a", "b"], &["r"], &[]).digest();
+        assert_eq!(listing(&["a", "b"], &["r"], &[]).digest(), base);
+
+        let more_tools = listing(&["a", "b", "c"], &["r"], &[]).digest();
+        assert_ne!(more_tools.tools, base.tools);
+        assert_eq!(
+            (more_tools.prompts, more_tools.resources),
+            (base.prompts, base.resources)
+        );
+
+        let mut described = listing(&["a", "b"], &["r"], &[]);
+        described.tools[1].insert("description".into(), "new".into());
+        assert_ne!(described.digest().tools, base.tools);
+
+        // A resource that became a template is a resource list change.
+        let moved = listing(&["a", "b"], &[], &["r"]).digest();
+        assert_ne!(moved.resources, base.resources);
+        assert_eq!(moved.tools, base.tools);
     }
 }

@@ -18,7 +18,7 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Subscriptio
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
 
-use crate::backend::{Backend, BackendError, Listing};
+use crate::backend::{Backend, BackendError, Listing, ListingDigest};
 use crate::input_rounds::{CallEvent, InputRoundsCaller, ParkedCalls};
 use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
@@ -588,9 +588,9 @@ impl ServerHandler for PorticoServer {
         let exposure = self.options.exposure.clone();
         tokio::spawn(async move {
             let mut changes = server.changes();
-            let mut last = server.listing().await.unwrap_or_default();
+            let mut last = server.listing().await.unwrap_or_default().digest();
             while changes.changed().await {
-                let Ok(now) = server.listing().await else {
+                let Ok(now) = server.listing().await.map(|l| l.digest()) else {
                     continue;
                 };
                 let changed = ChangedKinds::between(&last, &now, &exposure);
@@ -627,7 +627,7 @@ impl ServerHandler for PorticoServer {
     /// 2026-07-28 clients ask for list changes on a `subscriptions/listen` stream instead.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut changes = self.changes();
-        let mut last = self.listing().await.unwrap_or_default();
+        let mut last = self.listing().await.unwrap_or_default().digest();
         let accepted = context.accepted().clone();
         let sink = context.sink();
         loop {
@@ -639,7 +639,7 @@ impl ServerHandler for PorticoServer {
                     }
                 }
             }
-            let Ok(now) = self.listing().await else {
+            let Ok(now) = self.listing().await.map(|l| l.digest()) else {
                 continue;
             };
             let changed = ChangedKinds::between(&last, &now, &self.options.exposure);
@@ -688,13 +688,11 @@ struct ChangedKinds {
 }
 
 impl ChangedKinds {
-    fn between(last: &Listing, now: &Listing, exposure: &Exposure) -> Self {
+    fn between(last: &ListingDigest, now: &ListingDigest, exposure: &Exposure) -> Self {
         ChangedKinds {
             tools: exposure.tools && now.tools != last.tools,
             prompts: exposure.prompts && now.prompts != last.prompts,
-            resources: exposure.resources
-                && (now.resources != last.resources
-                    || now.resource_templates != last.resource_templates),
+            resources: exposure.resources && now.resources != last.resources,
         }
     }
 }

@@ -314,6 +314,7 @@ async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> an
 }
 
 async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let shutdown = shutdown_signal();
     let (config, source) = portico_config::load(explicit)?;
     tracing::info!("config: {source}");
     if config.mcp_servers.is_empty() {
@@ -347,15 +348,11 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
             );
         })
     };
-    let served = portico_daemon::serve(
-        engine.clone(),
-        &config,
-        door,
-        info_file,
-        shutdown_signal(),
-        |addr| eprintln!("portico: listening on http://{addr} (MCP at /mcp)"),
-    )
-    .await;
+    let served =
+        portico_daemon::serve(engine.clone(), &config, door, info_file, shutdown, |addr| {
+            eprintln!("portico: listening on http://{addr} (MCP at /mcp)")
+        })
+        .await;
     reporter.abort();
     eprintln!("portico: shutting down");
     // Children get their grace periods (bounded, so a wedged server cannot hold the exit forever);
@@ -365,11 +362,17 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn shutdown_signal() {
+/// Resolves on SIGTERM or Ctrl-C. The handlers are installed when this is called, not when the future
+/// is first polled: the daemon reports itself ready before its HTTP door polls it, and a SIGTERM sent
+/// in between would otherwise kill the process instead of shutting it down.
+pub(crate) fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let mut interrupt = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }

@@ -270,6 +270,23 @@ async fn sigterm_lets_a_call_in_progress_finish() {
     assert!(daemon.child.wait().unwrap().success());
 }
 
+#[test]
+fn sigterm_right_after_start_is_a_clean_shutdown() {
+    // The daemon says it listens (and may say it is ready) before its door starts waiting for the
+    // signal; a SIGTERM in between must still stop it cleanly, not kill it.
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    unsafe {
+        libc::kill(daemon.child.id() as i32, libc::SIGTERM);
+    }
+    let status = daemon.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!home.info_file().exists());
+}
+
 /// The daemon's accepted sockets have `TCP_NODELAY` set. Without it, the last small write of every
 /// answer waits for the client's delayed ACK: ~40 ms per call for kept-alive clients (Node's `fetch`,
 /// httpx, wrk). Checked on the daemon's own end of a live connection, fetched from the running process
