@@ -435,6 +435,9 @@ impl Hub {
         for handle in handles {
             let _ = handle.await;
         }
+        // A supervisor cancelled mid-handshake dropped its child's transport, which killed the child
+        // without waiting for it; nothing Portico started may be left once shutdown returns.
+        portico_mcp::reap_dropped_children(std::time::Duration::from_secs(2)).await;
     }
 }
 

@@ -15,5 +15,5 @@ mod stdio;
 mod upstream;
 
 pub use client_handler::UpstreamEvent;
-pub use stdio::StopGrace;
+pub use stdio::{StopGrace, reap_dropped_children};
 pub use upstream::{HandshakeInfo, Upstream, UpstreamError, UpstreamExit};

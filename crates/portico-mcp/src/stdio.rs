@@ -134,11 +134,37 @@ impl Drop for ChildTransport {
             tracing::debug!("cannot kill a stdio child: {e}");
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = child.wait().await;
-            });
+            DROPPED_CHILD_REAPERS.spawn_on(
+                async move {
+                    let _ = child.wait().await;
+                },
+                &runtime,
+            );
         }
     }
+}
+
+/// Reapers of children whose transport was dropped without `close` (a session cancelled mid-handshake
+/// at shutdown, say). Tracked so that shutdown can wait for them: a one-shot command exits right after,
+/// and its runtime would otherwise drop the reaper while the killed child is still dying, leaving it
+/// visible after Portico has gone.
+static DROPPED_CHILD_REAPERS: std::sync::LazyLock<tokio_util::task::TaskTracker> =
+    std::sync::LazyLock::new(tokio_util::task::TaskTracker::new);
+
+/// Waits, at most `limit`, until every child killed by a dropped transport has been reaped. Their
+/// group already got SIGKILL, so this is normally a matter of milliseconds.
+pub async fn reap_dropped_children(limit: Duration) {
+    DROPPED_CHILD_REAPERS.close();
+    if tokio::time::timeout(limit, DROPPED_CHILD_REAPERS.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "{} stdio child(ren) killed at shutdown were not reaped within {limit:?}",
+            DROPPED_CHILD_REAPERS.len()
+        );
+    }
+    DROPPED_CHILD_REAPERS.reopen();
 }
 
 impl ChildTransport {
