@@ -35,6 +35,10 @@ enum Command {
     ServeHttp {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
+        /// Answer plain stateless (2026-07-28) calls with one JSON body instead of an SSE stream, as
+        /// Portico's /mcp does: the like-for-like baseline for that era.
+        #[arg(long)]
+        json_response: bool,
     },
     /// Portico's HTTP door exactly as `portico serve` runs it, with one embedded host tool, `echo`
     /// (the same trivial tool the bare server has), registered through the embedding API. Prints
@@ -116,7 +120,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let running = EchoServer.serve(rmcp::transport::stdio()).await?;
             running.waiting().await?;
         }
-        Command::ServeHttp { listen } => serve_http(listen).await?,
+        Command::ServeHttp {
+            listen,
+            json_response,
+        } => serve_http(listen, json_response).await?,
         Command::ServePortico { config } => serve_portico(&config).await?,
         Command::LoadStdio { load, command } => {
             let mut child = tokio::process::Command::new(&command[0]);
@@ -161,11 +168,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve_http(listen: SocketAddr) -> anyhow::Result<()> {
+async fn serve_http(listen: SocketAddr, json_response: bool) -> anyhow::Result<()> {
     let service = StreamableHttpService::new(
         || Ok(EchoServer),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        StreamableHttpServerConfig::default().with_json_response(json_response),
     );
     let app = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(listen).await?;
