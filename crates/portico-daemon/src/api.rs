@@ -245,7 +245,8 @@ async fn servers(State(state): State<ApiState>) -> Json<Value> {
                 .tools_of(&s.name)
                 .map(|t| {
                     let description = t.definition.get("description").and_then(Value::as_str).unwrap_or("");
-                    json!({"name": t.name, "description": format!("[MCP:{}] {description}", s.name)})
+                    // A restarting server's tools stay listed; calls to them fail until it is back.
+                    json!({"name": t.name, "description": format!("[MCP:{}] {description}", s.name), "available": s.state == ServerState::Ready})
                 })
                 .collect();
             json!({

@@ -61,7 +61,7 @@ async fn api_reports_health_and_servers_in_the_reference_shape() {
     assert_eq!(connected["tools_count"], 1);
     assert_eq!(
         connected["tools"][0],
-        json!({"name": "mcp_cat_t1", "description": "[MCP:cat] The tool t1"})
+        json!({"name": "mcp_cat_t1", "description": "[MCP:cat] The tool t1", "available": true})
     );
 
     // The info file names the daemon while it runs and is removed when it stops cleanly.
