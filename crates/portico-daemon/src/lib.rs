@@ -30,7 +30,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use in_flight::InFlight;
-pub use info::{DaemonInfo, IdentityError, IdentityKey, InfoFile, new_challenge};
+pub use info::{
+    DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS, new_challenge,
+};
 pub use security::DoorPolicy;
 
 /// How long shutdown waits for calls in progress.

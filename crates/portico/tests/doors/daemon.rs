@@ -567,3 +567,36 @@ fn portico_mcp_never_sends_the_token_to_an_impostor_on_the_recorded_port() {
     );
     assert!(!log.contains("proxying"), "{log}");
 }
+
+/// The health check answers a challenge with a proof only a reader of the owner-only `daemon.json`
+/// can check; a challenge longer than any nonce is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_proves_the_daemons_identity_to_readers_of_its_info_file() {
+    let home = Home::new(&config_with("[server]\nlisten = \"127.0.0.1:0\"", &[]));
+    let mut daemon = tokio::task::block_in_place(|| Daemon::start(&home));
+    let info: portico_daemon::DaemonInfo =
+        serde_json::from_slice(&std::fs::read(home.info_file()).unwrap()).unwrap();
+    let challenge = portico_daemon::new_challenge();
+    let health: Value = http()
+        .get(format!("{}/api/health?challenge={challenge}", daemon.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let proof = health["proof"].as_str().unwrap();
+    assert_eq!(info.verify_identity(&challenge, proof), Ok(()));
+    assert!(info.verify_identity("another", proof).is_err());
+
+    let too_long = "a".repeat(portico_daemon::MAX_CHALLENGE_CHARS + 1);
+    let refused = http()
+        .get(format!("{}/api/health?challenge={too_long}", daemon.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "challenge must be 1 to 128 characters");
+    assert!(daemon.stop().success());
+}
