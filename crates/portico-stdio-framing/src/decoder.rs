@@ -91,7 +91,7 @@ enum State {
     Body { len: usize },
     /// `Content-Length` framing: the declared length is over the cap; deciding whether a body
     /// follows.
-    AfterOversizedHeader { size: u64 },
+    AfterOversizedHeader { size: u64, remaining: u64 },
     /// Skipping the JSON value that followed an oversized header, for at most its declared length.
     /// Not a count of declared bytes alone: a lying `Content-Length` (2^63) would swallow every
     /// later message.
@@ -373,7 +373,7 @@ impl FrameDecoder {
                     prefix,
                 })
             }
-            State::AfterOversizedHeader { size } | State::SkipOversized { size, .. } => {
+            State::AfterOversizedHeader { size, .. } | State::SkipOversized { size, .. } => {
                 Some(Event::Oversized {
                     framing: Framing::ContentLength,
                     size,
@@ -416,11 +416,29 @@ impl FrameDecoder {
                     (take, State::Body { len }, None)
                 }
             }
-            State::AfterOversizedHeader { size } => {
-                if matches!(rest[0], b'{' | b'[') {
+            State::AfterOversizedHeader { size, remaining } => {
+                if is_space(rest[0]) && remaining > 0 {
+                    // Whitespace a pretty-printing sender put before the body is part of it.
+                    let window = usize::try_from(remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(rest.len());
+                    let skip = rest[..window].iter().take_while(|&&b| is_space(b)).count();
+                    let remaining = remaining - skip as u64;
+                    if remaining == 0 {
+                        // A body of nothing but whitespace, all of it read: refused now, not at
+                        // the next byte, which may never come before the answer is awaited.
+                        let event = Event::Oversized {
+                            framing: Framing::ContentLength,
+                            size,
+                            prefix: Vec::new(),
+                        };
+                        return (skip, State::Idle, Some(event));
+                    }
+                    (skip, State::AfterOversizedHeader { size, remaining }, None)
+                } else if matches!(rest[0], b'{' | b'[') && remaining > 0 {
                     let next = State::SkipOversized {
                         scan: JsonScan::default(),
-                        remaining: size,
+                        remaining,
                         size,
                     };
                     (0, next, None)
@@ -677,7 +695,11 @@ impl FrameDecoder {
             }
             _ => {
                 self.prefix.clear();
-                (used, State::AfterOversizedHeader { size: len }, None)
+                let next = State::AfterOversizedHeader {
+                    size: len,
+                    remaining: len,
+                };
+                (used, next, None)
             }
         }
     }
@@ -861,6 +883,23 @@ mod tests {
         assert_eq!(
             run_all_splits(1024, format!("{huge}{ping}\n{{\"id\":2}}\n").as_bytes()),
             vec![oversized(ping), msg(Framing::Newline, "{\"id\":2}")]
+        );
+        // Whitespace before the body is skipped with it.
+        assert_eq!(
+            run_all_splits(1024, format!("{huge}\n  {ping}\n{{\"id\":2}}\n").as_bytes()),
+            vec![oversized(ping), msg(Framing::Newline, "{\"id\":2}")]
+        );
+        // A body of blanks exactly as long as declared is refused once it is all read.
+        assert_eq!(
+            run_all_splits(4, b"Content-Length: 6\r\n\r\n      {}\n"),
+            vec![
+                Event::Oversized {
+                    framing: Framing::ContentLength,
+                    size: 6,
+                    prefix: Vec::new()
+                },
+                msg(Framing::Newline, "{}")
+            ]
         );
         // No JSON body after it: refused at once, and the next message is read.
         assert_eq!(
