@@ -7,11 +7,20 @@
 //! `O_NOFOLLOW`, so a final component swapped for a symlink after the check fails instead of being
 //! followed, and on Linux the opened descriptor's real path is checked once more, which also catches
 //! an intermediate directory swapped for a symlink in between.
+//!
+//! Writes go further, since a write creates: after the checks, the file (and any missing parent
+//! directory) is created from a handle on the workspace root opened at start, one component at a
+//! time with `openat`/`mkdirat` and `O_NOFOLLOW`, along the already resolved path. A directory
+//! swapped for a symlink after the checks is then never followed, so nothing, not even an empty file,
+//! is ever created outside the workspace.
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::BuiltinError;
 
@@ -47,6 +56,11 @@ pub enum PathError {
     NoFileName { path: String },
     #[error("the path is empty; give a path relative to the workspace root")]
     Empty,
+    #[error(
+        "`{path}` changed while it was being opened (a directory on the way was replaced by a \
+         symlink); nothing was written; try again"
+    )]
+    Changed { path: String },
     #[error("could not {action} `{path}`: {source}")]
     Io {
         action: &'static str,
@@ -63,6 +77,8 @@ pub(crate) struct Workspace {
     /// The root as configured, so absolute paths spelled through a symlinked parent (`/tmp` on some
     /// systems) are recognised too.
     configured: PathBuf,
+    /// The root, opened once: writes resolve from it and never by path (see the module docs).
+    handle: OwnedFd,
 }
 
 impl Workspace {
@@ -83,9 +99,19 @@ impl Workspace {
                 path: path.to_path_buf(),
             });
         }
+        let handle = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| BuiltinError::ResolveWorkspace {
+            path: path.to_path_buf(),
+            source: errno.into(),
+        })?;
         Ok(Workspace {
             root,
             configured: path.to_path_buf(),
+            handle,
         })
     }
 
@@ -199,8 +225,9 @@ impl Workspace {
 
     /// Opens a file for writing, creating it and any missing parent directories inside the workspace;
     /// also returns the resolved path. The file is neither truncated nor written here: that happens
-    /// after every check has passed, so an existing file behind a refused path is never changed (a race
-    /// lost at the last check can at most leave a new, empty file behind).
+    /// after every check has passed, so an existing file behind a refused path is never changed; and
+    /// everything it creates is created from the root's handle (see the module docs), so a race with
+    /// a directory swapped for a link creates nothing outside.
     pub(crate) fn open_write(&self, path: &str) -> Result<(File, PathBuf), PathError> {
         let relative = self.relative(path)?;
         let Some(name) = relative.file_name().map(ToOwned::to_owned) else {
@@ -212,9 +239,14 @@ impl Workspace {
         let parent = candidate.parent().unwrap_or(&self.root);
 
         // The deepest ancestor that exists decides where new directories would be created.
+        let mut missing = Vec::new();
+        let mut base = self.root.clone();
         for ancestor in parent.ancestors() {
             match ancestor.canonicalize() {
-                Ok(resolved) if self.inside(&resolved) => break,
+                Ok(resolved) if self.inside(&resolved) => {
+                    base = resolved;
+                    break;
+                }
                 Ok(_) => return Err(self.symlink_outside(path)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     // A dangling symlink: creating directories through it could build its target,
@@ -224,30 +256,49 @@ impl Workspace {
                             path: path.to_string(),
                         });
                     }
+                    missing.extend(ancestor.file_name().map(ToOwned::to_owned));
                 }
                 Err(source) => return Err(self.open_error(path, "resolve", source)),
             }
         }
-        std::fs::create_dir_all(parent).map_err(|source| PathError::Io {
-            action: "create the parent directories of",
-            path: path.to_string(),
-            source,
-        })?;
-        // Re-resolve after creating: a directory swapped for a symlink in between is caught here.
-        let parent = parent
-            .canonicalize()
-            .map_err(|source| self.open_error(path, "resolve", source))?;
-        if !self.inside(&parent) {
-            return Err(self.symlink_outside(path));
+
+        // From here on nothing is resolved by path: `base` is canonical (no links in it), so it is
+        // walked from the root's handle refusing every link, and what is missing is made below it.
+        let mut dir = self.open_dir_beneath(&base, path)?;
+        let mut dir_path = base;
+        for part in missing.iter().rev() {
+            match rustix::fs::mkdirat(&dir, part.as_os_str(), Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(errno) => {
+                    return Err(PathError::Io {
+                        action: "create the parent directories of",
+                        path: path.to_string(),
+                        source: errno.into(),
+                    });
+                }
+            }
+            dir = self.open_child_dir(&dir, part.as_os_str(), path)?;
+            dir_path.push(part);
         }
 
-        let mut target = parent.join(&name);
-        match target.symlink_metadata() {
-            Ok(meta) if meta.file_type().is_symlink() => {
+        let mut name = name;
+        let mut target = dir_path.join(&name);
+        match rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode).is_symlink() => {
                 // A link that stays inside is written through (to its resolved target, since
                 // O_NOFOLLOW refuses the link itself); one pointing out is refused.
                 match target.canonicalize() {
-                    Ok(resolved) if self.inside(&resolved) => target = resolved,
+                    Ok(resolved) if self.inside(&resolved) => {
+                        let Some(file_name) = resolved.file_name().map(ToOwned::to_owned) else {
+                            return Err(PathError::IsADirectory {
+                                path: path.to_string(),
+                            });
+                        };
+                        dir =
+                            self.open_dir_beneath(resolved.parent().unwrap_or(&self.root), path)?;
+                        name = file_name;
+                        target = resolved;
+                    }
                     Ok(_) => return Err(self.symlink_outside(path)),
                     // Creating the missing target would mean writing wherever the link points.
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -258,19 +309,21 @@ impl Workspace {
                     Err(source) => return Err(self.open_error(path, "resolve", source)),
                 }
             }
-            Ok(meta) if meta.is_dir() => {
+            Ok(stat) if FileType::from_raw_mode(stat.st_mode).is_dir() => {
                 return Err(PathError::IsADirectory {
                     path: path.to_string(),
                 });
             }
             _ => {}
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&target)
-            .map_err(|source| self.open_error(path, "open", source))?;
+        let file = rustix::fs::openat(
+            &dir,
+            name.as_os_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map(File::from)
+        .map_err(|errno| self.open_error(path, "open", errno.into()))?;
         self.check_opened(&file, path)?;
         let meta = file
             .metadata()
@@ -281,6 +334,57 @@ impl Workspace {
             });
         }
         Ok((file, target))
+    }
+
+    /// Opens `dir` (canonical, under the root) by walking it from the root's handle, one component
+    /// at a time, following no link: one found there appeared after it was resolved.
+    fn open_dir_beneath(&self, dir: &Path, path: &str) -> Result<OwnedFd, PathError> {
+        let relative = dir
+            .strip_prefix(&self.root)
+            .map_err(|_| self.symlink_outside(path))?;
+        let mut handle = rustix::fs::openat(
+            &self.handle,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| self.open_error(path, "open the workspace for", errno.into()))?;
+        for component in relative.components() {
+            let Component::Normal(part) = component else {
+                return Err(self.symlink_outside(path));
+            };
+            handle = self.open_child_dir(&handle, part, path)?;
+        }
+        Ok(handle)
+    }
+
+    fn open_child_dir(
+        &self,
+        parent: &OwnedFd,
+        name: &std::ffi::OsStr,
+        path: &str,
+    ) -> Result<OwnedFd, PathError> {
+        rustix::fs::openat(
+            parent,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| {
+            let is_link = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode).is_symlink());
+            match errno {
+                rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR if is_link => {
+                    PathError::Changed {
+                        path: path.to_string(),
+                    }
+                }
+                rustix::io::Errno::NOTDIR => PathError::NotADirectory {
+                    path: path.to_string(),
+                },
+                errno => self.open_error(path, "open a directory of", errno.into()),
+            }
+        })
     }
 
     /// Maps the errors `O_NOFOLLOW` and friends produce to what they mean here.
@@ -397,6 +501,73 @@ mod tests {
         assert!(!outside.path().join("nope").exists());
         assert!(!outside.path().join("new").exists());
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s3cret");
+    }
+
+    /// A directory of the path swapped for a symlink out of the workspace while `file_write` runs:
+    /// the checks saw a directory, the open followed the link, and an empty file was created
+    /// outside before the after-open check refused it. Resolution from a directory handle never
+    /// follows the swapped link, so nothing outside is ever created, whichever way the race falls.
+    #[test]
+    fn a_directory_swapped_for_a_symlink_never_creates_files_outside() {
+        let (_dir, outside, ws) = setup();
+        let ws = std::sync::Arc::new(ws);
+        let real = ws.root().join("d");
+        let parked = ws.root().join("d.real");
+        std::fs::create_dir(&real).unwrap();
+        let link = ws.root().join("d.link");
+        symlink(outside.path(), &link).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = std::thread::spawn({
+            let (real, parked, link, stop) =
+                (real.clone(), parked.clone(), link.clone(), stop.clone());
+            move || {
+                // `d` is a directory, then a symlink out, then a directory again, for as long as
+                // the writer runs; exchanged atomically, so `d` always exists.
+                let _ = &parked;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        &real,
+                        rustix::fs::CWD,
+                        &link,
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap();
+                }
+            }
+        });
+        let mut written = 0;
+        for i in 0..20000 {
+            if let Ok((_file, target)) = ws.open_write(&format!("d/f{i}")) {
+                assert!(target.starts_with(ws.root()), "{}", target.display());
+                written += 1;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+        let escaped: Vec<_> = std::fs::read_dir(outside.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            escaped.is_empty(),
+            "created outside the workspace: {escaped:?}"
+        );
+        assert!(written > 0, "some writes land while `d` is a directory");
+    }
+
+    /// The step that closes the race, made to lose it on purpose: the path was resolved while `d`
+    /// was a directory, and `d` is a symlink out by the time it is opened.
+    #[test]
+    fn a_link_met_after_resolution_is_refused_not_followed() {
+        let (_dir, outside, ws) = setup();
+        let resolved = ws.root().join("d");
+        symlink(outside.path(), &resolved).unwrap();
+        assert!(matches!(
+            ws.open_dir_beneath(&resolved, "d/f"),
+            Err(PathError::Changed { path }) if path == "d/f"
+        ));
+        assert!(ws.open_dir_beneath(ws.root(), "f").is_ok());
     }
 
     #[test]

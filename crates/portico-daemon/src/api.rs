@@ -15,6 +15,8 @@ use portico_engine::Engine;
 use portico_hub::Hub;
 use portico_pipeline::{ProgressEvent, ToolContext, model_text};
 use serde::Deserialize;
+
+use crate::info::{IdentityKey, MAX_CHALLENGE_CHARS};
 use serde_json::{Value, json};
 
 #[derive(Clone)]
@@ -24,13 +26,15 @@ struct ApiState {
     /// `/api/mcp/servers` shows the configuration; computed once, with secrets left out. Shared:
     /// the state is cloned into every route and for every request.
     configured: Arc<Value>,
+    identity: IdentityKey,
 }
 
-pub(crate) fn routes(engine: Engine, config: &Config) -> Router {
+pub(crate) fn routes(engine: Engine, config: &Config, identity: IdentityKey) -> Router {
     let state = ApiState {
         hub: engine.hub.clone(),
         engine,
         configured: Arc::new(configured_servers(config)),
+        identity,
     };
     Router::new()
         .route("/api/health", get(health))
@@ -197,18 +201,35 @@ async fn audit(
     }
 }
 
-async fn health(State(state): State<ApiState>) -> Json<Value> {
+#[derive(Deserialize)]
+struct HealthQuery {
+    /// A client's nonce; the answer then carries `proof`, the HMAC of it keyed by the daemon's
+    /// per-start identity key, which only a reader of the owner-only `daemon.json` can check.
+    challenge: Option<String>,
+}
+
+async fn health(State(state): State<ApiState>, Query(query): Query<HealthQuery>) -> Response {
     let servers = state.hub.servers();
     let ready = servers
         .iter()
         .filter(|s| s.state == ServerState::Ready)
         .count();
-    Json(json!({
+    let mut body = json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id(),
         "servers": {"configured": servers.len(), "ready": ready},
-    }))
+    });
+    if let Some(challenge) = query.challenge {
+        if challenge.is_empty() || challenge.len() > MAX_CHALLENGE_CHARS {
+            return api_error(
+                StatusCode::BAD_REQUEST,
+                format!("challenge must be 1 to {MAX_CHALLENGE_CHARS} characters"),
+            );
+        }
+        body["proof"] = Value::String(state.identity.prove(&challenge));
+    }
+    Json(body).into_response()
 }
 
 /// The reference shape: `configured` (what the config says) and `connected` (live sessions with their
@@ -224,7 +245,8 @@ async fn servers(State(state): State<ApiState>) -> Json<Value> {
                 .tools_of(&s.name)
                 .map(|t| {
                     let description = t.definition.get("description").and_then(Value::as_str).unwrap_or("");
-                    json!({"name": t.name, "description": format!("[MCP:{}] {description}", s.name)})
+                    // A restarting server's tools stay listed; calls to them fail until it is back.
+                    json!({"name": t.name, "description": format!("[MCP:{}] {description}", s.name), "available": s.state == ServerState::Ready})
                 })
                 .collect();
             json!({

@@ -30,7 +30,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use in_flight::InFlight;
-pub use info::{DaemonInfo, InfoFile};
+pub use info::{
+    DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS, new_challenge,
+};
 pub use security::DoorPolicy;
 
 /// How long shutdown waits for calls in progress.
@@ -71,6 +73,8 @@ pub struct DoorConfig {
     pub listen: SocketAddr,
     pub policy: Arc<DoorPolicy>,
     pub server: ServerOptions,
+    /// Made fresh for every start; `/api/health` proves the daemon's identity with it.
+    pub identity: IdentityKey,
 }
 
 impl DoorConfig {
@@ -109,6 +113,7 @@ impl DoorConfig {
                 door: "http".into(),
                 ..ServerOptions::from_config(config)
             },
+            identity: IdentityKey::generate(),
         })
     }
 
@@ -164,7 +169,7 @@ pub fn app_with_server(
         ));
     }
     let mut router = router
-        .merge(api::routes(engine, config))
+        .merge(api::routes(engine, config, door.identity.clone()))
         .merge(legacy)
         .nest_service("/mcp", mcp);
     // Inside the security layer: a request refused for its Host, Origin or token costs nothing.
@@ -241,7 +246,11 @@ pub async fn serve_with_server(
         })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     let door = door.with_listen(bound);
-    let info = DaemonInfo::new(bound, door.policy.token().map(str::to_string));
+    let info = DaemonInfo::new(
+        bound,
+        door.policy.token().map(str::to_string),
+        door.identity.clone(),
+    );
     info_file
         .write(&info)
         .map_err(|source| DaemonError::InfoFile {

@@ -19,13 +19,16 @@ use portico_config::{Config, agent_tool_name};
 use portico_hub::{Hub, HubSettings, StopGrace};
 use portico_net::{LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
-    HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy, ToolPatterns,
-    ToolSource,
+    AuditKey, HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy,
+    ToolPatterns, ToolSource,
 };
 use portico_store::{AuditWriter, Store};
 
 /// The file the store lives in, inside the data dir.
 pub const STORE_FILE: &str = "portico.db";
+
+/// The per-install secret that keys audit argument digests, inside the data dir (owner-only).
+pub const AUDIT_KEY_FILE: &str = "audit.key";
 
 /// Why Portico could not start.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +133,9 @@ impl Engine {
             max_result_chars: policy.max_result_chars,
         });
         pipeline.set_audit(Arc::new(audit.clone()));
+        let audit_key =
+            portico_store::load_or_create_secret(&options.data_dir.join(AUDIT_KEY_FILE))?;
+        pipeline.set_audit_key(AuditKey::new(audit_key));
         let taint = match policy.taint.as_str() {
             "off" => TaintMode::Off,
             "approval" => TaintMode::RequireApproval,

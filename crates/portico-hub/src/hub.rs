@@ -31,14 +31,52 @@ pub enum HubError {
         state: ServerState,
         last_error: Option<String>,
     },
+    #[error("server `{server}` is restarting (attempt {attempt}, {}); its tools stay listed and work again once it is back{}", next_try(*.next_in), .last_error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
+    Restarting {
+        server: String,
+        /// 1 for the first restart after a failure.
+        attempt: u32,
+        /// Until the next connection attempt; `None` once it is under way.
+        next_in: Option<Duration>,
+        last_error: Option<String>,
+    },
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+}
+
+fn next_try(next_in: Option<Duration>) -> String {
+    match next_in {
+        Some(delay) => format!("next in {:.1}s", delay.as_secs_f64()),
+        None => "connecting now".to_string(),
+    }
+}
+
+/// Where a restarting server is in its backoff.
+#[derive(Debug, Clone, Copy)]
+struct Restart {
+    attempt: u32,
+    next_at: Instant,
+}
+
+impl Restart {
+    /// After backoff attempt `attempt` (0-based), the next try in `delay`.
+    fn after(attempt: u32, delay: Duration) -> Self {
+        Restart {
+            attempt: attempt.saturating_add(1),
+            next_at: Instant::now() + delay,
+        }
+    }
 }
 
 struct SlotState {
     status: ServerStatus,
     upstream: Option<Arc<Upstream>>,
+    /// The server's last listed catalog. Kept while it restarts, so its tools stay listed (and its
+    /// calls are answered with when it will be back) instead of vanishing and coming back: two list
+    /// changes for every crash, and `no tool named ...` for a call in between.
     catalog: Option<ServerCatalog>,
+    /// Set while the server is restarting.
+    restart: Option<Restart>,
     /// The first connection attempt has finished, one way or the other.
     settled: bool,
 }
@@ -136,6 +174,7 @@ impl Hub {
                     },
                     upstream: None,
                     catalog: None,
+                    restart: None,
                     settled: true,
                 }),
             })
@@ -269,10 +308,26 @@ impl Hub {
             last_error: Some("not configured".into()),
         })?;
         let state = slot.state.lock().expect("slot lock");
-        state.upstream.clone().ok_or_else(|| HubError::Unavailable {
-            server: server.to_string(),
-            state: state.status.state,
-            last_error: state.status.last_error.clone(),
+        if let Some(upstream) = &state.upstream {
+            return Ok(upstream.clone());
+        }
+        Err(match state.restart {
+            Some(restart) if state.status.state == ServerState::Restarting => {
+                HubError::Restarting {
+                    server: server.to_string(),
+                    attempt: restart.attempt,
+                    next_in: restart
+                        .next_at
+                        .checked_duration_since(Instant::now())
+                        .filter(|d| !d.is_zero()),
+                    last_error: state.status.last_error.clone(),
+                }
+            }
+            _ => HubError::Unavailable {
+                server: server.to_string(),
+                state: state.status.state,
+                last_error: state.status.last_error.clone(),
+            },
         })
     }
 
@@ -531,7 +586,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
             Err(error) => {
                 tracing::warn!(server, "{error}");
                 let permanent = error.is_permanent();
-                shared.update(index, |s| {
+                let change = |s: &mut SlotState| {
                     s.status.state = if permanent {
                         ServerState::Failed
                     } else {
@@ -539,11 +594,17 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
                     };
                     s.status.last_error = Some(error.to_string());
                     s.settled = true;
-                });
+                    if permanent {
+                        // It will not come back: its tools go.
+                        forget_catalog(s);
+                    }
+                };
                 if permanent {
+                    shared.update_catalog(index, change);
                     return;
                 }
-                if !sleep_backoff(&shared, attempt).await {
+                shared.update(index, change);
+                if !sleep_backoff(&shared, index, attempt).await {
                     return;
                 }
                 attempt = attempt.saturating_add(1);
@@ -582,6 +643,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
                     s.status.last_error = None;
                     s.status.connects += 1;
                     s.upstream = Some(upstream.clone());
+                    s.restart = None;
                     record_catalog(s, catalog, prefixed);
                     s.settled = true;
                 });
@@ -595,7 +657,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
                     s.status.last_error = Some(error.to_string());
                     s.settled = true;
                 });
-                if !sleep_backoff(&shared, attempt).await {
+                if !sleep_backoff(&shared, index, attempt).await {
                     return;
                 }
                 attempt = attempt.saturating_add(1);
@@ -636,31 +698,46 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
             }
         };
         tracing::warn!(server, "session ended ({reason}); restarting");
-        shared.update_catalog(index, |s| {
+        if started.elapsed() >= STABLE_AFTER {
+            attempt = 0;
+        }
+        // The catalog stays: the aggregate is unchanged, so no list change goes out, and a call in
+        // the meantime hears when the server will be back (one update, so no call sees the one
+        // without the other).
+        let delay = shared.backoff.delay(attempt);
+        shared.update(index, |s| {
             s.upstream = None;
-            s.catalog = None;
             s.status.state = ServerState::Restarting;
             s.status.last_error = Some(format!(
                 "server `{server}` exited or closed the connection ({reason})"
             ));
-            s.status.tools = 0;
-            s.status.prompts = 0;
-            s.status.resources = 0;
-            s.status.resource_templates = 0;
+            s.restart = Some(Restart::after(attempt, delay));
         });
-        if started.elapsed() >= STABLE_AFTER {
-            attempt = 0;
-        }
-        if !sleep_backoff(&shared, attempt).await {
+        if !sleep(&shared, delay).await {
             return;
         }
         attempt = attempt.saturating_add(1);
     }
 }
 
-/// Sleeps for the backoff delay; false when shutdown came first.
-async fn sleep_backoff(shared: &Shared, attempt: u32) -> bool {
+fn forget_catalog(state: &mut SlotState) {
+    state.catalog = None;
+    state.restart = None;
+    state.status.tools = 0;
+    state.status.prompts = 0;
+    state.status.resources = 0;
+    state.status.resource_templates = 0;
+}
+
+/// Sleeps for the backoff delay, saying when the next attempt comes; false when shutdown came first.
+async fn sleep_backoff(shared: &Shared, index: usize, attempt: u32) -> bool {
     let delay = shared.backoff.delay(attempt);
+    shared.update(index, |s| s.restart = Some(Restart::after(attempt, delay)));
+    sleep(shared, delay).await
+}
+
+/// False when shutdown came first.
+async fn sleep(shared: &Shared, delay: Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(delay) => true,
         _ = shared.shutdown.cancelled() => false,

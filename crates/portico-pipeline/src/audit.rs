@@ -1,5 +1,6 @@
 //! The audit trail: one record per call that reached the pipeline.
 
+use hmac::{Hmac, Mac};
 use portico_store::{AuditRecord, AuditWriter};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -15,8 +16,42 @@ impl AuditSink for AuditWriter {
     }
 }
 
-/// A digest of a call's arguments: enough to match identical calls, without keeping what may be secret.
-/// The arguments are serialised with sorted keys so the same object gives the same digest.
+/// The key of the audit log's argument digests. An unkeyed hash of a small secret (a PIN, a short
+/// password) is reversed by hashing every guess, and `/api/audit` shows the digests; keyed with a
+/// per-install secret, equal arguments still match each other but no guess can be checked without it.
+#[derive(Clone)]
+pub struct AuditKey([u8; 32]);
+
+impl AuditKey {
+    /// The install's key, as kept in its data dir (`portico_store::load_or_create_secret`).
+    pub fn new(secret: [u8; 32]) -> Self {
+        AuditKey(secret)
+    }
+
+    /// A key for this process only: for a pipeline without a data dir, whose digests need not match
+    /// across runs.
+    pub fn ephemeral() -> Self {
+        AuditKey(rand::random())
+    }
+
+    /// HMAC-SHA256 of the canonical arguments, cut to 16 bytes (32 hex digits).
+    pub fn digest(&self, arguments: &Value) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes keys of any size");
+        mac.update(canonical(arguments).as_bytes());
+        let tag = mac.finalize().into_bytes();
+        tag.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditKey(..)")
+    }
+}
+
+/// An unkeyed digest of a call's arguments, for matching calls inside one process (the loop guard);
+/// never stored or shown (the audit log uses [`AuditKey::digest`]). The arguments are serialised with
+/// sorted keys so the same object gives the same digest.
 pub fn arguments_digest(arguments: &Value) -> String {
     let canonical = canonical(arguments);
     let hash = Sha256::digest(canonical.as_bytes());
@@ -55,5 +90,18 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(a.len(), 32);
+    }
+
+    #[test]
+    fn keyed_digests_match_equal_arguments_only_under_one_key() {
+        let key = AuditKey::new([7; 32]);
+        let pin = json!({"pin": "4821"});
+        let digest = key.digest(&pin);
+        assert_eq!(digest, key.digest(&json!({"pin": "4821"})));
+        assert_eq!(digest.len(), 32);
+        assert_ne!(digest, key.digest(&json!({"pin": "4822"})));
+        // Guessing with the plain hash, or with another install's key, finds nothing.
+        assert_ne!(digest, arguments_digest(&pin));
+        assert_ne!(digest, AuditKey::new([8; 32]).digest(&pin));
     }
 }

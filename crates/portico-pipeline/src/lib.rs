@@ -20,7 +20,7 @@ mod policy;
 mod schema;
 mod source;
 
-pub use audit::{AuditSink, arguments_digest};
+pub use audit::{AuditKey, AuditSink, arguments_digest};
 pub use context::{
     AgentScope, PatternError, Principal, ProgressEvent, ProgressMessages, ProgressSink,
     ToolContext, ToolPatterns, TurnState, credential_identity,

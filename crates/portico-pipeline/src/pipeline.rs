@@ -7,7 +7,7 @@ use portico_core::JsonObject;
 use portico_store::AuditRecord;
 use serde_json::{Value, json};
 
-use crate::audit::{AuditSink, arguments_digest};
+use crate::audit::{AuditKey, AuditSink};
 use crate::context::{Principal, ToolContext};
 use crate::local::error_result;
 use crate::policy::{Policy, PolicyDecision, PolicyRequest};
@@ -119,6 +119,7 @@ struct Inner {
     sources: RwLock<Vec<Arc<dyn ToolSource>>>,
     policies: RwLock<Vec<Arc<dyn Policy>>>,
     audit: RwLock<Option<Arc<dyn AuditSink>>>,
+    audit_key: RwLock<AuditKey>,
     schemas: SchemaCache,
     settings: PipelineSettings,
 }
@@ -130,6 +131,7 @@ impl Pipeline {
                 sources: RwLock::default(),
                 policies: RwLock::default(),
                 audit: RwLock::default(),
+                audit_key: RwLock::new(AuditKey::ephemeral()),
                 schemas: SchemaCache::default(),
                 settings,
             }),
@@ -163,6 +165,15 @@ impl Pipeline {
 
     pub fn set_audit(&self, sink: Arc<dyn AuditSink>) {
         *self.inner.audit.write().expect("pipeline audit lock") = Some(sink);
+    }
+
+    /// Keys the argument digests of audit records (a key for this process only until set).
+    pub fn set_audit_key(&self, key: AuditKey) {
+        *self
+            .inner
+            .audit_key
+            .write()
+            .expect("pipeline audit key lock") = key;
     }
 
     fn sources(&self) -> Vec<Arc<dyn ToolSource>> {
@@ -217,7 +228,12 @@ impl Pipeline {
     ) -> Result<CallOutcome, PipelineError> {
         let started = Instant::now();
         let arguments = arguments.unwrap_or_default();
-        let digest = arguments_digest(&Value::Object(arguments.clone()));
+        let digest = self
+            .inner
+            .audit_key
+            .read()
+            .expect("pipeline audit key lock")
+            .digest(&Value::Object(arguments.clone()));
         let audit = |outcome: Outcome, detail: Option<String>| {
             self.audit(context, name, &digest, outcome, detail, started.elapsed());
         };

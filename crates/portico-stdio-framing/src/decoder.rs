@@ -63,7 +63,6 @@ pub(crate) enum Event {
 #[derive(Debug)]
 enum DrainEnd {
     Oversized(Framing),
-    BadHeader(String),
 }
 
 #[derive(Debug, Default)]
@@ -90,8 +89,23 @@ enum State {
     Header(Headers),
     /// `Content-Length` framing: collecting `len` body bytes into `buf`.
     Body { len: usize },
-    /// `Content-Length` framing: discarding an oversized body.
-    DrainBody { remaining: u64, size: u64 },
+    /// `Content-Length` framing: the declared length is over the cap; deciding whether a body
+    /// follows.
+    AfterOversizedHeader { size: u64, remaining: u64 },
+    /// Skipping the JSON value that followed an oversized header, for at most its declared length.
+    /// Not a count of declared bytes alone: a lying `Content-Length` (2^63) would swallow every
+    /// later message.
+    SkipOversized {
+        scan: JsonScan,
+        remaining: u64,
+        size: u64,
+    },
+    /// A header block grew past [`MAX_HEADER_BYTES`]: discarding the rest of it line by line,
+    /// without keeping it, so that neither its later lines nor its body are read as messages.
+    DiscardHeaders {
+        reason: String,
+        line: HeaderLineScan,
+    },
     /// A header block was unusable; deciding whether a body follows.
     AfterBadHeader { reason: String },
     /// Skipping the JSON value that followed an unusable header block.
@@ -114,9 +128,17 @@ pub(crate) struct JsonScan {
 impl JsonScan {
     /// Feed bytes; returns how many were consumed up to and including the
     /// bracket that closes the outermost value, or `None` if it is still open.
+    /// A raw newline inside a string also ends it: JSON forbids one there, so
+    /// what is being skipped is not a JSON body, and the newline is where the
+    /// next newline-framed message starts (every line of JSON has balanced
+    /// quotes, so a skip that opened inside a string meets its first newline
+    /// still inside it).
     pub(crate) fn feed(&mut self, bytes: &[u8]) -> Option<usize> {
         for (i, &b) in bytes.iter().enumerate() {
             if self.in_string {
+                if b == b'\n' {
+                    return Some(i + 1);
+                }
                 if self.escaped {
                     self.escaped = false;
                 } else if b == b'\\' {
@@ -136,6 +158,61 @@ impl JsonScan {
                     }
                 }
                 _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// How one line of a discarded header block ended.
+#[derive(Debug, PartialEq, Eq)]
+enum HeaderLineEnd {
+    /// An empty line: the header block is over.
+    Blank,
+    /// `name:` and anything: still the header block.
+    Header,
+    /// Not a header: ends the block, as in [`Headers::line`].
+    NotHeader,
+}
+
+/// Classifies the lines of a header block as they stream past, keeping only counters.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct HeaderLineScan {
+    bytes: usize,
+    name: usize,
+    header: Option<bool>,
+}
+
+impl HeaderLineScan {
+    /// Feed bytes; returns how many were consumed up to and including the
+    /// line's `\n` and how the line ended, or `None` if it is still open.
+    fn feed(&mut self, bytes: &[u8]) -> Option<(usize, HeaderLineEnd)> {
+        for (i, &b) in bytes.iter().enumerate() {
+            if b == b'\n' {
+                // Empty, or a lone `\r`: nothing but the line end.
+                let blank = self.name == 0 && self.header.is_none() && self.bytes <= 1;
+                let end = match self.header {
+                    Some(true) => HeaderLineEnd::Header,
+                    _ if blank => HeaderLineEnd::Blank,
+                    _ => HeaderLineEnd::NotHeader,
+                };
+                *self = HeaderLineScan::default();
+                return Some((i + 1, end));
+            }
+            self.bytes += 1;
+            if self.header.is_some() {
+                continue;
+            }
+            if b == b'\r' && self.bytes == 1 {
+                // Blank if the `\n` comes next.
+                continue;
+            }
+            if b == b':' {
+                self.header = Some(self.name > 0);
+            } else if (is_token(b) || b == b'_') && self.bytes == self.name + 1 {
+                self.name += 1;
+            } else {
+                self.header = Some(false);
             }
         }
         None
@@ -281,7 +358,6 @@ impl FrameDecoder {
                     size: seen,
                     prefix,
                 },
-                DrainEnd::BadHeader(reason) => Event::BadHeader { reason, prefix },
             }),
             State::Header(_) => Some(Event::Truncated {
                 received: None,
@@ -297,14 +373,16 @@ impl FrameDecoder {
                     prefix,
                 })
             }
-            State::DrainBody { size, .. } => Some(Event::Oversized {
-                framing: Framing::ContentLength,
-                size,
-                prefix,
-            }),
-            State::AfterBadHeader { reason } | State::SkipValue { reason, .. } => {
-                Some(Event::BadHeader { reason, prefix })
+            State::AfterOversizedHeader { size, .. } | State::SkipOversized { size, .. } => {
+                Some(Event::Oversized {
+                    framing: Framing::ContentLength,
+                    size,
+                    prefix,
+                })
             }
+            State::AfterBadHeader { reason }
+            | State::SkipValue { reason, .. }
+            | State::DiscardHeaders { reason, .. } => Some(Event::BadHeader { reason, prefix }),
         }
     }
 
@@ -338,13 +416,56 @@ impl FrameDecoder {
                     (take, State::Body { len }, None)
                 }
             }
-            State::DrainBody { remaining, size } => {
-                let take = usize::try_from(remaining)
+            State::AfterOversizedHeader { size, remaining } => {
+                if is_space(rest[0]) && remaining > 0 {
+                    // Whitespace a pretty-printing sender put before the body is part of it.
+                    let window = usize::try_from(remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(rest.len());
+                    let skip = rest[..window].iter().take_while(|&&b| is_space(b)).count();
+                    let remaining = remaining - skip as u64;
+                    if remaining == 0 {
+                        // A body of nothing but whitespace, all of it read: refused now, not at
+                        // the next byte, which may never come before the answer is awaited.
+                        let event = Event::Oversized {
+                            framing: Framing::ContentLength,
+                            size,
+                            prefix: Vec::new(),
+                        };
+                        return (skip, State::Idle, Some(event));
+                    }
+                    (skip, State::AfterOversizedHeader { size, remaining }, None)
+                } else if matches!(rest[0], b'{' | b'[') && remaining > 0 {
+                    let next = State::SkipOversized {
+                        scan: JsonScan::default(),
+                        remaining,
+                        size,
+                    };
+                    (0, next, None)
+                } else {
+                    // No JSON body to skip: refused at once, and what follows is read as new
+                    // messages.
+                    let event = Event::Oversized {
+                        framing: Framing::ContentLength,
+                        size,
+                        prefix: Vec::new(),
+                    };
+                    (0, State::Idle, Some(event))
+                }
+            }
+            State::SkipOversized {
+                mut scan,
+                remaining,
+                size,
+            } => {
+                let window = usize::try_from(remaining)
                     .unwrap_or(usize::MAX)
                     .min(rest.len());
+                let done = scan.feed(&rest[..window]);
+                let take = done.unwrap_or(window);
                 extend_prefix(&mut self.prefix, &rest[..take]);
                 let remaining = remaining - take as u64;
-                if remaining == 0 {
+                if done.is_some() || remaining == 0 {
                     let event = Event::Oversized {
                         framing: Framing::ContentLength,
                         size,
@@ -352,9 +473,30 @@ impl FrameDecoder {
                     };
                     (take, State::Idle, Some(event))
                 } else {
-                    (take, State::DrainBody { remaining, size }, None)
+                    let next = State::SkipOversized {
+                        scan,
+                        remaining,
+                        size,
+                    };
+                    (take, next, None)
                 }
             }
+            State::DiscardHeaders { reason, mut line } => match line.feed(rest) {
+                None => (rest.len(), State::DiscardHeaders { reason, line }, None),
+                Some((used, HeaderLineEnd::Header)) => {
+                    (used, State::DiscardHeaders { reason, line }, None)
+                }
+                Some((used, HeaderLineEnd::Blank)) => {
+                    (used, State::AfterBadHeader { reason }, None)
+                }
+                Some((used, HeaderLineEnd::NotHeader)) => {
+                    let event = Event::BadHeader {
+                        reason,
+                        prefix: Vec::new(),
+                    };
+                    (used, State::Idle, Some(event))
+                }
+            },
             State::AfterBadHeader { reason } => {
                 if matches!(rest[0], b'{' | b'[') {
                     let next = State::SkipValue {
@@ -491,7 +633,6 @@ impl FrameDecoder {
                 size: seen - u64::from(cr),
                 prefix,
             },
-            DrainEnd::BadHeader(reason) => Event::BadHeader { reason, prefix },
         };
         (take + 1, State::Idle, Some(event))
     }
@@ -500,26 +641,13 @@ impl FrameDecoder {
         let newline = rest.iter().position(|&b| b == b'\n');
         let take = newline.unwrap_or(rest.len());
         if headers.bytes + self.buf.len() + take > MAX_HEADER_BYTES {
-            self.buf.clear();
+            // The rest of the block and its body are discarded as they stream past; the line cut
+            // here is classified from what was collected of it.
             let reason = format!("header block exceeds {MAX_HEADER_BYTES} bytes");
-            return match newline {
-                Some(_) => {
-                    let event = Event::BadHeader {
-                        reason,
-                        prefix: Vec::new(),
-                    };
-                    (take + 1, State::Idle, Some(event))
-                }
-                None => (
-                    take,
-                    State::Drain {
-                        seen: 0,
-                        cr: false,
-                        then: DrainEnd::BadHeader(reason),
-                    },
-                    None,
-                ),
-            };
+            let mut line = HeaderLineScan::default();
+            let partial = std::mem::take(&mut self.buf);
+            let _ = line.feed(&partial);
+            return (0, State::DiscardHeaders { reason, line }, None);
         }
         self.buf.extend_from_slice(&rest[..take]);
         if newline.is_none() {
@@ -567,9 +695,9 @@ impl FrameDecoder {
             }
             _ => {
                 self.prefix.clear();
-                let next = State::DrainBody {
-                    remaining: len,
+                let next = State::AfterOversizedHeader {
                     size: len,
+                    remaining: len,
                 };
                 (used, next, None)
             }
@@ -722,18 +850,74 @@ mod tests {
 
     #[test]
     fn oversized_content_length_is_drained() {
-        let body = "y".repeat(100);
-        let input = format!("Content-Length: 100\r\n\r\n{body}Content-Length: 2\r\n\r\n{{}}");
+        let body = format!("{{\"id\":5,\"x\":\"{}\"}}", "y".repeat(100));
+        let input = format!(
+            "Content-Length: {}\r\n\r\n{body}Content-Length: 2\r\n\r\n{{}}",
+            body.len()
+        );
         let events = run_all_splits(50, input.as_bytes());
         assert_eq!(
             events,
             vec![
                 Event::Oversized {
                     framing: Framing::ContentLength,
-                    size: 100,
+                    size: body.len() as u64,
                     prefix: body.into_bytes(),
                 },
                 msg(Framing::ContentLength, "{}"),
+            ]
+        );
+    }
+
+    /// A declared length of 2^63 used to be drained byte by byte: forever, swallowing every later
+    /// message. It is refused, and reading resumes after the value that followed it.
+    #[test]
+    fn lying_content_length_is_refused_and_later_messages_survive() {
+        let huge = "Content-Length: 9223372036854775808\r\n\r\n";
+        let oversized = |prefix: &str| Event::Oversized {
+            framing: Framing::ContentLength,
+            size: 9_223_372_036_854_775_808,
+            prefix: prefix.as_bytes().to_vec(),
+        };
+        let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        assert_eq!(
+            run_all_splits(1024, format!("{huge}{ping}\n{{\"id\":2}}\n").as_bytes()),
+            vec![oversized(ping), msg(Framing::Newline, "{\"id\":2}")]
+        );
+        // Whitespace before the body is skipped with it.
+        assert_eq!(
+            run_all_splits(1024, format!("{huge}\n  {ping}\n{{\"id\":2}}\n").as_bytes()),
+            vec![oversized(ping), msg(Framing::Newline, "{\"id\":2}")]
+        );
+        // A body of blanks exactly as long as declared is refused once it is all read.
+        assert_eq!(
+            run_all_splits(4, b"Content-Length: 6\r\n\r\n      {}\n"),
+            vec![
+                Event::Oversized {
+                    framing: Framing::ContentLength,
+                    size: 6,
+                    prefix: Vec::new()
+                },
+                msg(Framing::Newline, "{}")
+            ]
+        );
+        // No JSON body after it: refused at once, and the next message is read.
+        assert_eq!(
+            run_all_splits(
+                1024,
+                format!("{huge}Content-Length: 2\r\n\r\n{{}}").as_bytes()
+            ),
+            vec![oversized(""), msg(Framing::ContentLength, "{}")]
+        );
+        // A body that opens a string and never closes it is not JSON once a raw newline comes.
+        assert_eq!(
+            run_all_splits(
+                1024,
+                format!("{huge}{{\"a\":\"x\n{{\"id\":3}}\n").as_bytes()
+            ),
+            vec![
+                oversized("{\"a\":\"x\n"),
+                msg(Framing::Newline, "{\"id\":3}")
             ]
         );
     }
@@ -803,18 +987,43 @@ mod tests {
         );
     }
 
+    /// The rest of an over-long header block, and the body after it, are discarded with it: they
+    /// used to be read as the next messages.
     #[test]
-    fn huge_header_block_is_rejected() {
-        let input = format!(
-            "Content-Length: 2\r\nX-Pad: {}\r\n{{\"n\":1}}\n",
-            "p".repeat(MAX_HEADER_BYTES)
-        );
-        let events = run(1 << 20, input.as_bytes(), 7);
+    fn huge_header_block_is_rejected_with_its_body() {
+        let reason = format!("header block exceeds {MAX_HEADER_BYTES} bytes");
+        let pad = "p".repeat(MAX_HEADER_BYTES);
+        let body = r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#;
+        for block in [
+            format!(
+                "Content-Length: {}\r\nX-Pad: {pad}\r\nX-More: 1\r\n\r\n",
+                body.len()
+            ),
+            format!("Content-Length: {}\nX-A: 1\nX-Pad: {pad}\n\n", body.len()),
+        ] {
+            let input = format!("{block}{body}{{\"n\":1}}\n");
+            assert_eq!(
+                run(1 << 20, input.as_bytes(), 7),
+                vec![
+                    Event::BadHeader {
+                        reason: reason.clone(),
+                        prefix: body.as_bytes().to_vec()
+                    },
+                    msg(Framing::Newline, "{\"n\":1}"),
+                ]
+            );
+            assert_eq!(
+                run(1 << 20, input.as_bytes(), 7),
+                run(1 << 20, input.as_bytes(), input.len())
+            );
+        }
+        // A line that is not a header ends the block and goes with it, as in a short block.
+        let input = format!("Content-Length: 2\r\nX-Pad: {pad}\r\n{{}}\r\n{{\"n\":1}}\n");
         assert_eq!(
-            events,
+            run(1 << 20, input.as_bytes(), 7),
             vec![
                 Event::BadHeader {
-                    reason: format!("header block exceeds {MAX_HEADER_BYTES} bytes"),
+                    reason,
                     prefix: Vec::new()
                 },
                 msg(Framing::Newline, "{\"n\":1}"),

@@ -44,13 +44,21 @@
 //!   and thrown away as it streams, never buffered whole — and answered with
 //!   `-32600` Invalid Request naming the size and the limit. The reply
 //!   carries the request's id when it can be recovered from the first 16 KiB
-//!   of the message, `null` otherwise.
+//!   of the message, `null` otherwise. A declared length is never trusted to
+//!   drain by: a JSON object or array right after the header block is skipped
+//!   by bracket matching (at most the declared length), anything else is
+//!   refused at once and read as the next message, so a lying
+//!   `Content-Length: 9223372036854775808` costs one message, not the session.
 //! - A malformed header block (non-numeric, negative, empty, out-of-range or
 //!   conflicting `Content-Length`, no `Content-Length`, a line that is not a
 //!   header, a block over 8 KiB) is answered with `-32600`. To resynchronise,
 //!   a JSON object or array that starts right after the blank line is taken
 //!   to be the orphaned body and skipped (by bracket matching); a non-header
-//!   line inside a header block ends the block and is discarded with it.
+//!   line inside a header block ends the block and is discarded with it. The
+//!   rest of a block over 8 KiB is discarded as it streams, line by line, up
+//!   to its blank line, and its body skipped the same way.
+//! - A skipped body that has a raw newline inside a string is not JSON: the
+//!   skip ends at that newline.
 //! - Input that is not JSON (including invalid UTF-8 and binary garbage) is
 //!   answered with `-32700` Parse error, id `null`. JSON that is not a
 //!   JSON-RPC message is answered with `-32600`, with its id if it has a

@@ -827,3 +827,70 @@ async fn eof_before_initialize_ends_quietly() {
     let client = Client::start();
     client.finish().await;
 }
+
+/// `Content-Length: 2^63` was drained byte by byte: forever, so every later message was swallowed.
+/// It is refused at once; the value that follows is taken as its body, and reading resumes after it.
+#[tokio::test]
+async fn lying_content_length_is_refused_and_later_messages_are_answered() {
+    let mut client = Client::start();
+    client.initialize(false).await;
+    let size: u64 = 9_223_372_036_854_775_808;
+    client
+        .write(format!("Content-Length: {size}\r\n\r\n"))
+        .await;
+    client.write(nl(&ping(21))).await;
+    client.write(nl(&ping(22))).await;
+    let expected = format!(
+        "Invalid Request: message of {size} bytes exceeds the maximum message size of {} bytes \
+         and was discarded",
+        10 * MIB
+    );
+    assert_eq!(
+        client.read().await,
+        Frame::ContentLength(error_reply(Some(21), -32600, &expected))
+    );
+    assert_eq!(client.read().await, Frame::Newline(pong(22)));
+    // With nothing JSON after it, the refusal comes before any more input.
+    client
+        .write(format!("Content-Length: {size}\r\n\r\n"))
+        .await;
+    client.write(b"Content-Length: 2\r\n").await;
+    assert_eq!(
+        client.read().await,
+        Frame::ContentLength(error_reply(None, -32600, &expected))
+    );
+    client.write(b"\r\n{}").await;
+    client.write(nl(&ping(23))).await;
+    assert_error(&client.read().await, None, -32600, "Invalid Request: ");
+    assert_eq!(client.read().await, Frame::Newline(pong(23)));
+    client.finish().await;
+}
+
+/// A header block over 8 KiB was refused at the line that crossed the limit, and its remaining header
+/// lines and its body were then read as messages of their own (the body's request was run).
+#[tokio::test]
+async fn over_long_header_block_is_discarded_with_its_body() {
+    let mut client = Client::start();
+    client.initialize(false).await;
+    let body = serde_json::to_vec(&ping(24)).unwrap();
+    client
+        .write(format!(
+            "Content-Length: {}\r\nX-Pad: {}\r\nX-After: 1\r\n\r\n",
+            body.len(),
+            "p".repeat(9 * 1024)
+        ))
+        .await;
+    client.write(&body).await;
+    client.write(nl(&ping(25))).await;
+    assert_eq!(
+        client.read().await,
+        Frame::ContentLength(error_reply(
+            Some(24),
+            -32600,
+            "Invalid Request: malformed Content-Length header (header block exceeds 8192 bytes); \
+             message discarded"
+        ))
+    );
+    assert_eq!(client.read().await, Frame::Newline(pong(25)));
+    client.finish().await;
+}

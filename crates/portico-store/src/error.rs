@@ -16,6 +16,24 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
+    #[error(
+        "cannot make the store file {path} owner-only (0600): {source}; check who owns it, or choose another data directory"
+    )]
+    Permissions {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "cannot read or create the secret {path}: {source}; delete the file to make a new one (older audit digests then stop matching)"
+    )]
+    Secret {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("cannot open the SQLite store {path}: {source}; {hint}")]
     Open {
         path: PathBuf,

@@ -23,6 +23,7 @@ mod conversations;
 mod error;
 mod memory;
 mod migrations;
+mod private;
 mod tasks;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +38,7 @@ pub use batch::BatchWriter;
 pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
 pub use memory::MemoryEntry;
+pub use private::load_or_create_secret;
 pub use tasks::{
     DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, EarlierStatus, MAX_TASK_PAGE_SIZE, StatusChange,
     TASK_STATES, TERMINAL_TASK_STATES, TaskLimits, TaskPage, TaskQuery, TaskRecord,
@@ -77,15 +79,12 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the store at `path`, creating missing parent directories, and brings
-    /// its schema up to date.
+    /// its schema up to date. Its directory is created 0700 and its files 0600 (see `private`).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                dir: dir.to_path_buf(),
-                path: path.to_path_buf(),
-                source,
-            })?;
+            private::create_dir(dir, path)?;
         }
+        private::prepare_database_files(path)?;
         let open_error = |source: rusqlite::Error| StoreError::Open {
             path: path.to_path_buf(),
             hint: hint_for(&source),

@@ -59,16 +59,30 @@ pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow
 }
 
 /// Finds a live daemon through its info file and opens an MCP session with it. A stale file (the daemon
-/// died) or a daemon that does not answer means `None`: serve in-process instead.
+/// died), a process on the recorded port that cannot prove it is the daemon, or a daemon that does not
+/// answer means `None`: serve in-process instead. The token is sent only after the proof.
 async fn connect_daemon() -> Option<DaemonLink> {
-    let info = InfoFile::in_dir(&portico_config::data_dir()).read()?;
-    if !daemon_is_alive(&info).await {
-        tracing::debug!(
-            "ignoring stale daemon info (pid {} at {})",
-            info.pid,
-            info.address
-        );
-        return None;
+    let file = InfoFile::in_dir(&portico_config::data_dir());
+    let info = file.read()?;
+    match check_daemon(&info).await {
+        DaemonCheck::Proven => {}
+        DaemonCheck::NoAnswer => {
+            tracing::debug!(
+                "ignoring stale daemon info (pid {} at {}: nothing answers)",
+                info.pid,
+                info.address
+            );
+            return None;
+        }
+        DaemonCheck::Impostor(what) => {
+            tracing::warn!(
+                "{} names a daemon with pid {} at {}, but {what}; not sending it the token and serving in-process. If the daemon is gone, remove that file; if it runs, restart it",
+                file.path().display(),
+                info.pid,
+                info.address
+            );
+            return None;
+        }
     }
     let mut headers = std::collections::BTreeMap::new();
     if let Some(token) = &info.token {
@@ -121,7 +135,18 @@ async fn connect_daemon() -> Option<DaemonLink> {
     })
 }
 
-async fn daemon_is_alive(info: &DaemonInfo) -> bool {
+/// What answers at a daemon info file's address.
+#[derive(Debug)]
+enum DaemonCheck {
+    /// The daemon that wrote the file: it answered a fresh challenge with the file's identity key.
+    Proven,
+    /// Nothing, or nothing that speaks HTTP: the usual stale file.
+    NoAnswer,
+    /// Something else, which must not see the token; says what was found.
+    Impostor(String),
+}
+
+async fn check_daemon(info: &DaemonInfo) -> DaemonCheck {
     let Ok(client) = portico_net::SafeClient::builder()
         .policy(portico_net::NetPolicy {
             allow_private: true,
@@ -129,13 +154,31 @@ async fn daemon_is_alive(info: &DaemonInfo) -> bool {
         .timeout(Duration::from_secs(2))
         .build()
     else {
-        return false;
+        return DaemonCheck::NoAnswer;
     };
-    let Ok(response) = client.get(&format!("{}/api/health", info.base_url())).await else {
-        return false;
+    // Fresh per check, so a recorded answer cannot be replayed.
+    let challenge = portico_daemon::new_challenge();
+    let url = format!("{}/api/health?challenge={challenge}", info.base_url());
+    let Ok(response) = client.get(&url).await else {
+        return DaemonCheck::NoAnswer;
     };
+    let status = response.status();
     let Ok(health) = response.json::<serde_json::Value>().await else {
-        return false;
+        return DaemonCheck::Impostor(format!(
+            "what answers there is not a Portico daemon (HTTP {status}, no JSON health answer)"
+        ));
     };
-    health["status"] == "ok" && health["pid"].as_u64() == Some(u64::from(info.pid))
+    if health["status"] != "ok" || health["pid"].as_u64() != Some(u64::from(info.pid)) {
+        return DaemonCheck::Impostor(format!(
+            "what answers there is another process (health says pid {}, status {})",
+            health["pid"], health["status"]
+        ));
+    }
+    let proof = health["proof"].as_str().unwrap_or_default();
+    match info.verify_identity(&challenge, proof) {
+        Ok(()) => DaemonCheck::Proven,
+        Err(error) => {
+            DaemonCheck::Impostor(format!("what answers there echoes the pid yet {error}"))
+        }
+    }
 }

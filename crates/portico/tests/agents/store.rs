@@ -187,3 +187,86 @@ fn portico_agents_lists_and_portico_chat_talks_in_the_terminal() {
             .contains("no agent named `nobody`; configured agents: keeper")
     );
 }
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// The digest the audit log shows for the keeper's `memory_store` call, made on a fresh daemon.
+async fn memory_store_digests(daemon: &Daemon) -> Vec<String> {
+    let reply = send(daemon, json!({"message": "remember my colour"})).await;
+    assert_eq!(reply["reply"], "stored");
+    let audit = get(daemon, "/api/audit?tool=memory_store").await;
+    audit["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["arguments_digest"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The store held conversations, memories (a stored secret sat in the WAL in clear) and push
+/// credentials in a 0755 directory, as 0644 files; and the audit log's argument digests were plain
+/// SHA-256, so a 4-digit PIN came back from `/api/audit` in 10,000 guesses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_is_owner_only_and_audit_digests_are_keyed_per_install() {
+    let home = Home::new(KEEPER);
+    let data = home.dir.path().join("data");
+    let data_env = data.to_str().unwrap().to_string();
+    let env = [("PORTICO_HOME", data_env.as_str())];
+    let first = tokio::task::block_in_place(|| Daemon::start_with_env(&home, &env));
+    let digests = memory_store_digests(&first).await;
+    // While the daemon runs the WAL and shared-memory files exist: every file is owner-only.
+    assert_eq!(mode(&data), 0o700, "the data dir");
+    for file in [
+        "portico.db",
+        "portico.db-wal",
+        "portico.db-shm",
+        "audit.key",
+        "daemon.json",
+    ] {
+        assert_eq!(mode(&data.join(file)), 0o600, "{file}");
+    }
+    let mut first = first;
+    assert!(first.stop().success());
+
+    // Keyed: not the plain hash of the arguments a guesser would compute...
+    assert_eq!(digests.len(), 1);
+    let plain = portico_pipeline::arguments_digest(&json!({"key": "colour", "value": "teal"}));
+    assert_ne!(digests[0], plain);
+    // ...the same after a restart, so equal calls still match...
+    let second = tokio::task::block_in_place(|| Daemon::start_with_env(&home, &env));
+    let after_restart = memory_store_digests(&second).await;
+    assert_eq!(after_restart, [digests[0].clone(), digests[0].clone()]);
+    drop(second);
+
+    // ...and another install's differ. Its data dir was made open by hand: that is reported.
+    let other = Home::new(KEEPER);
+    let other_data = other.dir.path().join("data");
+    std::fs::create_dir(&other_data).unwrap();
+    std::fs::set_permissions(
+        &other_data,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let other_env = other_data.to_str().unwrap().to_string();
+    let mut third = tokio::task::block_in_place(|| {
+        Daemon::start_with_env(&other, &[("PORTICO_HOME", other_env.as_str())])
+    });
+    let line = tokio::task::block_in_place(|| {
+        third.wait_for_line_containing("is open to other users (mode 755)")
+    });
+    assert!(
+        line.contains(&format!("chmod 700 {}", other_data.display())),
+        "{line}"
+    );
+    let elsewhere = memory_store_digests(&third).await;
+    assert_eq!(elsewhere.len(), 1);
+    assert_ne!(elsewhere[0], digests[0]);
+    assert_eq!(mode(&other_data.join("portico.db")), 0o600);
+}

@@ -61,7 +61,7 @@ async fn api_reports_health_and_servers_in_the_reference_shape() {
     assert_eq!(connected["tools_count"], 1);
     assert_eq!(
         connected["tools"][0],
-        json!({"name": "mcp_cat_t1", "description": "[MCP:cat] The tool t1"})
+        json!({"name": "mcp_cat_t1", "description": "[MCP:cat] The tool t1", "available": true})
     );
 
     // The info file names the daemon while it runs and is removed when it stops cleanly.
@@ -440,5 +440,163 @@ async fn a_stateless_answer_is_one_json_body_with_its_length() {
     let answer: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(answer["id"], 3);
     assert_eq!(answer["result"]["content"][0]["text"], "t1 called");
+    assert!(daemon.stop().success());
+}
+
+/// A process that took a dead daemon's port, answering like Portico's health check: it echoes the pid
+/// recorded in `daemon.json` (pids are public) with a made-up proof, and records every request it gets.
+struct FakeDaemon {
+    address: std::net::SocketAddr,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeDaemon {
+    fn start(pid: u32) -> FakeDaemon {
+        use std::io::{BufRead, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (seen, stopping) = (requests.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let mut reader = std::io::BufReader::new(stream);
+                let mut head = String::new();
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                    head.push_str(&line);
+                }
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                head.push_str(&String::from_utf8_lossy(&body));
+                let answer = if head.starts_with("GET /api/health") {
+                    json!({"status": "ok", "pid": pid, "version": "0.1.0", "proof": "00".repeat(32)})
+                        .to_string()
+                } else {
+                    "{}".to_string()
+                };
+                seen.lock().unwrap().push(head);
+                let mut stream = reader.into_inner();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        FakeDaemon {
+            address,
+            requests,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FakeDaemon {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the accept loop so it sees the flag.
+        let _ = std::net::TcpStream::connect(self.address);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn portico_mcp_never_sends_the_token_to_an_impostor_on_the_recorded_port() {
+    let home = Home::new(&config_with("", &["--tools", "t1"]));
+    // The pid of a live process, as a killed daemon's stale file would name one that was reused.
+    let pid = std::process::id();
+    let fake = FakeDaemon::start(pid);
+    let token = "stale-file-token-must-stay-secret";
+    std::fs::write(
+        home.info_file(),
+        json!({
+            "address": fake.address.to_string(),
+            "pid": pid,
+            "token": token,
+            "version": "0.1.0",
+            "identity_key": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        })
+        .to_string(),
+    )
+    .unwrap();
+
+    let mut session = StdioSession::start(&home, &[]);
+    session.initialize("2025-11-25");
+    // Served in-process: the local upstream's tool is there.
+    let names = session.tool_names(1);
+    assert!(names.contains(&"mcp_cat_t1".to_string()), "{names:?}");
+    let stderr = session.stderr.clone();
+    assert!(session.finish().success());
+
+    let requests = fake.requests.lock().unwrap().clone();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.starts_with("GET /api/health?challenge=")),
+        "only the identity challenge may reach it: {requests:#?}"
+    );
+    assert!(!requests.is_empty(), "the health check asked it");
+    assert!(
+        requests.iter().all(|r| !r.contains(token)),
+        "the token leaked: {requests:#?}"
+    );
+    let log = stderr.lock().unwrap().clone();
+    assert!(
+        log.contains(&format!(
+            "names a daemon with pid {pid} at {}, but what answers there echoes the pid yet it did not answer the identity challenge with a valid proof; not sending it the token",
+            fake.address
+        )),
+        "{log}"
+    );
+    assert!(!log.contains("proxying"), "{log}");
+}
+
+/// The health check answers a challenge with a proof only a reader of the owner-only `daemon.json`
+/// can check; a challenge longer than any nonce is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_proves_the_daemons_identity_to_readers_of_its_info_file() {
+    let home = Home::new(&config_with("[server]\nlisten = \"127.0.0.1:0\"", &[]));
+    let mut daemon = tokio::task::block_in_place(|| Daemon::start(&home));
+    let info: portico_daemon::DaemonInfo =
+        serde_json::from_slice(&std::fs::read(home.info_file()).unwrap()).unwrap();
+    let challenge = portico_daemon::new_challenge();
+    let health: Value = http()
+        .get(format!("{}/api/health?challenge={challenge}", daemon.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let proof = health["proof"].as_str().unwrap();
+    assert_eq!(info.verify_identity(&challenge, proof), Ok(()));
+    assert!(info.verify_identity("another", proof).is_err());
+
+    let too_long = "a".repeat(portico_daemon::MAX_CHALLENGE_CHARS + 1);
+    let refused = http()
+        .get(format!("{}/api/health?challenge={too_long}", daemon.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "challenge must be 1 to 128 characters");
     assert!(daemon.stop().success());
 }

@@ -345,3 +345,80 @@ async fn parent_dir_command_is_refused_and_not_retried() {
     );
     hub.shutdown().await;
 }
+
+/// After a crash, the server's tools vanished from the catalog until it was back: a call in between
+/// got `no tool named ...` (-32602 at the door) and clients saw the tools go and come back (two list
+/// changes). They stay listed; a call hears that the server is restarting and when it tries next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarting_server_keeps_its_tools_listed_and_says_when_it_is_back() {
+    let marked = Marked::new();
+    let dying = marked.script("fault_exit_mid_call.py");
+    let toml = stdio_entry(
+        "crashy",
+        &python3(),
+        &[dying.to_str().unwrap()],
+        "timeout_secs = 60",
+    );
+    // A restart delay long enough that the call below is made inside it: 1.5 to 3 s.
+    let backoff = Backoff {
+        base: Duration::from_secs(3),
+        cap: Duration::from_secs(3),
+    };
+    let hub = Hub::start_with_backoff(&parse_config(&toml), backoff);
+    tokio::time::timeout(Duration::from_secs(120), hub.wait_settled())
+        .await
+        .expect("settle (test guard)");
+    let names = |hub: &Hub| -> Vec<String> {
+        hub.catalog()
+            .tools()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    let listed = names(&hub);
+    assert_eq!(listed, ["mcp_crashy_slow", "mcp_crashy_ok"]);
+    let before = hub.catalog();
+
+    let crashed = hub
+        .call_tool("mcp_crashy_slow", args(json!({})))
+        .await
+        .unwrap_err();
+    assert!(crashed.to_string().contains("`crashy`"), "{crashed}");
+    let restarting = wait_for(&hub, "crashy", |s| s.state == ServerState::Restarting).await;
+    assert_eq!(restarting.tools, 2, "still counted: {restarting:#?}");
+    // The same catalog, not rebuilt: nothing changed for clients to hear about.
+    assert!(std::sync::Arc::ptr_eq(&before, &hub.catalog()));
+    let error = hub
+        .call_tool("mcp_crashy_ok", args(json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            HubError::Restarting { ref server, attempt: 1, next_in: Some(_), .. } if server == "crashy"
+        ),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.starts_with("server `crashy` is restarting (attempt 1, next in "),
+        "{message}"
+    );
+    assert!(
+        message.contains("exited or closed the connection"),
+        "{message}"
+    );
+
+    let back = wait_for(&hub, "crashy", |s| {
+        s.state == ServerState::Ready && s.connects >= 2
+    })
+    .await;
+    assert_eq!(back.tools, 2);
+    assert_eq!(names(&hub), listed);
+    let ok = hub
+        .call_tool("mcp_crashy_ok", args(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&ok), "ok");
+    assert_nothing_left(hub, &marked).await;
+}
