@@ -75,7 +75,9 @@ impl DoorPolicy {
 
     fn host_allowed(&self, host: &str) -> bool {
         let host = host.to_ascii_lowercase();
-        let name = strip_port(&host);
+        let Some(name) = host_name(&host) else {
+            return false;
+        };
         self.hosts
             .iter()
             .any(|allowed| allowed == &host || allowed == name)
@@ -113,13 +115,23 @@ impl DoorPolicy {
     }
 }
 
-fn strip_port(host: &str) -> &str {
+/// The name in a `Host` value: `name`, `name:port` or `[v6]:port`. Anything after the name that is
+/// not a port makes the whole value unusable: `[::1]evil.example` must not pass as `::1`.
+fn host_name(host: &str) -> Option<&str> {
+    let is_port = |port: &str| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
     if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
+        let (name, after) = rest.split_once(']')?;
+        return match after.strip_prefix(':') {
+            None if after.is_empty() => Some(name),
+            Some(port) if is_port(port) => Some(name),
+            _ => None,
+        };
     }
-    match host.rsplit_once(':') {
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
-        _ => host,
+    match host.split_once(':') {
+        None => Some(host),
+        Some((name, port)) if is_port(port) => Some(name),
+        // A bare IPv6 address is not a valid Host; only an exact allowed entry can match it.
+        Some(_) => Some(""),
     }
 }
 
@@ -201,6 +213,33 @@ mod tests {
         for bad in ["evil.com", "evil.com:4200", "127.0.0.1.evil.com", ""] {
             assert!(!p.host_allowed(bad), "{bad}");
         }
+    }
+
+    /// Text around an allowed name must never let a foreign name through (DNS rebinding).
+    #[test]
+    fn hostile_host_values_are_refused() {
+        let p = policy(None);
+        for bad in [
+            "[::1]evil.example",
+            "[::1]evil.example:4200",
+            "[::1].evil.example",
+            "[::1]:4200evil.example",
+            "[::1]:4200:80",
+            "[::1]:",
+            "[::1",
+            "[localhost]x",
+            "localhost:",
+            "localhost:4200x",
+            "localhost:evil.example",
+            "localhost:4200:4200",
+            "localhost.evil.example",
+            "evil.example:localhost",
+            "portico.internal.evil.example",
+        ] {
+            assert!(!p.host_allowed(bad), "{bad}");
+        }
+        assert!(p.host_allowed("[::1]"));
+        assert!(p.host_allowed("LOCALHOST:4200"));
     }
 
     #[test]

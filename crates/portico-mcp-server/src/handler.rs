@@ -37,6 +37,24 @@ pub struct Exposure {
     pub prompts: bool,
 }
 
+/// The three kinds of things a door can expose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl Exposure {
+    fn allows(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Tools => self.tools,
+            Kind::Resources => self.resources,
+            Kind::Prompts => self.prompts,
+        }
+    }
+}
+
 impl Default for Exposure {
     fn default() -> Self {
         Exposure {
@@ -278,6 +296,31 @@ impl PorticoServer {
         }
     }
 
+    /// `[expose]` is enforced here, where every door's requests arrive, not only in the advertised
+    /// capabilities: a client that ignores them must still not reach what is hidden.
+    fn exposed(&self, kind: Kind) -> bool {
+        self.options.exposure.allows(kind)
+    }
+
+    /// The refusal of a request for something `[expose]` hides.
+    fn require_exposed(&self, kind: Kind) -> Result<(), McpError> {
+        if self.exposed(kind) {
+            return Ok(());
+        }
+        let key = match kind {
+            Kind::Tools => "tools",
+            Kind::Resources => "resources",
+            Kind::Prompts => "prompts",
+        };
+        Err(McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "this Portico does not expose {key} to MCP clients ([expose] {key} = false in its config); set it to true to allow them"
+            ),
+            None,
+        ))
+    }
+
     /// Fails with a clear error when a serialised result would exceed the response budget.
     fn within_budget<T: serde::Serialize>(&self, what: &str, value: &T) -> Result<(), McpError> {
         let size = serialized_size(value);
@@ -386,6 +429,9 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        if !self.exposed(Kind::Tools) {
+            return Ok(ListToolsResult::with_all_items(Vec::new()));
+        }
         let listing = self.listing().await?;
         let tools = if self.options.tool_search.active(listing.tools.len()) {
             tool_search::meta_tools(listing.tools.len())
@@ -401,6 +447,7 @@ impl ServerHandler for PorticoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.require_exposed(Kind::Tools)?;
         // A 2026-07-28 client cannot be sent requests during its call: run the call apart and put
         // what it asks for to the client as input rounds.
         if takes_input_rounds(&context) {
@@ -438,6 +485,12 @@ impl ServerHandler for PorticoServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        match request.r#ref {
+            rmcp::model::Reference::Resource(_) => self.require_exposed(Kind::Resources)?,
+            rmcp::model::Reference::Prompt(_) => self.require_exposed(Kind::Prompts)?,
+            // A kind of reference newer than this code: the upstream decides.
+            _ => {}
+        }
         let params = serde_json::to_value(&request)
             .ok()
             .and_then(|v| v.as_object().cloned())
@@ -468,6 +521,7 @@ impl ServerHandler for PorticoServer {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.require_exposed(Kind::Resources)?;
         self.backend
             .subscribe(&request.uri)
             .await
@@ -500,6 +554,9 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        if !self.exposed(Kind::Resources) {
+            return Ok(ListResourcesResult::with_all_items(Vec::new()));
+        }
         let resources: Vec<Resource> = parse_all("resource", self.listing().await?.resources)?;
         Ok(ListResourcesResult::with_all_items(resources))
     }
@@ -509,6 +566,9 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        if !self.exposed(Kind::Resources) {
+            return Ok(ListResourceTemplatesResult::with_all_items(Vec::new()));
+        }
         let templates: Vec<ResourceTemplate> = parse_all(
             "resource template",
             self.listing().await?.resource_templates,
@@ -521,6 +581,7 @@ impl ServerHandler for PorticoServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.require_exposed(Kind::Resources)?;
         let result = self
             .backend
             .read_resource(&request.uri)
@@ -536,6 +597,9 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        if !self.exposed(Kind::Prompts) {
+            return Ok(ListPromptsResult::with_all_items(Vec::new()));
+        }
         let prompts: Vec<Prompt> = parse_all("prompt", self.listing().await?.prompts)?;
         Ok(ListPromptsResult::with_all_items(prompts))
     }
@@ -545,6 +609,7 @@ impl ServerHandler for PorticoServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        self.require_exposed(Kind::Prompts)?;
         let result = self
             .backend
             .get_prompt(&request.name, request.arguments)

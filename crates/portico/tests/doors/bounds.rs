@@ -1,0 +1,194 @@
+//! The HTTP door under attack and load: what `[expose]` hides stays hidden, sessions and connections
+//! are bounded, rate limits cannot be dodged, and shutdown does not wait for streams.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use serde_json::{Value, json};
+
+use crate::client::*;
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// The JSON-RPC messages in an MCP answer, whether it came as one JSON body or as an SSE stream.
+fn messages(body: &str) -> Vec<Value> {
+    if let Ok(value) = serde_json::from_str::<Value>(body) {
+        return vec![value];
+    }
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect()
+}
+
+/// One MCP session over Streamable HTTP (protocol 2025-06-18, the session era).
+struct HttpSession {
+    base: String,
+    id: String,
+    headers: Vec<(String, String)>,
+    next_id: u64,
+}
+
+async fn post(base: &str, body: &Value, headers: &[(String, String)]) -> reqwest::Response {
+    let mut request = http()
+        .post(format!("{base}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(body);
+    for (k, v) in headers {
+        request = request.header(k, v);
+    }
+    request.send().await.unwrap()
+}
+
+fn initialize_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bounds", "version": "1"}}})
+}
+
+impl HttpSession {
+    /// `initialize` and `notifications/initialized`; the raw answer when the door refuses it.
+    async fn open(base: &str, headers: &[(&str, &str)]) -> Result<HttpSession, reqwest::Response> {
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let response = post(base, &initialize_body(), &headers).await;
+        if response.status() != 200 {
+            return Err(response);
+        }
+        let id = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let answer = messages(&response.text().await.unwrap());
+        assert_eq!(answer[0]["result"]["serverInfo"]["name"], "portico");
+        let mut session = HttpSession {
+            base: base.to_string(),
+            id,
+            headers,
+            next_id: 1,
+        };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let response = post(base, &initialized, &session.session_headers()).await;
+        assert_eq!(response.status(), 202);
+        session.next_id = 1;
+        Ok(session)
+    }
+
+    fn session_headers(&self) -> Vec<(String, String)> {
+        let mut headers = self.headers.clone();
+        headers.push(("mcp-session-id".into(), self.id.clone()));
+        headers.push(("mcp-protocol-version".into(), "2025-06-18".into()));
+        headers
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let response = post(&self.base, &body, &self.session_headers()).await;
+        assert_eq!(response.status(), 200, "{method}");
+        let text = response.text().await.unwrap();
+        messages(&text)
+            .into_iter()
+            .find(|m| m["id"] == json!(id))
+            .unwrap_or_else(|| panic!("no answer to {method} in {text}"))
+    }
+
+    async fn delete(self) -> u16 {
+        let mut request = http().delete(format!("{}/mcp", self.base));
+        for (k, v) in self.session_headers() {
+            request = request.header(k, v);
+        }
+        request.send().await.unwrap().status().as_u16()
+    }
+}
+
+/// What `[expose]` hides, asserted over one door's answers: empty lists, refused calls.
+fn assert_hidden(
+    tools: &Value,
+    call: &Value,
+    resources: &Value,
+    read: &Value,
+    prompts: &Value,
+    get: &Value,
+) {
+    assert_eq!(tools["result"]["tools"], json!([]), "{tools}");
+    assert_eq!(resources["result"]["resources"], json!([]), "{resources}");
+    assert_eq!(prompts["result"]["prompts"], json!([]), "{prompts}");
+    for (refused, key) in [(call, "tools"), (read, "resources"), (get, "prompts")] {
+        assert_eq!(refused["error"]["code"], -32601, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("[expose] {key} = false")),
+            "{message}"
+        );
+    }
+}
+
+const HIDE_ALL: &str = "[expose]\ntools = false\nresources = false\nprompts = false";
+
+#[test]
+fn expose_false_is_enforced_on_the_stdio_door() {
+    let home = Home::new(&config_with(
+        HIDE_ALL,
+        &["--tools", "t1", "--prompts", "1", "--resources", "1"],
+    ));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    let init = session.initialize("2025-06-18");
+    assert!(init["result"]["capabilities"].get("tools").is_none());
+    let (tools, _) = session.request(1, "tools/list", json!({}));
+    let (call, _) = session.request(
+        2,
+        "tools/call",
+        json!({"name": "mcp_cat_t1", "arguments": {}}),
+    );
+    let (resources, _) = session.request(3, "resources/list", json!({}));
+    let (read, _) = session.request(
+        4,
+        "resources/read",
+        json!({"uri": "portico://cat/mem://r/0"}),
+    );
+    let (prompts, _) = session.request(5, "prompts/list", json!({}));
+    let (get, _) = session.request(6, "prompts/get", json!({"name": "mcp_cat_prompt_0"}));
+    assert_hidden(&tools, &call, &resources, &read, &prompts, &get);
+    // A built-in is no exception.
+    let (builtin, _) = session.request(
+        7,
+        "tools/call",
+        json!({"name": "system_time", "arguments": {}}),
+    );
+    assert_eq!(builtin["error"]["code"], -32601, "{builtin}");
+    assert!(session.finish().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expose_false_is_enforced_on_the_http_door() {
+    let home = Home::new(&config_with(
+        &format!("[server]\nlisten = \"127.0.0.1:0\"\n{HIDE_ALL}"),
+        &["--tools", "t1", "--prompts", "1", "--resources", "1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let mut session = HttpSession::open(&daemon.base, &[]).await.unwrap();
+    let tools = session.request("tools/list", json!({})).await;
+    let call = session
+        .request(
+            "tools/call",
+            json!({"name": "mcp_cat_t1", "arguments": {}}),
+        )
+        .await;
+    let resources = session.request("resources/list", json!({})).await;
+    let read = session
+        .request("resources/read", json!({"uri": "portico://cat/mem://r/0"}))
+        .await;
+    let prompts = session.request("prompts/list", json!({})).await;
+    let get = session
+        .request("prompts/get", json!({"name": "mcp_cat_prompt_0"}))
+        .await;
+    assert_hidden(&tools, &call, &resources, &read, &prompts, &get);
+    assert_eq!(session.delete().await, 202);
+    assert!(daemon.stop().success());
+}
