@@ -168,12 +168,9 @@ pub fn app_with_server(
         .merge(legacy)
         .nest_service("/mcp", mcp);
     // Inside the security layer: a request refused for its Host, Origin or token costs nothing.
-    let a2a_path = config.a2a.enabled.then(|| config.a2a.listen_path.clone());
-    if let Some(limits) = rate_limit::Limits::new(
-        &config.server.rate_limit,
-        a2a_path,
-        config.server.max_message_bytes,
-    ) {
+    if let Some(limits) =
+        rate_limit::Limits::new(&config.server.rate_limit, config.server.max_message_bytes)
+    {
         router = router.layer(axum::middleware::from_fn_with_state(
             limits,
             rate_limit::check,
