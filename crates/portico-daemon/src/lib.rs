@@ -17,6 +17,7 @@ mod legacy_sse;
 mod listener;
 mod rate_limit;
 mod security;
+mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +26,6 @@ use axum::Router;
 use portico_config::Config;
 use portico_engine::Engine;
 use portico_mcp_server::{Backend, PorticoServer, ServerOptions};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -150,11 +150,21 @@ pub fn app_with_server(
         .with_json_response(true)
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
-    let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
+    let legacy = legacy_sse::routes(
+        server.clone(),
+        shutdown,
+        config.server.max_message_bytes,
+    );
+    let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
+    let session_stats = sessions::routes(sessions.clone(), server.clone());
     let mcp = StreamableHttpService::new(
         move || Ok(server.for_session()),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         mcp_config,
+    );
+    let mcp = tower::Layer::layer(
+        &axum::middleware::from_fn_with_state(sessions, sessions::admit),
+        mcp,
     );
     let mut router = Router::new();
     if config.a2a.enabled {
@@ -165,6 +175,7 @@ pub fn app_with_server(
     }
     let mut router = router
         .merge(api::routes(engine, config))
+        .merge(session_stats)
         .merge(legacy)
         .nest_service("/mcp", mcp);
     // Inside the security layer: a request refused for its Host, Origin or token costs nothing.

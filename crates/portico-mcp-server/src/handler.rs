@@ -1,4 +1,5 @@
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use portico_core::JsonObject;
@@ -17,6 +18,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
 use crate::input_rounds::{CallEvent, InputRoundsCaller, ParkedCalls};
@@ -99,6 +101,38 @@ pub struct PorticoServer {
     /// 2026-07-28 calls waiting for their client's answers; shared by every session, since a
     /// stateless client may come back on another connection.
     parked: ParkedCalls,
+    /// Ends this session's relay task once rmcp drops the session's last handle of this server;
+    /// `None` in the relay task's own copy, which must not keep its session alive.
+    session: Option<Arc<SessionEnd>>,
+    /// Relay tasks alive across all sessions: a gauge tests and the door's stats read.
+    relays: Arc<AtomicUsize>,
+}
+
+/// Cancels a session's relay task when dropped. rmcp drops a session's server when the session ends
+/// (DELETE, idle expiry, shutdown), so nothing waits for a failed send to notice a closed session.
+#[derive(Default)]
+struct SessionEnd(CancellationToken);
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Holds one place in the relay gauge for as long as a relay task runs.
+struct RelayCounted(Arc<AtomicUsize>);
+
+impl RelayCounted {
+    fn new(relays: &Arc<AtomicUsize>) -> Self {
+        relays.fetch_add(1, Ordering::SeqCst);
+        RelayCounted(relays.clone())
+    }
+}
+
+impl Drop for RelayCounted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl PorticoServer {
@@ -115,7 +149,15 @@ impl PorticoServer {
             subscriptions: Arc::default(),
             host_tools,
             parked: ParkedCalls::default(),
+            session: Some(Arc::default()),
+            relays: Arc::default(),
         }
+    }
+
+    /// How many per-session relay tasks (resource updates, list changes) are running, over all
+    /// sessions of this server: one per initialized session that has not ended.
+    pub fn live_relays(&self) -> usize {
+        self.relays.load(Ordering::SeqCst)
     }
 
     /// The registry of host tools: register typed Rust functions here to serve them beside the catalog.
@@ -131,6 +173,16 @@ impl PorticoServer {
             subscriptions: Arc::default(),
             host_tools: self.host_tools.clone(),
             parked: self.parked.clone(),
+            session: Some(Arc::default()),
+            relays: self.relays.clone(),
+        }
+    }
+
+    /// This session's server without its session handle, for the session's relay task.
+    fn detached(&self) -> Self {
+        PorticoServer {
+            session: None,
+            ..self.clone()
         }
     }
 
@@ -621,60 +673,18 @@ impl ServerHandler for PorticoServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Subscribed resources: relay the upstream's updates to this session while it lives.
-        let mut updates = self.backend.resource_updates();
-        let subscriptions = self.subscriptions.clone();
-        let update_peer = context.peer.clone();
+        let Some(session) = &self.session else {
+            return;
+        };
+        let ended = session.0.clone();
+        let server = self.detached();
+        let counted = RelayCounted::new(&self.relays);
+        // One task per session relays both kinds of events while the session lives, and ends with it.
         tokio::spawn(async move {
-            loop {
-                let uri = match updates.recv().await {
-                    Ok(uri) => uri,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => return,
-                };
-                if !subscriptions
-                    .lock()
-                    .expect("subscriptions lock")
-                    .contains(&uri)
-                {
-                    continue;
-                }
-                let params = ResourceUpdatedNotificationParam::new(uri);
-                if update_peer.notify_resource_updated(params).await.is_err()
-                    || update_peer.is_transport_closed()
-                {
-                    return;
-                }
-            }
-        });
-        // Handshake-era clients get list changes as plain notifications for as long as the session lives.
-        let server = self.clone();
-        let peer = context.peer;
-        let exposure = self.options.exposure.clone();
-        tokio::spawn(async move {
-            let mut changes = server.changes();
-            let mut last = server.listing().await.unwrap_or_default().digest();
-            while changes.changed().await {
-                let Ok(now) = server.listing().await.map(|l| l.digest()) else {
-                    continue;
-                };
-                let changed = ChangedKinds::between(&last, &now, &exposure);
-                let sent = async {
-                    if changed.tools {
-                        peer.notify_tool_list_changed().await?;
-                    }
-                    if changed.prompts {
-                        peer.notify_prompt_list_changed().await?;
-                    }
-                    if changed.resources {
-                        peer.notify_resource_list_changed().await?;
-                    }
-                    Ok::<_, rmcp::service::ServiceError>(())
-                };
-                if sent.await.is_err() || peer.is_transport_closed() {
-                    return;
-                }
-                last = now;
+            let _counted = counted;
+            tokio::select! {
+                _ = ended.cancelled() => {}
+                _ = server.relay_session_events(context.peer) => {}
             }
         });
     }
@@ -722,6 +732,68 @@ impl ServerHandler for PorticoServer {
             };
             if sent.await.is_err() {
                 return Ok(());
+            }
+            last = now;
+        }
+    }
+}
+
+impl PorticoServer {
+    /// Subscribed resources' updates and (for handshake-era clients, which get them as plain
+    /// notifications) list changes, relayed to one session until its client is gone.
+    async fn relay_session_events(self, peer: rmcp::service::Peer<RoleServer>) {
+        tokio::join!(
+            self.relay_resource_updates(peer.clone()),
+            self.relay_list_changes(peer)
+        );
+    }
+
+    async fn relay_resource_updates(&self, peer: rmcp::service::Peer<RoleServer>) {
+        let mut updates = self.backend.resource_updates();
+        loop {
+            let uri = match updates.recv().await {
+                Ok(uri) => uri,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => return,
+            };
+            if !self
+                .subscriptions
+                .lock()
+                .expect("subscriptions lock")
+                .contains(&uri)
+            {
+                continue;
+            }
+            let params = ResourceUpdatedNotificationParam::new(uri);
+            if peer.notify_resource_updated(params).await.is_err() || peer.is_transport_closed() {
+                return;
+            }
+        }
+    }
+
+    async fn relay_list_changes(&self, peer: rmcp::service::Peer<RoleServer>) {
+        let mut changes = self.changes();
+        let mut last = self.listing().await.unwrap_or_default().digest();
+        let exposure = &self.options.exposure;
+        while changes.changed().await {
+            let Ok(now) = self.listing().await.map(|l| l.digest()) else {
+                continue;
+            };
+            let changed = ChangedKinds::between(&last, &now, exposure);
+            let sent = async {
+                if changed.tools {
+                    peer.notify_tool_list_changed().await?;
+                }
+                if changed.prompts {
+                    peer.notify_prompt_list_changed().await?;
+                }
+                if changed.resources {
+                    peer.notify_resource_list_changed().await?;
+                }
+                Ok::<_, rmcp::service::ServiceError>(())
+            };
+            if sent.await.is_err() || peer.is_transport_closed() {
+                return;
             }
             last = now;
         }

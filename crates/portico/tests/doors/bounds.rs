@@ -192,3 +192,146 @@ async fn expose_false_is_enforced_on_the_http_door() {
     assert_eq!(session.delete().await, 202);
     assert!(daemon.stop().success());
 }
+
+async fn session_stats(base: &str) -> Value {
+    http()
+        .get(format!("{base}/api/mcp/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Polls the door's session gauges until `done` holds (test guard: 30 s).
+async fn wait_for_stats(base: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let stats = session_stats(base).await;
+        if done(&stats) {
+            return stats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never {what} (test guard): {stats}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_sessions_leave_no_relay_tasks_behind() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nrate_limit = { enabled = false }",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    for wave in 0..3 {
+        let mut sessions = Vec::new();
+        for _ in 0..40 {
+            sessions.push(HttpSession::open(&base, &[]).await.unwrap());
+        }
+        let stats = wait_for_stats(&base, "relaying for 40 sessions", |s| {
+            s["relay_tasks"] == 40
+        })
+        .await;
+        assert_eq!(stats["open"], 40, "wave {wave}: {stats}");
+        for session in sessions {
+            assert_eq!(session.delete().await, 202);
+        }
+        // No catalog change comes to make a relay task notice its session is gone: the session's
+        // end itself must stop it.
+        let stats = wait_for_stats(&base, "back to no relay tasks", |s| {
+            s["relay_tasks"] == 0
+        })
+        .await;
+        assert_eq!(stats["open"], 0, "wave {wave}: {stats}");
+    }
+    assert!(daemon.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_capped_per_client_and_in_total() {
+    // Every loopback client is one identity, so the per-client cap is reached first here.
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_sessions = 10\nmax_sessions_per_client = 2",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let first = HttpSession::open(&base, &[]).await.unwrap();
+    let mut second = HttpSession::open(&base, &[]).await.unwrap();
+    let refused = HttpSession::open(&base, &[]).await.err().unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "30");
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("[server] max_sessions_per_client"),
+        "{body}"
+    );
+    // Open sessions keep working, and requests that make no session are not refused.
+    let pong = second.request("ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+    let stats = session_stats(&base).await;
+    assert_eq!(stats["open"], 2, "{stats}");
+    // A deleted session gives its place back.
+    assert_eq!(first.delete().await, 202);
+    let third = HttpSession::open(&base, &[]).await.unwrap();
+    assert_eq!(third.delete().await, 202);
+    assert_eq!(second.delete().await, 202);
+    assert!(daemon.stop().success());
+
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_sessions = 2",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let _kept = [
+        HttpSession::open(&base, &[]).await.unwrap(),
+        HttpSession::open(&base, &[]).await.unwrap(),
+    ];
+    let refused = HttpSession::open(&base, &[]).await.err().unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "30");
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("2 MCP sessions are open"),
+        "{body}"
+    );
+    assert!(daemon.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_expire_and_give_their_place_back() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_sessions = 1\nsession_idle_secs = 1",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let idle = HttpSession::open(&base, &[]).await.unwrap();
+    wait_for_stats(&base, "expired the idle session", |s| {
+        s["open"] == 0 && s["relay_tasks"] == 0
+    })
+    .await;
+    // The expired session is gone (404 tells its client to start a new one), and its place is free.
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+    let gone = post(&base, &body, &idle.session_headers()).await;
+    assert_eq!(gone.status(), 404);
+    let fresh = HttpSession::open(&base, &[]).await.unwrap();
+    assert_eq!(fresh.delete().await, 202);
+    assert!(daemon.stop().success());
+}
