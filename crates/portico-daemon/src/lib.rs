@@ -140,6 +140,18 @@ pub fn app_with_server(
     server: PorticoServer,
     shutdown: CancellationToken,
 ) -> Router {
+    router(engine, config, door, server, shutdown, None)
+}
+
+/// The router, counting calls in `in_flight` when given (`serve` lets them finish on shutdown).
+fn router(
+    engine: Engine,
+    config: &Config,
+    door: &DoorConfig,
+    server: PorticoServer,
+    shutdown: CancellationToken,
+    in_flight: Option<InFlight>,
+) -> Router {
     // Host and Origin are enforced by the door policy for every route, so rmcp's own checks are
     // configured to agree with it rather than to second-guess it.
     let mcp_config = StreamableHttpServerConfig::default()
@@ -178,7 +190,14 @@ pub fn app_with_server(
         .merge(session_stats)
         .merge(legacy)
         .nest_service("/mcp", mcp);
-    // Inside the security layer: a request refused for its Host, Origin or token costs nothing.
+    // Inside the security layer: a request refused for its Host, Origin or token is not read, costs
+    // nothing and is no call to wait for.
+    if let Some(in_flight) = in_flight {
+        router = router.layer(axum::middleware::from_fn_with_state(
+            in_flight,
+            in_flight::count_calls,
+        ));
+    }
     if let Some(limits) =
         rate_limit::Limits::new(&config.server.rate_limit, config.server.max_message_bytes)
     {
@@ -261,9 +280,14 @@ pub async fn serve_with_server(
         portico_a2a::recover_interrupted(&engine).await;
     }
     let streams = CancellationToken::new();
-    let in_flight = InFlight::default();
-    let router = app_with_server(engine, config, &door, server, streams.clone()).layer(
-        axum::middleware::from_fn_with_state(in_flight.clone(), in_flight::count_posts),
+    let in_flight = InFlight::new(config.server.max_message_bytes);
+    let router = router(
+        engine,
+        config,
+        &door,
+        server,
+        streams.clone(),
+        Some(in_flight.clone()),
     );
     let result = axum::serve(
         listener::DoorListener::new(listener),
@@ -279,7 +303,7 @@ pub async fn serve_with_server(
             .is_err()
         {
             tracing::warn!(
-                "requests still running after {}s; closing them",
+                "calls still running after {}s; closing them",
                 SHUTDOWN_GRACE.as_secs()
             );
         }

@@ -335,3 +335,34 @@ async fn idle_sessions_expire_and_give_their_place_back() {
     assert_eq!(fresh.delete().await, 202);
     assert!(daemon.stop().success());
 }
+
+/// A `subscriptions/listen` stream (which `portico mcp` keeps open while attached) is no call in
+/// progress: shutdown ends it at once instead of waiting out its grace period for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_listen_stream() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let headers = [
+        ("mcp-protocol-version".to_string(), "2026-07-28".to_string()),
+        ("mcp-method".to_string(), "subscriptions/listen".to_string()),
+    ];
+    let stream = post(&daemon.base, &body, &headers).await;
+    assert_eq!(stream.status(), 200);
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    assert!(daemon.stop().success());
+    // The stream was ended by shutdown, not left to the grace period.
+    let _ = stream.text().await;
+    let log: Vec<String> = daemon.log.iter().collect();
+    assert!(
+        !log.iter().any(|line| line.contains("still running")),
+        "{log:#?}"
+    );
+}
