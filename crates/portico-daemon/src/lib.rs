@@ -289,15 +289,12 @@ pub async fn serve_with_server(
         streams.clone(),
         Some(in_flight.clone()),
     );
-    let result = axum::serve(
-        listener::DoorListener::new(listener),
-        router.into_make_service_with_connect_info::<listener::PeerAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let limits = listener::ConnectionLimits::from_config(&config.server);
+    listener::serve(listener, router, limits, async move {
         shutdown.await;
-        // No new connections from here on. Requests in progress (each bounded by its server's
-        // timeout) get to finish and send their answers; then the long-lived MCP streams, which
-        // would otherwise hold graceful shutdown open forever, are ended.
+        // Calls in progress (each bounded by its server's timeout) get to finish and send their
+        // answers; then the long-lived MCP streams, which would otherwise hold graceful shutdown
+        // open forever, are ended. New connections are still taken meanwhile.
         if tokio::time::timeout(SHUTDOWN_GRACE, in_flight.idle())
             .await
             .is_err()
@@ -309,8 +306,7 @@ pub async fn serve_with_server(
         }
         streams.cancel();
     })
-    .await
-    .map_err(DaemonError::Serve);
+    .await;
     info_file.remove_if_ours(&info);
-    result
+    Ok(())
 }

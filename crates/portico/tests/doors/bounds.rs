@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -365,4 +366,105 @@ async fn shutdown_does_not_wait_for_a_listen_stream() {
         !log.iter().any(|line| line.contains("still running")),
         "{log:#?}"
     );
+}
+
+fn address(base: &str) -> String {
+    base.trim_start_matches("http://").to_string()
+}
+
+/// A connection with a read guard, so a test that waits for the door to act cannot hang.
+fn connect(base: &str) -> TcpStream {
+    let stream = TcpStream::connect(address(base)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+}
+
+/// One raw HTTP/1.1 request on a new connection; the status and the whole answer.
+fn raw_request(base: &str, head: &str) -> (u16, String) {
+    let mut stream = connect(base);
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {answer:?}"));
+    (status, answer)
+}
+
+fn get(base: &str, path: &str) -> (u16, String) {
+    raw_request(
+        base,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+#[test]
+fn hostile_host_values_are_refused_by_the_door() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--tools", "t1"],
+    ));
+    let daemon = Daemon::start(&home);
+    for host in [
+        "[::1]evil.example",
+        "[::1]evil.example:80",
+        "[::1]:1evil.example",
+        "localhost:evil.example",
+        "127.0.0.1.evil.example",
+    ] {
+        let (status, answer) = raw_request(
+            &daemon.base,
+            &format!("GET /api/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(status, 403, "{host}: {answer}");
+        assert!(answer.contains("is not allowed"), "{answer}");
+    }
+    assert_eq!(get(&daemon.base, "/api/health").0, 200);
+}
+
+/// Half-sent request heads hold no connection for long, and while they hold every place the health
+/// check is still answered and other requests get a clear 503 instead of hanging.
+#[test]
+fn half_sent_heads_cannot_lock_the_door() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_connections = 4",
+        &["--tools", "t1"],
+    ));
+    let daemon = Daemon::start(&home);
+    let base = daemon.base.clone();
+    // The kernel hands connections over in the order they were made, so these take the 4 places.
+    // Half of them send nothing at all.
+    let mut stalled: Vec<TcpStream> = (0..4)
+        .map(|i| {
+            let mut stream = connect(&base);
+            if i % 2 == 0 {
+                stream
+                    .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appli")
+                    .unwrap();
+            }
+            stream
+        })
+        .collect();
+    let (status, answer) = get(&base, "/api/health");
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = get(&base, "/api/mcp/servers");
+    assert_eq!(status, 503, "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
+    assert!(answer.contains("[server] max_connections"), "{answer}");
+    // Each stalled head is dropped by the door (EOF, no answer) once its deadline passes.
+    for stream in &mut stalled {
+        let mut rest = Vec::new();
+        match stream.read_to_end(&mut rest) {
+            Ok(_) => assert!(rest.is_empty() || rest.starts_with(b"HTTP/1.1 408"), "{rest:?}"),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+        }
+    }
+    // Their places are free again.
+    let (status, answer) = get(&base, "/api/mcp/servers");
+    assert_eq!(status, 200, "{answer}");
 }
