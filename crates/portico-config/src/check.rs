@@ -427,11 +427,9 @@ impl Checker<'_> {
                 "agents_dir" => {
                     self.expect_string(value, "[server] agents_dir");
                 }
-                "max_sessions" => self.positive_integer(
-                    value,
-                    "[server] max_sessions",
-                    "the default is 1024",
-                ),
+                "max_sessions" => {
+                    self.positive_integer(value, "[server] max_sessions", "the default is 1024")
+                }
                 "max_sessions_per_client" => self.positive_integer(
                     value,
                     "[server] max_sessions_per_client",
@@ -442,11 +440,9 @@ impl Checker<'_> {
                     "[server] session_idle_secs",
                     "the default is 300 (5 minutes)",
                 ),
-                "max_connections" => self.positive_integer(
-                    value,
-                    "[server] max_connections",
-                    "the default is 1024",
-                ),
+                "max_connections" => {
+                    self.positive_integer(value, "[server] max_connections", "the default is 1024")
+                }
                 // Field names and types: the serde pass.
                 "rate_limit" => {
                     self.expect_table(value, "[server.rate_limit]");

@@ -40,7 +40,11 @@ impl Drop for Guard {
 }
 
 /// JSON-RPC methods whose request opens a stream of events rather than making a call.
-const STREAM_METHODS: [&str; 3] = ["subscriptions/listen", "SubscribeToTask", "tasks/resubscribe"];
+const STREAM_METHODS: [&str; 3] = [
+    "subscriptions/listen",
+    "SubscribeToTask",
+    "tasks/resubscribe",
+];
 
 /// Whether a POST only opens an event stream: by its path (A2A 0.3's `tasks/{id}:subscribe`) or by
 /// its JSON-RPC method. Parsed only when the bytes could name such a method.
@@ -58,8 +62,10 @@ fn opens_stream(path: &str, body: &[u8]) -> bool {
         #[serde(borrow)]
         method: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_slice::<Probe>(body)
-        .is_ok_and(|p| p.method.is_some_and(|m| STREAM_METHODS.contains(&m.as_ref())))
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| {
+        p.method
+            .is_some_and(|m| STREAM_METHODS.contains(&m.as_ref()))
+    })
 }
 
 impl InFlight {

@@ -162,11 +162,7 @@ fn router(
         .with_json_response(true)
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
-    let legacy = legacy_sse::routes(
-        server.clone(),
-        shutdown,
-        config.server.max_message_bytes,
-    );
+    let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
     let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
     let session_stats = sessions::routes(sessions.clone(), server.clone());
     let mcp = StreamableHttpService::new(

@@ -254,9 +254,7 @@ impl Connection {
             let router = router.clone();
             async move {
                 let mut request = request.map(Body::new);
-                request
-                    .extensions_mut()
-                    .insert(ConnectInfo(PeerAddr(peer)));
+                request.extensions_mut().insert(ConnectInfo(PeerAddr(peer)));
                 if health_only && request.uri().path() != "/api/health" {
                     return Ok::<_, Infallible>(door_full(max));
                 }

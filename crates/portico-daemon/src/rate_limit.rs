@@ -36,10 +36,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn new(
-        section: &portico_config::RateLimitSection,
-        max_body: usize,
-    ) -> Option<Arc<Self>> {
+    pub fn new(section: &portico_config::RateLimitSection, max_body: usize) -> Option<Arc<Self>> {
         if !section.enabled {
             return None;
         }
@@ -213,7 +210,10 @@ mod tests {
             .route("/mcp", post(|| async { "ok" }))
             .route("/mcp/", post(|| async { "ok" }))
             .layer(axum::middleware::from_fn_with_state(limits.clone(), check))
-            .layer(axum::middleware::from_fn_with_state(policy, security::check));
+            .layer(axum::middleware::from_fn_with_state(
+                policy,
+                security::check,
+            ));
         (router, limits)
     }
 
@@ -228,7 +228,13 @@ mod tests {
         request
             .extensions_mut()
             .insert(ConnectInfo(PeerAddr("127.0.0.1:40000".parse().unwrap())));
-        router.clone().oneshot(request).await.unwrap().status().as_u16()
+        router
+            .clone()
+            .oneshot(request)
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     }
 
     const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
@@ -240,7 +246,10 @@ mod tests {
             let value = format!("Bearer random-{i}");
             assert_eq!(send(&router, "/mcp", Some(&value), PING).await, 200);
         }
-        assert_eq!(send(&router, "/mcp", Some("Bearer random-9"), PING).await, 429);
+        assert_eq!(
+            send(&router, "/mcp", Some("Bearer random-9"), PING).await,
+            429
+        );
         assert_eq!(send(&router, "/mcp", None, PING).await, 429);
         assert_eq!(limits.keys(), 1);
     }
@@ -251,7 +260,10 @@ mod tests {
         for spelling in ["Bearer s3cret", "Bearer   s3cret", "bearer s3cret  "] {
             assert_eq!(send(&router, "/mcp", Some(spelling), PING).await, 200);
         }
-        assert_eq!(send(&router, "/mcp", Some("Bearer     s3cret"), PING).await, 429);
+        assert_eq!(
+            send(&router, "/mcp", Some("Bearer     s3cret"), PING).await,
+            429
+        );
         assert_eq!(limits.keys(), 1);
         // Refused before the limiter: a wrong token costs no bucket.
         assert_eq!(send(&router, "/mcp", Some("Bearer wrong"), PING).await, 401);
@@ -260,7 +272,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_agent_call_costs_the_same_on_every_spelling_of_the_path() {
-        let agent = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"portico_agent_x"}}"#;
+        let agent =
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"portico_agent_x"}}"#;
         for path in ["/mcp", "/mcp/"] {
             let (router, _) = door(None, 10, 10);
             assert_eq!(send(&router, path, None, agent).await, 200, "{path}");

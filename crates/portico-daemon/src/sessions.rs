@@ -102,10 +102,9 @@ impl IntoResponse for Refusal {
         };
         tracing::warn!(%status, "{self}");
         let mut response = (status, axum::Json(json!({"error": self.to_string()}))).into_response();
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(RETRY_AFTER_SECS),
-        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
         response
     }
 }
@@ -317,7 +316,10 @@ pub(crate) async fn admit(
 
 /// `GET /api/mcp/sessions`: how many sessions are open against their bounds, and how many
 /// per-session relay tasks run (one per initialized session; more means a session's task outlived it).
-pub(crate) fn routes(sessions: Arc<Sessions>, server: portico_mcp_server::PorticoServer) -> axum::Router {
+pub(crate) fn routes(
+    sessions: Arc<Sessions>,
+    server: portico_mcp_server::PorticoServer,
+) -> axum::Router {
     let stats = move || {
         let limits = sessions.limits();
         axum::Json(json!({

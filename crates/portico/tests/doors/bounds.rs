@@ -176,10 +176,7 @@ async fn expose_false_is_enforced_on_the_http_door() {
     let mut session = HttpSession::open(&daemon.base, &[]).await.unwrap();
     let tools = session.request("tools/list", json!({})).await;
     let call = session
-        .request(
-            "tools/call",
-            json!({"name": "mcp_cat_t1", "arguments": {}}),
-        )
+        .request("tools/call", json!({"name": "mcp_cat_t1", "arguments": {}}))
         .await;
     let resources = session.request("resources/list", json!({})).await;
     let read = session
@@ -245,10 +242,8 @@ async fn closed_sessions_leave_no_relay_tasks_behind() {
         }
         // No catalog change comes to make a relay task notice its session is gone: the session's
         // end itself must stop it.
-        let stats = wait_for_stats(&base, "back to no relay tasks", |s| {
-            s["relay_tasks"] == 0
-        })
-        .await;
+        let stats =
+            wait_for_stats(&base, "back to no relay tasks", |s| s["relay_tasks"] == 0).await;
         assert_eq!(stats["open"], 0, "wave {wave}: {stats}");
     }
     assert!(daemon.stop().success());
@@ -454,13 +449,19 @@ fn half_sent_heads_cannot_lock_the_door() {
     assert_eq!(status, 200, "{answer}");
     let (status, answer) = get(&base, "/api/mcp/servers");
     assert_eq!(status, 503, "{answer}");
-    assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
     assert!(answer.contains("[server] max_connections"), "{answer}");
     // Each stalled head is dropped by the door (EOF, no answer) once its deadline passes.
     for stream in &mut stalled {
         let mut rest = Vec::new();
         match stream.read_to_end(&mut rest) {
-            Ok(_) => assert!(rest.is_empty() || rest.starts_with(b"HTTP/1.1 408"), "{rest:?}"),
+            Ok(_) => assert!(
+                rest.is_empty() || rest.starts_with(b"HTTP/1.1 408"),
+                "{rest:?}"
+            ),
             Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
         }
     }
