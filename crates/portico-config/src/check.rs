@@ -354,6 +354,10 @@ impl Checker<'_> {
             "max_message_bytes",
             "agents_dir",
             "rate_limit",
+            "max_sessions",
+            "max_sessions_per_client",
+            "session_idle_secs",
+            "max_connections",
         ];
         let Some(table) = self.expect_table(value, "[server]") else {
             return;
@@ -422,6 +426,22 @@ impl Checker<'_> {
                 ),
                 "agents_dir" => {
                     self.expect_string(value, "[server] agents_dir");
+                }
+                "max_sessions" => {
+                    self.positive_integer(value, "[server] max_sessions", "the default is 1024")
+                }
+                "max_sessions_per_client" => self.positive_integer(
+                    value,
+                    "[server] max_sessions_per_client",
+                    "the default is 256",
+                ),
+                "session_idle_secs" => self.positive_integer(
+                    value,
+                    "[server] session_idle_secs",
+                    "the default is 300 (5 minutes)",
+                ),
+                "max_connections" => {
+                    self.positive_integer(value, "[server] max_connections", "the default is 1024")
                 }
                 // Field names and types: the serde pass.
                 "rate_limit" => {

@@ -372,6 +372,38 @@ pub struct ServerSection {
     pub agents_dir: Option<String>,
     #[serde(default)]
     pub rate_limit: RateLimitSection,
+    /// Most MCP sessions (Streamable HTTP, `initialize`d) the HTTP door keeps open at once; a new one
+    /// past it gets 503 with `Retry-After`.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// Most MCP sessions one client identity (its token, or its machine without one) keeps open; a
+    /// new one past it gets 429 with `Retry-After`.
+    #[serde(default = "default_max_sessions_per_client")]
+    pub max_sessions_per_client: usize,
+    /// An MCP session that sees no message for this long is closed; its client gets 404 and starts a
+    /// new one, as the protocol says.
+    #[serde(default = "default_session_idle_secs")]
+    pub session_idle_secs: u64,
+    /// Most connections the HTTP door serves at once (lowered to fit the process's file limit). Past
+    /// it, new connections get only the health check; every other request gets 503.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+fn default_max_sessions() -> usize {
+    1024
+}
+
+fn default_max_sessions_per_client() -> usize {
+    256
+}
+
+fn default_session_idle_secs() -> u64 {
+    300
+}
+
+fn default_max_connections() -> usize {
+    1024
 }
 
 /// GCRA rate limiting per client identity on the HTTP door (MCP, API, A2A).
@@ -426,6 +458,10 @@ impl Default for ServerSection {
             max_message_bytes: default_max_message_bytes(),
             agents_dir: None,
             rate_limit: RateLimitSection::default(),
+            max_sessions: default_max_sessions(),
+            max_sessions_per_client: default_max_sessions_per_client(),
+            session_idle_secs: default_session_idle_secs(),
+            max_connections: default_max_connections(),
         }
     }
 }

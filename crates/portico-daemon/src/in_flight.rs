@@ -1,8 +1,11 @@
-//! Counting requests in progress, so that shutdown can let them finish.
+//! Counting calls in progress, so that shutdown can let them finish.
 //!
 //! A `POST /mcp` answers over a response body that stays open until the final JSON-RPC response has
-//! been written, so a request counts as in progress until its body is finished or dropped. `GET`
-//! streams are not counted: they are the long-lived notification streams that shutdown must end.
+//! been written, so a call counts as in progress until its body is finished or dropped. Streams that
+//! only wait for events are not calls and are not counted: `GET` streams, and the POSTs that open one
+//! (`subscriptions/listen`, which `portico mcp` keeps open for as long as it is attached, and A2A
+//! task subscriptions). Counting those would make every shutdown wait out its whole grace period;
+//! shutdown ends them instead.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -11,14 +14,14 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::Method;
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
 use tokio::sync::Notify;
 
-#[derive(Clone, Default)]
-pub(crate) struct InFlight(Arc<Counter>);
+#[derive(Clone)]
+pub(crate) struct InFlight(Arc<Counter>, usize);
 
 #[derive(Default)]
 pub(crate) struct Counter {
@@ -36,7 +39,42 @@ impl Drop for Guard {
     }
 }
 
+/// JSON-RPC methods whose request opens a stream of events rather than making a call.
+const STREAM_METHODS: [&str; 3] = [
+    "subscriptions/listen",
+    "SubscribeToTask",
+    "tasks/resubscribe",
+];
+
+/// Whether a POST only opens an event stream: by its path (A2A 0.3's `tasks/{id}:subscribe`) or by
+/// its JSON-RPC method. Parsed only when the bytes could name such a method.
+fn opens_stream(path: &str, body: &[u8]) -> bool {
+    let path = path.trim_end_matches('/').to_ascii_lowercase();
+    if path.ends_with(":subscribe") || path.ends_with("%3asubscribe") {
+        return true;
+    }
+    let contains = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    if !contains(b"\\u") && !STREAM_METHODS.iter().any(|m| contains(m.as_bytes())) {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| {
+        p.method
+            .is_some_and(|m| STREAM_METHODS.contains(&m.as_ref()))
+    })
+}
+
 impl InFlight {
+    /// `max_body`: bodies are read to tell calls from streams; larger ones are refused (as the
+    /// routes would refuse them).
+    pub(crate) fn new(max_body: usize) -> Self {
+        InFlight(Arc::default(), max_body)
+    }
+
     /// Waits until no counted request is in progress.
     pub(crate) async fn idle(&self) {
         loop {
@@ -49,12 +87,26 @@ impl InFlight {
     }
 }
 
-pub(crate) async fn count_posts(
+pub(crate) async fn count_calls(
     State(in_flight): State<InFlight>,
     request: Request,
     next: Next,
 ) -> Response {
     if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let max_body = in_flight.1;
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body).await else {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            axum::Json(serde_json::json!({"error": format!("the request body is larger than {max_body} bytes, or was cut off")})),
+        )
+            .into_response();
+    };
+    let stream = opens_stream(parts.uri.path(), &bytes);
+    let request = Request::from_parts(parts, Body::from(bytes));
+    if stream {
         return next.run(request).await;
     }
     in_flight.0.count.fetch_add(1, Ordering::SeqCst);
@@ -103,9 +155,29 @@ impl HttpBody for CountedBody {
 mod tests {
     use super::*;
 
+    #[test]
+    fn streams_are_told_from_calls() {
+        let listen = br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}"#;
+        assert!(opens_stream("/mcp", listen));
+        assert!(opens_stream(
+            "/a2a/x",
+            br#"{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask"}"#
+        ));
+        assert!(opens_stream(
+            "/mcp",
+            br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions\u002flisten"}"#
+        ));
+        assert!(opens_stream("/a2a/x/v1/tasks/t1:subscribe", b""));
+        assert!(!opens_stream(
+            "/mcp",
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"subscriptions/listen"}}"#
+        ));
+        assert!(!opens_stream("/mcp", b"not json"));
+    }
+
     #[tokio::test]
     async fn a_counted_body_keeps_its_length_and_holds_the_count_until_dropped() {
-        let in_flight = InFlight::default();
+        let in_flight = InFlight::new(1024);
         in_flight.0.count.fetch_add(1, Ordering::SeqCst);
         let body = CountedBody {
             inner: Body::from("{\"jsonrpc\":\"2.0\"}"),

@@ -17,6 +17,7 @@ mod legacy_sse;
 mod listener;
 mod rate_limit;
 mod security;
+mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +26,6 @@ use axum::Router;
 use portico_config::Config;
 use portico_engine::Engine;
 use portico_mcp_server::{Backend, PorticoServer, ServerOptions};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -145,6 +145,18 @@ pub fn app_with_server(
     server: PorticoServer,
     shutdown: CancellationToken,
 ) -> Router {
+    router(engine, config, door, server, shutdown, None)
+}
+
+/// The router, counting calls in `in_flight` when given (`serve` lets them finish on shutdown).
+fn router(
+    engine: Engine,
+    config: &Config,
+    door: &DoorConfig,
+    server: PorticoServer,
+    shutdown: CancellationToken,
+    in_flight: Option<InFlight>,
+) -> Router {
     // Host and Origin are enforced by the door policy for every route, so rmcp's own checks are
     // configured to agree with it rather than to second-guess it.
     let mcp_config = StreamableHttpServerConfig::default()
@@ -156,10 +168,16 @@ pub fn app_with_server(
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
     let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
+    let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
+    let session_stats = sessions::routes(sessions.clone(), server.clone());
     let mcp = StreamableHttpService::new(
         move || Ok(server.for_session()),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         mcp_config,
+    );
+    let mcp = tower::Layer::layer(
+        &axum::middleware::from_fn_with_state(sessions, sessions::admit),
+        mcp,
     );
     let mut router = Router::new();
     if config.a2a.enabled {
@@ -170,15 +188,20 @@ pub fn app_with_server(
     }
     let mut router = router
         .merge(api::routes(engine, config, door.identity.clone()))
+        .merge(session_stats)
         .merge(legacy)
         .nest_service("/mcp", mcp);
-    // Inside the security layer: a request refused for its Host, Origin or token costs nothing.
-    let a2a_path = config.a2a.enabled.then(|| config.a2a.listen_path.clone());
-    if let Some(limits) = rate_limit::Limits::new(
-        &config.server.rate_limit,
-        a2a_path,
-        config.server.max_message_bytes,
-    ) {
+    // Inside the security layer: a request refused for its Host, Origin or token is not read, costs
+    // nothing and is no call to wait for.
+    if let Some(in_flight) = in_flight {
+        router = router.layer(axum::middleware::from_fn_with_state(
+            in_flight,
+            in_flight::count_calls,
+        ));
+    }
+    if let Some(limits) =
+        rate_limit::Limits::new(&config.server.rate_limit, config.server.max_message_bytes)
+    {
         router = router.layer(axum::middleware::from_fn_with_state(
             limits,
             rate_limit::check,
@@ -262,32 +285,33 @@ pub async fn serve_with_server(
         portico_a2a::recover_interrupted(&engine).await;
     }
     let streams = CancellationToken::new();
-    let in_flight = InFlight::default();
-    let router = app_with_server(engine, config, &door, server, streams.clone()).layer(
-        axum::middleware::from_fn_with_state(in_flight.clone(), in_flight::count_posts),
+    let in_flight = InFlight::new(config.server.max_message_bytes);
+    let router = router(
+        engine,
+        config,
+        &door,
+        server,
+        streams.clone(),
+        Some(in_flight.clone()),
     );
-    let result = axum::serve(
-        listener::DoorListener::new(listener),
-        router.into_make_service_with_connect_info::<listener::PeerAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let limits = listener::ConnectionLimits::from_config(&config.server);
+    listener::serve(listener, router, limits, async move {
         shutdown.await;
-        // No new connections from here on. Requests in progress (each bounded by its server's
-        // timeout) get to finish and send their answers; then the long-lived MCP streams, which
-        // would otherwise hold graceful shutdown open forever, are ended.
+        // Calls in progress (each bounded by its server's timeout) get to finish and send their
+        // answers; then the long-lived MCP streams, which would otherwise hold graceful shutdown
+        // open forever, are ended. New connections are still taken meanwhile.
         if tokio::time::timeout(SHUTDOWN_GRACE, in_flight.idle())
             .await
             .is_err()
         {
             tracing::warn!(
-                "requests still running after {}s; closing them",
+                "calls still running after {}s; closing them",
                 SHUTDOWN_GRACE.as_secs()
             );
         }
         streams.cancel();
     })
-    .await
-    .map_err(DaemonError::Serve);
+    .await;
     info_file.remove_if_ours(&info);
-    result
+    Ok(())
 }

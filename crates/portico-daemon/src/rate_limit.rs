@@ -1,17 +1,19 @@
 //! GCRA rate limiting per client on every route of the HTTP door (MCP, API, A2A).
 //!
-//! A client is its credential (the `Authorization` header, hashed) or, without one, its address. Each
-//! request costs 1, except one that runs an agent (an A2A send, an agent message on the API, an MCP
-//! call of a `portico_agent_*` tool), which costs `agent_cost`: reading cards and polling tasks must
-//! not be starved by, nor starve, the expensive work. Over the limit a request gets 429 with
-//! `Retry-After`. The health check is never limited, so monitoring keeps working.
+//! A client is the identity the door's checks established ([`ClientIdentity`]: the token it proved, or
+//! its machine's address), never a header it could respell for a fresh bucket. Each request costs 1,
+//! except one that runs an agent (an A2A send, an agent message on the API, an MCP call of a
+//! `portico_agent_*` tool, on whatever path it is sent to), which costs `agent_cost`: reading cards and
+//! polling tasks must not be starved by, nor starve, the expensive work. Over the limit a request gets
+//! 429 with `Retry-After`. The health check is never limited, so monitoring keeps working. Keys whose
+//! bucket is full again are pruned as requests come, so the table holds only recently active clients.
 
-use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -19,23 +21,22 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde_json::{Value, json};
 
-use crate::listener::PeerAddr;
+use crate::security::ClientIdentity;
+
+/// Every this many requests, keys idle long enough to have a full bucket again are dropped.
+const PRUNE_EVERY: u64 = 1024;
 
 /// The limiter and how to price requests.
 pub struct Limits {
     limiter: DefaultKeyedRateLimiter<String>,
     agent_cost: NonZeroU32,
-    a2a_path: Option<String>,
     /// Bodies larger than this are not inspected (the route refuses them anyway).
     max_body: usize,
+    checked: AtomicU64,
 }
 
 impl Limits {
-    pub fn new(
-        section: &portico_config::RateLimitSection,
-        a2a_path: Option<String>,
-        max_body: usize,
-    ) -> Option<Arc<Self>> {
+    pub fn new(section: &portico_config::RateLimitSection, max_body: usize) -> Option<Arc<Self>> {
         if !section.enabled {
             return None;
         }
@@ -45,28 +46,32 @@ impl Limits {
         Some(Arc::new(Limits {
             limiter: RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)),
             agent_cost,
-            a2a_path: a2a_path.map(|p| p.trim_end_matches('/').to_string()),
             max_body,
+            checked: AtomicU64::new(0),
         }))
+    }
+
+    /// How many clients the limiter holds state for.
+    #[cfg(test)]
+    pub(crate) fn keys(&self) -> usize {
+        self.limiter.len()
+    }
+
+    fn prune_now_and_then(&self) {
+        if self.checked.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
+            self.limiter.retain_recent();
+            self.limiter.shrink_to_fit();
+        }
     }
 }
 
-fn client(request: &Request) -> String {
-    if let Some(value) = request.headers().get(header::AUTHORIZATION) {
-        return portico_pipeline::credential_identity(value.as_bytes());
-    }
-    let extensions = request.extensions();
-    let address = match extensions.get::<ConnectInfo<PeerAddr>>() {
-        Some(ConnectInfo(PeerAddr(address))) => Some(address),
-        // An embedder serving `app()` with axum's own TcpListener.
-        None => extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(address)| address),
-    };
-    match address {
-        Some(address) => format!("ip:{}", address.ip()),
-        None => "anonymous".into(),
-    }
+/// Routes whose path alone says they run an agent (their bodies are A2A messages, not JSON-RPC).
+fn path_runs_agent(path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    path.ends_with("/message:send")
+        || path.ends_with("/message:stream")
+        || path.ends_with("/tasks/send")
+        || (path.starts_with("/api/agents/") && path.ends_with("/message"))
 }
 
 /// Method names whose requests run an agent.
@@ -118,21 +123,16 @@ pub async fn check(State(limits): State<Arc<Limits>>, request: Request, next: Ne
     if path == "/api/health" {
         return next.run(request).await;
     }
-    let key = client(&request);
+    limits.prune_now_and_then();
+    let key = match request.extensions().get::<ClientIdentity>() {
+        Some(ClientIdentity(identity)) => identity.clone(),
+        None => "anonymous".into(),
+    };
     let post = request.method() == Method::POST;
-    let by_path = post
-        && (path.ends_with("/message:send")
-            || path.ends_with("/message:stream")
-            || path.ends_with("/tasks/send")
-            || (path.starts_with("/api/agents/") && path.ends_with("/message")));
-    let peek = post
-        && !by_path
-        && (path == "/mcp"
-            || path == "/message"
-            || limits
-                .a2a_path
-                .as_deref()
-                .is_some_and(|p| path.starts_with(p)));
+    let by_path = post && path_runs_agent(&path);
+    // Any other POST is priced by its body: MCP and A2A JSON-RPC are served under more than one
+    // spelling of their paths (`/mcp/`, nested routes), and the price must not depend on which.
+    let peek = post && !by_path;
     let (request, runs_agent) = if peek {
         let (parts, body) = request.into_parts();
         match axum::body::to_bytes(body, limits.max_body).await {
@@ -183,6 +183,103 @@ fn too_many(seconds: u64) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listener::PeerAddr;
+    use crate::security::{self, DoorPolicy};
+    use axum::Router;
+    use axum::extract::ConnectInfo;
+    use axum::routing::post;
+    use tower::ServiceExt;
+
+    /// A door with the real security and rate-limit layers over stand-in routes; one request per
+    /// second sustained, so a test's few requests see only the burst.
+    fn door(token: Option<&str>, burst: u32, agent_cost: u32) -> (Router, Arc<Limits>) {
+        let section = portico_config::RateLimitSection {
+            enabled: true,
+            per_second: 1,
+            burst,
+            agent_cost,
+        };
+        let limits = Limits::new(&section, 1 << 20).unwrap();
+        let policy = Arc::new(DoorPolicy::new(
+            "127.0.0.1:4200".parse().unwrap(),
+            token.map(str::to_string),
+            Vec::new(),
+            Vec::new(),
+        ));
+        let router = Router::new()
+            .route("/mcp", post(|| async { "ok" }))
+            .route("/mcp/", post(|| async { "ok" }))
+            .layer(axum::middleware::from_fn_with_state(limits.clone(), check))
+            .layer(axum::middleware::from_fn_with_state(
+                policy,
+                security::check,
+            ));
+        (router, limits)
+    }
+
+    async fn send(router: &Router, path: &str, authorization: Option<&str>, body: &str) -> u16 {
+        let mut request = Request::post(path)
+            .header("host", "127.0.0.1:4200")
+            .header("content-type", "application/json");
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        let mut request = request.body(Body::from(body.to_string())).unwrap();
+        request
+            .extensions_mut()
+            .insert(ConnectInfo(PeerAddr("127.0.0.1:40000".parse().unwrap())));
+        router
+            .clone()
+            .oneshot(request)
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+
+    #[tokio::test]
+    async fn without_a_token_an_authorization_header_is_not_a_fresh_bucket() {
+        let (router, limits) = door(None, 3, 1);
+        for i in 0..3 {
+            let value = format!("Bearer random-{i}");
+            assert_eq!(send(&router, "/mcp", Some(&value), PING).await, 200);
+        }
+        assert_eq!(
+            send(&router, "/mcp", Some("Bearer random-9"), PING).await,
+            429
+        );
+        assert_eq!(send(&router, "/mcp", None, PING).await, 429);
+        assert_eq!(limits.keys(), 1);
+    }
+
+    #[tokio::test]
+    async fn spellings_of_the_token_share_one_bucket() {
+        let (router, limits) = door(Some("s3cret"), 3, 1);
+        for spelling in ["Bearer s3cret", "Bearer   s3cret", "bearer s3cret  "] {
+            assert_eq!(send(&router, "/mcp", Some(spelling), PING).await, 200);
+        }
+        assert_eq!(
+            send(&router, "/mcp", Some("Bearer     s3cret"), PING).await,
+            429
+        );
+        assert_eq!(limits.keys(), 1);
+        // Refused before the limiter: a wrong token costs no bucket.
+        assert_eq!(send(&router, "/mcp", Some("Bearer wrong"), PING).await, 401);
+        assert_eq!(limits.keys(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_agent_call_costs_the_same_on_every_spelling_of_the_path() {
+        let agent =
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"portico_agent_x"}}"#;
+        for path in ["/mcp", "/mcp/"] {
+            let (router, _) = door(None, 10, 10);
+            assert_eq!(send(&router, path, None, agent).await, 200, "{path}");
+            assert_eq!(send(&router, path, None, PING).await, 429, "{path}");
+        }
+    }
 
     #[test]
     fn agent_running_bodies_are_recognised() {

@@ -1,13 +1,15 @@
 //! The door's checks, applied to every request before any route runs.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
+
+use crate::listener::PeerAddr;
 
 /// Who may talk to the door.
 #[derive(Debug, Clone)]
@@ -75,7 +77,9 @@ impl DoorPolicy {
 
     fn host_allowed(&self, host: &str) -> bool {
         let host = host.to_ascii_lowercase();
-        let name = strip_port(&host);
+        let Some(name) = host_name(&host) else {
+            return false;
+        };
         self.hosts
             .iter()
             .any(|allowed| allowed == &host || allowed == name)
@@ -113,13 +117,23 @@ impl DoorPolicy {
     }
 }
 
-fn strip_port(host: &str) -> &str {
+/// The name in a `Host` value: `name`, `name:port` or `[v6]:port`. Anything after the name that is
+/// not a port makes the whole value unusable: `[::1]evil.example` must not pass as `::1`.
+fn host_name(host: &str) -> Option<&str> {
+    let is_port = |port: &str| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
     if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
+        let (name, after) = rest.split_once(']')?;
+        return match after.strip_prefix(':') {
+            None if after.is_empty() => Some(name),
+            Some(port) if is_port(port) => Some(name),
+            _ => None,
+        };
     }
-    match host.rsplit_once(':') {
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
-        _ => host,
+    match host.split_once(':') {
+        None => Some(host),
+        Some((name, port)) if is_port(port) => Some(name),
+        // A bare IPv6 address is not a valid Host; only an exact allowed entry can match it.
+        Some(_) => Some(""),
     }
 }
 
@@ -128,9 +142,54 @@ fn refuse(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({"error": message}))).into_response()
 }
 
+/// Who a request comes from, as the door's checks established it: the routes behind the checks (rate
+/// limits, session caps) key on this and nothing else the client could respell.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ClientIdentity(pub(crate) String);
+
+impl ClientIdentity {
+    /// On a door with a token, the token the request proved it has (every accepted spelling is one
+    /// identity); without one, an `Authorization` header proves nothing, so the peer's address.
+    fn of(policy: &DoorPolicy, request: &Request) -> Self {
+        if policy.token.is_some()
+            && let Some(value) = request.headers().get(header::AUTHORIZATION)
+        {
+            return ClientIdentity(portico_pipeline::credential_identity(value.as_bytes()));
+        }
+        let extensions = request.extensions();
+        let address = match extensions.get::<ConnectInfo<PeerAddr>>() {
+            Some(ConnectInfo(PeerAddr(address))) => Some(address),
+            // An embedder serving `app()` with axum's own TcpListener.
+            None => extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(address)| address),
+        };
+        ClientIdentity(match address {
+            Some(address) => peer_identity(address.ip()),
+            None => "anonymous".into(),
+        })
+    }
+}
+
+/// One identity per machine: every loopback address is the local machine (127.0.0.0/8 has 16
+/// million spellings of it), and an IPv6 host picks freely within its /64.
+fn peer_identity(ip: IpAddr) -> String {
+    let ip = ip.to_canonical();
+    if ip.is_loopback() {
+        return "ip:loopback".into();
+    }
+    match ip {
+        IpAddr::V4(v4) => format!("ip:{v4}"),
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            format!("ip:{}/64", Ipv6Addr::from(prefix))
+        }
+    }
+}
+
 pub(crate) async fn check(
     State(policy): State<Arc<DoorPolicy>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
@@ -170,6 +229,8 @@ pub(crate) async fn check(
         );
         return response;
     }
+    let identity = ClientIdentity::of(&policy, &request);
+    request.extensions_mut().insert(identity);
     next.run(request).await
 }
 
@@ -201,6 +262,47 @@ mod tests {
         for bad in ["evil.com", "evil.com:4200", "127.0.0.1.evil.com", ""] {
             assert!(!p.host_allowed(bad), "{bad}");
         }
+    }
+
+    /// Text around an allowed name must never let a foreign name through (DNS rebinding).
+    #[test]
+    fn hostile_host_values_are_refused() {
+        let p = policy(None);
+        for bad in [
+            "[::1]evil.example",
+            "[::1]evil.example:4200",
+            "[::1].evil.example",
+            "[::1]:4200evil.example",
+            "[::1]:4200:80",
+            "[::1]:",
+            "[::1",
+            "[localhost]x",
+            "localhost:",
+            "localhost:4200x",
+            "localhost:evil.example",
+            "localhost:4200:4200",
+            "localhost.evil.example",
+            "evil.example:localhost",
+            "portico.internal.evil.example",
+        ] {
+            assert!(!p.host_allowed(bad), "{bad}");
+        }
+        assert!(p.host_allowed("[::1]"));
+        assert!(p.host_allowed("LOCALHOST:4200"));
+    }
+
+    #[test]
+    fn peers_are_one_identity_per_machine() {
+        let id = |ip: &str| peer_identity(ip.parse().unwrap());
+        assert_eq!(id("127.0.0.1"), "ip:loopback");
+        assert_eq!(id("127.3.4.5"), "ip:loopback");
+        assert_eq!(id("::1"), "ip:loopback");
+        assert_eq!(id("::ffff:127.0.0.9"), "ip:loopback");
+        assert_eq!(id("192.0.2.7"), "ip:192.0.2.7");
+        assert_eq!(id("::ffff:192.0.2.7"), "ip:192.0.2.7");
+        assert_eq!(id("2001:db8:1:2:aaaa::1"), id("2001:db8:1:2:ffff::9"));
+        assert_eq!(id("2001:db8:1:2::1"), "ip:2001:db8:1:2::/64");
+        assert_ne!(id("2001:db8:1:2::1"), id("2001:db8:1:3::1"));
     }
 
     #[test]

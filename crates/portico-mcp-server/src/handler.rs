@@ -1,4 +1,5 @@
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use portico_core::JsonObject;
@@ -17,6 +18,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
 use crate::input_rounds::{CallEvent, InputRoundsCaller, ParkedCalls};
@@ -35,6 +37,24 @@ pub struct Exposure {
     pub tools: bool,
     pub resources: bool,
     pub prompts: bool,
+}
+
+/// The three kinds of things a door can expose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl Exposure {
+    fn allows(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Tools => self.tools,
+            Kind::Resources => self.resources,
+            Kind::Prompts => self.prompts,
+        }
+    }
 }
 
 impl Default for Exposure {
@@ -81,6 +101,38 @@ pub struct PorticoServer {
     /// 2026-07-28 calls waiting for their client's answers; shared by every session, since a
     /// stateless client may come back on another connection.
     parked: ParkedCalls,
+    /// Ends this session's relay task once rmcp drops the session's last handle of this server;
+    /// `None` in the relay task's own copy, which must not keep its session alive.
+    session: Option<Arc<SessionEnd>>,
+    /// Relay tasks alive across all sessions: a gauge tests and the door's stats read.
+    relays: Arc<AtomicUsize>,
+}
+
+/// Cancels a session's relay task when dropped. rmcp drops a session's server when the session ends
+/// (DELETE, idle expiry, shutdown), so nothing waits for a failed send to notice a closed session.
+#[derive(Default)]
+struct SessionEnd(CancellationToken);
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Holds one place in the relay gauge for as long as a relay task runs.
+struct RelayCounted(Arc<AtomicUsize>);
+
+impl RelayCounted {
+    fn new(relays: &Arc<AtomicUsize>) -> Self {
+        relays.fetch_add(1, Ordering::SeqCst);
+        RelayCounted(relays.clone())
+    }
+}
+
+impl Drop for RelayCounted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl PorticoServer {
@@ -97,7 +149,15 @@ impl PorticoServer {
             subscriptions: Arc::default(),
             host_tools,
             parked: ParkedCalls::default(),
+            session: Some(Arc::default()),
+            relays: Arc::default(),
         }
+    }
+
+    /// How many per-session relay tasks (resource updates, list changes) are running, over all
+    /// sessions of this server: one per initialized session that has not ended.
+    pub fn live_relays(&self) -> usize {
+        self.relays.load(Ordering::SeqCst)
     }
 
     /// The registry of host tools: register typed Rust functions here to serve them beside the catalog.
@@ -113,6 +173,16 @@ impl PorticoServer {
             subscriptions: Arc::default(),
             host_tools: self.host_tools.clone(),
             parked: self.parked.clone(),
+            session: Some(Arc::default()),
+            relays: self.relays.clone(),
+        }
+    }
+
+    /// This session's server without its session handle, for the session's relay task.
+    fn detached(&self) -> Self {
+        PorticoServer {
+            session: None,
+            ..self.clone()
         }
     }
 
@@ -278,6 +348,31 @@ impl PorticoServer {
         }
     }
 
+    /// `[expose]` is enforced here, where every door's requests arrive, not only in the advertised
+    /// capabilities: a client that ignores them must still not reach what is hidden.
+    fn exposed(&self, kind: Kind) -> bool {
+        self.options.exposure.allows(kind)
+    }
+
+    /// The refusal of a request for something `[expose]` hides.
+    fn require_exposed(&self, kind: Kind) -> Result<(), McpError> {
+        if self.exposed(kind) {
+            return Ok(());
+        }
+        let key = match kind {
+            Kind::Tools => "tools",
+            Kind::Resources => "resources",
+            Kind::Prompts => "prompts",
+        };
+        Err(McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "this Portico does not expose {key} to MCP clients ([expose] {key} = false in its config); set it to true to allow them"
+            ),
+            None,
+        ))
+    }
+
     /// Fails with a clear error when a serialised result would exceed the response budget.
     fn within_budget<T: serde::Serialize>(&self, what: &str, value: &T) -> Result<(), McpError> {
         let size = serialized_size(value);
@@ -386,6 +481,9 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        if !self.exposed(Kind::Tools) {
+            return Ok(ListToolsResult::with_all_items(Vec::new()));
+        }
         let listing = self.listing().await?;
         let tools = if self.options.tool_search.active(listing.tools.len()) {
             tool_search::meta_tools(listing.tools.len())
@@ -401,6 +499,7 @@ impl ServerHandler for PorticoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.require_exposed(Kind::Tools)?;
         // A 2026-07-28 client cannot be sent requests during its call: run the call apart and put
         // what it asks for to the client as input rounds.
         if takes_input_rounds(&context) {
@@ -438,6 +537,12 @@ impl ServerHandler for PorticoServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        match request.r#ref {
+            rmcp::model::Reference::Resource(_) => self.require_exposed(Kind::Resources)?,
+            rmcp::model::Reference::Prompt(_) => self.require_exposed(Kind::Prompts)?,
+            // A kind of reference newer than this code: the upstream decides.
+            _ => {}
+        }
         let params = serde_json::to_value(&request)
             .ok()
             .and_then(|v| v.as_object().cloned())
@@ -468,6 +573,7 @@ impl ServerHandler for PorticoServer {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.require_exposed(Kind::Resources)?;
         self.backend
             .subscribe(&request.uri)
             .await
@@ -500,6 +606,9 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        if !self.exposed(Kind::Resources) {
+            return Ok(ListResourcesResult::with_all_items(Vec::new()));
+        }
         let resources: Vec<Resource> = parse_all("resource", self.listing().await?.resources)?;
         Ok(ListResourcesResult::with_all_items(resources))
     }
@@ -509,6 +618,9 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        if !self.exposed(Kind::Resources) {
+            return Ok(ListResourceTemplatesResult::with_all_items(Vec::new()));
+        }
         let templates: Vec<ResourceTemplate> = parse_all(
             "resource template",
             self.listing().await?.resource_templates,
@@ -521,6 +633,7 @@ impl ServerHandler for PorticoServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.require_exposed(Kind::Resources)?;
         let result = self
             .backend
             .read_resource(&request.uri)
@@ -536,6 +649,9 @@ impl ServerHandler for PorticoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        if !self.exposed(Kind::Prompts) {
+            return Ok(ListPromptsResult::with_all_items(Vec::new()));
+        }
         let prompts: Vec<Prompt> = parse_all("prompt", self.listing().await?.prompts)?;
         Ok(ListPromptsResult::with_all_items(prompts))
     }
@@ -545,6 +661,7 @@ impl ServerHandler for PorticoServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        self.require_exposed(Kind::Prompts)?;
         let result = self
             .backend
             .get_prompt(&request.name, request.arguments)
@@ -556,60 +673,18 @@ impl ServerHandler for PorticoServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Subscribed resources: relay the upstream's updates to this session while it lives.
-        let mut updates = self.backend.resource_updates();
-        let subscriptions = self.subscriptions.clone();
-        let update_peer = context.peer.clone();
+        let Some(session) = &self.session else {
+            return;
+        };
+        let ended = session.0.clone();
+        let server = self.detached();
+        let counted = RelayCounted::new(&self.relays);
+        // One task per session relays both kinds of events while the session lives, and ends with it.
         tokio::spawn(async move {
-            loop {
-                let uri = match updates.recv().await {
-                    Ok(uri) => uri,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => return,
-                };
-                if !subscriptions
-                    .lock()
-                    .expect("subscriptions lock")
-                    .contains(&uri)
-                {
-                    continue;
-                }
-                let params = ResourceUpdatedNotificationParam::new(uri);
-                if update_peer.notify_resource_updated(params).await.is_err()
-                    || update_peer.is_transport_closed()
-                {
-                    return;
-                }
-            }
-        });
-        // Handshake-era clients get list changes as plain notifications for as long as the session lives.
-        let server = self.clone();
-        let peer = context.peer;
-        let exposure = self.options.exposure.clone();
-        tokio::spawn(async move {
-            let mut changes = server.changes();
-            let mut last = server.listing().await.unwrap_or_default().digest();
-            while changes.changed().await {
-                let Ok(now) = server.listing().await.map(|l| l.digest()) else {
-                    continue;
-                };
-                let changed = ChangedKinds::between(&last, &now, &exposure);
-                let sent = async {
-                    if changed.tools {
-                        peer.notify_tool_list_changed().await?;
-                    }
-                    if changed.prompts {
-                        peer.notify_prompt_list_changed().await?;
-                    }
-                    if changed.resources {
-                        peer.notify_resource_list_changed().await?;
-                    }
-                    Ok::<_, rmcp::service::ServiceError>(())
-                };
-                if sent.await.is_err() || peer.is_transport_closed() {
-                    return;
-                }
-                last = now;
+            let _counted = counted;
+            tokio::select! {
+                _ = ended.cancelled() => {}
+                _ = server.relay_session_events(context.peer) => {}
             }
         });
     }
@@ -657,6 +732,68 @@ impl ServerHandler for PorticoServer {
             };
             if sent.await.is_err() {
                 return Ok(());
+            }
+            last = now;
+        }
+    }
+}
+
+impl PorticoServer {
+    /// Subscribed resources' updates and (for handshake-era clients, which get them as plain
+    /// notifications) list changes, relayed to one session until its client is gone.
+    async fn relay_session_events(self, peer: rmcp::service::Peer<RoleServer>) {
+        tokio::join!(
+            self.relay_resource_updates(peer.clone()),
+            self.relay_list_changes(peer)
+        );
+    }
+
+    async fn relay_resource_updates(&self, peer: rmcp::service::Peer<RoleServer>) {
+        let mut updates = self.backend.resource_updates();
+        loop {
+            let uri = match updates.recv().await {
+                Ok(uri) => uri,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => return,
+            };
+            if !self
+                .subscriptions
+                .lock()
+                .expect("subscriptions lock")
+                .contains(&uri)
+            {
+                continue;
+            }
+            let params = ResourceUpdatedNotificationParam::new(uri);
+            if peer.notify_resource_updated(params).await.is_err() || peer.is_transport_closed() {
+                return;
+            }
+        }
+    }
+
+    async fn relay_list_changes(&self, peer: rmcp::service::Peer<RoleServer>) {
+        let mut changes = self.changes();
+        let mut last = self.listing().await.unwrap_or_default().digest();
+        let exposure = &self.options.exposure;
+        while changes.changed().await {
+            let Ok(now) = self.listing().await.map(|l| l.digest()) else {
+                continue;
+            };
+            let changed = ChangedKinds::between(&last, &now, exposure);
+            let sent = async {
+                if changed.tools {
+                    peer.notify_tool_list_changed().await?;
+                }
+                if changed.prompts {
+                    peer.notify_prompt_list_changed().await?;
+                }
+                if changed.resources {
+                    peer.notify_resource_list_changed().await?;
+                }
+                Ok::<_, rmcp::service::ServiceError>(())
+            };
+            if sent.await.is_err() || peer.is_transport_closed() {
+                return;
             }
             last = now;
         }

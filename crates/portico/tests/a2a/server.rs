@@ -808,8 +808,8 @@ async fn disabled_a2a_serves_nothing_and_listen_path_is_honoured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limits_answer_429_with_retry_after_and_recover() {
     let home = home("rate_limit = { per_second = 1, burst = 3, agent_cost = 2 }");
-    let daemon = daemon(&home);
-    let base = daemon.base.clone();
+    let first = daemon(&home);
+    let base = first.base.clone();
     let card = |auth: &'static str| {
         let base = base.clone();
         async move {
@@ -834,8 +834,10 @@ async fn rate_limits_answer_429_with_retry_after_and_recover() {
     assert!((1..=2).contains(&retry_after), "{retry_after}");
     let body: Value = limited.json().await.unwrap();
     assert!(body["error"].as_str().unwrap().contains("rate limit"));
-    // Another client is not affected; the health check never is.
-    assert_eq!(card("Bearer someone-else").await.status(), 200);
+    // On a door without a token an `Authorization` header proves nothing: a new value is the same
+    // client (this machine), not a fresh bucket. The health check is never limited.
+    assert_eq!(card("Bearer someone-else").await.status(), 429);
+    assert_eq!(card("Bearer   reader").await.status(), 429);
     for _ in 0..5 {
         let health = http()
             .get(format!("{base}/api/health"))
@@ -848,8 +850,22 @@ async fn rate_limits_answer_429_with_retry_after_and_recover() {
     // Recovery: waiting as told is enough.
     tokio::time::sleep(std::time::Duration::from_secs(retry_after)).await;
     assert_eq!(card("Bearer reader").await.status(), 200);
+    drop(first);
 
-    // Running an agent costs 2 of the burst of 3, reading a card 1.
+    // Running an agent costs 2 of the burst of 3, reading a card 1 (a fresh daemon: a full bucket).
+    let second = daemon(&home);
+    let base = second.base.clone();
+    let card = |auth: &'static str| {
+        let base = base.clone();
+        async move {
+            http()
+                .get(format!("{base}/.well-known/agent-card.json"))
+                .header("Authorization", auth)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
     let send = |auth: &'static str| {
         let base = base.clone();
         async move {
@@ -866,7 +882,10 @@ async fn rate_limits_answer_429_with_retry_after_and_recover() {
     assert_eq!(send("Bearer sender").await.status(), 200);
     assert_eq!(send("Bearer sender").await.status(), 429, "2 + 2 is over 3");
     assert_eq!(card("Bearer sender").await.status(), 200, "2 + 1 is not");
+    drop(second);
     // The MCP door is limited the same way.
+    let third = daemon(&home);
+    let base = third.base.clone();
     let mut statuses = Vec::new();
     for _ in 0..4 {
         let response = http()

@@ -1,0 +1,388 @@
+//! MCP sessions on `/mcp`, bounded: at most `max_sessions` at once and `max_sessions_per_client` per
+//! client identity, each closed after `session_idle_secs` without a message.
+//!
+//! rmcp's [`LocalSessionManager`] keeps the sessions and expires idle ones; [`Sessions`] wraps it to
+//! count them. The count is taken before a session exists: [`admit`] sees an `initialize` (the only
+//! request that creates a session), reserves a place for its client or refuses it with 503 or 429 and
+//! `Retry-After`, and hands the reservation to [`SessionManager::create_session`] through a task-local,
+//! since rmcp creates the session inside the same request's future without telling the manager whose
+//! request it is. A session's place is given back when rmcp closes it, for whatever reason.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, SessionConfig,
+};
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
+use serde_json::json;
+
+use crate::security::ClientIdentity;
+
+/// What a client at a bound is told to wait before trying again: places free up as other sessions
+/// are deleted or idle out, which nothing can predict more precisely.
+const RETRY_AFTER_SECS: u64 = 30;
+
+/// The bounds, from `[server]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionLimits {
+    pub(crate) max_sessions: usize,
+    pub(crate) max_per_client: usize,
+    pub(crate) idle: Duration,
+    /// `initialize` bodies larger than this are refused before they are parsed.
+    pub(crate) max_body: usize,
+}
+
+impl SessionLimits {
+    pub(crate) fn from_config(section: &portico_config::ServerSection) -> Self {
+        SessionLimits {
+            max_sessions: section.max_sessions.max(1),
+            max_per_client: section.max_sessions_per_client.max(1),
+            idle: Duration::from_secs(section.session_idle_secs.max(1)),
+            max_body: section.max_message_bytes,
+        }
+    }
+}
+
+/// rmcp's in-memory sessions, counted per client.
+pub(crate) struct Sessions {
+    inner: LocalSessionManager,
+    limits: SessionLimits,
+    counts: Arc<Mutex<Counts>>,
+}
+
+/// Places taken: reserved by an `initialize` in progress or held by an open session.
+#[derive(Default)]
+struct Counts {
+    total: usize,
+    per_client: HashMap<String, usize>,
+    owners: HashMap<SessionId, String>,
+}
+
+impl Counts {
+    fn release(&mut self, identity: &str) {
+        self.total = self.total.saturating_sub(1);
+        if let Some(count) = self.per_client.get_mut(identity) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_client.remove(identity);
+            }
+        }
+    }
+}
+
+/// Why a new session was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Refusal {
+    #[error(
+        "{0} MCP sessions are open, the most this Portico keeps ([server] max_sessions); delete sessions you no longer use (DELETE /mcp) or retry after idle ones expire"
+    )]
+    Full(usize),
+    #[error(
+        "this client has {0} MCP sessions open, the most one client may keep ([server] max_sessions_per_client); delete sessions you no longer use (DELETE /mcp) or retry after idle ones expire"
+    )]
+    ClientFull(usize),
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let status = match self {
+            Refusal::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::ClientFull(_) => StatusCode::TOO_MANY_REQUESTS,
+        };
+        tracing::warn!(%status, "{self}");
+        let mut response = (status, axum::Json(json!({"error": self.to_string()}))).into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        response
+    }
+}
+
+/// What the session manager can fail with.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionsError {
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+}
+
+/// A place reserved for one client's new session; given back when dropped unless a session took it.
+pub(crate) struct Reservation {
+    counts: Arc<Mutex<Counts>>,
+    identity: Option<String>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(identity) = self.identity.take() {
+            lock(&self.counts).release(&identity);
+        }
+    }
+}
+
+fn lock(counts: &Mutex<Counts>) -> std::sync::MutexGuard<'_, Counts> {
+    counts.lock().expect("session counts lock")
+}
+
+tokio::task_local! {
+    /// The reservation of the `initialize` request this task is serving.
+    static RESERVED: RefCell<Option<Reservation>>;
+}
+
+impl Sessions {
+    pub(crate) fn new(limits: SessionLimits) -> Arc<Self> {
+        let mut config = SessionConfig::default();
+        config.keep_alive = Some(limits.idle);
+        let mut inner = LocalSessionManager::default();
+        inner.session_config = config;
+        Arc::new(Sessions {
+            inner,
+            limits,
+            counts: Arc::default(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        lock(&self.counts)
+    }
+
+    /// Open sessions (reservations still waiting for theirs not included).
+    pub(crate) fn open(&self) -> usize {
+        self.lock().owners.len()
+    }
+
+    pub(crate) fn limits(&self) -> SessionLimits {
+        self.limits
+    }
+
+    /// Takes a place for `identity`'s new session, or says which bound it is at.
+    pub(crate) fn reserve(&self, identity: &str) -> Result<Reservation, Refusal> {
+        let mut counts = self.lock();
+        if counts.total >= self.limits.max_sessions {
+            return Err(Refusal::Full(counts.total));
+        }
+        let mine = counts.per_client.get(identity).copied().unwrap_or(0);
+        if mine >= self.limits.max_per_client {
+            return Err(Refusal::ClientFull(mine));
+        }
+        counts.total += 1;
+        *counts.per_client.entry(identity.to_string()).or_default() += 1;
+        Ok(Reservation {
+            counts: self.counts.clone(),
+            identity: Some(identity.to_string()),
+        })
+    }
+
+    /// Gives the new session the place its request reserved.
+    fn bind(&self, id: &SessionId, mut reservation: Reservation) {
+        if let Some(identity) = reservation.identity.take() {
+            self.lock().owners.insert(id.clone(), identity);
+        }
+    }
+
+    /// Gives a closed session's place back; closing twice gives it back once.
+    fn forget(&self, id: &SessionId) {
+        let mut counts = self.lock();
+        if let Some(identity) = counts.owners.remove(id) {
+            counts.release(&identity);
+        }
+    }
+}
+
+impl SessionManager for Sessions {
+    type Error = SessionsError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        // Without [`admit`] in front (it always is, but rmcp cannot know) the place is taken here,
+        // and a refusal becomes rmcp's 500: still bounded.
+        let reservation = match RESERVED.try_with(|r| r.borrow_mut().take()).ok().flatten() {
+            Some(reservation) => reservation,
+            None => self.reserve("unadmitted")?,
+        };
+        let (id, transport) = self.inner.create_session().await?;
+        self.bind(&id, reservation);
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        let closed = self.inner.close_session(id).await;
+        self.forget(id);
+        Ok(closed?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.resume(id, last_event_id).await?)
+    }
+}
+
+/// Whether a JSON-RPC body is an `initialize` request: the one request that makes a session.
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.method.as_deref() == Some("initialize"))
+}
+
+/// In front of `/mcp`: an `initialize` gets a place for its session or the refusal that says why not.
+pub(crate) async fn admit(
+    State(sessions): State<Arc<Sessions>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::POST || request.headers().contains_key("mcp-session-id") {
+        return next.run(request).await;
+    }
+    let max_body = sessions.limits.max_body;
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body).await else {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            axum::Json(json!({"error": format!("the request body is larger than {max_body} bytes, or was cut off")})),
+        )
+            .into_response();
+    };
+    let initialize = is_initialize(&bytes);
+    let request = Request::from_parts(parts, Body::from(bytes));
+    if !initialize {
+        return next.run(request).await;
+    }
+    let identity = match request.extensions().get::<ClientIdentity>() {
+        Some(ClientIdentity(identity)) => identity.clone(),
+        None => "anonymous".into(),
+    };
+    match sessions.reserve(&identity) {
+        Ok(reservation) => {
+            RESERVED
+                .scope(RefCell::new(Some(reservation)), next.run(request))
+                .await
+        }
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// `GET /api/mcp/sessions`: how many sessions are open against their bounds, and how many
+/// per-session relay tasks run (one per initialized session; more means a session's task outlived it).
+pub(crate) fn routes(
+    sessions: Arc<Sessions>,
+    server: portico_mcp_server::PorticoServer,
+) -> axum::Router {
+    let stats = move || {
+        let limits = sessions.limits();
+        axum::Json(json!({
+            "open": sessions.open(),
+            "max_sessions": limits.max_sessions,
+            "max_sessions_per_client": limits.max_per_client,
+            "idle_secs": limits.idle.as_secs(),
+            "relay_tasks": server.live_relays(),
+        }))
+    };
+    axum::Router::new().route(
+        "/api/mcp/sessions",
+        axum::routing::get(move || std::future::ready(stats())),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_sessions: usize, max_per_client: usize) -> SessionLimits {
+        SessionLimits {
+            max_sessions,
+            max_per_client,
+            idle: Duration::from_secs(60),
+            max_body: 1024,
+        }
+    }
+
+    #[test]
+    fn places_are_counted_per_client_and_given_back() {
+        let sessions = Sessions::new(limits(3, 2));
+        let a1 = sessions.reserve("a").unwrap();
+        let a2 = sessions.reserve("a").unwrap();
+        assert!(matches!(sessions.reserve("a"), Err(Refusal::ClientFull(2))));
+        let b1 = sessions.reserve("b").unwrap();
+        assert!(matches!(sessions.reserve("c"), Err(Refusal::Full(3))));
+        // An `initialize` that made no session gives its place back.
+        drop(a2);
+        let id: SessionId = "s1".into();
+        sessions.bind(&id, a1);
+        assert_eq!(sessions.open(), 1);
+        let c1 = sessions.reserve("c").unwrap();
+        assert!(matches!(sessions.reserve("a"), Err(Refusal::Full(3))));
+        sessions.forget(&id);
+        sessions.forget(&id);
+        assert_eq!(sessions.open(), 0);
+        drop((b1, c1));
+        assert_eq!(sessions.lock().total, 0);
+        assert!(sessions.lock().per_client.is_empty());
+    }
+
+    #[test]
+    fn only_initialize_makes_a_session() {
+        assert!(is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initiali\u007ae"}"#
+        ));
+        assert!(!is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
+        ));
+        assert!(!is_initialize(b"not json"));
+    }
+}

@@ -1,0 +1,471 @@
+//! The HTTP door under attack and load: what `[expose]` hides stays hidden, sessions and connections
+//! are bounded, rate limits cannot be dodged, and shutdown does not wait for streams.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::client::*;
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// The JSON-RPC messages in an MCP answer, whether it came as one JSON body or as an SSE stream.
+fn messages(body: &str) -> Vec<Value> {
+    if let Ok(value) = serde_json::from_str::<Value>(body) {
+        return vec![value];
+    }
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect()
+}
+
+/// One MCP session over Streamable HTTP (protocol 2025-06-18, the session era).
+struct HttpSession {
+    base: String,
+    id: String,
+    headers: Vec<(String, String)>,
+    next_id: u64,
+}
+
+async fn post(base: &str, body: &Value, headers: &[(String, String)]) -> reqwest::Response {
+    let mut request = http()
+        .post(format!("{base}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(body);
+    for (k, v) in headers {
+        request = request.header(k, v);
+    }
+    request.send().await.unwrap()
+}
+
+fn initialize_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bounds", "version": "1"}}})
+}
+
+impl HttpSession {
+    /// `initialize` and `notifications/initialized`; the raw answer when the door refuses it.
+    async fn open(base: &str, headers: &[(&str, &str)]) -> Result<HttpSession, reqwest::Response> {
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let response = post(base, &initialize_body(), &headers).await;
+        if response.status() != 200 {
+            return Err(response);
+        }
+        let id = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let answer = messages(&response.text().await.unwrap());
+        assert_eq!(answer[0]["result"]["serverInfo"]["name"], "portico");
+        let mut session = HttpSession {
+            base: base.to_string(),
+            id,
+            headers,
+            next_id: 1,
+        };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let response = post(base, &initialized, &session.session_headers()).await;
+        assert_eq!(response.status(), 202);
+        session.next_id = 1;
+        Ok(session)
+    }
+
+    fn session_headers(&self) -> Vec<(String, String)> {
+        let mut headers = self.headers.clone();
+        headers.push(("mcp-session-id".into(), self.id.clone()));
+        headers.push(("mcp-protocol-version".into(), "2025-06-18".into()));
+        headers
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let response = post(&self.base, &body, &self.session_headers()).await;
+        assert_eq!(response.status(), 200, "{method}");
+        let text = response.text().await.unwrap();
+        messages(&text)
+            .into_iter()
+            .find(|m| m["id"] == json!(id))
+            .unwrap_or_else(|| panic!("no answer to {method} in {text}"))
+    }
+
+    async fn delete(self) -> u16 {
+        let mut request = http().delete(format!("{}/mcp", self.base));
+        for (k, v) in self.session_headers() {
+            request = request.header(k, v);
+        }
+        request.send().await.unwrap().status().as_u16()
+    }
+}
+
+/// What `[expose]` hides, asserted over one door's answers: empty lists, refused calls.
+fn assert_hidden(
+    tools: &Value,
+    call: &Value,
+    resources: &Value,
+    read: &Value,
+    prompts: &Value,
+    get: &Value,
+) {
+    assert_eq!(tools["result"]["tools"], json!([]), "{tools}");
+    assert_eq!(resources["result"]["resources"], json!([]), "{resources}");
+    assert_eq!(prompts["result"]["prompts"], json!([]), "{prompts}");
+    for (refused, key) in [(call, "tools"), (read, "resources"), (get, "prompts")] {
+        assert_eq!(refused["error"]["code"], -32601, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("[expose] {key} = false")),
+            "{message}"
+        );
+    }
+}
+
+const HIDE_ALL: &str = "[expose]\ntools = false\nresources = false\nprompts = false";
+
+#[test]
+fn expose_false_is_enforced_on_the_stdio_door() {
+    let home = Home::new(&config_with(
+        HIDE_ALL,
+        &["--tools", "t1", "--prompts", "1", "--resources", "1"],
+    ));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    let init = session.initialize("2025-06-18");
+    assert!(init["result"]["capabilities"].get("tools").is_none());
+    let (tools, _) = session.request(1, "tools/list", json!({}));
+    let (call, _) = session.request(
+        2,
+        "tools/call",
+        json!({"name": "mcp_cat_t1", "arguments": {}}),
+    );
+    let (resources, _) = session.request(3, "resources/list", json!({}));
+    let (read, _) = session.request(
+        4,
+        "resources/read",
+        json!({"uri": "portico://cat/mem://r/0"}),
+    );
+    let (prompts, _) = session.request(5, "prompts/list", json!({}));
+    let (get, _) = session.request(6, "prompts/get", json!({"name": "mcp_cat_prompt_0"}));
+    assert_hidden(&tools, &call, &resources, &read, &prompts, &get);
+    // A built-in is no exception.
+    let (builtin, _) = session.request(
+        7,
+        "tools/call",
+        json!({"name": "system_time", "arguments": {}}),
+    );
+    assert_eq!(builtin["error"]["code"], -32601, "{builtin}");
+    assert!(session.finish().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expose_false_is_enforced_on_the_http_door() {
+    let home = Home::new(&config_with(
+        &format!("[server]\nlisten = \"127.0.0.1:0\"\n{HIDE_ALL}"),
+        &["--tools", "t1", "--prompts", "1", "--resources", "1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let mut session = HttpSession::open(&daemon.base, &[]).await.unwrap();
+    let tools = session.request("tools/list", json!({})).await;
+    let call = session
+        .request("tools/call", json!({"name": "mcp_cat_t1", "arguments": {}}))
+        .await;
+    let resources = session.request("resources/list", json!({})).await;
+    let read = session
+        .request("resources/read", json!({"uri": "portico://cat/mem://r/0"}))
+        .await;
+    let prompts = session.request("prompts/list", json!({})).await;
+    let get = session
+        .request("prompts/get", json!({"name": "mcp_cat_prompt_0"}))
+        .await;
+    assert_hidden(&tools, &call, &resources, &read, &prompts, &get);
+    assert_eq!(session.delete().await, 202);
+    assert!(daemon.stop().success());
+}
+
+async fn session_stats(base: &str) -> Value {
+    http()
+        .get(format!("{base}/api/mcp/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Polls the door's session gauges until `done` holds (test guard: 30 s).
+async fn wait_for_stats(base: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let stats = session_stats(base).await;
+        if done(&stats) {
+            return stats;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never {what} (test guard): {stats}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_sessions_leave_no_relay_tasks_behind() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nrate_limit = { enabled = false }",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    for wave in 0..3 {
+        let mut sessions = Vec::new();
+        for _ in 0..40 {
+            sessions.push(HttpSession::open(&base, &[]).await.unwrap());
+        }
+        let stats = wait_for_stats(&base, "relaying for 40 sessions", |s| {
+            s["relay_tasks"] == 40
+        })
+        .await;
+        assert_eq!(stats["open"], 40, "wave {wave}: {stats}");
+        for session in sessions {
+            assert_eq!(session.delete().await, 202);
+        }
+        // No catalog change comes to make a relay task notice its session is gone: the session's
+        // end itself must stop it.
+        let stats =
+            wait_for_stats(&base, "back to no relay tasks", |s| s["relay_tasks"] == 0).await;
+        assert_eq!(stats["open"], 0, "wave {wave}: {stats}");
+    }
+    assert!(daemon.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_capped_per_client_and_in_total() {
+    // Every loopback client is one identity, so the per-client cap is reached first here.
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_sessions = 10\nmax_sessions_per_client = 2",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let first = HttpSession::open(&base, &[]).await.unwrap();
+    let mut second = HttpSession::open(&base, &[]).await.unwrap();
+    let refused = HttpSession::open(&base, &[]).await.err().unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "30");
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("[server] max_sessions_per_client"),
+        "{body}"
+    );
+    // Open sessions keep working, and requests that make no session are not refused.
+    let pong = second.request("ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+    let stats = session_stats(&base).await;
+    assert_eq!(stats["open"], 2, "{stats}");
+    // A deleted session gives its place back.
+    assert_eq!(first.delete().await, 202);
+    let third = HttpSession::open(&base, &[]).await.unwrap();
+    assert_eq!(third.delete().await, 202);
+    assert_eq!(second.delete().await, 202);
+    assert!(daemon.stop().success());
+
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_sessions = 2",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let _kept = [
+        HttpSession::open(&base, &[]).await.unwrap(),
+        HttpSession::open(&base, &[]).await.unwrap(),
+    ];
+    let refused = HttpSession::open(&base, &[]).await.err().unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "30");
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("2 MCP sessions are open"),
+        "{body}"
+    );
+    assert!(daemon.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_expire_and_give_their_place_back() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_sessions = 1\nsession_idle_secs = 1",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let idle = HttpSession::open(&base, &[]).await.unwrap();
+    wait_for_stats(&base, "expired the idle session", |s| {
+        s["open"] == 0 && s["relay_tasks"] == 0
+    })
+    .await;
+    // The expired session is gone (404 tells its client to start a new one), and its place is free.
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+    let gone = post(&base, &body, &idle.session_headers()).await;
+    assert_eq!(gone.status(), 404);
+    let fresh = HttpSession::open(&base, &[]).await.unwrap();
+    assert_eq!(fresh.delete().await, 202);
+    assert!(daemon.stop().success());
+}
+
+/// A `subscriptions/listen` stream (which `portico mcp` keeps open while attached) is no call in
+/// progress: shutdown ends it at once instead of waiting out its grace period for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_listen_stream() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let headers = [
+        ("mcp-protocol-version".to_string(), "2026-07-28".to_string()),
+        ("mcp-method".to_string(), "subscriptions/listen".to_string()),
+    ];
+    let stream = post(&daemon.base, &body, &headers).await;
+    assert_eq!(stream.status(), 200);
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    assert!(daemon.stop().success());
+    // The stream was ended by shutdown, not left to the grace period.
+    let _ = stream.text().await;
+    let log: Vec<String> = daemon.log.iter().collect();
+    assert!(
+        !log.iter().any(|line| line.contains("still running")),
+        "{log:#?}"
+    );
+}
+
+fn address(base: &str) -> String {
+    base.trim_start_matches("http://").to_string()
+}
+
+/// A connection with a read guard, so a test that waits for the door to act cannot hang.
+fn connect(base: &str) -> TcpStream {
+    let stream = TcpStream::connect(address(base)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+}
+
+/// One raw HTTP/1.1 request on a new connection; the status and the whole answer.
+fn raw_request(base: &str, head: &str) -> (u16, String) {
+    let mut stream = connect(base);
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {answer:?}"));
+    (status, answer)
+}
+
+fn get(base: &str, path: &str) -> (u16, String) {
+    raw_request(
+        base,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+#[test]
+fn hostile_host_values_are_refused_by_the_door() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"",
+        &["--tools", "t1"],
+    ));
+    let daemon = Daemon::start(&home);
+    for host in [
+        "[::1]evil.example",
+        "[::1]evil.example:80",
+        "[::1]:1evil.example",
+        "localhost:evil.example",
+        "127.0.0.1.evil.example",
+    ] {
+        let (status, answer) = raw_request(
+            &daemon.base,
+            &format!("GET /api/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(status, 403, "{host}: {answer}");
+        assert!(answer.contains("is not allowed"), "{answer}");
+    }
+    assert_eq!(get(&daemon.base, "/api/health").0, 200);
+}
+
+/// Half-sent request heads hold no connection for long, and while they hold every place the health
+/// check is still answered and other requests get a clear 503 instead of hanging.
+#[test]
+fn half_sent_heads_cannot_lock_the_door() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_connections = 4",
+        &["--tools", "t1"],
+    ));
+    let daemon = Daemon::start(&home);
+    let base = daemon.base.clone();
+    // The kernel hands connections over in the order they were made, so these take the 4 places.
+    // Half of them send nothing at all.
+    let mut stalled: Vec<TcpStream> = (0..4)
+        .map(|i| {
+            let mut stream = connect(&base);
+            if i % 2 == 0 {
+                stream
+                    .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appli")
+                    .unwrap();
+            }
+            stream
+        })
+        .collect();
+    let (status, answer) = get(&base, "/api/health");
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = get(&base, "/api/mcp/servers");
+    assert_eq!(status, 503, "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
+    assert!(answer.contains("[server] max_connections"), "{answer}");
+    // Each stalled head is dropped by the door (EOF, no answer) once its deadline passes.
+    for stream in &mut stalled {
+        let mut rest = Vec::new();
+        match stream.read_to_end(&mut rest) {
+            Ok(_) => assert!(
+                rest.is_empty() || rest.starts_with(b"HTTP/1.1 408"),
+                "{rest:?}"
+            ),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+        }
+    }
+    // Their places are free again.
+    let (status, answer) = get(&base, "/api/mcp/servers");
+    assert_eq!(status, 200, "{answer}");
+}
