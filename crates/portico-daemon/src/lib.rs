@@ -206,6 +206,10 @@ fn a2a_options(config: &Config, door: &DoorConfig) -> portico_a2a::A2aOptions {
         primary_agent: config.a2a.primary_agent.clone(),
         max_tasks: config.a2a.max_tasks,
         push_allow_private_network: config.a2a.push_allow_private_network,
+        streams: portico_a2a::StreamLimits {
+            max_streams: config.a2a.max_streams,
+            max_streams_per_client: config.a2a.max_streams_per_client,
+        },
     }
 }
 
