@@ -352,10 +352,16 @@ async fn start(
     params: &Value,
     answer: Answer,
 ) -> Result<(Sent, Option<usize>), A2aError> {
-    let message = params
-        .get("message")
-        .ok_or_else(|| A2aError::InvalidParams("`message` is required".into()))?;
-    let message = wire::message_from_any(message);
+    let message = match params.get("message") {
+        Some(message) if message.is_object() => wire::message_from_any(message),
+        Some(other) => {
+            return Err(A2aError::InvalidParams(format!(
+                "`message` must be an object with `messageId`, `role` and `parts`, not {}",
+                json_kind(other)
+            )));
+        }
+        None => return Err(A2aError::InvalidParams("`message` is required".into())),
+    };
     let configuration = params.get("configuration").cloned().unwrap_or_default();
     let history_length = configuration
         .get("historyLength")
@@ -473,6 +479,18 @@ async fn list(state: &A2aState, owner: &str, params: &Value) -> Result<Value, A2
         "pageSize": page_size,
         "totalSize": page.total_size,
     }))
+}
+
+/// What kind of JSON value `value` is, for an error message.
+pub(crate) fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 fn string_param<'a>(params: &'a Value, names: &[&str]) -> Result<&'a str, A2aError> {
@@ -1052,15 +1070,20 @@ async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: By
     };
     let result = async {
         let agent = state.primary().ok_or_else(|| A2aError::Unsupported("no agents are configured".into()))?;
-        let mut message = params
-            .get("message")
-            .cloned()
-            .ok_or_else(|| A2aError::InvalidParams("`message` is required".into()))?;
-        if message.get("messageId").is_none() {
-            message["messageId"] = json!(params.get("id").and_then(Value::as_str).unwrap_or("legacy"));
+        let mut message = match params.get("message") {
+            Some(Value::Object(message)) => message.clone(),
+            Some(other) => return Err(A2aError::InvalidParams(format!(
+                "`message` must be an object like {{\"role\": \"user\", \"parts\": [{{\"type\": \"text\", \"text\": \"…\"}}]}}, not {}",
+                json_kind(other)
+            ))),
+            None => return Err(A2aError::InvalidParams("`message` is required".into())),
+        };
+        if !message.contains_key("messageId") {
+            let id = params.get("id").and_then(Value::as_str).unwrap_or("legacy");
+            message.insert("messageId".into(), json!(id));
         }
         if let Some(session) = params.get("sessionId").and_then(Value::as_str) {
-            message["contextId"] = json!(session);
+            message.insert("contextId".into(), json!(session));
         }
         let owner = owner(&headers);
         let send_params = json!({"message": message});
@@ -1069,13 +1092,15 @@ async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: By
         let typed = |parts: &Value| -> Value {
             Value::Array(parts.as_array().into_iter().flatten().map(|p| {
                 let mut p = p.clone();
-                if let Some(kind) = p.get("kind").cloned() { p["type"] = kind; }
+                if let Some(part) = p.as_object_mut() && let Some(kind) = part.get("kind").cloned() {
+                    part.insert("type".into(), kind);
+                }
                 p
             }).collect())
         };
         let mut status = v03["status"].clone();
-        if let Some(parts) = status.pointer("/message/parts").cloned() {
-            status["message"]["parts"] = typed(&parts);
+        if let Some(parts) = status.pointer_mut("/message/parts") {
+            *parts = typed(parts);
         }
         let artifacts: Vec<Value> = v03["artifacts"].as_array().into_iter().flatten().map(|a| {
             json!({"name": a["name"], "parts": typed(&a["parts"])})

@@ -15,6 +15,7 @@ mod in_flight;
 mod info;
 mod legacy_sse;
 mod listener;
+mod panics;
 mod rate_limit;
 mod security;
 
@@ -179,10 +180,12 @@ pub fn app_with_server(
             rate_limit::check,
         ));
     }
-    router.layer(axum::middleware::from_fn_with_state(
-        door.policy.clone(),
-        security::check,
-    ))
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            door.policy.clone(),
+            security::check,
+        ))
+        .layer(panics::layer())
 }
 
 /// The A2A door's settings: card URLs come from `[a2a] public_url`, else the address the door is bound
