@@ -486,6 +486,9 @@ pub struct SendRequest {
     pub context_id: Option<String>,
     /// Overrides the client's timeout for this send.
     pub timeout: Option<Duration>,
+    /// The turn this message is sent for had read untrusted output from this tool. It travels in the
+    /// message's metadata (`portico/untrusted`), so a Portico at the other end starts its run tainted.
+    pub untrusted: Option<String>,
 }
 
 impl SendRequest {
@@ -1049,6 +1052,9 @@ impl A2aClient {
         }
         if let Some(context_id) = &request.context_id {
             message["contextId"] = json!(context_id);
+        }
+        if let Some(tool) = &request.untrusted {
+            message["metadata"] = json!({ wire::UNTRUSTED_METADATA: tool });
         }
         let mut tracker = Tracker::new(on_event);
         tracker.continuing = request.task_id.is_some();

@@ -735,12 +735,17 @@ impl Tasks {
         };
         let this = self.clone();
         let text = message_text(&message);
+        let untrusted = message
+            .pointer(&format!("/metadata/{}", crate::wire::UNTRUSTED_METADATA.replace('/', "~1")))
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let run = Run {
             task_id,
             context_id,
             tool,
             text,
             conversation,
+            untrusted,
             live,
         };
         tokio::spawn(async move { this.run(run).await });
@@ -869,9 +874,14 @@ impl Tasks {
         // What the agent reports while it runs: its text, streamed into the response artifact; the
         // status and artifacts a scripted agent sets.
         let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel::<ProgressEvent>();
-        let context = ToolContext::client("a2a").with_progress(Arc::new(move |event| {
+        let mut context = ToolContext::client("a2a").with_progress(Arc::new(move |event| {
             let _ = progress.send(event);
         }));
+        // The sender acts for a tainted turn: the agent's run starts tainted, as a sub-agent's would.
+        if let Some(tool) = &run.untrusted {
+            let via = context.principal.label();
+            context.turn = Some(Arc::new(portico_pipeline::TurnState::tainted(tool, &via)));
+        }
         let pipeline = self.inner.engine.pipeline.clone();
         let tool = run.tool.clone();
         let call = tokio::spawn(async move {
@@ -1081,6 +1091,7 @@ impl Tasks {
                     tool: String::new(),
                     text: String::new(),
                     conversation: None,
+                    untrusted: None,
                     live,
                 };
                 self.set_status(&run, "TASK_STATE_CANCELED", None).await;
@@ -1097,6 +1108,8 @@ struct Run {
     tool: String,
     text: String,
     conversation: Option<String>,
+    /// The sender's turn had read untrusted output from this tool (see `wire::UNTRUSTED_METADATA`).
+    untrusted: Option<String>,
     live: Arc<Live>,
 }
 
