@@ -37,6 +37,9 @@ fn push_client(allow_private: bool) -> Option<portico_net::SafeClient> {
     };
     portico_net::SafeClient::builder()
         .policy(policy)
+        // Every webhook POST carries the client's token or credentials: none follows a redirect off
+        // the webhook's origin.
+        .credentials(portico_net::CredentialScope::Everywhere)
         .connect_timeout(std::time::Duration::from_secs(10))
         .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
         .build()
