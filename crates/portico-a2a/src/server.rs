@@ -713,11 +713,7 @@ async fn dispatch(
             let task_id = string_param(params, &["id"])?;
             let (task, receiver) = state
                 .tasks
-                .subscribe(
-                    owner,
-                    task_id,
-                    "get it with GetTask instead of subscribing",
-                )
+                .subscribe(owner, task_id, "get it with GetTask instead of subscribing")
                 .await?;
             let id = id.clone();
             Ok(sse(event_stream(
@@ -930,10 +926,8 @@ async fn rest_task(
             let version = rest_version(&headers)?;
             let owner = owner(&headers);
             if let Some(id) = task.strip_suffix(":subscribe") {
-                let (record, receiver) = state
-                    .tasks
-                    .subscribe(&owner, id, "GET it instead")
-                    .await?;
+                let (record, receiver) =
+                    state.tasks.subscribe(&owner, id, "GET it instead").await?;
                 return Ok(sse(event_stream(
                     json!({"task": task_json(&record, None)}),
                     receiver,

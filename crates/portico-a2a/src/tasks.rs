@@ -525,7 +525,8 @@ impl Tasks {
         id: &str,
         when_finished: &str,
     ) -> Result<(TaskRecord, Subscription), A2aError> {
-        let finished = || A2aError::Unsupported(format!("task `{id}` has finished; {when_finished}"));
+        let finished =
+            || A2aError::Unsupported(format!("task `{id}` has finished; {when_finished}"));
         let task = self.get(owner, id).await?;
         if is_terminal(&task.state) {
             return Err(finished());
@@ -736,7 +737,10 @@ impl Tasks {
         let this = self.clone();
         let text = message_text(&message);
         let untrusted = message
-            .pointer(&format!("/metadata/{}", crate::wire::UNTRUSTED_METADATA.replace('/', "~1")))
+            .pointer(&format!(
+                "/metadata/{}",
+                crate::wire::UNTRUSTED_METADATA.replace('/', "~1")
+            ))
             .and_then(Value::as_str)
             .map(str::to_string);
         let run = Run {

@@ -7,9 +7,12 @@ use std::any::Any;
 use axum::http::{HeaderValue, Response, StatusCode, header};
 use tower_http::catch_panic::CatchPanicLayer;
 
+/// Turns a caught panic into the response the client gets.
+type PanicHandler = fn(Box<dyn Any + Send>) -> Response<String>;
+
 /// The layer, put outermost on the door's router.
-pub(crate) fn layer() -> CatchPanicLayer<fn(Box<dyn Any + Send>) -> Response<String>> {
-    CatchPanicLayer::custom(panic_response as fn(Box<dyn Any + Send>) -> Response<String>)
+pub(crate) fn layer() -> CatchPanicLayer<PanicHandler> {
+    CatchPanicLayer::custom(panic_response as PanicHandler)
 }
 
 fn panic_response(panic: Box<dyn Any + Send>) -> Response<String> {

@@ -788,9 +788,9 @@ fn safe_client(
         .credentials(credentials)
         .build()
         .map_err(|e| UpstreamError::Config {
-        server: config.name.clone(),
-        message: format!("cannot build HTTP client: {e}"),
-    })
+            server: config.name.clone(),
+            message: format!("cannot build HTTP client: {e}"),
+        })
 }
 
 fn check_url(server: &str, client: &SafeClient, url: &str) -> Result<url::Url, UpstreamError> {

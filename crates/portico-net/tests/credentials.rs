@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 /// request's `x-api-key` header.
 struct Origin {
     base: String,
-    seen: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    seen: Seen,
     server: tokio::task::JoinHandle<()>,
 }
 

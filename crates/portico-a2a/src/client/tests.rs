@@ -670,7 +670,12 @@ async fn a_card_redirected_to_another_origin_gets_no_configured_headers() {
     let target = second_base.clone();
     let first = Router::new().fallback(move |uri: axum::http::Uri| {
         let location = format!("{target}{}", uri.path());
-        async move { (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, location)]) }
+        async move {
+            (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(header::LOCATION, location)],
+            )
+        }
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let first_base = format!("http://{}", listener.local_addr().unwrap());

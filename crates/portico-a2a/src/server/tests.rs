@@ -36,8 +36,7 @@ impl Drop for Door {
 async fn door(streams: StreamLimits) -> Door {
     let dir = tempfile::tempdir().unwrap();
     let config = portico_config::parse("test config", AGENT).unwrap();
-    let engine =
-        Engine::start(&config, portico_engine::EngineOptions::in_dir(dir.path())).unwrap();
+    let engine = Engine::start(&config, portico_engine::EngineOptions::in_dir(dir.path())).unwrap();
     let (router, tasks) = routes_and_tasks(
         engine,
         A2aOptions {
@@ -74,7 +73,13 @@ impl Door {
         }
     }
 
-    async fn rpc(&self, who: &str, version: &str, method: &str, params: Value) -> reqwest::Response {
+    async fn rpc(
+        &self,
+        who: &str,
+        version: &str,
+        method: &str,
+        params: Value,
+    ) -> reqwest::Response {
         self.request(reqwest::Method::POST, "/a2a/echo", who)
             .header("A2A-Version", version)
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
@@ -107,8 +112,14 @@ impl Door {
         let get = reqwest::Method::GET;
         let post = reqwest::Method::POST;
         match n % 5 {
-            0 => self.rpc(who, "1.0", "SubscribeToTask", json!({"id": id})).await,
-            1 => self.rpc(who, "0.3", "tasks/resubscribe", json!({"id": id})).await,
+            0 => {
+                self.rpc(who, "1.0", "SubscribeToTask", json!({"id": id}))
+                    .await
+            }
+            1 => {
+                self.rpc(who, "0.3", "tasks/resubscribe", json!({"id": id}))
+                    .await
+            }
             2 => {
                 let path = format!("/a2a/echo/tasks/{id}:subscribe");
                 self.request(get, &path, who).send().await.unwrap()
@@ -139,7 +150,11 @@ async fn refusal(response: reqwest::Response) -> (u16, String, String) {
         .or(error["details"][0]["reason"].as_str())
         .unwrap_or_default()
         .to_string();
-    (status, reason, error["message"].as_str().unwrap_or_default().to_string())
+    (
+        status,
+        reason,
+        error["message"].as_str().unwrap_or_default().to_string(),
+    )
 }
 
 #[tokio::test]
@@ -192,7 +207,8 @@ async fn event_streams_are_bounded_per_client_and_in_all() {
     let (_, reason, message) = refusal(door.subscribe("bob", &bobs, 4).await).await;
     assert_eq!(reason, "TOO_MANY_STREAMS");
     assert!(
-        message.contains("Portico has 3 A2A event streams open") && message.contains("max_streams`"),
+        message.contains("Portico has 3 A2A event streams open")
+            && message.contains("max_streams`"),
         "{message}"
     );
     // A streamed send needs room as well, and is refused before anything is stored.

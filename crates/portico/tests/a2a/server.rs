@@ -924,7 +924,14 @@ async fn a_message_that_is_not_an_object_is_refused_not_a_panic() {
                 .is_some_and(|m| m.contains(kind)),
             "{error}"
         );
-        let rpc_error = rpc(&base, "SendMessage", json!({"message": message}), None, None).await;
+        let rpc_error = rpc(
+            &base,
+            "SendMessage",
+            json!({"message": message}),
+            None,
+            None,
+        )
+        .await;
         assert_eq!(rpc_error["error"]["code"], -32602, "{rpc_error}");
         assert!(
             rpc_error["error"]["message"]
