@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use portico_config::ExternalAgentConfig;
-use portico_net::{NetError, NetPolicy, SafeClient};
+use portico_net::{CredentialScope, NetError, NetPolicy, SafeClient};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -121,11 +121,22 @@ fn timeout_suffix(task_id: &Option<String>, cancel: &Option<Result<(), String>>)
     }
 }
 
+fn safe_client(policy: NetPolicy, credentials: CredentialScope) -> Result<SafeClient, ClientError> {
+    SafeClient::builder()
+        .policy(policy)
+        .credentials(credentials)
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ClientError::Build(e.to_string()))
+}
+
 fn net_error(url: &str, error: NetError) -> ClientError {
     match error {
         NetError::Blocked(_)
         | NetError::UnsupportedScheme { .. }
-        | NetError::TooManyRedirects { .. } => ClientError::Refused(error.to_string()),
+        | NetError::TooManyRedirects { .. }
+        | NetError::CredentialsCrossOrigin { .. } => ClientError::Refused(error.to_string()),
         NetError::InvalidUrl { .. } | NetError::MissingHost { .. } => {
             ClientError::InvalidUrl(error.to_string())
         }
@@ -486,6 +497,9 @@ pub struct SendRequest {
     pub context_id: Option<String>,
     /// Overrides the client's timeout for this send.
     pub timeout: Option<Duration>,
+    /// The turn this message is sent for had read untrusted output from this tool. It travels in the
+    /// message's metadata (`portico/untrusted`), so a Portico at the other end starts its run tainted.
+    pub untrusted: Option<String>,
 }
 
 impl SendRequest {
@@ -732,12 +746,12 @@ impl A2aClient {
         } else {
             NetPolicy::public_only()
         };
-        let http = SafeClient::builder()
-            .policy(policy)
-            .connect_timeout(Duration::from_secs(10))
-            .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ClientError::Build(e.to_string()))?;
+        let credentials = if headers.is_empty() {
+            CredentialScope::Nowhere
+        } else {
+            CredentialScope::Everywhere
+        };
+        let http = safe_client(policy, credentials)?;
         Ok(A2aClient {
             http,
             headers,
@@ -764,20 +778,26 @@ impl A2aClient {
                 })?;
             headers.push((name.clone(), value));
         }
-        Ok(A2aClient::new(ClientOptions {
+        A2aClient::new(ClientOptions {
             headers,
             timeout: Duration::from_secs(config.timeout_secs.max(1)),
             allow_private_network: config.allow_private_network,
         })?
-        .headers_only_for(&config.url))
+        .headers_only_for(&config.url)
     }
 
     /// Sends the configured headers (credentials, usually) only to URLs of `url`'s origin: a card
     /// may list interfaces anywhere, and a card that names another host must not collect the
     /// credentials meant for this one. Requests elsewhere go without them.
-    pub fn headers_only_for(mut self, url: &str) -> Self {
-        self.header_origin = url::Url::parse(url).ok().map(|u| u.origin());
-        self
+    /// Redirects follow the same rule: one that would take them off that origin is refused.
+    pub fn headers_only_for(mut self, url: &str) -> Result<Self, ClientError> {
+        let Ok(parsed) = url::Url::parse(url) else {
+            return Err(ClientError::InvalidUrl(format!("invalid URL {url:?}")));
+        };
+        self.header_origin = Some(parsed.origin());
+        let credentials = CredentialScope::for_url(&parsed, !self.headers.is_empty());
+        self.http = safe_client(self.http.policy().clone(), credentials)?;
+        Ok(self)
     }
 
     fn headers_for(&self, url: &str) -> HeaderMap {
@@ -1049,6 +1069,9 @@ impl A2aClient {
         }
         if let Some(context_id) = &request.context_id {
             message["contextId"] = json!(context_id);
+        }
+        if let Some(tool) = &request.untrusted {
+            message["metadata"] = json!({ wire::UNTRUSTED_METADATA: tool });
         }
         let mut tracker = Tracker::new(on_event);
         tracker.continuing = request.task_id.is_some();

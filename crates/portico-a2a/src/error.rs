@@ -34,6 +34,9 @@ pub enum A2aError {
     /// The task store is full of tasks still running.
     #[error("{0}")]
     Busy(String),
+    /// Every event stream Portico allows (in all, or to this caller) is open.
+    #[error("{0}")]
+    TooManyStreams(String),
 }
 
 impl A2aError {
@@ -43,7 +46,7 @@ impl A2aError {
             A2aError::InvalidRequest(_) => -32600,
             A2aError::MethodNotFound(_) => -32601,
             A2aError::InvalidParams(_) => -32602,
-            A2aError::Internal(_) | A2aError::Busy(_) => -32603,
+            A2aError::Internal(_) | A2aError::Busy(_) | A2aError::TooManyStreams(_) => -32603,
             A2aError::TaskNotFound(_) => -32001,
             A2aError::TaskNotCancelable { .. } => -32002,
             A2aError::PushNotSupported => -32003,
@@ -62,6 +65,7 @@ impl A2aError {
             A2aError::InvalidParams(_) => "INVALID_PARAMS",
             A2aError::Internal(_) => "INTERNAL_ERROR",
             A2aError::Busy(_) => "TASK_STORE_FULL",
+            A2aError::TooManyStreams(_) => "TOO_MANY_STREAMS",
             A2aError::TaskNotFound(_) => "TASK_NOT_FOUND",
             A2aError::TaskNotCancelable { .. } => "TASK_NOT_CANCELABLE",
             A2aError::PushNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
@@ -82,7 +86,7 @@ impl A2aError {
             A2aError::MethodNotFound(_) | A2aError::TaskNotFound(_) => 404,
             A2aError::TaskNotCancelable { .. } => 409,
             A2aError::ExtendedCardNotConfigured => 400,
-            A2aError::Busy(_) => 503,
+            A2aError::Busy(_) | A2aError::TooManyStreams(_) => 503,
             A2aError::Internal(_) => 500,
         }
     }

@@ -29,4 +29,4 @@ pub use client::{
 pub use error::A2aError;
 pub use remote::{RemoteAgents, remote_agents_source, remote_tool_name};
 pub use server::{A2aOptions, recover_interrupted, routes};
-pub use tasks::{RESPONSE_ARTIFACT, Tasks, task_json};
+pub use tasks::{RESPONSE_ARTIFACT, StreamLimits, Tasks, task_json};

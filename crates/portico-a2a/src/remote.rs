@@ -493,6 +493,11 @@ impl ToolSource for RemoteAgents {
                         .saturating_sub(started.elapsed())
                         .max(Duration::from_secs(1)),
                 ),
+                // The remote agent acts on this turn's behalf: if a Portico, it starts tainted too.
+                untrusted: context
+                    .turn
+                    .as_ref()
+                    .and_then(|turn| turn.untrusted_source()),
             };
             let (sink, forwarded) = progress_sink(context);
             let tool = remote.tool.clone();

@@ -68,7 +68,7 @@ fn sdk_error_type(error: &A2aError) -> &'static str {
         A2aError::InvalidRequest(_) => "InvalidRequestError",
         A2aError::MethodNotFound(_) => "MethodNotFoundError",
         A2aError::InvalidParams(_) => "InvalidParamsError",
-        A2aError::Internal(_) | A2aError::Busy(_) => "InternalError",
+        A2aError::Internal(_) | A2aError::Busy(_) | A2aError::TooManyStreams(_) => "InternalError",
         A2aError::TaskNotFound(_) => "TaskNotFoundError",
         A2aError::TaskNotCancelable { .. } => "TaskNotCancelableError",
         A2aError::PushNotSupported => "PushNotificationNotSupportedError",
@@ -150,13 +150,7 @@ async fn stream(
 }
 
 async fn subscribe(state: &A2aState, owner: &str, id: &str) -> Result<Response, A2aError> {
-    let receiver = state.tasks.subscribe(id);
-    let record = state.tasks.get(owner, id).await?;
-    if is_terminal(&record.state) {
-        return Err(A2aError::Unsupported(format!(
-            "task `{id}` has finished; GET it instead"
-        )));
-    }
+    let (record, receiver) = state.tasks.subscribe(owner, id, "GET it instead").await?;
     Ok(server::sse(server::event_stream(
         json!({"task": task_json(&record, None)}),
         receiver,

@@ -24,7 +24,7 @@ use tokio::sync::broadcast;
 
 use crate::card;
 use crate::error::A2aError;
-use crate::tasks::{Answer, Sent, Tasks, task_json};
+use crate::tasks::{Answer, Sent, Subscription, Tasks, task_json};
 use crate::wire::{self, Version, is_interrupted, is_terminal};
 
 /// The client webhooks are POSTed with. Without one (it cannot be built), push notifications are
@@ -37,6 +37,9 @@ fn push_client(allow_private: bool) -> Option<portico_net::SafeClient> {
     };
     portico_net::SafeClient::builder()
         .policy(policy)
+        // Every webhook POST carries the client's token or credentials: none follows a redirect off
+        // the webhook's origin.
+        .credentials(portico_net::CredentialScope::Everywhere)
         .connect_timeout(std::time::Duration::from_secs(10))
         .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
         .build()
@@ -54,6 +57,8 @@ pub struct A2aOptions {
     pub max_tasks: usize,
     /// Webhooks may be on loopback or private addresses.
     pub push_allow_private_network: bool,
+    /// Open event streams (subscriptions, streamed sends): in all, and per caller identity.
+    pub streams: crate::tasks::StreamLimits,
 }
 
 #[derive(Clone)]
@@ -84,25 +89,31 @@ pub async fn recover_interrupted(engine: &Engine) {
 
 /// The A2A router.
 pub fn routes(engine: Engine, options: A2aOptions) -> Router {
+    routes_and_tasks(engine, options).0
+}
+
+/// The A2A router and the tasks behind it.
+pub(crate) fn routes_and_tasks(engine: Engine, options: A2aOptions) -> (Router, Tasks) {
     let pusher = push_client(options.push_allow_private_network)
         .map(|client| crate::push::Pusher::new(client, engine.store.clone()));
-    let tasks = Tasks::new(
+    let tasks = Tasks::with_stream_limits(
         engine.clone(),
         TaskLimits {
             max_tasks: options.max_tasks,
         },
         pusher,
+        options.streams,
     );
     let lp = options.listen_path.trim_end_matches('/').to_string();
     let state = A2aState {
         engine,
-        tasks,
+        tasks: tasks.clone(),
         options: Arc::new(A2aOptions {
             listen_path: lp.clone(),
             ..options
         }),
     };
-    Router::new()
+    let router = Router::new()
         .route("/.well-known/agent-card.json", get(primary_card))
         .route("/.well-known/agent.json", get(legacy_card))
         .route(&format!("{lp}/tasks/send"), post(legacy_send))
@@ -131,7 +142,8 @@ pub fn routes(engine: Engine, options: A2aOptions) -> Router {
             get(rest_extended_card),
         )
         .merge(crate::rest03::routes(&lp))
-        .with_state(state)
+        .with_state(state);
+    (router, tasks)
 }
 
 /// Who is calling: tasks are visible only to the identity that created them. Today that is the
@@ -323,7 +335,7 @@ pub(crate) async fn send_streaming(
     owner: &str,
     agent: &str,
     params: &Value,
-) -> Result<(Value, broadcast::Receiver<Value>), A2aError> {
+) -> Result<(Value, Subscription), A2aError> {
     let (mut sent, history_length) = start(state, owner, agent, params, Answer::Stream).await?;
     let events = sent
         .events
@@ -343,10 +355,16 @@ async fn start(
     params: &Value,
     answer: Answer,
 ) -> Result<(Sent, Option<usize>), A2aError> {
-    let message = params
-        .get("message")
-        .ok_or_else(|| A2aError::InvalidParams("`message` is required".into()))?;
-    let message = wire::message_from_any(message);
+    let message = match params.get("message") {
+        Some(message) if message.is_object() => wire::message_from_any(message),
+        Some(other) => {
+            return Err(A2aError::InvalidParams(format!(
+                "`message` must be an object with `messageId`, `role` and `parts`, not {}",
+                json_kind(other)
+            )));
+        }
+        None => return Err(A2aError::InvalidParams("`message` is required".into())),
+    };
     let configuration = params.get("configuration").cloned().unwrap_or_default();
     let history_length = configuration
         .get("historyLength")
@@ -466,6 +484,18 @@ async fn list(state: &A2aState, owner: &str, params: &Value) -> Result<Value, A2
     }))
 }
 
+/// What kind of JSON value `value` is, for an error message.
+pub(crate) fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 fn string_param<'a>(params: &'a Value, names: &[&str]) -> Result<&'a str, A2aError> {
     names
         .iter()
@@ -474,63 +504,71 @@ fn string_param<'a>(params: &'a Value, names: &[&str]) -> Result<&'a str, A2aErr
 }
 
 /// A stream of events in `version`'s form, starting with the task itself and ending after the task
-/// finishes or stops for input.
+/// finishes or stops for input. It owns the subscription: when the client goes away and the response
+/// is dropped, the subscription goes with it.
 pub(crate) fn event_stream(
     first: Value,
-    mut receiver: broadcast::Receiver<Value>,
+    subscription: Subscription,
     version: Version,
     wrap: impl Fn(Value) -> Value + Send + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-    let convert = move |event: &Value| match version {
-        Version::V1 => event.clone(),
-        Version::V03 => wire::stream_event_to_v03(event),
-    };
     let first_state = first["task"]["status"]["state"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let first = convert(&first);
-    async_stream(move |emit| async move {
-        emit(wrap(first));
-        if is_terminal(&first_state) {
-            return;
+    let stream = EventStream {
+        first: Some(first),
+        subscription: (!is_terminal(&first_state)).then_some(subscription),
+        version,
+        wrap,
+    };
+    futures::stream::unfold(stream, |mut stream| async move {
+        let event = stream.next().await?;
+        Some((Ok(Event::default().data(event.to_string())), stream))
+    })
+}
+
+struct EventStream<W> {
+    first: Option<Value>,
+    /// `None` once the task's last event is out.
+    subscription: Option<Subscription>,
+    version: Version,
+    wrap: W,
+}
+
+impl<W: Fn(Value) -> Value> EventStream<W> {
+    fn convert(&self, event: &Value) -> Value {
+        (self.wrap)(match self.version {
+            Version::V1 => event.clone(),
+            Version::V03 => wire::stream_event_to_v03(event),
+        })
+    }
+
+    async fn next(&mut self) -> Option<Value> {
+        if let Some(first) = self.first.take() {
+            return Some(self.convert(&first));
         }
         loop {
-            match receiver.recv().await {
+            match self.subscription.as_mut()?.recv().await {
                 Ok(event) => {
                     let state = event["statusUpdate"]["status"]["state"]
                         .as_str()
-                        .unwrap_or_default()
-                        .to_string();
-                    emit(wrap(convert(&event)));
-                    if is_terminal(&state) || is_interrupted(&state) {
-                        return;
+                        .unwrap_or_default();
+                    if is_terminal(state) || is_interrupted(state) {
+                        self.subscription = None;
                     }
+                    return Some(self.convert(&event));
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!("an A2A stream fell {n} events behind; they were skipped");
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.subscription = None;
+                    return None;
+                }
             }
         }
-    })
-}
-
-/// A small adapter: run `body` with an `emit` callback and stream what it emits as SSE data events.
-fn async_stream<F, Fut>(body: F) -> impl Stream<Item = Result<Event, Infallible>> + Send
-where
-    F: FnOnce(Box<dyn Fn(Value) + Send + Sync>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Value>();
-    tokio::spawn(body(Box::new(move |value| {
-        let _ = sender.send(value);
-    })));
-    futures::stream::unfold(receiver, |mut receiver| async move {
-        let value = receiver.recv().await?;
-        let event = Event::default().data(value.to_string());
-        Some((Ok(event), receiver))
-    })
+    }
 }
 
 pub(crate) fn sse(
@@ -673,13 +711,10 @@ async fn dispatch(
         }
         (Version::V1, "SubscribeToTask") | (Version::V03, "tasks/resubscribe") => {
             let task_id = string_param(params, &["id"])?;
-            let receiver = state.tasks.subscribe(task_id);
-            let task = state.tasks.get(owner, task_id).await?;
-            if wire::is_terminal(&task.state) {
-                return Err(A2aError::Unsupported(format!(
-                    "task `{task_id}` has finished; get it with GetTask instead of subscribing"
-                )));
-            }
+            let (task, receiver) = state
+                .tasks
+                .subscribe(owner, task_id, "get it with GetTask instead of subscribing")
+                .await?;
             let id = id.clone();
             Ok(sse(event_stream(
                 json!({"task": task_json(&task, None)}),
@@ -891,13 +926,8 @@ async fn rest_task(
             let version = rest_version(&headers)?;
             let owner = owner(&headers);
             if let Some(id) = task.strip_suffix(":subscribe") {
-                let receiver = state.tasks.subscribe(id);
-                let record = state.tasks.get(&owner, id).await?;
-                if is_terminal(&record.state) {
-                    return Err(A2aError::Unsupported(format!(
-                        "task `{id}` has finished; GET it instead"
-                    )));
-                }
+                let (record, receiver) =
+                    state.tasks.subscribe(&owner, id, "GET it instead").await?;
                 return Ok(sse(event_stream(
                     json!({"task": task_json(&record, None)}),
                     receiver,
@@ -1037,15 +1067,20 @@ async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: By
     };
     let result = async {
         let agent = state.primary().ok_or_else(|| A2aError::Unsupported("no agents are configured".into()))?;
-        let mut message = params
-            .get("message")
-            .cloned()
-            .ok_or_else(|| A2aError::InvalidParams("`message` is required".into()))?;
-        if message.get("messageId").is_none() {
-            message["messageId"] = json!(params.get("id").and_then(Value::as_str).unwrap_or("legacy"));
+        let mut message = match params.get("message") {
+            Some(Value::Object(message)) => message.clone(),
+            Some(other) => return Err(A2aError::InvalidParams(format!(
+                "`message` must be an object like {{\"role\": \"user\", \"parts\": [{{\"type\": \"text\", \"text\": \"…\"}}]}}, not {}",
+                json_kind(other)
+            ))),
+            None => return Err(A2aError::InvalidParams("`message` is required".into())),
+        };
+        if !message.contains_key("messageId") {
+            let id = params.get("id").and_then(Value::as_str).unwrap_or("legacy");
+            message.insert("messageId".into(), json!(id));
         }
         if let Some(session) = params.get("sessionId").and_then(Value::as_str) {
-            message["contextId"] = json!(session);
+            message.insert("contextId".into(), json!(session));
         }
         let owner = owner(&headers);
         let send_params = json!({"message": message});
@@ -1054,13 +1089,15 @@ async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: By
         let typed = |parts: &Value| -> Value {
             Value::Array(parts.as_array().into_iter().flatten().map(|p| {
                 let mut p = p.clone();
-                if let Some(kind) = p.get("kind").cloned() { p["type"] = kind; }
+                if let Some(part) = p.as_object_mut() && let Some(kind) = part.get("kind").cloned() {
+                    part.insert("type".into(), kind);
+                }
                 p
             }).collect())
         };
         let mut status = v03["status"].clone();
-        if let Some(parts) = status.pointer("/message/parts").cloned() {
-            status["message"]["parts"] = typed(&parts);
+        if let Some(parts) = status.pointer_mut("/message/parts") {
+            *parts = typed(parts);
         }
         let artifacts: Vec<Value> = v03["artifacts"].as_array().into_iter().flatten().map(|a| {
             json!({"name": a["name"], "parts": typed(&a["parts"])})
@@ -1076,3 +1113,6 @@ async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: By
         (Err(error), false) => rest_error(&error),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,6 +10,7 @@
 //! continued tasks, which others may read while they run, are stored as they go.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use portico_engine::Engine;
@@ -28,12 +29,17 @@ use crate::wire::{is_interrupted, is_terminal, message_text};
 /// The artifact an agent's answer goes into.
 pub const RESPONSE_ARTIFACT: &str = "response";
 
-/// A task that is not finished: its cancel switch and its event stream.
+/// A task that is not finished: its cancel switch and its event stream. It is in the live table while
+/// a run of this process drives the task or someone listens to it, and no longer.
 struct Live {
     cancel: CancellationToken,
     /// The task has push notification configs: its status changes go to the pusher.
     push: std::sync::atomic::AtomicBool,
-    events: broadcast::Sender<Value>,
+    /// A run of this process drives the task. Changed only under the live table's lock.
+    running: AtomicBool,
+    /// The task's event channel: made for its first listener and dropped with its last, so a task
+    /// nobody listens to (a blocking send) costs no channel.
+    events: Mutex<Option<broadcast::Sender<Value>>>,
     /// The latest state, for waiters.
     state: watch::Sender<String>,
     known: Mutex<Known>,
@@ -122,8 +128,98 @@ impl Live {
     /// Sends an event to the task's streams. It is built only when someone listens: nobody does for a
     /// blocking send, which answers with the task once it is done.
     fn publish(&self, event: impl FnOnce() -> Value) {
-        if self.events.receiver_count() > 0 {
-            let _ = self.events.send(event());
+        let events = self.events.lock().expect("task events lock");
+        if let Some(sender) = events.as_ref()
+            && sender.receiver_count() > 0
+        {
+            let _ = sender.send(event());
+        }
+    }
+
+    fn has_listeners(&self) -> bool {
+        self.events.lock().expect("task events lock").is_some()
+    }
+}
+
+/// How many event streams (subscriptions and streamed sends) may be open at once: in all, and per
+/// caller identity. Each holds a share of its task's event channel, so these also bound the channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    pub max_streams: usize,
+    pub max_streams_per_client: usize,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            max_streams: 1024,
+            max_streams_per_client: 128,
+        }
+    }
+}
+
+/// The tasks this process runs or someone listens to, and the event streams open on them.
+#[derive(Default)]
+struct LiveTable {
+    tasks: HashMap<String, Arc<Live>>,
+    streams: usize,
+    streams_by_owner: HashMap<String, usize>,
+}
+
+/// Room for one event stream, taken before anything is made for it and given back when dropped.
+struct StreamPermit {
+    inner: Arc<Inner>,
+    owner: String,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        let mut table = self.inner.live.lock().expect("live tasks lock");
+        table.streams = table.streams.saturating_sub(1);
+        if let Some(count) = table.streams_by_owner.get_mut(&self.owner) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                table.streams_by_owner.remove(&self.owner);
+            }
+        }
+    }
+}
+
+/// One listener of a task's events. Dropping it (its client went away, or its stream ended) frees
+/// its share of the channel; the last one frees the channel, and the live entry if no run needs it.
+pub struct Subscription {
+    receiver: Option<broadcast::Receiver<Value>>,
+    task_id: String,
+    live: Arc<Live>,
+    permit: StreamPermit,
+}
+
+impl Subscription {
+    pub async fn recv(&mut self) -> Result<Value, broadcast::error::RecvError> {
+        match self.receiver.as_mut() {
+            Some(receiver) => receiver.recv().await,
+            None => Err(broadcast::error::RecvError::Closed),
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        drop(self.receiver.take());
+        let mut table = self.permit.inner.live.lock().expect("live tasks lock");
+        let mut events = self.live.events.lock().expect("task events lock");
+        if events.as_ref().is_some_and(|s| s.receiver_count() == 0) {
+            *events = None;
+        }
+        let idle = events.is_none() && !self.live.running.load(Ordering::Relaxed);
+        drop(events);
+        if idle
+            && table
+                .tasks
+                .get(&self.task_id)
+                .is_some_and(|live| Arc::ptr_eq(live, &self.live))
+        {
+            table.tasks.remove(&self.task_id);
         }
     }
 }
@@ -143,7 +239,7 @@ pub enum Answer {
 /// view of its run.
 pub struct Sent {
     pub task_id: String,
-    pub events: Option<broadcast::Receiver<Value>>,
+    pub events: Option<Subscription>,
     live: Arc<Live>,
 }
 
@@ -184,7 +280,8 @@ struct Inner {
     writer: BatchWriter,
     limits: TaskLimits,
     pusher: Option<crate::push::Pusher>,
-    live: Mutex<HashMap<String, Arc<Live>>>,
+    live: Mutex<LiveTable>,
+    stream_limits: StreamLimits,
 }
 
 /// A fresh id in the UUID layout, version 7 (RFC 9562): the time in milliseconds, then 74 random bits.
@@ -267,6 +364,15 @@ fn agent_message(task_id: &str, context_id: &str, text: &str) -> Value {
 
 impl Tasks {
     pub fn new(engine: Engine, limits: TaskLimits, pusher: Option<crate::push::Pusher>) -> Self {
+        Self::with_stream_limits(engine, limits, pusher, StreamLimits::default())
+    }
+
+    pub fn with_stream_limits(
+        engine: Engine,
+        limits: TaskLimits,
+        pusher: Option<crate::push::Pusher>,
+        stream_limits: StreamLimits,
+    ) -> Self {
         Tasks {
             inner: Arc::new(Inner {
                 writer: engine.store.batch_writer(),
@@ -274,6 +380,7 @@ impl Tasks {
                 limits,
                 pusher,
                 live: Mutex::default(),
+                stream_limits,
             }),
         }
     }
@@ -321,14 +428,29 @@ impl Tasks {
         blocking(move || store.list_tasks(&query)).await
     }
 
-    fn live(&self, id: &str) -> Arc<Live> {
-        let mut live = self.inner.live.lock().expect("live tasks lock");
-        live.entry(id.to_string())
+    fn table(&self) -> std::sync::MutexGuard<'_, LiveTable> {
+        self.inner.live.lock().expect("live tasks lock")
+    }
+
+    /// The live entry of a task a run of this process is about to drive. It stays in the table until
+    /// [`Tasks::run_ended`].
+    fn live_for_run(&self, id: &str) -> Arc<Live> {
+        let mut table = self.table();
+        let live = Self::entry(&mut table, id);
+        live.running.store(true, Ordering::Relaxed);
+        live
+    }
+
+    fn entry(table: &mut LiveTable, id: &str) -> Arc<Live> {
+        table
+            .tasks
+            .entry(id.to_string())
             .or_insert_with(|| {
                 Arc::new(Live {
                     cancel: CancellationToken::new(),
-                    push: std::sync::atomic::AtomicBool::new(false),
-                    events: broadcast::channel(1024).0,
+                    push: AtomicBool::new(false),
+                    running: AtomicBool::new(false),
+                    events: Mutex::default(),
                     state: watch::channel(String::new()).0,
                     known: Mutex::default(),
                 })
@@ -336,13 +458,95 @@ impl Tasks {
             .clone()
     }
 
-    fn finish(&self, id: &str) {
-        self.inner.live.lock().expect("live tasks lock").remove(id);
+    /// A run of this process stopped driving the task. A finished task leaves the table (its
+    /// listeners have had its last event); a task waiting for input stays only while someone listens.
+    fn run_ended(&self, id: &str, live: &Arc<Live>) {
+        let mut table = self.table();
+        live.running.store(false, Ordering::Relaxed);
+        let finished = is_terminal(&live.state.borrow());
+        if (finished || !live.has_listeners())
+            && table
+                .tasks
+                .get(id)
+                .is_some_and(|entry| Arc::ptr_eq(entry, live))
+        {
+            table.tasks.remove(id);
+        }
     }
 
-    /// Events of a task from now on (the caller sends the task itself first).
-    pub fn subscribe(&self, id: &str) -> broadcast::Receiver<Value> {
-        self.live(id).events.subscribe()
+    /// Takes room for one event stream of `owner`'s, or says which bound is reached.
+    fn reserve_stream(&self, owner: &str) -> Result<StreamPermit, A2aError> {
+        let limits = self.inner.stream_limits;
+        let mut table = self.table();
+        if table.streams >= limits.max_streams {
+            return Err(A2aError::TooManyStreams(format!(
+                "Portico has {} A2A event streams open, its limit (`[a2a] max_streams`); close one, or poll the task with GetTask",
+                table.streams
+            )));
+        }
+        let mine = table.streams_by_owner.get(owner).copied().unwrap_or(0);
+        if mine >= limits.max_streams_per_client {
+            return Err(A2aError::TooManyStreams(format!(
+                "this client has {mine} A2A event streams open, its limit (`[a2a] max_streams_per_client`); close one, or poll the task with GetTask"
+            )));
+        }
+        table.streams += 1;
+        *table.streams_by_owner.entry(owner.to_string()).or_default() += 1;
+        Ok(StreamPermit {
+            inner: self.inner.clone(),
+            owner: owner.to_string(),
+        })
+    }
+
+    /// Turns a permit into a listener of the task's events, making the task's channel if it has none.
+    fn attach(&self, permit: StreamPermit, id: &str, live: Option<Arc<Live>>) -> Subscription {
+        let mut table = self.table();
+        let live = live.unwrap_or_else(|| Self::entry(&mut table, id));
+        let receiver = live
+            .events
+            .lock()
+            .expect("task events lock")
+            .get_or_insert_with(|| broadcast::channel(1024).0)
+            .subscribe();
+        Subscription {
+            receiver: Some(receiver),
+            task_id: id.to_string(),
+            live,
+            permit,
+        }
+    }
+
+    /// The task `id` of `owner`'s and its events from now on (the caller sends the task itself
+    /// first). Nothing is held for a task the caller may not see or that has finished: the owner is
+    /// checked before any room is taken.
+    pub async fn subscribe(
+        &self,
+        owner: &str,
+        id: &str,
+        when_finished: &str,
+    ) -> Result<(TaskRecord, Subscription), A2aError> {
+        let finished =
+            || A2aError::Unsupported(format!("task `{id}` has finished; {when_finished}"));
+        let task = self.get(owner, id).await?;
+        if is_terminal(&task.state) {
+            return Err(finished());
+        }
+        let permit = self.reserve_stream(owner)?;
+        let subscription = self.attach(permit, id, None);
+        // Read again now that events are caught: what happened since the check is in this copy or
+        // in the events. A task that finished meanwhile frees its subscription here.
+        let task = self.get(owner, id).await?;
+        if is_terminal(&task.state) {
+            return Err(finished());
+        }
+        Ok((task, subscription))
+    }
+
+    /// How many tasks are in the live table, and how many event streams are open (for tests).
+    #[doc(hidden)]
+    pub fn live_counts(&self) -> (usize, usize) {
+        let table = self.table();
+        (table.tasks.len(), table.streams)
     }
 
     /// Starts a task for `message`, or continues the task it names. For a stream, the receiver of its
@@ -355,6 +559,11 @@ impl Tasks {
         push: Option<(Value, crate::wire::Version)>,
         answer: Answer,
     ) -> Result<Sent, A2aError> {
+        // A stream's room is taken first: a stream refused for want of it leaves nothing behind.
+        let permit = match answer {
+            Answer::Stream => Some(self.reserve_stream(owner)?),
+            Answer::AtOnce | Answer::WhenSettled => None,
+        };
         // A webhook the SSRF rules refuse is refused before anything is stored.
         if let Some((config, _)) = &push {
             let pusher = self
@@ -495,7 +704,7 @@ impl Tasks {
             }
         };
 
-        let live = self.live(&task_id);
+        let live = self.live_for_run(&task_id);
         *live.known() = known;
         if continued.is_some() && self.inner.pusher.is_some() {
             // After a restart the live entry is new: whether to push comes from the store.
@@ -505,28 +714,42 @@ impl Tasks {
                 .await
                 .is_ok_and(|c| !c.is_empty())
             {
-                live.push.store(true, std::sync::atomic::Ordering::Relaxed);
+                live.push.store(true, Ordering::Relaxed);
             }
         }
         if let Some((config, version)) = push {
-            let config = crate::push::normalise_config(&task_id, &config, version)?;
-            self.put_push_config(owner, &task_id, config).await?;
+            let registered = match crate::push::normalise_config(&task_id, &config, version) {
+                Ok(config) => self.put_push_config(owner, &task_id, config).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = registered {
+                self.run_ended(&task_id, &live);
+                return Err(error);
+            }
         }
         // A continued task still shows the state it waited in: waiters must see the new run instead.
         live.state.send_replace("TASK_STATE_SUBMITTED".into());
         let sent = Sent {
             task_id: task_id.clone(),
-            events: (answer == Answer::Stream).then(|| live.events.subscribe()),
+            events: permit.map(|permit| self.attach(permit, &task_id, Some(live.clone()))),
             live: live.clone(),
         };
         let this = self.clone();
         let text = message_text(&message);
+        let untrusted = message
+            .pointer(&format!(
+                "/metadata/{}",
+                crate::wire::UNTRUSTED_METADATA.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let run = Run {
             task_id,
             context_id,
             tool,
             text,
             conversation,
+            untrusted,
             live,
         };
         tokio::spawn(async move { this.run(run).await });
@@ -655,9 +878,14 @@ impl Tasks {
         // What the agent reports while it runs: its text, streamed into the response artifact; the
         // status and artifacts a scripted agent sets.
         let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel::<ProgressEvent>();
-        let context = ToolContext::client("a2a").with_progress(Arc::new(move |event| {
+        let mut context = ToolContext::client("a2a").with_progress(Arc::new(move |event| {
             let _ = progress.send(event);
         }));
+        // The sender acts for a tainted turn: the agent's run starts tainted, as a sub-agent's would.
+        if let Some(tool) = &run.untrusted {
+            let via = context.principal.label();
+            context.turn = Some(Arc::new(portico_pipeline::TurnState::tainted(tool, &via)));
+        }
         let pipeline = self.inner.engine.pipeline.clone();
         let tool = run.tool.clone();
         let call = tokio::spawn(async move {
@@ -737,7 +965,7 @@ impl Tasks {
         let outcome = match outcome {
             None => {
                 self.set_status(&run, "TASK_STATE_CANCELED", None).await;
-                self.finish(&run.task_id);
+                self.run_ended(&run.task_id, &run.live);
                 return;
             }
             Some(Err(join)) => Err(format!("the agent's run failed: {join}")),
@@ -792,10 +1020,7 @@ impl Tasks {
                 }
             }
         }
-        let state = run.live.state.borrow().clone();
-        if is_terminal(&state) {
-            self.finish(&run.task_id);
-        }
+        self.run_ended(&run.task_id, &run.live);
     }
 
     /// Registers a push notification config (already normalised) for a task the caller owns.
@@ -816,9 +1041,10 @@ impl Tasks {
         let (id, stored) = (task_id.to_string(), config.clone());
         let config_id = config["id"].as_str().unwrap_or_default().to_string();
         blocking(move || store.put_push_config(&id, &config_id, &stored)).await?;
-        self.live(task_id)
-            .push
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        // A run or a listener of this process has the task live; any later run reads the store.
+        if let Some(live) = self.table().tasks.get(task_id) {
+            live.push.store(true, Ordering::Relaxed);
+        }
         Ok(config)
     }
 
@@ -854,13 +1080,7 @@ impl Tasks {
                 state: crate::wire::state_to_v03(&task.state).to_string(),
             });
         }
-        let running = self
-            .inner
-            .live
-            .lock()
-            .expect("live tasks lock")
-            .get(id)
-            .cloned();
+        let running = self.table().tasks.get(id).cloned();
         match running {
             Some(live) if !is_interrupted(&task.state) => {
                 let mut state = live.state.subscribe();
@@ -868,17 +1088,18 @@ impl Tasks {
                 let _ = state.wait_for(|s| is_terminal(s)).await;
             }
             _ => {
-                let live = self.live(id);
+                let live = self.live_for_run(id);
                 let run = Run {
                     task_id: id.to_string(),
                     context_id: task.context_id.clone(),
                     tool: String::new(),
                     text: String::new(),
                     conversation: None,
+                    untrusted: None,
                     live,
                 };
                 self.set_status(&run, "TASK_STATE_CANCELED", None).await;
-                self.finish(id);
+                self.run_ended(id, &run.live);
             }
         }
         self.get(owner, id).await
@@ -891,6 +1112,8 @@ struct Run {
     tool: String,
     text: String,
     conversation: Option<String>,
+    /// The sender's turn had read untrusted output from this tool (see `wire::UNTRUSTED_METADATA`).
+    untrusted: Option<String>,
     live: Arc<Live>,
 }
 
@@ -924,6 +1147,9 @@ rules = [
       { status = { state = "working", message = "thinking" } },
       { reply = "thought" } ] },
   { when = { text = "^hang" }, steps = [ { wait_ms = 600000 }, { reply = "never" } ] },
+  { when = { text = "^ask" }, steps = [
+      { status = { state = "input-required", message = "which colour?" } },
+      { reply = "which colour?" } ] },
   { when = {}, steps = [ { reply = "echo: {{message}}" } ] },
 ]
 "#;
@@ -1047,6 +1273,68 @@ rules = [
         assert!(conversations.len() <= 1, "{conversations:?}");
         assert_eq!(engine.store.task_count().unwrap(), (1, 1));
         assert!(engine.store.task(&running.task_id).unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_waiting_task_is_live_only_while_someone_listens() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let tasks = Tasks::new(engine.clone(), TaskLimits::default(), None);
+        let mut sent = tasks
+            .send("alice", "echo", message("ask me"), None, Answer::Stream)
+            .await
+            .unwrap();
+        assert_eq!(tasks.live_counts(), (1, 1));
+        sent.settled().await;
+        let events = sent.events.take().expect("a stream's events");
+        // The run ended waiting for input; the stream still listens.
+        let (id, finished) = (sent.task_id.clone(), "poll it");
+        drop(sent);
+        wait_for(&tasks, (1, 1)).await;
+        drop(events);
+        assert_eq!(tasks.live_counts(), (0, 0), "the last listener freed it");
+
+        let (task, first) = tasks.subscribe("alice", &id, finished).await.unwrap();
+        assert_eq!(task.state, "TASK_STATE_INPUT_REQUIRED");
+        let (_, second) = tasks.subscribe("alice", &id, finished).await.unwrap();
+        assert_eq!(tasks.live_counts(), (1, 2));
+        let refused = tasks.subscribe("bob", &id, finished).await.err().unwrap();
+        assert_eq!(refused, A2aError::TaskNotFound(id.clone()));
+        assert_eq!(tasks.live_counts(), (1, 2));
+        drop(first);
+        assert_eq!(tasks.live_counts(), (1, 1));
+        drop(second);
+        assert_eq!(tasks.live_counts(), (0, 0));
+
+        // A finished task is refused, and holds nothing.
+        let mut done = message("red");
+        done["taskId"] = json!(id);
+        let sent = tasks
+            .send("alice", "echo", done, None, Answer::WhenSettled)
+            .await
+            .unwrap();
+        sent.settled().await;
+        drop(sent);
+        wait_for(&tasks, (0, 0)).await;
+        let refused = tasks.subscribe("alice", &id, finished).await.err().unwrap();
+        assert_eq!(
+            refused,
+            A2aError::Unsupported(format!("task `{id}` has finished; poll it"))
+        );
+        assert_eq!(tasks.live_counts(), (0, 0));
+    }
+
+    /// The run leaves the live table just after it sets the state a waiter sees.
+    async fn wait_for(tasks: &Tasks, counts: (usize, usize)) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while tasks.live_counts() != counts {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                tasks.live_counts()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     fn text_of(artifact: &Value) -> &str {

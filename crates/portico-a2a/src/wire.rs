@@ -21,6 +21,11 @@ impl Version {
     }
 }
 
+/// The message metadata key that says the sender's turn had read untrusted output (its value: the
+/// tool). Portico's A2A server starts the run of such a message tainted; a client can only make its
+/// own task stricter by setting it.
+pub const UNTRUSTED_METADATA: &str = "portico/untrusted";
+
 pub const STATES: &[(&str, &str)] = &[
     ("TASK_STATE_SUBMITTED", "submitted"),
     ("TASK_STATE_WORKING", "working"),

@@ -296,7 +296,12 @@ impl AgentRuntime {
             .into_iter()
             .map(|entry| tool_spec(&entry))
             .collect();
-        let turn = Arc::new(TurnState::default());
+        // A run on behalf of a tainted turn (an agent calling this one) starts tainted: otherwise an
+        // agent refused a sensitive call could have this one make it.
+        let turn = Arc::new(TurnState::started_by(
+            context.turn.as_deref(),
+            &context.principal.label(),
+        ));
         let tool_context = ToolContext {
             principal,
             relay: context.relay.clone(),

@@ -57,6 +57,13 @@ pub struct A2aSection {
     /// ones never.
     #[serde(default = "default_max_tasks")]
     pub max_tasks: usize,
+    /// How many A2A event streams (task subscriptions and streamed sends) may be open at once, in
+    /// all; one more is refused with 503 until one closes.
+    #[serde(default = "default_max_streams")]
+    pub max_streams: usize,
+    /// The same, per client identity (the credential it presents).
+    #[serde(default = "default_max_streams_per_client")]
+    pub max_streams_per_client: usize,
     #[serde(default)]
     pub external_agents: Vec<ExternalAgentConfig>,
     /// Lets push-notification webhooks be on loopback or private addresses (cloud metadata and
@@ -73,6 +80,14 @@ fn default_max_tasks() -> usize {
     10_000
 }
 
+fn default_max_streams() -> usize {
+    1024
+}
+
+fn default_max_streams_per_client() -> usize {
+    128
+}
+
 impl Default for A2aSection {
     fn default() -> Self {
         A2aSection {
@@ -81,6 +96,8 @@ impl Default for A2aSection {
             public_url: None,
             primary_agent: None,
             max_tasks: default_max_tasks(),
+            max_streams: default_max_streams(),
+            max_streams_per_client: default_max_streams_per_client(),
             external_agents: Vec::new(),
             push_allow_private_network: false,
         }

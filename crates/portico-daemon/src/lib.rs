@@ -15,6 +15,7 @@ mod in_flight;
 mod info;
 mod legacy_sse;
 mod listener;
+mod panics;
 mod rate_limit;
 mod security;
 mod sessions;
@@ -207,10 +208,12 @@ fn router(
             rate_limit::check,
         ));
     }
-    router.layer(axum::middleware::from_fn_with_state(
-        door.policy.clone(),
-        security::check,
-    ))
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            door.policy.clone(),
+            security::check,
+        ))
+        .layer(panics::layer())
 }
 
 /// The A2A door's settings: card URLs come from `[a2a] public_url`, else the address the door is bound
@@ -234,6 +237,10 @@ fn a2a_options(config: &Config, door: &DoorConfig) -> portico_a2a::A2aOptions {
         primary_agent: config.a2a.primary_agent.clone(),
         max_tasks: config.a2a.max_tasks,
         push_allow_private_network: config.a2a.push_allow_private_network,
+        streams: portico_a2a::StreamLimits {
+            max_streams: config.a2a.max_streams,
+            max_streams_per_client: config.a2a.max_streams_per_client,
+        },
     }
 }
 

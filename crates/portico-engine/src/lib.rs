@@ -17,7 +17,7 @@ use std::time::Duration;
 use portico_agents::{Agent, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose};
 use portico_config::{Config, agent_tool_name};
 use portico_hub::{Hub, HubSettings, StopGrace};
-use portico_net::{LazyClient, NetPolicy, SafeClient};
+use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
     AuditKey, HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy,
     ToolPatterns, ToolSource,
@@ -159,14 +159,18 @@ impl Engine {
             } else {
                 NetPolicy::public_only()
             };
-            let web = http_client(web_policy);
+            let web = http_client(web_policy, CredentialScope::Nowhere);
             portico_builtins::register(&local, &settings, store.clone(), web)?;
         }
 
         // Model endpoints are the operator's own configuration, and local model servers (Ollama,
         // vLLM, llama.cpp) live on loopback or the LAN, so private addresses are allowed; cloud
         // metadata and link-local addresses stay blocked.
-        let models = http_client(NetPolicy::allow_private_network());
+        // Every model request carries its API key: no redirect may take it to another origin.
+        let models = http_client(
+            NetPolicy::allow_private_network(),
+            CredentialScope::Everywhere,
+        );
         let mut agents = Vec::new();
         for agent in config.agents.iter().filter(|a| a.enabled) {
             let patterns =
@@ -251,10 +255,11 @@ impl Engine {
 
 /// An outbound client built on first use (building one loads TLS roots, which start-up should not
 /// wait for).
-fn http_client(policy: NetPolicy) -> LazyClient {
+fn http_client(policy: NetPolicy, credentials: CredentialScope) -> LazyClient {
     LazyClient::new(move || {
         SafeClient::builder()
             .policy(policy.clone())
+            .credentials(credentials.clone())
             .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
             .build()

@@ -246,7 +246,8 @@ pub(crate) fn net_refusal(provider: &str, err: NetError) -> LlmError {
         },
         NetError::UnsupportedScheme { .. }
         | NetError::MissingHost { .. }
-        | NetError::TooManyRedirects { .. } => LlmError::Blocked {
+        | NetError::TooManyRedirects { .. }
+        | NetError::CredentialsCrossOrigin { .. } => LlmError::Blocked {
             provider,
             rule: None,
             detail: err.to_string(),

@@ -30,10 +30,10 @@
 //! credentials), is sent. A hostile or compromised server must not be able to point us at another
 //! host, so the endpoint must have the same origin (scheme, host and port) as the configured SSE
 //! URL; anything else fails [`connect`] with [`LegacySseError::CrossOriginEndpoint`]. The HTTP client
-//! is the caller's (Portico passes its SSRF-guarded client), and a client cannot refuse redirects per
-//! request, so a POST that is *redirected* to another origin is detected after the fact and reported
-//! as [`LegacySseError::PostRedirected`]; reqwest itself strips `Authorization` and cookies on such a
-//! redirect.
+//! is the caller's: Portico passes its SSRF-guarded client, scoped to the configured origin when
+//! headers are configured, which refuses a redirect that would take them elsewhere. A client that
+//! follows one anyway (no headers, or another client) has its POST reported as
+//! [`LegacySseError::PostRedirected`].
 //!
 //! # Lifecycle
 //!

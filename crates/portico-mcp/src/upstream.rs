@@ -8,7 +8,7 @@ use portico_config::{McpServerConfig, Transport, expand_vars};
 use portico_core::{
     JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef, to_object,
 };
-use portico_net::{NetPolicy, SafeClient};
+use portico_net::{CredentialScope, NetPolicy, SafeClient};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, CompleteRequestParams, GetExtensions,
     GetPromptRequestParams, InputRequest, InputRequests, InputResponses, ProtocolVersion,
@@ -183,7 +183,7 @@ impl Upstream {
                 ))
             }
             Transport::Http { url, headers } => {
-                let client = safe_client(config)?;
+                let client = safe_client(config, url, headers)?;
                 let url = check_url(server, &client, url)?;
                 let headers = expand_headers(server, headers)?;
                 let transport = streamable_transport(&client, &url, &headers)?;
@@ -204,7 +204,7 @@ impl Upstream {
                 ))
             }
             Transport::Sse { url, headers } => {
-                let client = safe_client(config)?;
+                let client = safe_client(config, url, headers)?;
                 let url = check_url(server, &client, url)?;
                 let headers = expand_headers(server, headers)?;
                 // Many URLs labelled "sse" really speak Streamable HTTP; the spec's backwards-compatibility
@@ -250,10 +250,10 @@ impl Upstream {
                     },
                 )
                 .await
-                .map_err(|e| match client.last_refusal() {
-                    Some(blocked) => UpstreamError::Refused {
+                .map_err(|e| match client.last_refusal_message() {
+                    Some(message) => UpstreamError::Refused {
                         server: server.to_string(),
-                        message: blocked.to_string(),
+                        message,
                     },
                     None => UpstreamError::Handshake {
                     server: server.to_string(),
@@ -769,14 +769,28 @@ fn lifecycle_for(config: &McpServerConfig) -> ClientLifecycleMode {
     }
 }
 
-fn safe_client(config: &McpServerConfig) -> Result<SafeClient, UpstreamError> {
-    SafeClient::new(NetPolicy {
-        allow_private: config.allow_private_network,
-    })
-    .map_err(|e| UpstreamError::Config {
-        server: config.name.clone(),
-        message: format!("cannot build HTTP client: {e}"),
-    })
+/// The server's client. Its configured headers (credentials, usually) go to its URL's origin only:
+/// a redirect to another origin is refused rather than followed with them.
+fn safe_client(
+    config: &McpServerConfig,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<SafeClient, UpstreamError> {
+    let credentials = match url::Url::parse(url) {
+        Ok(url) => CredentialScope::for_url(&url, !headers.is_empty()),
+        // `check_url` refuses it next, saying why.
+        Err(_) => CredentialScope::Everywhere,
+    };
+    SafeClient::builder()
+        .policy(NetPolicy {
+            allow_private: config.allow_private_network,
+        })
+        .credentials(credentials)
+        .build()
+        .map_err(|e| UpstreamError::Config {
+            server: config.name.clone(),
+            message: format!("cannot build HTTP client: {e}"),
+        })
 }
 
 fn check_url(server: &str, client: &SafeClient, url: &str) -> Result<url::Url, UpstreamError> {
@@ -836,12 +850,12 @@ fn handshake_error_via(
 ) -> UpstreamError {
     let message = error_chain(&error);
     let refusal = portico_net::blocked_in_error_chain(&error)
-        .cloned()
-        .or_else(|| client.and_then(SafeClient::last_refusal));
-    if let Some(blocked) = refusal {
+        .map(ToString::to_string)
+        .or_else(|| client.and_then(SafeClient::last_refusal_message));
+    if let Some(message) = refusal {
         return UpstreamError::Refused {
             server: server.to_string(),
-            message: blocked.to_string(),
+            message,
         };
     }
     UpstreamError::Handshake {

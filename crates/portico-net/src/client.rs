@@ -17,6 +17,45 @@ pub const MAX_REDIRECTS: usize = 10;
 
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Which requests of a client carry configured headers (API keys, tokens): they must not follow a
+/// redirect to another origin, since reqwest keeps such headers across origins (it strips only
+/// `Authorization`, cookies and their kin). A redirect policy cannot take headers off a request, so
+/// such a hop is refused ([`NetError::CredentialsCrossOrigin`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CredentialScope {
+    /// No configured headers: redirects are followed wherever the policy allows.
+    #[default]
+    Nowhere,
+    /// Requests to this origin carry them (requests elsewhere go without, and may be redirected).
+    Origin(url::Origin),
+    /// Every request carries them.
+    Everywhere,
+}
+
+impl CredentialScope {
+    /// The scope of headers configured for `url`: its origin, or none if `headers_present` is false.
+    pub fn for_url(url: &Url, headers_present: bool) -> Self {
+        if headers_present {
+            CredentialScope::Origin(url.origin())
+        } else {
+            CredentialScope::Nowhere
+        }
+    }
+
+    /// Whether a redirect chain that started at `first` may go on to `next`.
+    fn allows(&self, first: &Url, next: &Url) -> Result<(), url::Origin> {
+        let carried = match self {
+            CredentialScope::Nowhere => return Ok(()),
+            CredentialScope::Origin(origin) => (first.origin() == *origin).then(|| origin.clone()),
+            CredentialScope::Everywhere => Some(first.origin()),
+        };
+        match carried {
+            Some(origin) if next.origin() != origin => Err(origin),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Check a URL without touching DNS: scheme, blocked host names, and IP
 /// literals (in any spelling `url` accepts, which it normalises to the
 /// address). Host names still have to get past the resolver when used.
@@ -100,6 +139,12 @@ impl SafeClient {
         self.refusals.last()
     }
 
+    /// The last refusal of any kind this client made (an address, or configured headers kept from
+    /// another origin), as the message to show.
+    pub fn last_refusal_message(&self) -> Option<String> {
+        self.refusals.last_message()
+    }
+
     /// [`check_url`] under this client's policy.
     pub fn check_url(&self, url: &str) -> Result<Url, NetError> {
         check_url(url, &self.policy)
@@ -146,6 +191,7 @@ impl SafeClient {
 /// Configures a [`SafeClient`]. The checks themselves are not configurable.
 pub struct SafeClientBuilder {
     policy: NetPolicy,
+    credentials: CredentialScope,
     resolver: Arc<dyn HostResolver>,
     timeout: Option<Duration>,
     connect_timeout: Duration,
@@ -156,6 +202,7 @@ impl Default for SafeClientBuilder {
     fn default() -> Self {
         Self {
             policy: NetPolicy::default(),
+            credentials: CredentialScope::Nowhere,
             resolver: Arc::new(SystemResolver),
             timeout: None,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -178,6 +225,12 @@ impl fmt::Debug for SafeClientBuilder {
 impl SafeClientBuilder {
     pub fn policy(mut self, policy: NetPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Which requests carry configured headers, whose redirects must stay on their origin.
+    pub fn credentials(mut self, scope: CredentialScope) -> Self {
+        self.credentials = scope;
         self
     }
 
@@ -212,7 +265,10 @@ impl SafeClientBuilder {
         let redirect_policy = {
             let policy = policy.clone();
             let refusals = refusals.clone();
-            redirect::Policy::custom(move |attempt| check_redirect(attempt, &policy, &refusals))
+            let credentials = self.credentials;
+            redirect::Policy::custom(move |attempt| {
+                check_redirect(attempt, &policy, &credentials, &refusals)
+            })
         };
         let mut builder = reqwest::Client::builder()
             // A proxy would resolve and connect on our behalf, out of reach
@@ -246,6 +302,7 @@ impl SafeClientBuilder {
 fn check_redirect(
     attempt: redirect::Attempt<'_>,
     policy: &NetPolicy,
+    credentials: &CredentialScope,
     refusals: &crate::error::RefusalLog,
 ) -> redirect::Action {
     // `previous` starts with the original URL and gains one entry per hop,
@@ -256,6 +313,18 @@ fn check_redirect(
             url,
             max: MAX_REDIRECTS,
         });
+    }
+    if let Some(first) = attempt.previous().first()
+        && let Err(origin) = credentials.allows(first, attempt.url())
+    {
+        let error = NetError::CredentialsCrossOrigin {
+            from: attempt.previous().last().unwrap_or(first).to_string(),
+            to: attempt.url().to_string(),
+            origin: origin.ascii_serialization(),
+        };
+        tracing::debug!("{error}");
+        refusals.record_other(&error);
+        return attempt.error(error);
     }
     match check_parsed_url(attempt.url(), policy) {
         Ok(()) => attempt.follow(),

@@ -29,6 +29,16 @@ pub enum NetError {
     #[error("refused {url}: more than {max} redirects")]
     TooManyRedirects { url: String, max: usize },
 
+    /// A redirect would take configured headers (credentials) to another origin than theirs.
+    #[error(
+        "refused redirect from {from} to {to}: the request carries configured headers meant only for {origin}, and following would send them to another origin; if the service moved, configure its new URL"
+    )]
+    CredentialsCrossOrigin {
+        from: String,
+        to: String,
+        origin: String,
+    },
+
     #[error("could not build the HTTP client: {0}")]
     Build(#[source] reqwest::Error),
 
@@ -61,6 +71,13 @@ impl NetError {
                 url: url.clone(),
                 max: *max,
             },
+            NetError::CredentialsCrossOrigin { from, to, origin } => {
+                NetError::CredentialsCrossOrigin {
+                    from: from.clone(),
+                    to: to.clone(),
+                    origin: origin.clone(),
+                }
+            }
             NetError::InvalidUrl { .. } | NetError::Build(_) | NetError::Http(_) => return None,
         })
     }
@@ -412,16 +429,43 @@ mod tests {
 /// says "error following redirect" or "dns error" without the rule. Each client keeps its last refusal
 /// so the caller can still tell the user which rule refused which address.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RefusalLog(std::sync::Arc<std::sync::Mutex<Option<BlockedAddress>>>);
+pub(crate) struct RefusalLog(std::sync::Arc<std::sync::Mutex<Option<Refusal>>>);
+
+#[derive(Debug, Clone)]
+enum Refusal {
+    Blocked(BlockedAddress),
+    /// Another refusal of the redirect policy (credentials leaving their origin), as its message.
+    Other(String),
+}
 
 impl RefusalLog {
     pub(crate) fn record(&self, refusal: &BlockedAddress) {
+        self.set(Refusal::Blocked(refusal.clone()));
+    }
+
+    pub(crate) fn record_other(&self, refusal: &NetError) {
+        self.set(Refusal::Other(refusal.to_string()));
+    }
+
+    fn set(&self, refusal: Refusal) {
         if let Ok(mut last) = self.0.lock() {
-            *last = Some(refusal.clone());
+            *last = Some(refusal);
         }
     }
 
+    /// The last refusal, if it was of an address.
     pub(crate) fn last(&self) -> Option<BlockedAddress> {
-        self.0.lock().ok().and_then(|last| last.clone())
+        match self.0.lock().ok()?.as_ref()? {
+            Refusal::Blocked(blocked) => Some(blocked.clone()),
+            Refusal::Other(_) => None,
+        }
+    }
+
+    /// The last refusal of any kind, as the user should read it.
+    pub(crate) fn last_message(&self) -> Option<String> {
+        match self.0.lock().ok()?.as_ref()? {
+            Refusal::Blocked(blocked) => Some(blocked.to_string()),
+            Refusal::Other(message) => Some(message.clone()),
+        }
     }
 }

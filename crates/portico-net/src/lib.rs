@@ -10,6 +10,8 @@
 //!   window); IP-literal hosts, which skip the resolver, are checked
 //!   explicitly, and a connector guard re-checks the peer of every socket;
 //! - each redirect hop is re-checked, and at most [`MAX_REDIRECTS`] are followed;
+//! - a request carrying configured headers (see [`CredentialScope`]) never follows a redirect to
+//!   another origin, since reqwest would take those headers along;
 //! - cloud metadata, link-local, unspecified, multicast, broadcast and
 //!   reserved destinations are always refused; loopback and private ranges
 //!   only with `allow_private`;
@@ -30,7 +32,7 @@ mod lazy;
 mod policy;
 mod resolve;
 
-pub use client::{MAX_REDIRECTS, SafeClient, SafeClientBuilder, check_url};
+pub use client::{CredentialScope, MAX_REDIRECTS, SafeClient, SafeClientBuilder, check_url};
 pub use error::{BlockedAddress, NetError, blocked_in_error_chain};
 pub use lazy::LazyClient;
 pub use policy::{

@@ -144,23 +144,65 @@ impl ToolPatterns {
 /// What an agent's current turn (one incoming message, through to its answer) has read. The taint rule
 /// uses it: content from outside Portico's trust boundary may carry instructions that try to steer the
 /// agent into sensitive actions.
+///
+/// A turn started on a tainted turn's behalf (a sub-agent it called, an A2A message it sent to a
+/// Portico) starts tainted: otherwise the first agent could have another one do what it was refused.
 #[derive(Debug, Default)]
 pub struct TurnState {
-    untrusted_from: Mutex<Option<String>>,
+    untrusted_from: Mutex<Option<Untrusted>>,
+}
+
+/// Where a turn's untrusted content came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted {
+    /// The tool whose output was untrusted.
+    pub tool: String,
+    /// Who read it, when it was not this turn: the caller whose tainted turn started this one.
+    pub via: Option<String>,
 }
 
 impl TurnState {
+    /// A turn started by `caller` on behalf of `parent` (the caller's turn, if it has one): tainted
+    /// if that turn is, naming the first turn that read the untrusted content.
+    pub fn started_by(parent: Option<&TurnState>, caller: &str) -> TurnState {
+        let inherited = parent.and_then(TurnState::untrusted).map(|from| Untrusted {
+            via: Some(from.via.unwrap_or_else(|| caller.to_string())),
+            tool: from.tool,
+        });
+        TurnState {
+            untrusted_from: Mutex::new(inherited),
+        }
+    }
+
+    /// A turn that starts tainted: what started it had read untrusted output from `tool`.
+    pub fn tainted(tool: &str, via: &str) -> TurnState {
+        TurnState {
+            untrusted_from: Mutex::new(Some(Untrusted {
+                tool: tool.to_string(),
+                via: Some(via.to_string()),
+            })),
+        }
+    }
+
     /// Records that the turn has read untrusted output from `tool`; the first source is kept, since
     /// it is the one to report.
     pub fn mark_untrusted(&self, tool: &str) {
         let mut from = self.untrusted_from.lock().expect("turn state lock");
         if from.is_none() {
-            *from = Some(tool.to_string());
+            *from = Some(Untrusted {
+                tool: tool.to_string(),
+                via: None,
+            });
         }
     }
 
-    /// The first tool whose untrusted output this turn read, if any.
+    /// The first tool whose untrusted output this turn read (or the turn that started it), if any.
     pub fn untrusted_source(&self) -> Option<String> {
+        self.untrusted().map(|from| from.tool)
+    }
+
+    /// Where this turn's untrusted content came from, if it has any.
+    pub fn untrusted(&self) -> Option<Untrusted> {
         self.untrusted_from.lock().expect("turn state lock").clone()
     }
 }
@@ -362,5 +404,28 @@ mod tests {
         turn.mark_untrusted("web_fetch");
         turn.mark_untrusted("mcp_x_y");
         assert_eq!(turn.untrusted_source().as_deref(), Some("web_fetch"));
+    }
+
+    #[test]
+    fn a_turn_started_by_a_tainted_turn_is_tainted_and_names_the_first_reader() {
+        let clean = TurnState::default();
+        assert_eq!(
+            TurnState::started_by(Some(&clean), "agent:a").untrusted(),
+            None
+        );
+        assert_eq!(TurnState::started_by(None, "client:a2a").untrusted(), None);
+        let reader = TurnState::default();
+        reader.mark_untrusted("web_fetch");
+        let child = TurnState::started_by(Some(&reader), "agent:reader");
+        let grandchild = TurnState::started_by(Some(&child), "agent:child");
+        let expected = Untrusted {
+            tool: "web_fetch".into(),
+            via: Some("agent:reader".into()),
+        };
+        assert_eq!(child.untrusted(), Some(expected.clone()));
+        assert_eq!(grandchild.untrusted(), Some(expected));
+        // What the child reads itself does not replace what it started with.
+        child.mark_untrusted("mcp_x_y");
+        assert_eq!(child.untrusted_source().as_deref(), Some("web_fetch"));
     }
 }

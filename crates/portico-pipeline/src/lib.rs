@@ -23,7 +23,7 @@ mod source;
 pub use audit::{AuditKey, AuditSink, arguments_digest};
 pub use context::{
     AgentScope, PatternError, Principal, ProgressEvent, ProgressMessages, ProgressSink,
-    ToolContext, ToolPatterns, TurnState, credential_identity,
+    ToolContext, ToolPatterns, TurnState, Untrusted, credential_identity,
 };
 pub use hub_source::HubTools;
 pub use local::{LocalTool, LocalTools, ToolFailure, error_result};

@@ -77,14 +77,21 @@ impl Policy for TaintPolicy {
             if !sensitive {
                 return PolicyDecision::Allow;
             }
-            let Some(source) = request.turn.and_then(|turn| turn.untrusted_source()) else {
+            let Some(from) = request.turn.and_then(|turn| turn.untrusted()) else {
                 return PolicyDecision::Allow;
             };
-            let reason = format!(
-                "`{}` is sensitive and this turn has read untrusted content from `{source}`, which \
-                 may be trying to steer the agent",
-                request.entry.name
-            );
+            let name = &request.entry.name;
+            let source = &from.tool;
+            let reason = match &from.via {
+                None => format!(
+                    "`{name}` is sensitive and this turn has read untrusted content from `{source}`, \
+                     which may be trying to steer the agent"
+                ),
+                Some(via) => format!(
+                    "`{name}` is sensitive and this turn was started by `{via}`, whose turn had read \
+                     untrusted content from `{source}`, which may be trying to steer the agent"
+                ),
+            };
             match self.mode {
                 TaintMode::RequireApproval => PolicyDecision::RequireApproval(reason),
                 _ => PolicyDecision::Deny(reason),

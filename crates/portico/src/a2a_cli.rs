@@ -246,6 +246,7 @@ async fn send(
         task_id: task,
         context_id: context,
         timeout: None,
+        untrusted: None,
     };
     let outcome = client.send(&card, &request, &on_event).await?;
 

@@ -591,7 +591,9 @@ async fn credentials_go_only_to_the_configured_origin() {
             {"url": rpc, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]})
     })
     .await;
-    let client = client(&[("Authorization", "Bearer s3cret")]).headers_only_for(&home.base);
+    let client = client(&[("Authorization", "Bearer s3cret")])
+        .headers_only_for(&home.base)
+        .unwrap();
     let card = client.discover(&home.base).await.unwrap();
     client
         .send(&card, &SendRequest::new("hello"), &|_| {})
@@ -639,5 +641,68 @@ async fn configured_headers_are_expanded_and_sent() {
         missing.to_string(),
         "header `Authorization`: environment variable `FAKE_TOKEN` is referenced as ${FAKE_TOKEN} \
          but is not set; export it before starting Portico"
+    );
+}
+
+#[tokio::test]
+async fn a_card_redirected_to_another_origin_gets_no_configured_headers() {
+    // The second origin (127.0.0.1 on another port) serves a card and records the credentials.
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    let second = Router::new().fallback(move |headers: HeaderMap| {
+        let record = record.clone();
+        async move {
+            for name in ["x-api-key", "authorization"] {
+                if let Some(value) = headers.get(name) {
+                    record
+                        .lock()
+                        .unwrap()
+                        .push(format!("{name}: {}", value.to_str().unwrap_or_default()));
+                }
+            }
+            axum::Json(v1_card("http://127.0.0.1:9", false)).into_response()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let second_base = format!("http://{}", listener.local_addr().unwrap());
+    let second_server = tokio::spawn(async move { axum::serve(listener, second).await.unwrap() });
+    // The configured origin sends every request there with a 307.
+    let target = second_base.clone();
+    let first = Router::new().fallback(move |uri: axum::http::Uri| {
+        let location = format!("{target}{}", uri.path());
+        async move {
+            (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(header::LOCATION, location)],
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let first_base = format!("http://{}", listener.local_addr().unwrap());
+    let first_server = tokio::spawn(async move { axum::serve(listener, first).await.unwrap() });
+
+    let config = ExternalAgentConfig {
+        name: "moved".into(),
+        url: first_base.clone(),
+        headers: [
+            ("X-Api-Key".to_string(), "s3cret".to_string()),
+            ("Authorization".to_string(), "Bearer t0ken".to_string()),
+        ]
+        .into_iter()
+        .collect(),
+        timeout_secs: 20,
+        allow_private_network: true,
+    };
+    let client = A2aClient::for_agent(&config, &|_| None).unwrap();
+    let discovered = client.discover(&first_base).await;
+    first_server.abort();
+    second_server.abort();
+    assert_eq!(*seen.lock().unwrap(), Vec::<String>::new());
+    let error = discovered.unwrap_err().to_string();
+    assert!(
+        error.contains(&format!(
+            "the request carries configured headers meant only for {first_base}"
+        )),
+        "{error}"
     );
 }

@@ -900,3 +900,74 @@ async fn rate_limits_answer_429_with_retry_after_and_recover() {
     }
     assert_eq!(statuses[3], 429, "{statuses:?}");
 }
+
+/// A message that is not an object (a string, an array, a number), to the legacy `tasks/send` in both
+/// envelopes and to `SendMessage`: each gets a clear error naming what was wrong, and the daemon goes
+/// on serving. The legacy route used to panic on it, and the connection died with an empty reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_is_not_an_object_is_refused_not_a_panic() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    for (message, kind) in [
+        (json!("hi"), "a string"),
+        (json!(["hi"]), "an array"),
+        (json!(7), "a number"),
+    ] {
+        let plain = http()
+            .post(format!("{base}/a2a/tasks/send"))
+            .json(&json!({"id": "1", "message": message}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(plain.status(), 400, "{message}");
+        let error: Value = plain.json().await.unwrap();
+        let text = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("`message` must be an object") && text.contains(kind),
+            "{error}"
+        );
+        let enveloped = http()
+            .post(format!("{base}/a2a/tasks/send"))
+            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/send", "params": {"id": "1", "message": message}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(enveloped.status(), 200);
+        let error: Value = enveloped.json().await.unwrap();
+        assert_eq!(error["id"], 9);
+        assert_eq!(error["error"]["code"], -32602, "{error}");
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(kind)),
+            "{error}"
+        );
+        let rpc_error = rpc(
+            &base,
+            "SendMessage",
+            json!({"message": message}),
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(rpc_error["error"]["code"], -32602, "{rpc_error}");
+        assert!(
+            rpc_error["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("`message` must be an object") && m.contains(kind)),
+            "{rpc_error}"
+        );
+    }
+    // Still serving.
+    let legacy: Value = http()
+        .post(format!("{base}/a2a/tasks/send"))
+        .json(&json!({"id": "2", "message": {"role": "user", "parts": [{"type": "text", "text": "still here"}]}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(legacy["status"]["state"], "completed", "{legacy}");
+}
