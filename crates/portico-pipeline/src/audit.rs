@@ -20,26 +20,43 @@ impl AuditSink for AuditWriter {
 /// password) is reversed by hashing every guess, and `/api/audit` shows the digests; keyed with a
 /// per-install secret, equal arguments still match each other but no guess can be checked without it.
 #[derive(Clone)]
-pub struct AuditKey([u8; 32]);
+pub struct AuditKey {
+    /// The MAC with the key already absorbed: cloning it per call saves hashing the padded key twice.
+    keyed: Hmac<Sha256>,
+}
 
 impl AuditKey {
     /// The install's key, as kept in its data dir (`portico_store::load_or_create_secret`).
     pub fn new(secret: [u8; 32]) -> Self {
-        AuditKey(secret)
+        AuditKey {
+            keyed: Hmac::<Sha256>::new_from_slice(&secret).expect("HMAC takes keys of any size"),
+        }
     }
 
     /// A key for this process only: for a pipeline without a data dir, whose digests need not match
     /// across runs.
     pub fn ephemeral() -> Self {
-        AuditKey(rand::random())
+        AuditKey::new(rand::random())
     }
 
     /// HMAC-SHA256 of the canonical arguments, cut to 16 bytes (32 hex digits).
     pub fn digest(&self, arguments: &Value) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes keys of any size");
-        mac.update(canonical(arguments).as_bytes());
-        let tag = mac.finalize().into_bytes();
-        tag.iter().take(16).map(|b| format!("{b:02x}")).collect()
+        let mut canonical_bytes = Vec::with_capacity(64);
+        write_canonical(arguments, &mut canonical_bytes);
+        self.digest_bytes(&canonical_bytes)
+    }
+
+    /// [`AuditKey::digest`] of an object, without building a `Value` of it.
+    pub fn digest_object(&self, arguments: &serde_json::Map<String, Value>) -> String {
+        let mut canonical_bytes = Vec::with_capacity(64);
+        write_canonical_object(arguments, &mut canonical_bytes);
+        self.digest_bytes(&canonical_bytes)
+    }
+
+    fn digest_bytes(&self, canonical_bytes: &[u8]) -> String {
+        let mut mac = self.keyed.clone();
+        mac.update(canonical_bytes);
+        hex16(&mac.finalize().into_bytes())
     }
 }
 
@@ -53,28 +70,54 @@ impl std::fmt::Debug for AuditKey {
 /// never stored or shown (the audit log uses [`AuditKey::digest`]). The arguments are serialised with
 /// sorted keys so the same object gives the same digest.
 pub fn arguments_digest(arguments: &Value) -> String {
-    let canonical = canonical(arguments);
-    let hash = Sha256::digest(canonical.as_bytes());
-    hash.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    let mut canonical_bytes = Vec::with_capacity(64);
+    write_canonical(arguments, &mut canonical_bytes);
+    hex16(&Sha256::digest(&canonical_bytes))
 }
 
-fn canonical(value: &Value) -> String {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let fields: Vec<String> = keys
-                .into_iter()
-                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&map[k])))
-                .collect();
-            format!("{{{}}}", fields.join(","))
-        }
-        Value::Array(items) => format!(
-            "[{}]",
-            items.iter().map(canonical).collect::<Vec<_>>().join(",")
-        ),
-        other => other.to_string(),
+/// The first 16 bytes as lowercase hex.
+fn hex16(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(32);
+    for byte in bytes.iter().take(16) {
+        hex.push(DIGITS[usize::from(byte >> 4)] as char);
+        hex.push(DIGITS[usize::from(byte & 0xf)] as char);
     }
+    hex
+}
+
+/// Compact JSON with every object's keys sorted, so equal values give equal bytes.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => write_canonical_object(map, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        // Writing a scalar into a Vec cannot fail.
+        other => serde_json::to_writer(&mut *out, other).unwrap_or_default(),
+    }
+}
+
+fn write_canonical_object(map: &serde_json::Map<String, Value>, out: &mut Vec<u8>) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push(b'{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, key).unwrap_or_default();
+        out.push(b':');
+        write_canonical(value, out);
+    }
+    out.push(b'}');
 }
 
 #[cfg(test)]
@@ -90,6 +133,28 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(a.len(), 32);
+    }
+
+    #[test]
+    fn canonical_form_is_compact_json_with_sorted_keys() {
+        let mut bytes = Vec::new();
+        write_canonical(
+            &json!({"y": [1, {"b": 2.5, "a": null}], "x": "é\"", "": true}),
+            &mut bytes,
+        );
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            r#"{"":true,"x":"é\"","y":[1,{"a":null,"b":2.5}]}"#
+        );
+    }
+
+    #[test]
+    fn an_object_digests_as_the_value_holding_it() {
+        let key = AuditKey::new([7; 32]);
+        let arguments = json!({"b": [1, 2], "a": {"z": 1, "y": 2}});
+        let object = arguments.as_object().unwrap();
+        assert_eq!(key.digest_object(object), key.digest(&arguments));
+        assert_eq!(hex16(&[0xab; 20]), "ab".repeat(16));
     }
 
     #[test]

@@ -233,7 +233,7 @@ impl Pipeline {
             .audit_key
             .read()
             .expect("pipeline audit key lock")
-            .digest(&Value::Object(arguments.clone()));
+            .digest_object(&arguments);
         let audit = |outcome: Outcome, detail: Option<String>| {
             self.audit(context, name, &digest, outcome, detail, started.elapsed());
         };
