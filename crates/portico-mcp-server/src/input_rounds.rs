@@ -25,13 +25,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use portico_core::JsonObject;
-use tokio::task::AbortHandle;
-use tokio_util::sync::DropGuard;
 use portico_core::relay::{BoxFuture, Caller, RelayError, methods};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, InputRequest, InputRequiredResult, InputResponses};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tokio_util::sync::DropGuard;
 
 /// How long a parked call waits for the client to come back with answers.
 pub const PARKED_FOR: Duration = Duration::from_secs(300);
@@ -426,11 +426,12 @@ mod tests {
                 .await
                 .unwrap();
             let text = format!("{} {}", first["n"], second["n"]);
-            let _ = events.send(CallEvent::Done(Ok(CallToolResult::success(vec![
-                rmcp::model::ContentBlock::text(text),
-            ])
-            .into())))
-            .await;
+            let _ = events
+                .send(CallEvent::Done(Ok(CallToolResult::success(vec![
+                    rmcp::model::ContentBlock::text(text),
+                ])
+                .into())))
+                .await;
         });
 
         let round = |response: CallToolResponse| match response {
@@ -502,15 +503,15 @@ mod tests {
                 Err(e) => e.message,
                 Ok(_) => "answered".into(),
             };
-            let _ = events.send(CallEvent::Done(Ok(CallToolResult::error(vec![
-                rmcp::model::ContentBlock::text(message),
-            ])
-            .into())))
-            .await;
+            let _ = events
+                .send(CallEvent::Done(Ok(CallToolResult::error(vec![
+                    rmcp::model::ContentBlock::text(message),
+                ])
+                .into())))
+                .await;
         });
         // An elicitation without valid params cannot be put to the client: it fails at once.
-        let CallToolResponse::Complete(done) = start(&parked, receiver).await.unwrap()
-        else {
+        let CallToolResponse::Complete(done) = start(&parked, receiver).await.unwrap() else {
             panic!("expected the result");
         };
         let text = serde_json::to_value(&done.content).unwrap()[0]["text"].clone();
@@ -538,15 +539,14 @@ mod tests {
             let message = answer
                 .map(|_| "answered".to_string())
                 .unwrap_or_else(|e| e.message);
-            let _ = events.send(CallEvent::Done(Ok(CallToolResult::error(vec![
-                rmcp::model::ContentBlock::text(message),
-            ])
-            .into())))
-            .await;
+            let _ = events
+                .send(CallEvent::Done(Ok(CallToolResult::error(vec![
+                    rmcp::model::ContentBlock::text(message),
+                ])
+                .into())))
+                .await;
         });
-        let CallToolResponse::InputRequired(round) =
-            start(&parked, receiver).await.unwrap()
-        else {
+        let CallToolResponse::InputRequired(round) = start(&parked, receiver).await.unwrap() else {
             panic!("expected input_required");
         };
         let state = round.request_state.unwrap();
@@ -616,11 +616,12 @@ mod tests {
             panic!("expected input_required");
         };
         assert_eq!(parked.counts(), (1, 1));
-        assert!(parked.admit("a").is_err(), "the parked call holds the place");
+        assert!(
+            parked.admit("a").is_err(),
+            "the parked call holds the place"
+        );
         let state = round.request_state.unwrap();
-        let answers: InputResponses = [("portico-1".to_string(), json!({}))]
-            .into_iter()
-            .collect();
+        let answers: InputResponses = [("portico-1".to_string(), json!({}))].into_iter().collect();
         let done = parked.next_round("t", &state, Some(answers)).await.unwrap();
         assert!(matches!(done, CallToolResponse::Complete(_)));
         work.await.unwrap();
@@ -735,7 +736,10 @@ mod tests {
                 .await
                 .unwrap();
         }
-        assert!(rounds.iter().all(|&n| n <= MAX_REQUESTS_PER_ROUND), "{rounds:?}");
+        assert!(
+            rounds.iter().all(|&n| n <= MAX_REQUESTS_PER_ROUND),
+            "{rounds:?}"
+        );
         assert_eq!(rounds.iter().sum::<usize>(), asked);
         assert_eq!(rounds[0], MAX_REQUESTS_PER_ROUND);
         let CallToolResponse::Complete(done) = response else {

@@ -31,8 +31,8 @@
 //! for more, so that calls finishing one at a time do not cost a commit each.
 
 use std::future::Future;
-use std::sync::{Arc, Weak};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
@@ -232,10 +232,7 @@ impl Store {
                 // The queue went down with the unspawned closure: every write fails, saying so.
                 tracing::error!(%error, "cannot start the store's writer thread; writes will fail");
             }
-            Queue {
-                jobs: sender,
-                room,
-            }
+            Queue { jobs: sender, room }
         })
     }
 
@@ -743,7 +740,10 @@ mod tests {
             .collect();
         assert_eq!(store.queued_writes(), 4, "only the bound's worth is queued");
         for write in &mut writes[4..] {
-            assert!(still_waiting(write.as_mut()), "past the bound a write waits");
+            assert!(
+                still_waiting(write.as_mut()),
+                "past the bound a write waits"
+            );
         }
         assert_eq!(store.queued_writes(), 4);
         drop(held);

@@ -184,9 +184,9 @@ async fn calls_past_max_concurrent_calls_wait_for_a_place_and_fail_clearly_witho
         "{error}"
     );
     assert!(
-        error
-            .to_string()
-            .contains("1 requests were already in flight to this server (its max_concurrent_calls)"),
+        error.to_string().contains(
+            "1 requests were already in flight to this server (its max_concurrent_calls)"
+        ),
         "{error}"
     );
     // Other servers are not held back.
