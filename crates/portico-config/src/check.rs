@@ -698,6 +698,7 @@ impl Checker<'_> {
         const KNOWN: &[&str] = &[
             "name",
             "timeout_secs",
+            "max_concurrent_calls",
             "env",
             "enabled",
             "allow_private_network",
@@ -730,6 +731,11 @@ impl Checker<'_> {
                 "timeout_secs" => {
                     self.positive_integer(value, "timeout_secs", "seconds; the default is 30")
                 }
+                "max_concurrent_calls" => self.positive_integer(
+                    value,
+                    "max_concurrent_calls",
+                    "requests in flight to this server at once; the default is 64",
+                ),
                 "env" => self.env(value),
                 "enabled" => self.expect_bool(value, "enabled"),
                 "allow_private_network" => self.expect_bool(value, "allow_private_network"),

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+/// Default `[[mcp_servers]] max_concurrent_calls`.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 64;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4200";
 
 /// The MCP protocol versions Portico speaks, oldest first.
@@ -501,6 +503,10 @@ pub struct McpServerConfig {
     pub name: String,
     #[serde(default = "default_timeout")]
     pub timeout_secs: u64,
+    /// Requests in flight to this server at once; past it a request waits for one to finish, within
+    /// its `timeout_secs`.
+    #[serde(default = "default_max_concurrent_calls")]
+    pub max_concurrent_calls: usize,
     #[serde(default, deserialize_with = "deserialize_env")]
     pub env: Vec<EnvEntry>,
     #[serde(default = "default_true")]
@@ -532,6 +538,10 @@ impl McpServerConfig {
 
 fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_SECS
+}
+
+fn default_max_concurrent_calls() -> usize {
+    DEFAULT_MAX_CONCURRENT_CALLS
 }
 
 fn default_true() -> bool {

@@ -14,9 +14,9 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use tokio::sync::Notify;
 
@@ -98,11 +98,8 @@ pub(crate) async fn count_calls(
     let max_body = in_flight.1;
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, max_body).await else {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            axum::Json(serde_json::json!({"error": format!("the request body is larger than {max_body} bytes, or was cut off")})),
-        )
-            .into_response();
+        // Over the bound (`body_limit` cuts every body there), or cut off by the client.
+        return crate::body_limit::too_large(max_body);
     };
     let stream = opens_stream(parts.uri.path(), &bytes);
     let request = Request::from_parts(parts, Body::from(bytes));

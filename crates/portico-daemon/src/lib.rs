@@ -11,6 +11,7 @@
 //! SSE framing); it does not connect upstreams.
 
 mod api;
+mod body_limit;
 mod in_flight;
 mod info;
 mod legacy_sse;
@@ -208,6 +209,8 @@ fn router(
             rate_limit::check,
         ));
     }
+    // Inside the security layer (a refused request is not read), outside everything that reads.
+    let router = body_limit::layer(router, config.server.max_message_bytes);
     router
         .layer(axum::middleware::from_fn_with_state(
             door.policy.clone(),

@@ -140,13 +140,7 @@ pub async fn check(State(limits): State<Arc<Limits>>, request: Request, next: Ne
                 let runs = body_runs_agent(&bytes);
                 (Request::from_parts(parts, Body::from(bytes)), runs)
             }
-            Err(_) => {
-                return (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    axum::Json(json!({"error": format!("the request body is larger than {} bytes", limits.max_body)})),
-                )
-                    .into_response();
-            }
+            Err(_) => return crate::body_limit::too_large(limits.max_body),
         }
     } else {
         (request, by_path)

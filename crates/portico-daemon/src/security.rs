@@ -230,6 +230,10 @@ pub(crate) async fn check(
         return response;
     }
     let identity = ClientIdentity::of(&policy, &request);
+    // The MCP handler bounds per-client work (input rounds) by the same identity.
+    request
+        .extensions_mut()
+        .insert(portico_mcp_server::ClientKey(identity.0.clone()));
     request.extensions_mut().insert(identity);
     next.run(request).await
 }

@@ -297,6 +297,14 @@ impl Hub {
         }
     }
 
+    /// Requests in flight to `server` now (each holds one of its `max_concurrent_calls` places);
+    /// `None` if it is not connected.
+    pub fn in_flight(&self, server: &str) -> Option<usize> {
+        let slot = self.slot(server)?;
+        let state = slot.state.lock().expect("slot lock");
+        state.upstream.as_ref().map(|upstream| upstream.in_flight())
+    }
+
     fn slot(&self, server: &str) -> Option<&Slot> {
         self.shared.slots.iter().find(|s| s.config.name == server)
     }

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
-use crate::input_rounds::{CallEvent, InputRoundsCaller, ParkedCalls};
+use crate::input_rounds::{CallEvent, ClientKey, InputRoundsCaller, ParkedCalls};
 use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
@@ -391,6 +391,16 @@ impl PorticoServer {
 
 /// Whether the client speaks 2026-07-28 or later, where servers ask through `input_required` results
 /// instead of requests.
+/// The client identity the door put on the HTTP request; stdio has one client.
+fn client_of(context: &RequestContext<RoleServer>) -> String {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ClientKey>())
+        .map(|ClientKey(key)| key.clone())
+        .unwrap_or_else(|| "stdio".into())
+}
+
 fn takes_input_rounds(context: &RequestContext<RoleServer>) -> bool {
     context
         .protocol_version()
@@ -509,7 +519,10 @@ impl ServerHandler for PorticoServer {
                     .next_round(&request.name, state, request.input_responses.clone())
                     .await;
             }
-            let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
+            // The place is taken before anything of the call exists.
+            let place = self.parked.admit(&client_of(&context))?;
+            let (events, receiver) =
+                tokio::sync::mpsc::channel(crate::input_rounds::MAX_REQUESTS_PER_ROUND);
             let mut call_context = self.call_context(&context);
             if let Some(inner) = call_context.caller.take() {
                 call_context.caller = Some(Arc::new(InputRoundsCaller {
@@ -522,11 +535,15 @@ impl ServerHandler for PorticoServer {
             // The call outlives this request, which ends with the first `input_required` answer; a
             // call nobody resumes is ended by expiry instead (see `input_rounds`).
             let cancelled = tokio_util::sync::CancellationToken::new();
+            let cancel = cancelled.clone().drop_guard();
             tokio::spawn(async move {
                 let result = server.run_call(request, call_context, cancelled).await;
-                let _ = events.send(CallEvent::Done(result));
+                let _ = events.send(CallEvent::Done(result)).await;
             });
-            return self.parked.first_round(&name, receiver).await;
+            return self
+                .parked
+                .first_round(&name, place, receiver, cancel)
+                .await;
         }
         let call_context = self.call_context(&context);
         self.run_call(request, call_context, context.ct).await

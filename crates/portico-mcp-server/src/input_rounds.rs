@@ -13,10 +13,16 @@
 //! carries no data and so need not be trusted); the client's retry finds it, hands each answer to the
 //! request waiting for it, and the handler waits again. A parked call nobody resumes is dropped after
 //! [`PARKED_FOR`], which fails its pending requests and so ends it.
+//!
+//! Every such call holds a place from its start until it ends (finished, expired, or abandoned by a
+//! client that hung up mid-round): at most [`MAX_LIVE_CALLS`] in all and [`MAX_LIVE_CALLS_PER_CLIENT`]
+//! per client identity, checked before the call is started. One round carries at most
+//! [`MAX_REQUESTS_PER_ROUND`] requests; that is also the capacity of the call's event channel, so a
+//! call that asks for more waits for the next round.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use portico_core::JsonObject;
 use portico_core::relay::{BoxFuture, Caller, RelayError, methods};
@@ -24,9 +30,22 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, InputRequest, InputRequiredResult, InputResponses};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tokio_util::sync::DropGuard;
 
 /// How long a parked call waits for the client to come back with answers.
 pub const PARKED_FOR: Duration = Duration::from_secs(300);
+/// Calls taking input rounds, running or parked, over every client.
+pub const MAX_LIVE_CALLS: usize = 1024;
+/// Calls taking input rounds, running or parked, of one client identity.
+pub const MAX_LIVE_CALLS_PER_CLIENT: usize = 64;
+/// Input requests put to the client in one round, and the capacity of a call's event channel.
+pub const MAX_REQUESTS_PER_ROUND: usize = 16;
+
+/// Who a call comes from, as the door established it (the daemon puts it in the HTTP request's
+/// extensions); calls without one (stdio) share one place.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientKey(pub String);
 
 type Answer = oneshot::Sender<Result<JsonObject, RelayError>>;
 
@@ -44,32 +63,135 @@ pub(crate) enum CallEvent {
 /// A call waiting for its client's answers.
 struct Parked {
     tool: String,
-    events: mpsc::UnboundedReceiver<CallEvent>,
+    events: mpsc::Receiver<CallEvent>,
     pending: BTreeMap<String, Answer>,
     next_key: u64,
-    until: Instant,
+    /// Removes the call from the parked map once [`PARKED_FOR`] has passed; aborted when resumed.
+    expiry: Option<AbortOnDrop>,
+    /// Cancels the running call when the call is dropped: expired, or abandoned mid-round.
+    _cancel: DropGuard,
+    _place: Place,
 }
 
-/// Calls parked between rounds, shared by every session of a server.
-#[derive(Default, Clone)]
+struct AbortOnDrop(AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Calls taking input rounds, shared by every session of a server: the parked ones, and the places
+/// of all live ones.
+#[derive(Clone)]
 pub(crate) struct ParkedCalls {
     calls: Arc<Mutex<HashMap<String, Parked>>>,
+    places: Arc<Mutex<Places>>,
+}
+
+impl Default for ParkedCalls {
+    fn default() -> Self {
+        ParkedCalls::with_limits(MAX_LIVE_CALLS, MAX_LIVE_CALLS_PER_CLIENT)
+    }
+}
+
+struct Places {
+    total: usize,
+    /// Only clients with a live call have an entry, so the map is bounded by `max_total`.
+    per_client: HashMap<String, usize>,
+    max_total: usize,
+    max_per_client: usize,
+}
+
+/// One live call's place; given back when dropped.
+pub(crate) struct Place {
+    places: Arc<Mutex<Places>>,
+    client: String,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut places = self.places.lock().expect("places lock");
+        places.total -= 1;
+        if let Some(count) = places.per_client.get_mut(&self.client) {
+            *count -= 1;
+            if *count == 0 {
+                places.per_client.remove(&self.client);
+            }
+        }
+    }
 }
 
 impl ParkedCalls {
+    pub(crate) fn with_limits(max_total: usize, max_per_client: usize) -> Self {
+        ParkedCalls {
+            calls: Arc::default(),
+            places: Arc::new(Mutex::new(Places {
+                total: 0,
+                per_client: HashMap::new(),
+                max_total: max_total.max(1),
+                max_per_client: max_per_client.max(1),
+            })),
+        }
+    }
+
+    /// Takes a place for a new call of `client`, before anything of the call exists.
+    pub(crate) fn admit(&self, client: &str) -> Result<Place, McpError> {
+        let mut places = self.places.lock().expect("places lock");
+        let mine = places.per_client.get(client).copied().unwrap_or(0);
+        if mine >= places.max_per_client {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "this client has {mine} tool calls running or waiting for its answers to input requests, the most one client may have; answer them (call again with their requestState) or let them expire ({} s) before starting more",
+                    PARKED_FOR.as_secs()
+                ),
+                None,
+            ));
+        }
+        if places.total >= places.max_total {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "Portico has {} tool calls running or waiting for their clients' answers to input requests, the most it keeps; retry once some have finished or expired",
+                    places.total
+                ),
+                None,
+            ));
+        }
+        places.total += 1;
+        *places.per_client.entry(client.to_string()).or_insert(0) += 1;
+        Ok(Place {
+            places: self.places.clone(),
+            client: client.to_string(),
+        })
+    }
+
+    /// How many calls hold a place (running or parked), and how many are parked.
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize) {
+        let places = self.places.lock().unwrap().total;
+        (places, self.calls.lock().unwrap().len())
+    }
+
     /// Starts the rounds for a new call: `events` is the receiving end of the call's
-    /// [`InputRoundsCaller`] and of its completion.
+    /// [`InputRoundsCaller`] and of its completion; `cancel` ends the running call when the call is
+    /// dropped before it finished.
     pub(crate) async fn first_round(
         &self,
         tool: &str,
-        events: mpsc::UnboundedReceiver<CallEvent>,
+        place: Place,
+        events: mpsc::Receiver<CallEvent>,
+        cancel: DropGuard,
     ) -> Result<CallToolResponse, McpError> {
         let parked = Parked {
             tool: tool.to_string(),
             events,
             pending: BTreeMap::new(),
             next_key: 0,
-            until: Instant::now() + PARKED_FOR,
+            expiry: None,
+            _cancel: cancel,
+            _place: place,
         };
         self.drive(parked).await
     }
@@ -121,7 +243,7 @@ impl ParkedCalls {
             };
             let _ = answer.send(reply);
         }
-        parked.until = Instant::now() + PARKED_FOR;
+        parked.expiry = None;
         self.drive(parked).await
     }
 
@@ -163,7 +285,11 @@ impl ParkedCalls {
                     }
                 }
             }
-            // Requests made together (parallel tool calls) go out in one round.
+            // Requests made together (parallel tool calls) go out in one round; past the round's
+            // bound they wait in the channel for the next one.
+            if requests.len() >= MAX_REQUESTS_PER_ROUND {
+                break;
+            }
             match parked.events.try_recv() {
                 Ok(event) => next = Some(event),
                 Err(_) if requests.is_empty() => next = parked.events.recv().await,
@@ -172,10 +298,16 @@ impl ParkedCalls {
         }
         let state = random_handle();
         let result = InputRequiredResult::new(Some(requests), Some(state.clone()));
+        // Dropping an expired call fails its pending requests and cancels it, which ends it.
+        let calls = self.calls.clone();
+        let key = state.clone();
+        let expiry = tokio::spawn(async move {
+            tokio::time::sleep(PARKED_FOR).await;
+            let expired = calls.lock().expect("parked calls lock").remove(&key);
+            drop(expired);
+        });
         let mut calls = self.calls.lock().expect("parked calls lock");
-        let now = Instant::now();
-        // Dropping an expired call fails its pending requests, which ends it.
-        calls.retain(|_, p| p.until > now);
+        parked.expiry = Some(AbortOnDrop(expiry.abort_handle()));
         calls.insert(state, parked);
         Ok(result.into())
     }
@@ -190,7 +322,7 @@ fn random_handle() -> String {
 /// notifications still go straight to the client.
 pub(crate) struct InputRoundsCaller {
     pub(crate) inner: Arc<dyn Caller>,
-    pub(crate) events: mpsc::UnboundedSender<CallEvent>,
+    pub(crate) events: mpsc::Sender<CallEvent>,
 }
 
 impl Caller for InputRoundsCaller {
@@ -220,6 +352,7 @@ impl Caller for InputRoundsCaller {
                     params,
                     answer,
                 })
+                .await
                 .map_err(|_| gone())?;
             reply.await.map_err(|_| gone())?
         })
@@ -259,6 +392,15 @@ mod tests {
         }
     }
 
+    async fn start(
+        parked: &ParkedCalls,
+        receiver: mpsc::Receiver<CallEvent>,
+    ) -> Result<CallToolResponse, McpError> {
+        let place = parked.admit("client").unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
+        parked.first_round("t", place, receiver, cancel).await
+    }
+
     fn sampling_params(text: &str) -> JsonObject {
         json!({"messages": [{"role": "user", "content": {"type": "text", "text": text}}], "maxTokens": 10})
             .as_object()
@@ -269,7 +411,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_that_asks_twice_takes_two_rounds_and_gets_each_answer() {
         let parked = ParkedCalls::default();
-        let (events, receiver) = mpsc::unbounded_channel();
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
@@ -284,10 +426,12 @@ mod tests {
                 .await
                 .unwrap();
             let text = format!("{} {}", first["n"], second["n"]);
-            let _ = events.send(CallEvent::Done(Ok(CallToolResult::success(vec![
-                rmcp::model::ContentBlock::text(text),
-            ])
-            .into())));
+            let _ = events
+                .send(CallEvent::Done(Ok(CallToolResult::success(vec![
+                    rmcp::model::ContentBlock::text(text),
+                ])
+                .into())))
+                .await;
         });
 
         let round = |response: CallToolResponse| match response {
@@ -301,7 +445,7 @@ mod tests {
             }
             other => panic!("expected input_required, got {other:?}"),
         };
-        let (key, request, state) = round(parked.first_round("t", receiver).await.unwrap());
+        let (key, request, state) = round(start(&parked, receiver).await.unwrap());
         assert_eq!(request["params"]["messages"][0]["content"]["text"], "one");
         assert_eq!(state.len(), 32);
 
@@ -346,7 +490,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_that_is_not_valid_mcp_fails_at_once() {
         let parked = ParkedCalls::default();
-        let (events, receiver) = mpsc::unbounded_channel();
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
@@ -359,14 +503,15 @@ mod tests {
                 Err(e) => e.message,
                 Ok(_) => "answered".into(),
             };
-            let _ = events.send(CallEvent::Done(Ok(CallToolResult::error(vec![
-                rmcp::model::ContentBlock::text(message),
-            ])
-            .into())));
+            let _ = events
+                .send(CallEvent::Done(Ok(CallToolResult::error(vec![
+                    rmcp::model::ContentBlock::text(message),
+                ])
+                .into())))
+                .await;
         });
         // An elicitation without valid params cannot be put to the client: it fails at once.
-        let CallToolResponse::Complete(done) = parked.first_round("t", receiver).await.unwrap()
-        else {
+        let CallToolResponse::Complete(done) = start(&parked, receiver).await.unwrap() else {
             panic!("expected the result");
         };
         let text = serde_json::to_value(&done.content).unwrap()[0]["text"].clone();
@@ -382,7 +527,7 @@ mod tests {
     #[tokio::test]
     async fn a_retry_without_the_answer_fails_the_request_it_left_out() {
         let parked = ParkedCalls::default();
-        let (events, receiver) = mpsc::unbounded_channel();
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
@@ -394,14 +539,14 @@ mod tests {
             let message = answer
                 .map(|_| "answered".to_string())
                 .unwrap_or_else(|e| e.message);
-            let _ = events.send(CallEvent::Done(Ok(CallToolResult::error(vec![
-                rmcp::model::ContentBlock::text(message),
-            ])
-            .into())));
+            let _ = events
+                .send(CallEvent::Done(Ok(CallToolResult::error(vec![
+                    rmcp::model::ContentBlock::text(message),
+                ])
+                .into())))
+                .await;
         });
-        let CallToolResponse::InputRequired(round) =
-            parked.first_round("t", receiver).await.unwrap()
-        else {
+        let CallToolResponse::InputRequired(round) = start(&parked, receiver).await.unwrap() else {
             panic!("expected input_required");
         };
         let state = round.request_state.unwrap();
@@ -416,6 +561,193 @@ mod tests {
         assert_eq!(
             text,
             "the client retried without answering input request `portico-1`"
+        );
+        work.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn input_round_calls_are_bounded_per_client_and_in_all() {
+        let parked = ParkedCalls::with_limits(3, 2);
+        let a1 = parked.admit("a").unwrap();
+        let _a2 = parked.admit("a").unwrap();
+        let refused = parked.admit("a").err().unwrap();
+        assert_eq!(refused.code.0, -32000);
+        assert!(
+            refused
+                .message
+                .starts_with("this client has 2 tool calls running or waiting"),
+            "{refused:?}"
+        );
+        let _b = parked.admit("b").unwrap();
+        let full = parked.admit("c").err().unwrap();
+        assert!(
+            full.message.starts_with("Portico has 3 tool calls running"),
+            "{full:?}"
+        );
+        drop(a1);
+        assert_eq!(parked.counts(), (2, 0));
+        let _a3 = parked.admit("a").unwrap();
+        assert_eq!(parked.places.lock().unwrap().per_client.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_parked_call_holds_its_place_until_it_finishes() {
+        let parked = ParkedCalls::with_limits(1, 1);
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
+        let caller = InputRoundsCaller {
+            inner: Arc::new(Silent),
+            events: events.clone(),
+        };
+        let work = tokio::spawn(async move {
+            let _ = caller
+                .request(methods::SAMPLING, sampling_params("q"))
+                .await;
+            let _ = events
+                .send(CallEvent::Done(Ok(CallToolResult::success(vec![]).into())))
+                .await;
+        });
+        let place = parked.admit("a").unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
+        let CallToolResponse::InputRequired(round) = parked
+            .first_round("t", place, receiver, cancel)
+            .await
+            .unwrap()
+        else {
+            panic!("expected input_required");
+        };
+        assert_eq!(parked.counts(), (1, 1));
+        assert!(
+            parked.admit("a").is_err(),
+            "the parked call holds the place"
+        );
+        let state = round.request_state.unwrap();
+        let answers: InputResponses = [("portico-1".to_string(), json!({}))].into_iter().collect();
+        let done = parked.next_round("t", &state, Some(answers)).await.unwrap();
+        assert!(matches!(done, CallToolResponse::Complete(_)));
+        work.await.unwrap();
+        assert_eq!(parked.counts(), (0, 0));
+        assert!(parked.admit("a").is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_call_nobody_resumes_expires_is_cancelled_and_gives_its_place_back() {
+        let parked = ParkedCalls::with_limits(1, 1);
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
+        let caller = InputRoundsCaller {
+            inner: Arc::new(Silent),
+            events,
+        };
+        let work = tokio::spawn(async move {
+            caller
+                .request(methods::SAMPLING, sampling_params("q"))
+                .await
+        });
+        let token = tokio_util::sync::CancellationToken::new();
+        let place = parked.admit("a").unwrap();
+        let response = parked
+            .first_round("t", place, receiver, token.clone().drop_guard())
+            .await
+            .unwrap();
+        let CallToolResponse::InputRequired(round) = response else {
+            panic!("expected input_required");
+        };
+        assert_eq!(parked.counts(), (1, 1));
+        tokio::time::sleep(PARKED_FOR + Duration::from_secs(1)).await;
+        let answer = work.await.unwrap().unwrap_err();
+        assert_eq!(answer.message, gone().message);
+        assert!(token.is_cancelled(), "the expired call is cancelled");
+        assert_eq!(parked.counts(), (0, 0));
+        let late = parked
+            .next_round("t", &round.request_state.unwrap(), None)
+            .await
+            .unwrap_err();
+        assert!(late.message.contains("does not name a call waiting"));
+    }
+
+    #[tokio::test]
+    async fn a_call_abandoned_mid_round_is_cancelled_and_gives_its_place_back() {
+        let parked = ParkedCalls::with_limits(1, 1);
+        let (_events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
+        let token = tokio_util::sync::CancellationToken::new();
+        let place = parked.admit("a").unwrap();
+        let driver = {
+            let parked = parked.clone();
+            let guard = token.clone().drop_guard();
+            tokio::spawn(async move { parked.first_round("t", place, receiver, guard).await })
+        };
+        // The client hangs up before the call asks or ends: rmcp drops the request's future.
+        driver.abort();
+        assert!(driver.await.unwrap_err().is_cancelled());
+        assert!(token.is_cancelled());
+        assert_eq!(parked.counts(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_round_carries_at_most_its_bound_of_requests_and_the_rest_wait() {
+        let parked = ParkedCalls::default();
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
+        let caller = Arc::new(InputRoundsCaller {
+            inner: Arc::new(Silent),
+            events: events.clone(),
+        });
+        let asked = MAX_REQUESTS_PER_ROUND + 4;
+        // Every request is in the channel or waiting on it before the first round starts.
+        let (queued, mut all_queued) = mpsc::channel::<()>(asked);
+        let work = tokio::spawn(async move {
+            let mut asks = tokio::task::JoinSet::new();
+            for i in 0..asked {
+                let caller = caller.clone();
+                let queued = queued.clone();
+                asks.spawn(async move {
+                    let _ = queued.send(()).await;
+                    caller
+                        .request(methods::SAMPLING, sampling_params(&i.to_string()))
+                        .await
+                });
+            }
+            let mut answered = 0;
+            while let Some(answer) = asks.join_next().await {
+                answered += usize::from(answer.unwrap().is_ok());
+            }
+            let _ = events
+                .send(CallEvent::Done(Ok(CallToolResult::success(vec![
+                    rmcp::model::ContentBlock::text(answered.to_string()),
+                ])
+                .into())))
+                .await;
+        });
+        for _ in 0..asked {
+            all_queued.recv().await.unwrap();
+        }
+        let place = parked.admit("a").unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
+        let mut response = parked
+            .first_round("t", place, receiver, cancel)
+            .await
+            .unwrap();
+        let mut rounds = Vec::new();
+        while let CallToolResponse::InputRequired(round) = response {
+            let requests = round.input_requests.unwrap();
+            rounds.push(requests.len());
+            let answers: InputResponses =
+                requests.into_keys().map(|key| (key, json!({}))).collect();
+            response = parked
+                .next_round("t", &round.request_state.unwrap(), Some(answers))
+                .await
+                .unwrap();
+        }
+        assert!(
+            rounds.iter().all(|&n| n <= MAX_REQUESTS_PER_ROUND),
+            "{rounds:?}"
+        );
+        assert_eq!(rounds.iter().sum::<usize>(), asked);
+        assert_eq!(rounds[0], MAX_REQUESTS_PER_ROUND);
+        let CallToolResponse::Complete(done) = response else {
+            unreachable!()
+        };
+        assert_eq!(
+            serde_json::to_value(&done.content).unwrap()[0]["text"],
+            asked.to_string()
         );
         work.await.unwrap();
     }

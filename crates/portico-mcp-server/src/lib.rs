@@ -18,5 +18,8 @@ pub mod tool_search;
 
 pub use backend::{Backend, BackendError, DaemonLink, Listing};
 pub use handler::{DEFAULT_MAX_RESPONSE_BYTES, Exposure, PorticoServer, ServerOptions};
+pub use input_rounds::{
+    ClientKey, MAX_LIVE_CALLS, MAX_LIVE_CALLS_PER_CLIENT, MAX_REQUESTS_PER_ROUND, PARKED_FOR,
+};
 /// Host tools are the engine's local tools; the old names stay for embedders.
 pub use portico_pipeline::{LocalTool as HostTool, LocalTools as HostTools, ToolFailure};

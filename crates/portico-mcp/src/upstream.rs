@@ -55,6 +55,15 @@ pub enum UpstreamError {
         "server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start)"
     )]
     HandshakeTimeout { server: String, secs: u64 },
+    #[error(
+        "server `{server}`: {what} found no free place within {secs}s: {max} requests were already in flight to this server (its max_concurrent_calls); retry later, or raise max_concurrent_calls if the server copes"
+    )]
+    Busy {
+        server: String,
+        what: String,
+        max: usize,
+        secs: u64,
+    },
     #[error("server `{server}`: {what} timed out after {secs}s")]
     Timeout {
         server: String,
@@ -116,6 +125,10 @@ pub struct Upstream {
     active: Arc<ActiveCalls>,
     info: HandshakeInfo,
     timeout: Duration,
+    /// Places for requests in flight (`max_concurrent_calls`); past them a request waits, within its
+    /// timeout.
+    places: tokio::sync::Semaphore,
+    max_in_flight: usize,
     stop: CancellationToken,
 }
 
@@ -326,6 +339,8 @@ impl Upstream {
             active,
             info,
             timeout: config.timeout(),
+            places: tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1)),
+            max_in_flight: config.max_concurrent_calls.max(1),
             stop,
         };
         upstream.listen_for_changes(peer_info.as_deref(), events);
@@ -425,13 +440,48 @@ impl Upstream {
         self.stop.cancel();
     }
 
+    /// Requests in flight to this server now.
+    pub fn in_flight(&self) -> usize {
+        self.max_in_flight - self.places.available_permits()
+    }
+
+    /// Takes a place for a request in flight, waiting until `deadline` for one to be free.
+    async fn place(
+        &self,
+        what: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<tokio::sync::SemaphorePermit<'_>, UpstreamError> {
+        match tokio::time::timeout_at(deadline, self.places.acquire()).await {
+            Ok(Ok(place)) => Ok(place),
+            // The semaphore is never closed; a timeout is the only way here.
+            _ => Err(UpstreamError::Busy {
+                server: self.server.clone(),
+                what: what.to_string(),
+                max: self.max_in_flight,
+                secs: self.timeout.as_secs(),
+            }),
+        }
+    }
+
+    /// A request holding a place in flight: the wait for the place and the request share the timeout.
     async fn request<T>(
         &self,
         what: impl Into<String>,
         future: impl Future<Output = Result<T, ServiceError>>,
     ) -> Result<T, UpstreamError> {
         let what = what.into();
-        match tokio::time::timeout(self.timeout, future).await {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let _place = self.place(&what, deadline).await?;
+        self.timed(what, deadline, future).await
+    }
+
+    async fn timed<T>(
+        &self,
+        what: String,
+        deadline: tokio::time::Instant,
+        future: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, UpstreamError> {
+        match tokio::time::timeout_at(deadline, future).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(service_error(&self.server, what, e)),
             Err(_) => Err(UpstreamError::Timeout {
@@ -528,6 +578,10 @@ impl Upstream {
         let what = format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
+        // One place for the whole call, its input rounds included.
+        let _place = self
+            .place(&what, tokio::time::Instant::now() + self.timeout)
+            .await?;
         // From 2026-07-28 on, a server that needs the client (sampling, elicitation, roots) answers
         // `input_required` with its questions, and the client calls again with the answers. Portico
         // asks its own client those questions, in whatever era that client speaks, and retries.
@@ -551,7 +605,8 @@ impl Upstream {
                 peer: self.peer.clone(),
                 id: Some(handle.id.clone()),
             };
-            let response = self.request(what.clone(), handle.await_response());
+            let deadline = tokio::time::Instant::now() + self.timeout;
+            let response = self.timed(what.clone(), deadline, handle.await_response());
             // Progress and logs the server sends during the call reach the client in the order they
             // were sent, and those sent before the answer go out before it.
             let result = match &mut registration {

@@ -8,11 +8,21 @@ use sha2::{Digest, Sha256};
 /// Where audit records go. The store's [`AuditWriter`] is the real one; tests collect records.
 pub trait AuditSink: Send + Sync {
     fn record(&self, record: AuditRecord);
+
+    /// Resolves once the sink can take more records; a call awaits it after recording, so a stalled
+    /// sink holds calls back rather than queueing records without bound.
+    fn room(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 impl AuditSink for AuditWriter {
     fn record(&self, record: AuditRecord) {
         AuditWriter::record(self, record);
+    }
+
+    fn room(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(AuditWriter::room(self))
     }
 }
 

@@ -226,6 +226,26 @@ impl Pipeline {
         arguments: Option<JsonObject>,
         context: &ToolContext,
     ) -> Result<CallOutcome, PipelineError> {
+        let outcome = self.call_recorded(name, arguments, context).await;
+        // The call has queued its audit record; it returns once the audit queue has room.
+        let sink = self
+            .inner
+            .audit
+            .read()
+            .expect("pipeline audit lock")
+            .clone();
+        if let Some(sink) = sink {
+            sink.room().await;
+        }
+        outcome
+    }
+
+    async fn call_recorded(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        context: &ToolContext,
+    ) -> Result<CallOutcome, PipelineError> {
         let started = Instant::now();
         let arguments = arguments.unwrap_or_default();
         let digest = self

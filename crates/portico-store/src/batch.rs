@@ -18,16 +18,24 @@
 //! - writes queued from one task run in the order they were queued: [`BatchWriter`] methods queue their
 //!   write when called, before the returned future is first polled.
 //!
+//! The queue is bounded ([`MAX_QUEUED`] writes, from queueing until answered), and nothing in it is
+//! ever dropped. A write somebody awaits is queued when called if there is room; at the bound its future
+//! waits for room first (in turn with the others waiting), so a stalled writer makes callers wait
+//! instead of memory grow. An audit record is queued at once even past the bound, since the call that
+//! makes it may not wait (a cancelled call records from `Drop`); the pipeline then waits for
+//! [`BatchWriter::room`] before the call returns, so the queue holds at most [`MAX_QUEUED`] plus one
+//! record per call in flight.
+//!
 //! A write somebody awaits never waits to fill a batch: it is committed at once, with whatever queued
 //! behind it. Only a batch of nothing but audit records (which nobody awaits) waits a few milliseconds
 //! for more, so that calls finishing one at a time do not cost a commit each.
 
 use std::future::Future;
-use std::sync::Weak;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use crate::conversations::Conversation;
 use crate::error::hint_for;
@@ -37,6 +45,22 @@ use crate::{Inner, Store, StoreError};
 /// Most writes per transaction: enough to absorb any burst one process makes, few enough that one
 /// transaction holds the connection for at most a few milliseconds.
 const MAX_BATCH: usize = 256;
+
+/// Most writes queued or in the batch being committed before writers wait for room.
+pub(crate) const MAX_QUEUED: usize = 4096;
+
+/// The writer thread's queue: the jobs, in order, and the room left in it.
+pub(crate) struct Queue {
+    jobs: mpsc::UnboundedSender<Queued>,
+    room: Arc<Semaphore>,
+}
+
+/// A job with its place in the queue (none for an audit record queued past the bound), given back
+/// once the job is answered.
+struct Queued {
+    job: Box<dyn Job>,
+    _place: Option<OwnedSemaphorePermit>,
+}
 
 /// How long a batch of nothing but audit records waits for more before committing.
 const AUDIT_GATHERING: std::time::Duration = std::time::Duration::from_millis(5);
@@ -180,9 +204,26 @@ impl Store {
         self.inner.committed_batches.load(Ordering::Relaxed)
     }
 
-    fn queue(&self) -> &mpsc::UnboundedSender<Box<dyn Job>> {
+    /// Writes queued or being committed, by their places taken (audit records past the bound not
+    /// counted).
+    #[cfg(test)]
+    pub(crate) fn queued_writes(&self) -> usize {
+        let queue = self.queue();
+        self.inner.queue_bound.load(Ordering::Relaxed) - queue.room.available_permits()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_queue_bound(&self, bound: usize) {
+        assert!(self.inner.writes.get().is_none(), "set before first use");
+        self.inner.queue_bound.store(bound, Ordering::Relaxed);
+    }
+
+    fn queue(&self) -> &Queue {
         self.inner.writes.get_or_init(|| {
             let (sender, queue) = mpsc::unbounded_channel();
+            let room = Arc::new(Semaphore::new(
+                self.inner.queue_bound.load(Ordering::Relaxed),
+            ));
             let store = std::sync::Arc::downgrade(&self.inner);
             let spawned = std::thread::Builder::new()
                 .name("portico-store-writer".into())
@@ -191,12 +232,12 @@ impl Store {
                 // The queue went down with the unspawned closure: every write fails, saying so.
                 tracing::error!(%error, "cannot start the store's writer thread; writes will fail");
             }
-            sender
+            Queue { jobs: sender, room }
         })
     }
 
     /// Runs one batch: every job in its own savepoint, then one commit.
-    fn commit_batch(&self, jobs: &mut [Box<dyn Job>]) -> Result<(), BatchFailure> {
+    fn commit_batch(&self, jobs: &mut [Queued]) -> Result<(), BatchFailure> {
         let committed = self
             .run_batch(jobs)
             .map_err(|error| BatchFailure::from_sqlite(&error));
@@ -215,7 +256,7 @@ impl Store {
         committed
     }
 
-    fn run_batch(&self, jobs: &mut [Box<dyn Job>]) -> rusqlite::Result<()> {
+    fn run_batch(&self, jobs: &mut [Queued]) -> rusqlite::Result<()> {
         let mut conn = self.conn();
         // Each attempt that is rolled back has one more failed write, so this ends.
         loop {
@@ -223,7 +264,11 @@ impl Store {
             // counts and evicts before it inserts).
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut left_changes = false;
-            for job in jobs.iter_mut().filter(|job| !job.failed()) {
+            for job in jobs
+                .iter_mut()
+                .map(|queued| &mut queued.job)
+                .filter(|job| !job.failed())
+            {
                 let before = tx.total_changes();
                 if !job.run(self, &tx) && tx.total_changes() != before {
                     left_changes = true;
@@ -241,7 +286,7 @@ impl Store {
 /// The writer thread: waits for a write, takes every write queued behind it, commits them together.
 /// It keeps only a weak handle on the store between batches, so dropping the last clone of the store
 /// closes the queue and ends the thread.
-fn drain(store: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<Box<dyn Job>>) {
+fn drain(store: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<Queued>) {
     // Only to wait on the queue with a deadline while audit records gather (see `gather`).
     let clock = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -265,13 +310,14 @@ fn drain(store: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<Box<dyn Job>>) {
             Some(inner) => Store { inner }.commit_batch(&mut jobs),
             None => Err(BatchFailure::gone()),
         };
-        for job in jobs {
+        // Each job's place is given back after its answer.
+        for Queued { job, _place } in jobs {
             job.answer(&committed);
         }
     }
 }
 
-fn take_queued(queue: &mut mpsc::UnboundedReceiver<Box<dyn Job>>, jobs: &mut Vec<Box<dyn Job>>) {
+fn take_queued(queue: &mut mpsc::UnboundedReceiver<Queued>, jobs: &mut Vec<Queued>) {
     while jobs.len() < MAX_BATCH {
         match queue.try_recv() {
             Ok(job) => jobs.push(job),
@@ -285,11 +331,11 @@ fn take_queued(queue: &mut mpsc::UnboundedReceiver<Box<dyn Job>>, jobs: &mut Vec
 /// the CPU at 10,000 calls/s). A write somebody awaits ends the gathering the moment it arrives.
 fn gather(
     clock: &tokio::runtime::Runtime,
-    queue: &mut mpsc::UnboundedReceiver<Box<dyn Job>>,
-    jobs: &mut Vec<Box<dyn Job>>,
+    queue: &mut mpsc::UnboundedReceiver<Queued>,
+    jobs: &mut Vec<Queued>,
 ) {
     let until = tokio::time::Instant::now() + AUDIT_GATHERING;
-    while jobs.len() < MAX_BATCH && !jobs.iter().any(|job| job.awaited()) {
+    while jobs.len() < MAX_BATCH && !jobs.iter().any(|queued| queued.job.awaited()) {
         // The timer is made inside `block_on`: it needs the runtime's time driver.
         match clock.block_on(async { tokio::time::timeout_at(until, queue.recv()).await }) {
             Ok(Some(job)) => {
@@ -318,14 +364,40 @@ impl BatchWriter {
             reply,
             label: label.clone(),
         };
-        let queued = self.store.queue().send(Box::new(job)).is_ok();
+        let queue = self.store.queue();
+        let jobs = queue.jobs.clone();
+        let room = queue.room.clone();
+        // Queued now if there is room, keeping the caller's order; else once room is made.
+        let mut waiting = match room.clone().try_acquire_owned() {
+            Ok(place) => {
+                let queued = Queued {
+                    job: Box::new(job),
+                    _place: Some(place),
+                };
+                let sent = jobs.send(queued).is_ok();
+                Err(sent)
+            }
+            Err(_) => Ok(job),
+        };
         async move {
             let gone = || StoreError::BatchCommit {
                 path: label,
                 message: "the store's writer thread is not running".into(),
                 hint: "this is likely a bug in Portico (or the process is out of threads); restart Portico",
             };
-            if !queued {
+            if let Ok(job) = waiting {
+                let sent = match room.acquire_owned().await {
+                    Ok(place) => jobs
+                        .send(Queued {
+                            job: Box::new(job),
+                            _place: Some(place),
+                        })
+                        .is_ok(),
+                    Err(_) => false,
+                };
+                waiting = Err(sent);
+            }
+            if let Err(false) = waiting {
                 return Err(gone());
             }
             answer.await.unwrap_or_else(|_| Err(gone()))
@@ -339,9 +411,22 @@ impl BatchWriter {
             failure: None,
             what: "an audit record",
         };
-        if self.store.queue().send(Box::new(job)).is_err() {
+        let queue = self.store.queue();
+        // Past the bound it is queued all the same: the caller waits for `room` instead.
+        let queued = Queued {
+            job: Box::new(job),
+            _place: queue.room.clone().try_acquire_owned().ok(),
+        };
+        if queue.jobs.send(queued).is_err() {
             tracing::warn!("the store's writer thread is not running; an audit record was lost");
         }
+    }
+
+    /// Waits until the queue is below its bound ([`MAX_QUEUED`]), so that a caller that queued an
+    /// audit record waits, rather than memory grows, while the writer is stalled.
+    pub(crate) async fn room(&self) {
+        let room = self.store.queue().room.clone();
+        let _ = room.acquire_owned().await;
     }
 
     /// Waits until every write queued before this call has been committed or given up on.
@@ -606,7 +691,11 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         let (sender, receiver) = mpsc::unbounded_channel();
         drop(receiver);
-        assert!(store.inner.writes.set(sender).is_ok());
+        let queue = Queue {
+            jobs: sender,
+            room: Arc::new(Semaphore::new(MAX_QUEUED)),
+        };
+        assert!(store.inner.writes.set(queue).is_ok());
         let error = store
             .batch_writer()
             .create_task(task("t1"), TaskLimits::default())
@@ -631,5 +720,63 @@ mod tests {
             outputs.push(future.await);
         }
         outputs
+    }
+
+    /// Polls once; `true` if the future is still waiting.
+    fn still_waiting<F: Future>(future: std::pin::Pin<&mut F>) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        future.poll(&mut cx).is_pending()
+    }
+
+    #[tokio::test]
+    async fn a_stalled_writer_makes_awaited_writes_wait_instead_of_queueing() {
+        let store = Store::open_in_memory().unwrap();
+        store.set_queue_bound(4);
+        let writer = store.batch_writer();
+        let held = store.conn();
+        // The writer thread cannot commit while the connection is held: it is stalled.
+        let mut writes: Vec<_> = (0..10)
+            .map(|i| Box::pin(writer.create_task(task(&format!("t{i}")), TaskLimits::default())))
+            .collect();
+        assert_eq!(store.queued_writes(), 4, "only the bound's worth is queued");
+        for write in &mut writes[4..] {
+            assert!(
+                still_waiting(write.as_mut()),
+                "past the bound a write waits"
+            );
+        }
+        assert_eq!(store.queued_writes(), 4);
+        drop(held);
+        for write in writes {
+            write.await.unwrap();
+        }
+        assert_eq!(store.queued_writes(), 0, "every place is given back");
+        for i in 0..10 {
+            assert!(store.task(&format!("t{i}")).unwrap().is_some(), "t{i}");
+        }
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_audit_records_are_kept_and_their_callers_wait_for_room() {
+        let store = Store::open_in_memory().unwrap();
+        store.set_queue_bound(4);
+        let writer = store.audit_writer();
+        let held = store.conn();
+        for i in 0..10 {
+            writer.record(crate::audit::tests::record(i, "ide", &format!("t{i}")));
+        }
+        assert_eq!(store.queued_writes(), 4);
+        let mut room = Box::pin(writer.room());
+        assert!(still_waiting(room.as_mut()), "a full queue has no room");
+        drop(held);
+        room.await;
+        writer.flush().await;
+        let kept = store
+            .audit(&crate::AuditQuery {
+                limit: 100,
+                ..crate::AuditQuery::default()
+            })
+            .unwrap();
+        assert_eq!(kept.len(), 10, "nothing queued is dropped");
     }
 }

@@ -62,7 +62,10 @@ struct Inner {
     /// `path`, or `:memory:`, for error messages.
     label: PathBuf,
     /// The queue of the writer thread that group-commits [`BatchWriter`] writes; started on first use.
-    writes: OnceLock<tokio::sync::mpsc::UnboundedSender<Box<dyn batch::Job>>>,
+    writes: OnceLock<batch::Queue>,
+    /// How many writes the queue holds before writers wait ([`batch::MAX_QUEUED`]; tests lower it
+    /// before first use).
+    queue_bound: std::sync::atomic::AtomicUsize,
     /// Transactions that thread has committed.
     committed_batches: AtomicU64,
     /// Background WAL checkpoints; `None` for an in-memory store (or if the thread could not start).
@@ -157,6 +160,7 @@ impl Store {
                 path,
                 label,
                 writes: OnceLock::new(),
+                queue_bound: std::sync::atomic::AtomicUsize::new(batch::MAX_QUEUED),
                 committed_batches: AtomicU64::new(0),
                 checkpointer,
             }),

@@ -91,6 +91,7 @@ async fn connect_daemon() -> Option<DaemonLink> {
     let config = McpServerConfig {
         name: "daemon".into(),
         timeout_secs: portico_config::DEFAULT_TIMEOUT_SECS,
+        max_concurrent_calls: portico_config::DEFAULT_MAX_CONCURRENT_CALLS,
         env: Vec::new(),
         enabled: true,
         // The daemon listens on this machine, so its address is loopback by design.

@@ -29,6 +29,12 @@ impl AuditWriter {
         self.writer.record_audit(record);
     }
 
+    /// Waits until the store's write queue is below its bound (4096 writes). A caller that records
+    /// awaits this before going on, so a stalled writer holds callers back instead of records piling up.
+    pub async fn room(&self) {
+        self.writer.room().await;
+    }
+
     /// Waits until every record queued before this call (by any writer of the store) has been committed,
     /// or has been given up on and logged.
     pub async fn flush(&self) {

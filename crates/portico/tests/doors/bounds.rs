@@ -469,3 +469,65 @@ fn half_sent_heads_cannot_lock_the_door() {
     let (status, answer) = get(&base, "/api/mcp/servers");
     assert_eq!(status, 200, "{answer}");
 }
+
+/// Sends `body` to `path` with a declared length, or chunked (no length: the door learns the size only
+/// by reading), and returns the status and body of the answer.
+async fn post_body(base: &str, path: &str, body: Vec<u8>, chunked: bool) -> (u16, String) {
+    let request = http()
+        .post(format!("{base}{path}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    let request = if chunked {
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+            body.chunks(1024).map(|c| Ok(c.to_vec())).collect();
+        request.body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+    } else {
+        request.body(body)
+    };
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+/// Every door that takes a body (MCP, legacy SSE messages, A2A JSON-RPC and REST, the API) refuses one
+/// over `[server] max_message_bytes` with 413 naming the setting, whether its length was declared
+/// (refused before reading) or not (refused once the bound is read); under the bound it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_door_refuses_bodies_over_max_message_bytes() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_message_bytes = 4096",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    // A JSON-RPC request padded past the bound, so it is well-formed but too large.
+    let padded = |size: usize| {
+        let pad = "x".repeat(size);
+        serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": pad}}),
+        )
+        .unwrap()
+    };
+    let doors = [
+        "/mcp",
+        "/message?sessionId=none",
+        "/a2a/none",
+        "/a2a/none/message:send",
+        "/api/agents/none/message",
+    ];
+    for path in doors {
+        for chunked in [false, true] {
+            let (status, body) = post_body(&base, path, padded(8 * 1024), chunked).await;
+            assert_eq!(status, 413, "{path} (chunked: {chunked}): {body}");
+            assert!(
+                body.contains("larger than 4096 bytes ([server] max_message_bytes)"),
+                "{path} (chunked: {chunked}): {body}"
+            );
+        }
+    }
+    // Under the bound the door serves it (a ping on /mcp needs no session in this era's answer).
+    let (status, body) = post_body(&base, "/mcp", padded(1024), false).await;
+    assert_ne!(status, 413, "{body}");
+    assert!(daemon.stop().success());
+}

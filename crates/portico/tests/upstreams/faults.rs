@@ -147,6 +147,66 @@ async fn server_that_never_answers_times_out_without_blocking_other_calls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_max_concurrent_calls_wait_for_a_place_and_fail_clearly_without_one() {
+    let marked = Marked::new();
+    let stuck = marked.script("fault_never_answers.py");
+    let toml = format!(
+        "{}{}",
+        stdio_entry(
+            "stuck",
+            &python3(),
+            &[stuck.to_str().unwrap()],
+            "timeout_secs = 2\nmax_concurrent_calls = 1"
+        ),
+        steady(&marked)
+    );
+    let hub = hub_with(&toml).await;
+    assert_eq!(hub.in_flight("stuck"), Some(0));
+    let hanging = {
+        let hub = hub.clone();
+        tokio::spawn(async move { hub.call_tool("mcp_stuck_hang", args(json!({}))).await })
+    };
+    // The place is taken before the request goes out; nothing announces it but the gauge.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while hub.in_flight("stuck") != Some(1) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the hanging call takes the place (test guard)");
+    // The server's one place is taken: `ok` waits for it, within its timeout, and gives up clearly.
+    let error = hub
+        .call_tool("mcp_stuck_ok", args(json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, HubError::Upstream(UpstreamError::Busy { ref server, max: 1, secs: 2, .. }) if server == "stuck"),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains(
+            "1 requests were already in flight to this server (its max_concurrent_calls)"
+        ),
+        "{error}"
+    );
+    // Other servers are not held back.
+    assert_steady_works(&hub).await;
+    let hung = hanging.await.unwrap().unwrap_err();
+    assert!(
+        matches!(hung, HubError::Upstream(UpstreamError::Timeout { .. })),
+        "{hung}"
+    );
+    // The timed-out call gave its place back.
+    assert_eq!(hub.in_flight("stuck"), Some(0));
+    let ok = hub
+        .call_tool("mcp_stuck_ok", args(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&ok), "ok");
+    assert_nothing_left(hub, &marked).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_hanging_in_the_handshake_does_not_delay_the_others() {
     let marked = Marked::new();
     let mute = marked.script("fault_never_answers.py");
