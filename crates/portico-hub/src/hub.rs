@@ -305,6 +305,16 @@ impl Hub {
         state.upstream.as_ref().map(|upstream| upstream.in_flight())
     }
 
+    /// Requests waiting for one of `server`'s places now; `None` if it is not connected.
+    pub fn waiting_for_place(&self, server: &str) -> Option<usize> {
+        let slot = self.slot(server)?;
+        let state = slot.state.lock().expect("slot lock");
+        state
+            .upstream
+            .as_ref()
+            .map(|upstream| upstream.waiting_for_place())
+    }
+
     fn slot(&self, server: &str) -> Option<&Slot> {
         self.shared.slots.iter().find(|s| s.config.name == server)
     }

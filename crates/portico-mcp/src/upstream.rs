@@ -129,6 +129,8 @@ pub struct Upstream {
     /// timeout.
     places: tokio::sync::Semaphore,
     max_in_flight: usize,
+    /// Requests waiting for a place now.
+    waiting_for_place: std::sync::atomic::AtomicUsize,
     stop: CancellationToken,
 }
 
@@ -341,6 +343,7 @@ impl Upstream {
             timeout: config.timeout(),
             places: tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1)),
             max_in_flight: config.max_concurrent_calls.max(1),
+            waiting_for_place: std::sync::atomic::AtomicUsize::new(0),
             stop,
         };
         upstream.listen_for_changes(peer_info.as_deref(), events);
@@ -445,13 +448,27 @@ impl Upstream {
         self.max_in_flight - self.places.available_permits()
     }
 
+    /// Requests waiting for a place now (places are given in arrival order).
+    pub fn waiting_for_place(&self) -> usize {
+        self.waiting_for_place
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Takes a place for a request in flight, waiting until `deadline` for one to be free.
     async fn place(
         &self,
         what: &str,
         deadline: tokio::time::Instant,
     ) -> Result<tokio::sync::SemaphorePermit<'_>, UpstreamError> {
-        match tokio::time::timeout_at(deadline, self.places.acquire()).await {
+        if let Ok(place) = self.places.try_acquire() {
+            return Ok(place);
+        }
+        self.waiting_for_place
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let waited = tokio::time::timeout_at(deadline, self.places.acquire()).await;
+        self.waiting_for_place
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        match waited {
             Ok(Ok(place)) => Ok(place),
             // The semaphore is never closed; a timeout is the only way here.
             _ => Err(UpstreamError::Busy {

@@ -174,7 +174,24 @@ async fn calls_past_max_concurrent_calls_wait_for_a_place_and_fail_clearly_witho
     })
     .await
     .expect("the hanging call takes the place (test guard)");
-    // The server's one place is taken: `ok` waits for it, within its timeout, and gives up clearly.
+    // A second hanging call queues for the place (places go in arrival order), so when the first
+    // times out the place passes to it and stays taken for another full timeout: `ok`, queued
+    // behind both, reaches its own deadline first. The second call starts half a second after the
+    // first so that its own wait outlasts the first call's timeout and clean-up: not a wait for a
+    // state (the gauges below are those) but the offset between two deadlines this test is about.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let queued = {
+        let hub = hub.clone();
+        tokio::spawn(async move { hub.call_tool("mcp_stuck_hang", args(json!({}))).await })
+    };
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while hub.waiting_for_place("stuck") != Some(1) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the second hanging call waits for the place (test guard)");
+    // `ok` waits for a place, within its timeout, and gives up clearly.
     let error = hub
         .call_tool("mcp_stuck_ok", args(json!({})))
         .await
@@ -188,6 +205,11 @@ async fn calls_past_max_concurrent_calls_wait_for_a_place_and_fail_clearly_witho
             "1 requests were already in flight to this server (its max_concurrent_calls)"
         ),
         "{error}"
+    );
+    let hung_too = queued.await.unwrap().unwrap_err();
+    assert!(
+        matches!(hung_too, HubError::Upstream(UpstreamError::Timeout { .. })),
+        "{hung_too}"
     );
     // Other servers are not held back.
     assert_steady_works(&hub).await;
