@@ -56,7 +56,7 @@ pub(crate) struct Queue {
 }
 
 /// A job with its place in the queue (none for an audit record queued past the bound), given back
-/// once the job is answered.
+/// as the job is answered.
 struct Queued {
     job: Box<dyn Job>,
     _place: Option<OwnedSemaphorePermit>,
@@ -310,8 +310,10 @@ fn drain(store: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<Queued>) {
             Some(inner) => Store { inner }.commit_batch(&mut jobs),
             None => Err(BatchFailure::gone()),
         };
-        // Each job's place is given back after its answer.
+        // Each job's place is given back before its answer, so a caller that got its answer sees
+        // its place already free (the queue's count never lags behind what was answered).
         for Queued { job, _place } in jobs {
+            drop(_place);
             job.answer(&committed);
         }
     }
