@@ -5,6 +5,7 @@
 //! router over it, and the current-thread runtime every input runs on (the engine's background tasks
 //! run whenever an input does).
 
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use portico_config::Config;
@@ -80,7 +81,8 @@ pub struct Door {
     pub server: PorticoServer,
     /// `portico_daemon::app_with_server` over the engine and server.
     pub router: axum::Router,
-    _data: tempfile::TempDir,
+    /// This process's data dir (removed by the next process, see [`data_dir`]).
+    pub data: PathBuf,
 }
 
 /// The door, started on first use.
@@ -91,18 +93,9 @@ pub fn door() -> &'static Door {
 
 fn start() -> Door {
     let config = portico_config::parse("<fuzz>", CONFIG).expect("the fuzz config is valid");
-    // A RAM disk when there is one: every A2A task and conversation is committed to SQLite.
-    let shm = std::path::Path::new("/dev/shm");
-    let data = if shm.is_dir() {
-        tempfile::Builder::new()
-            .prefix("portico-fuzz")
-            .tempdir_in(shm)
-    } else {
-        tempfile::Builder::new().prefix("portico-fuzz").tempdir()
-    }
-    .expect("a temporary data dir");
+    let data = data_dir();
     let _enter = runtime().enter();
-    let mut options = EngineOptions::in_dir(data.path());
+    let mut options = EngineOptions::in_dir(&data);
     // Nothing of the fuzzing machine's environment leaks in (API keys, `${VAR}`s).
     options.env = Box::new(|_| None);
     let engine = Engine::start(&config, options).expect("the fuzz engine starts");
@@ -128,9 +121,43 @@ fn start() -> Door {
         engine,
         server,
         router,
-        _data: data,
+        data,
     }
 }
+
+/// A fresh data dir for this process, on a RAM disk when there is one (every A2A task and
+/// conversation is committed to SQLite). The door lives in a static, which is never dropped, so
+/// nothing removes the dir at exit; instead each process first removes those of processes that are
+/// gone (a fuzzer stopped at its RSS limit or by a crash leaves its dir behind too).
+fn data_dir() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(DATA_PREFIX))
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = base.join(format!("{DATA_PREFIX}{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a data dir for the fuzzed Portico");
+    dir
+}
+
+const DATA_PREFIX: &str = "portico-fuzz-data-";
 
 /// A host tool with a schema, so calls reach validation and a real result.
 fn echo_tool() -> HostTool {
