@@ -27,8 +27,11 @@ pub use framing::stdio_framing;
 pub use mcp::{legacy_message, mcp_http, mcp_stdio};
 pub use ssrf::ssrf;
 
+/// A target's body.
+pub type Target = fn(&[u8]);
+
 /// Every target by the name of its corpus directory (`fuzz/corpus/<name>/`) and its `fuzz_target!`.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("stdio_framing", stdio_framing),
     ("mcp_stdio", mcp_stdio),
     ("mcp_http", mcp_http),

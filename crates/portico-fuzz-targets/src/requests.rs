@@ -270,14 +270,16 @@ pub(crate) fn check(resp: &Resp, what: &str) {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    if json && !resp.body.is_empty() && resp.body.len() < MAX_RESPONSE_BYTES {
-        if let Err(e) = serde_json::from_slice::<Value>(&resp.body) {
-            panic!(
-                "{what}: a {} answer labelled application/json is not JSON ({e}): {}",
-                resp.status,
-                String::from_utf8_lossy(&resp.body)
-            );
-        }
+    if json
+        && !resp.body.is_empty()
+        && resp.body.len() < MAX_RESPONSE_BYTES
+        && let Err(e) = serde_json::from_slice::<Value>(&resp.body)
+    {
+        panic!(
+            "{what}: a {} answer labelled application/json is not JSON ({e}): {}",
+            resp.status,
+            String::from_utf8_lossy(&resp.body)
+        );
     }
 }
 
