@@ -6,7 +6,7 @@
 # accumulates (issue 10 items 2 and 14: closed MCP sessions keep their relay tasks); libFuzzer's
 # -rss_limit_mb would end the run there. The run is therefore split into rounds of at most
 # ROUND_RUNS executions, each a fresh process over the same corpus directory, so coverage carries
-# over and only a real crash stops it.
+# over and only a real crash stops it. KEEP_GOING_ON_TIMEOUT=1 restarts after a timeout as well.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 target="$1"
@@ -47,6 +47,11 @@ while :; do
         echo "$target round $round: RSS limit after ${executed:-0} executions; restarting" >&2
         continue
     fi
+    if [[ -n "${KEEP_GOING_ON_TIMEOUT:-}" ]] && grep -q 'ERROR: libFuzzer: timeout' "$log"; then
+        timeouts=$((${timeouts:-0} + 1))
+        echo "$target round $round: an input ran past -timeout after ${executed:-0} executions (kept in artifacts/$target/); restarting" >&2
+        continue
+    fi
     if ((status != 0)); then
         echo "$target round $round: exit $status after ${executed:-0} executions; see $log" >&2
         tail -n 40 "$log" >&2
@@ -54,4 +59,4 @@ while :; do
         exit 1
     fi
 done
-echo "$target: $total executions in $(($(date +%s) - start))s over $round round(s)"
+echo "$target: $total executions in $(($(date +%s) - start))s over $round round(s), ${timeouts:-0} timeout(s)"
