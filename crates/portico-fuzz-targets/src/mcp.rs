@@ -12,9 +12,9 @@ use crate::door::{door, runtime};
 use crate::framing::{ChunkedReader, Collect};
 use crate::requests::{self, Memo};
 
-/// Bound on one stdio session after its input ended: long enough for every call an input can make
-/// (a scripted agent, the echo tool), short enough that a stuck session shows as slow, not as a hang.
-const SESSION_WAIT: Duration = Duration::from_secs(5);
+/// Bound on one stdio session. A session whose input has ended but which still waits on the client
+/// (a call asking for sampling or elicitation, say) is dropped here, as `portico mcp` exits at EOF.
+const SESSION_WAIT: Duration = Duration::from_secs(1);
 
 /// `data` is everything a client writes to `portico mcp`'s stdin (in either framing), then EOF.
 pub fn mcp_stdio(data: &[u8]) {
