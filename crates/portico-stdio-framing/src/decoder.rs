@@ -518,13 +518,18 @@ impl FrameDecoder {
                 mut scan,
                 seen,
             } => {
-                let done = scan.feed(rest);
-                let take = done.unwrap_or(rest.len());
-                extend_prefix(&mut self.prefix, &rest[..take]);
-                let seen = seen + take as u64;
                 // Give up on input that is not the JSON body we hoped for
                 // rather than skipping forever; whatever follows is read as
-                // new messages.
+                // new messages. The give-up point is one byte past the cap,
+                // wherever the reads happen to end: feeding the scanner a
+                // whole read let it swallow up to a read's worth more, so
+                // what came next depended on read boundaries.
+                let room = (self.max as u64 + 1).saturating_sub(seen);
+                let window = &rest[..usize::try_from(room).unwrap_or(usize::MAX).min(rest.len())];
+                let done = scan.feed(window);
+                let take = done.unwrap_or(window.len());
+                extend_prefix(&mut self.prefix, &rest[..take]);
+                let seen = seen + take as u64;
                 if done.is_some() || seen > self.max as u64 {
                     let event = Event::BadHeader {
                         reason,
@@ -734,6 +739,28 @@ mod tests {
             assert_eq!(run(max, input, chunk), whole, "chunk size {chunk}");
         }
         whole
+    }
+
+    /// Found by fuzzing (`stdio_framing`): the orphaned body after a bad header block is skipped up
+    /// to the cap, and what follows it must be the same whatever the read boundaries.
+    #[test]
+    fn an_unterminated_orphan_body_gives_up_at_the_same_byte_for_every_split() {
+        let input = b"Content-Type: x\r\n\r\n{\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n";
+        let events = run_all_splits(48, input);
+        assert!(
+            matches!(&events[0], Event::BadHeader { reason, .. } if reason == "missing Content-Length header"),
+            "{events:?}"
+        );
+        // The skip stops 49 bytes into the body; the rest of that line is read as the next
+        // message, and the ping after it is intact.
+        assert_eq!(events[1], msg(Framing::Newline, &"x".repeat(39)));
+        assert_eq!(
+            events[2],
+            msg(
+                Framing::Newline,
+                r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#
+            )
+        );
     }
 
     fn msg(framing: Framing, body: &str) -> Event {
