@@ -13,6 +13,13 @@ use crate::requests::{self, Memo};
 /// `message` that is not an object panics in an indexing assignment. Skipped here so the fuzzer can
 /// look for anything else; delete this once that fix is merged, and the corpus keeps the case.
 fn known_defect(req: &requests::Req) -> bool {
+    // Cancelling a task whose run never ends waits forever (fuzz/findings/README.md); a hang would
+    // stop the fuzzer and the corpus replay. Remove with the fix.
+    let text = String::from_utf8_lossy(&req.body);
+    if req.path.contains(":cancel") || text.contains("CancelTask") || text.contains("tasks/cancel")
+    {
+        return true;
+    }
     if !req
         .path
         .split('?')
