@@ -262,16 +262,7 @@ async fn sessions_are_capped_per_client_and_in_total() {
     let first = HttpSession::open(&base, &[]).await.unwrap();
     let mut second = HttpSession::open(&base, &[]).await.unwrap();
     let refused = HttpSession::open(&base, &[]).await.err().unwrap();
-    assert_eq!(refused.status(), 429);
-    assert_eq!(refused.headers()["retry-after"], "30");
-    let body: Value = refused.json().await.unwrap();
-    assert!(
-        body["error"]
-            .as_str()
-            .unwrap()
-            .contains("[server] max_sessions_per_client"),
-        "{body}"
-    );
+    assert_session_refused(refused, 429, "[server] max_sessions_per_client").await;
     // Open sessions keep working, and requests that make no session are not refused.
     let pong = second.request("ping", json!({})).await;
     assert_eq!(pong["result"], json!({}));
@@ -296,17 +287,16 @@ async fn sessions_are_capped_per_client_and_in_total() {
         HttpSession::open(&base, &[]).await.unwrap(),
     ];
     let refused = HttpSession::open(&base, &[]).await.err().unwrap();
-    assert_eq!(refused.status(), 503);
+    assert_session_refused(refused, 503, "2 MCP sessions are open").await;
+    assert!(daemon.stop().success());
+}
+
+/// An `initialize` refused at a session cap: the status, a retry hint, and an error naming the bound.
+async fn assert_session_refused(refused: reqwest::Response, status: u16, names: &str) {
+    assert_eq!(refused.status(), status);
     assert_eq!(refused.headers()["retry-after"], "30");
     let body: Value = refused.json().await.unwrap();
-    assert!(
-        body["error"]
-            .as_str()
-            .unwrap()
-            .contains("2 MCP sessions are open"),
-        "{body}"
-    );
-    assert!(daemon.stop().success());
+    assert!(body["error"].as_str().unwrap().contains(names), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
