@@ -13,20 +13,18 @@
 //! door's security (`portico-daemon` puts these routes behind it).
 
 mod card;
-mod client;
 mod error;
 mod push;
-mod remote;
 mod rest03;
 mod server;
 mod tasks;
-pub mod wire;
 
-pub use client::{
+pub use portico_a2a_client::wire;
+pub use portico_a2a_client::{
     A2aClient, A2aEvent, AgentCard, Binding, CardInterface, ClientError, ClientOptions, Endpoint,
     SendOutcome, SendRequest, Skill,
 };
 pub use error::A2aError;
-pub use remote::{RemoteAgents, remote_agents_source, remote_tool_name};
+pub use portico_a2a_client::{RemoteAgents, remote_agents_source, remote_tool_name};
 pub use server::{A2aOptions, recover_interrupted, routes};
 pub use tasks::{RESPONSE_ARTIFACT, StreamLimits, Tasks, task_json};
