@@ -59,8 +59,8 @@ pub fn remote_tool_name(agent: &str) -> String {
     format!("a2a_{name}")
 }
 
-/// The tool source for `[[a2a.external_agents]]`, discovery started: what the engine's
-/// `remote_agents` hook is given.
+/// The tool source for `[[a2a.external_agents]]`, discovery started: the engine places it after the
+/// agents and before the hub.
 pub fn remote_agents_source(
     config: &Config,
     env: &(dyn Fn(&str) -> Option<String> + Send + Sync),

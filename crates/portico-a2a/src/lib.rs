@@ -9,8 +9,9 @@
 //! background (streamed over SSE, cancelled for real), and are visible only to the caller that made
 //! them.
 //!
-//! What it is not: the agent loop (`portico-agents`), the task store (`portico-store`), or the HTTP
-//! door's security (`portico-daemon` puts these routes behind it).
+//! What it is not: the agent loop (`portico-agents`), the task store (`portico-store`), the HTTP
+//! door's security (`portico-daemon` puts these routes behind it), or the A2A client and the remote
+//! agents' `a2a_*` tools (`portico-a2a-client`, below the engine, which serves them itself).
 
 mod card;
 mod error;
@@ -19,12 +20,9 @@ mod rest03;
 mod server;
 mod tasks;
 
-pub use portico_a2a_client::wire;
-pub use portico_a2a_client::{
-    A2aClient, A2aEvent, AgentCard, Binding, CardInterface, ClientError, ClientOptions, Endpoint,
-    SendOutcome, SendRequest, Skill,
-};
+// The 1.0 and 0.3 JSON forms are shared with the client, which sits below the engine.
+use portico_a2a_client::wire;
+
 pub use error::A2aError;
-pub use portico_a2a_client::{RemoteAgents, remote_agents_source, remote_tool_name};
 pub use server::{A2aOptions, recover_interrupted, routes};
 pub use tasks::{RESPONSE_ARTIFACT, StreamLimits, Tasks, task_json};

@@ -5,8 +5,7 @@
 //!
 //! Tool names resolve in this order: local tools (built-ins, `agent_list`/`agent_send`, tools an
 //! embedder registers), then agents (`portico_agent_*`), then remote A2A agents (`a2a_*`, when
-//! `[[a2a.external_agents]]` are configured and the embedder passes
-//! [`EngineOptions::remote_agents`]), then the upstream catalog.
+//! `[[a2a.external_agents]]` are configured; `portico-a2a-client`), then the upstream catalog.
 //!
 //! What it is not: a door (no sockets here) or a place for policy logic (that is the pipeline's).
 
@@ -14,13 +13,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use portico_a2a_client::remote_agents_source;
 use portico_agents::{Agent, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose};
 use portico_config::{Config, agent_tool_name};
 use portico_hub::{Hub, HubSettings, StopGrace};
 use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
     AuditKey, HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy,
-    ToolPatterns, ToolSource,
+    ToolPatterns,
 };
 use portico_store::{AuditWriter, Store};
 
@@ -64,11 +64,6 @@ pub struct EngineOptions {
     pub data_dir: PathBuf,
     /// Reads Portico's environment (API keys for model providers, `${VAR}` in A2A headers).
     pub env: EnvLookup,
-    /// Builds the remote A2A agents' tool source from the config (and starts reading their cards in
-    /// the background); it is placed after the agents and before the hub. `portico-a2a` provides it
-    /// (`portico_a2a::remote_agents_source`): a hook, because that crate depends on this one. Used only
-    /// when `[[a2a.external_agents]]` are configured.
-    pub remote_agents: Option<SourceFactory>,
     /// Whether every server connects at start (the daemon, `portico mcp`, `portico chat`), or none
     /// until asked with [`Hub::connect`]: one-shot commands connect only what they need (see
     /// [`Engine::servers_for_call`]).
@@ -80,18 +75,11 @@ pub struct EngineOptions {
 /// Reads one environment variable.
 pub type EnvLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
-/// Builds a tool source from the config, with Portico's environment.
-pub type SourceFactory = Box<
-    dyn FnOnce(&Config, &(dyn Fn(&str) -> Option<String> + Send + Sync)) -> Arc<dyn ToolSource>
-        + Send,
->;
-
 impl EngineOptions {
     pub fn in_dir(data_dir: &Path) -> Self {
         EngineOptions {
             data_dir: data_dir.to_path_buf(),
             env: Box::new(|name| std::env::var(name).ok()),
-            remote_agents: None,
             connect_at_start: true,
             child_stop: StopGrace::PATIENT,
         }
@@ -102,12 +90,6 @@ impl EngineOptions {
     pub fn one_shot(mut self) -> Self {
         self.connect_at_start = false;
         self.child_stop = StopGrace::BRIEF;
-        self
-    }
-
-    /// Serves `[[a2a.external_agents]]` as `a2a_*` tools through `factory`.
-    pub fn with_remote_agents(mut self, factory: SourceFactory) -> Self {
-        self.remote_agents = Some(factory);
         self
     }
 }
@@ -202,15 +184,9 @@ impl Engine {
         pipeline.add_source(Arc::new(local.clone()));
         pipeline.add_source(Arc::new(AgentTools::new(runtime.clone())));
         if !config.a2a.external_agents.is_empty() {
-            match options.remote_agents {
-                // `a2a_*` names cannot collide with the hub's `mcp_*`; cards are read in the
-                // background, so nothing here waits on a remote host.
-                Some(factory) => pipeline.add_source(factory(config, &*options.env)),
-                None => tracing::warn!(
-                    "{} [[a2a.external_agents]] configured, but this embedding of Portico does not serve remote agents",
-                    config.a2a.external_agents.len()
-                ),
-            }
+            // `a2a_*` names cannot collide with the hub's `mcp_*`; cards are read in the
+            // background, so nothing here waits on a remote host.
+            pipeline.add_source(remote_agents_source(config, &*options.env));
         }
         pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
         Ok(Engine {

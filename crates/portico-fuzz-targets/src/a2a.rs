@@ -2,8 +2,8 @@
 //! A2A documents Portico reads: agent cards and messages in either form.
 
 use http::Method;
-use portico_a2a::AgentCard;
-use portico_a2a::wire;
+use portico_a2a_client::AgentCard;
+use portico_a2a_client::wire;
 use serde_json::Value;
 
 use crate::door::runtime;

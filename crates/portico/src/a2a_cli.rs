@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use clap::Subcommand;
-use portico_a2a::{A2aClient, A2aEvent, AgentCard, ClientOptions, SendRequest, remote_tool_name};
+use portico_a2a_client::{A2aClient, A2aEvent, AgentCard, ClientOptions, SendRequest, remote_tool_name};
 use serde_json::json;
 
 /// How long `send` to a URL waits for the task (a configured agent uses its `timeout_secs`).
@@ -82,7 +82,7 @@ fn is_loopback_host(url: &str) -> bool {
 }
 
 /// The net policy's remedy speaks of config entries; for a URL typed here, say what to do instead.
-fn for_url(error: portico_a2a::ClientError) -> anyhow::Error {
+fn for_url(error: portico_a2a_client::ClientError) -> anyhow::Error {
     anyhow::anyhow!(error.to_string().replace(
         "; set allow_private_network = true on this server entry to allow it",
         " (only loopback URLs typed here may reach private addresses; configure the agent in \
@@ -216,7 +216,7 @@ async fn send(
         let open_line = open_line.clone();
         move |event: A2aEvent| match event {
             A2aEvent::Status { state, text, .. } => {
-                let state = portico_a2a::wire::state_to_v03(&state);
+                let state = portico_a2a_client::wire::state_to_v03(&state);
                 match text {
                     Some(text) => eprintln!("[{state}] {text}"),
                     None => eprintln!("[{state}]"),

@@ -272,7 +272,6 @@ fn config_check(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> 
 
 pub(crate) fn engine_options() -> EngineOptions {
     EngineOptions::in_dir(&portico_config::data_dir())
-        .with_remote_agents(Box::new(portico_a2a::remote_agents_source))
 }
 
 /// Loads the config and starts the engine, showing progress until every server's first attempt is
