@@ -26,6 +26,7 @@ use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
 use portico_pipeline::LocalTools as HostTools;
+use portico_pipeline::{Pipeline, PipelineSettings};
 
 /// The default cap on one response, serialised: big enough for real tool output, small enough that a
 /// runaway upstream cannot make Portico write a frame a client will choke on.
@@ -98,6 +99,9 @@ pub struct PorticoServer {
     subscriptions: Arc<Mutex<HashSet<String>>>,
     /// Tools the embedding program registered; shared by every session.
     host_tools: HostTools,
+    /// What host tools are called through, on every backend: the engine's pipeline in process;
+    /// proxied to a daemon, which cannot see them, one of this server's own over the host tools.
+    host_pipeline: Pipeline,
     /// 2026-07-28 calls waiting for their client's answers; shared by every session, since a
     /// stateless client may come back on another connection.
     parked: ParkedCalls,
@@ -137,17 +141,23 @@ impl Drop for RelayCounted {
 
 impl PorticoServer {
     pub fn new(backend: Backend, options: ServerOptions) -> Self {
-        // In process, host tools are the engine's local tools, so they pass the call pipeline like
-        // every other tool.
-        let host_tools = match &backend {
-            Backend::Local(engine) => engine.local.clone(),
-            Backend::Daemon(_) => HostTools::default(),
+        // Host tools pass a call pipeline like every other tool (schemas, timeout, audit): in
+        // process they are the engine's local tools; before a daemon, they get a pipeline here.
+        let (host_tools, host_pipeline) = match &backend {
+            Backend::Local(engine) => (engine.local.clone(), engine.pipeline.clone()),
+            Backend::Daemon(_) => {
+                let host_tools = HostTools::default();
+                let pipeline = Pipeline::new(PipelineSettings::default());
+                pipeline.add_source(Arc::new(host_tools.clone()));
+                (host_tools, pipeline)
+            }
         };
         PorticoServer {
             backend,
             options: Arc::new(options),
             subscriptions: Arc::default(),
             host_tools,
+            host_pipeline,
             parked: ParkedCalls::default(),
             session: Some(Arc::default()),
             relays: Arc::default(),
@@ -165,6 +175,13 @@ impl PorticoServer {
         &self.host_tools
     }
 
+    /// The pipeline host tools are called through: the engine's in process; before a daemon, this
+    /// server's own, which audits nowhere until the embedder gives it a sink
+    /// ([`Pipeline::set_audit`]).
+    pub fn host_pipeline(&self) -> &Pipeline {
+        &self.host_pipeline
+    }
+
     /// A handler for a new client session: same backend and options, its own subscriptions.
     pub fn for_session(&self) -> Self {
         PorticoServer {
@@ -172,6 +189,7 @@ impl PorticoServer {
             options: self.options.clone(),
             subscriptions: Arc::default(),
             host_tools: self.host_tools.clone(),
+            host_pipeline: self.host_pipeline.clone(),
             parked: self.parked.clone(),
             session: Some(Arc::default()),
             relays: self.relays.clone(),
@@ -233,11 +251,12 @@ impl PorticoServer {
         cancelled: &tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
         if let Backend::Daemon(_) = self.backend
-            && let Some(tool) = self.host_tools.get(name)
+            && self.host_tools.get(name).is_some()
         {
             let context = portico_pipeline::ToolContext::client(self.options.door.clone())
                 .with_relay(call_context.clone());
-            let result = tool.call(arguments.unwrap_or_default(), context).await;
+            let called = self.host_pipeline.call(name, arguments, &context).await;
+            let result = called.map_err(|e| backend_error(e.into()))?.result;
             let result: CallToolResult = from_result("tool result", result)?;
             return Ok(self.budgeted(name, result));
         }

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use anyhow::bail;
 use clap::Subcommand;
-use portico_a2a_client::{A2aClient, A2aEvent, AgentCard, ClientOptions, SendRequest, remote_tool_name};
+use portico_a2a_client::{
+    A2aClient, A2aEvent, AgentCard, ClientOptions, SendRequest, remote_tool_name,
+};
 use serde_json::json;
 
 /// How long `send` to a URL waits for the task (a configured agent uses its `timeout_secs`).
