@@ -15,6 +15,7 @@
 
 mod card;
 mod error;
+pub mod pricing;
 mod push;
 mod rest03;
 mod server;

@@ -65,25 +65,16 @@ impl Limits {
     }
 }
 
-/// Routes whose path alone says they run an agent (their bodies are A2A messages, not JSON-RPC).
+/// Routes whose path alone says they run an agent (their bodies are not JSON-RPC): the A2A door's
+/// HTTP+JSON sends, and the API's agent messages.
 fn path_runs_agent(path: &str) -> bool {
-    let path = path.trim_end_matches('/');
-    path.ends_with("/message:send")
-        || path.ends_with("/message:stream")
-        || path.ends_with("/tasks/send")
-        || (path.starts_with("/api/agents/") && path.ends_with("/message"))
+    let trimmed = path.trim_end_matches('/');
+    portico_a2a::pricing::path_runs_agent(path)
+        || (trimmed.starts_with("/api/agents/") && trimmed.ends_with("/message"))
 }
 
-/// Method names whose requests run an agent.
-const AGENT_METHODS: [&str; 5] = [
-    "SendMessage",
-    "SendStreamingMessage",
-    "message/send",
-    "message/stream",
-    "tasks/send",
-];
-
-/// Whether a JSON-RPC body (or batch) runs an agent.
+/// Whether a JSON-RPC body (or batch) runs an agent, as the door that understands it says: the MCP
+/// door for its messages, the A2A door for its own.
 fn body_runs_agent(body: &[u8]) -> bool {
     if cannot_run_agent(body) {
         return false;
@@ -92,15 +83,8 @@ fn body_runs_agent(body: &[u8]) -> bool {
         return false;
     };
     let runs = |message: &Value| {
-        let method = message
-            .get("method")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        AGENT_METHODS.contains(&method)
-            || (method == "tools/call"
-                && message["params"]["name"]
-                    .as_str()
-                    .is_some_and(|name| name.starts_with("portico_agent_")))
+        portico_mcp_server::pricing::message_runs_agent(message)
+            || portico_a2a::pricing::message_runs_agent(message)
     };
     match &value {
         Value::Array(items) => items.iter().any(runs),
@@ -108,14 +92,17 @@ fn body_runs_agent(body: &[u8]) -> bool {
     }
 }
 
-/// A body that names no agent method and no agent tool cannot run one, whatever its structure, so it
-/// need not be parsed: the common case (a plain tool call) is priced by a byte scan. A `\u` escape
-/// could spell a name without its bytes appearing, so such a body is always parsed.
+/// A body that holds none of the doors' agent markers (agent methods, agent tool names) cannot run
+/// an agent, whatever its structure, so it need not be parsed: the common case (a plain tool call) is
+/// priced by a byte scan. A `\u` escape could spell a name without its bytes appearing, so such a
+/// body is always parsed.
 fn cannot_run_agent(body: &[u8]) -> bool {
     let contains = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
     !contains(b"\\u")
-        && !contains(b"portico_agent_")
-        && !AGENT_METHODS.iter().any(|m| contains(m.as_bytes()))
+        && !portico_mcp_server::pricing::AGENT_MARKERS
+            .iter()
+            .chain(portico_a2a::pricing::AGENT_METHODS)
+            .any(|marker| contains(marker.as_bytes()))
 }
 
 pub async fn check(State(limits): State<Arc<Limits>>, request: Request, next: Next) -> Response {

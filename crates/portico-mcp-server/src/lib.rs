@@ -13,6 +13,7 @@
 mod backend;
 mod handler;
 mod input_rounds;
+pub mod pricing;
 mod relay;
 pub mod tool_search;
 
