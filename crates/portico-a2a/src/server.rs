@@ -95,7 +95,7 @@ pub fn routes(engine: Engine, options: A2aOptions) -> Router {
 /// The A2A router and the tasks behind it.
 pub(crate) fn routes_and_tasks(engine: Engine, options: A2aOptions) -> (Router, Tasks) {
     let pusher = push_client(options.push_allow_private_network)
-        .map(|client| crate::push::Pusher::new(client, engine.store.clone()));
+        .map(|client| crate::push::Pusher::new(client, engine.store().clone()));
     let tasks = Tasks::with_stream_limits(
         engine.clone(),
         TaskLimits {
@@ -170,7 +170,7 @@ pub(crate) fn requested_version(headers: &HeaderMap) -> Result<Option<Version>, 
 impl A2aState {
     pub(crate) fn agent_name(&self, requested: &str) -> Result<String, A2aError> {
         self.engine
-            .agents
+            .agents()
             .agent(requested)
             .map(|a| a.config.name.clone())
             .ok_or_else(|| A2aError::MethodNotFound(format!("no agent `{requested}` here")))
@@ -179,15 +179,15 @@ impl A2aState {
     fn primary(&self) -> Option<String> {
         match &self.options.primary_agent {
             Some(name) => Some(name.clone()),
-            None => self.engine.agents.infos().first().map(|a| a.name.clone()),
+            None => self.engine.agents().infos().first().map(|a| a.name.clone()),
         }
     }
 
     /// The card in one version's form, or (`None`) both forms merged.
     async fn card(&self, agent: &str, version: Option<Version>) -> Option<Value> {
-        let agent = self.engine.agents.agent(agent)?.clone();
+        let agent = self.engine.agents().agent(agent)?.clone();
         let principal = Principal::agent(agent.config.name.clone(), agent.patterns.clone());
-        let tools = self.engine.pipeline.list(&principal).await;
+        let tools = self.engine.pipeline().list(&principal).await;
         let url = card::agent_url(
             &self.options.public_url,
             &self.options.listen_path,

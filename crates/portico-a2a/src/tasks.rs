@@ -375,7 +375,7 @@ impl Tasks {
     ) -> Self {
         Tasks {
             inner: Arc::new(Inner {
-                writer: engine.store.batch_writer(),
+                writer: engine.store().batch_writer(),
                 engine,
                 limits,
                 pusher,
@@ -386,7 +386,7 @@ impl Tasks {
     }
 
     fn store(&self) -> Store {
-        self.inner.engine.store.clone()
+        self.inner.engine.store().clone()
     }
 
     /// Tasks left running by a previous process cannot be resumed (their agent run died with it):
@@ -592,7 +592,7 @@ impl Tasks {
         let tool = self
             .inner
             .engine
-            .agents
+            .agents()
             .agent(agent)
             .map(|a| a.tool_name.clone())
             .ok_or_else(|| A2aError::InvalidParams(format!("no agent named `{agent}`")))?;
@@ -886,7 +886,7 @@ impl Tasks {
             let via = context.principal.label();
             context.turn = Some(Arc::new(portico_pipeline::TurnState::tainted(tool, &via)));
         }
-        let pipeline = self.inner.engine.pipeline.clone();
+        let pipeline = self.inner.engine.pipeline().clone();
         let tool = run.tool.clone();
         let call = tokio::spawn(async move {
             pipeline
@@ -1191,16 +1191,16 @@ rules = [
         let answered = sent.stored().unwrap().expect("the run stored the task");
         // What the send answers with is what the store holds.
         assert_eq!(
-            engine.store.task(&sent.task_id).unwrap(),
+            engine.store().task(&sent.task_id).unwrap(),
             Some(answered.clone())
         );
         assert_eq!(answered.state, "TASK_STATE_COMPLETED");
         assert_eq!(text_of(&answered.artifacts[0]), "thought");
         // The request, the agent's "thinking" and its answer.
         assert_eq!(answered.history.len(), 3);
-        let history = engine.store.task_status_history(&sent.task_id).unwrap();
+        let history = engine.store().task_status_history(&sent.task_id).unwrap();
         assert_eq!(
-            states(&engine.store, &sent.task_id),
+            states(engine.store(), &sent.task_id),
             [
                 "TASK_STATE_SUBMITTED",
                 "TASK_STATE_WORKING",
@@ -1223,7 +1223,7 @@ rules = [
             .await
             .unwrap();
         let created = engine
-            .store
+            .store()
             .task(&sent.task_id)
             .unwrap()
             .expect("stored at once");
@@ -1236,11 +1236,11 @@ rules = [
         );
         sent.settled().await;
         let answered = sent.stored().unwrap().unwrap();
-        let stored = engine.store.task(&sent.task_id).unwrap().unwrap();
+        let stored = engine.store().task(&sent.task_id).unwrap().unwrap();
         assert_eq!(task_json(&answered, None), task_json(&stored, None));
         assert_eq!(stored.state, "TASK_STATE_COMPLETED");
         assert_eq!(
-            states(&engine.store, &sent.task_id),
+            states(engine.store(), &sent.task_id),
             [
                 "TASK_STATE_SUBMITTED",
                 "TASK_STATE_WORKING",
@@ -1269,10 +1269,10 @@ rules = [
             "{refused:?}"
         );
         // Only the running task's agent was ever started.
-        let conversations = engine.store.conversations(None, 0).unwrap();
+        let conversations = engine.store().conversations(None, 0).unwrap();
         assert!(conversations.len() <= 1, "{conversations:?}");
-        assert_eq!(engine.store.task_count().unwrap(), (1, 1));
-        assert!(engine.store.task(&running.task_id).unwrap().is_some());
+        assert_eq!(engine.store().task_count().unwrap(), (1, 1));
+        assert!(engine.store().task(&running.task_id).unwrap().is_some());
     }
 
     #[tokio::test]

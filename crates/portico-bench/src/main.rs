@@ -218,7 +218,7 @@ async fn serve_portico(config_path: &std::path::Path) -> anyhow::Result<()> {
                 })
             },
         ));
-    engine.hub.wait_settled().await;
+    engine.upstreams().wait_settled().await;
     let terminated = async {
         if let Ok(mut term) =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

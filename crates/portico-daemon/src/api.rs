@@ -11,8 +11,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use portico_config::{Config, EnvEntry, Transport};
 use portico_core::ServerState;
-use portico_engine::Engine;
-use portico_hub::Hub;
+use portico_engine::{Engine, Upstreams};
 use portico_pipeline::{ProgressEvent, ToolContext, model_text};
 use serde::Deserialize;
 
@@ -21,7 +20,7 @@ use serde_json::{Value, json};
 
 #[derive(Clone)]
 struct ApiState {
-    hub: Hub,
+    hub: Upstreams,
     engine: Engine,
     /// `/api/mcp/servers` shows the configuration; computed once, with secrets left out. Shared:
     /// the state is cloned into every route and for every request.
@@ -31,7 +30,7 @@ struct ApiState {
 
 pub(crate) fn routes(engine: Engine, config: &Config, identity: IdentityKey) -> Router {
     let state = ApiState {
-        hub: engine.hub.clone(),
+        hub: engine.upstreams().clone(),
         engine,
         configured: Arc::new(configured_servers(config)),
         identity,
@@ -47,7 +46,7 @@ pub(crate) fn routes(engine: Engine, config: &Config, identity: IdentityKey) -> 
 }
 
 async fn agents(State(state): State<ApiState>) -> Json<Value> {
-    Json(json!({"agents": state.engine.agents.infos()}))
+    Json(json!({"agents": state.engine.agents().infos()}))
 }
 
 #[derive(Deserialize)]
@@ -72,7 +71,7 @@ async fn agent_message(
     Path(name): Path<String>,
     Json(request): Json<MessageRequest>,
 ) -> Response {
-    let Some(agent) = state.engine.agents.agent(&name) else {
+    let Some(agent) = state.engine.agents().agent(&name) else {
         return api_error(
             StatusCode::NOT_FOUND,
             format!("no agent named `{name}`; GET /api/agents lists them"),
@@ -83,7 +82,7 @@ async fn agent_message(
     if let Some(id) = request.conversation_id {
         arguments["conversation_id"] = Value::String(id);
     }
-    let pipeline = state.engine.pipeline.clone();
+    let pipeline = state.engine.pipeline().clone();
     if !request.stream {
         let context = ToolContext::client("api");
         return match pipeline
@@ -168,7 +167,7 @@ async fn agent_message(
 }
 
 async fn conversation(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    let store = state.engine.store.clone();
+    let store = state.engine.store().clone();
     let found = tokio::task::spawn_blocking(move || {
         let conversation = store.conversation(&id)?;
         let messages = match &conversation {
@@ -193,7 +192,7 @@ async fn audit(
     Query(query): Query<portico_store::AuditQuery>,
 ) -> Response {
     state.engine.flush_audit().await;
-    let store = state.engine.store.clone();
+    let store = state.engine.store().clone();
     match tokio::task::spawn_blocking(move || store.audit(&query)).await {
         Ok(Ok(records)) => Json(json!({"records": records})).into_response(),
         Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),

@@ -1,7 +1,8 @@
 //! `portico-engine` assembles a running Portico from its configuration: the hub (upstream MCP
 //! sessions), the embedded store, the built-in tools, the agents, and the one call pipeline in front of
 //! all of them. Every door (`portico mcp`, `/mcp`, the HTTP API, the CLI) is handed an [`Engine`] and
-//! calls tools only through [`Engine::pipeline`].
+//! calls tools only through [`Engine::pipeline`]: the engine's parts are private, and the upstreams
+//! are reached only through [`Upstreams`], which has no tool calls.
 //!
 //! Tool names resolve in this order: local tools (built-ins, `agent_list`/`agent_send`, tools an
 //! embedder registers), then agents (`portico_agent_*`), then remote A2A agents (`a2a_*`, when
@@ -23,6 +24,10 @@ use portico_pipeline::{
     ToolPatterns,
 };
 use portico_store::{AuditWriter, Store};
+
+mod upstreams;
+
+pub use upstreams::Upstreams;
 
 /// The file the store lives in, inside the data dir.
 pub const STORE_FILE: &str = "portico.db";
@@ -50,12 +55,14 @@ pub enum EngineError {
 /// A running Portico. Cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
-    pub hub: Hub,
-    pub pipeline: Pipeline,
-    pub agents: Arc<AgentRuntime>,
-    pub store: Store,
+    /// Private: the pipeline's `HubTools` is the only caller of the hub's tools.
+    hub: Hub,
+    upstreams: Upstreams,
+    pipeline: Pipeline,
+    agents: Arc<AgentRuntime>,
+    store: Store,
     /// Built-ins and tools an embedder registers; served to every door.
-    pub local: LocalTools,
+    local: LocalTools,
     audit: AuditWriter,
 }
 
@@ -190,6 +197,7 @@ impl Engine {
         }
         pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
         Ok(Engine {
+            upstreams: Upstreams::new(hub.clone()),
             hub,
             pipeline,
             agents: runtime,
@@ -197,6 +205,36 @@ impl Engine {
             local,
             audit,
         })
+    }
+
+    /// The one way to call a tool, from every door and agent.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The upstream servers, for everything but tool calls.
+    pub fn upstreams(&self) -> &Upstreams {
+        &self.upstreams
+    }
+
+    /// The aggregated upstream catalog as it is now (read-only).
+    pub fn catalog(&self) -> Arc<portico_core::Catalog> {
+        self.hub.catalog()
+    }
+
+    /// The configured agents: their definitions, and runs (whose tool calls go through the pipeline).
+    pub fn agents(&self) -> &Arc<AgentRuntime> {
+        &self.agents
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Built-ins and tools an embedder registers (host tools); served to every door through the
+    /// pipeline.
+    pub fn local_tools(&self) -> &LocalTools {
+        &self.local
     }
 
     /// The upstream servers a call of `name` needs connected: every server for an agent (its model

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use portico_core::JsonObject;
 use portico_core::relay::CallContext;
-use portico_engine::Engine;
-use portico_hub::{Hub, HubError};
+use portico_engine::{Engine, Upstreams};
+use portico_hub::HubError;
 use portico_mcp::{Upstream, UpstreamError};
 use portico_pipeline::{PipelineError, ToolContext};
 use tokio::sync::{broadcast, watch};
@@ -126,15 +126,15 @@ impl Backend {
     async fn listing_now(&self, door: &str) -> Result<Listing, BackendError> {
         match self {
             Backend::Local(engine) => {
-                settle(&engine.hub).await;
+                settle(engine.upstreams()).await;
                 let tools = engine
-                    .pipeline
+                    .pipeline()
                     .list(&portico_pipeline::Principal::client(door))
                     .await
                     .into_iter()
                     .map(|entry| (*entry.definition).clone())
                     .collect();
-                let catalog = engine.hub.catalog();
+                let catalog = engine.catalog();
                 Ok(Listing {
                     tools,
                     prompts: catalog
@@ -186,7 +186,7 @@ impl Backend {
             Backend::Local(engine) => {
                 let context = ToolContext::client(door).with_relay(context.clone());
                 engine
-                    .pipeline
+                    .pipeline()
                     .call(name, arguments, &context)
                     .await?
                     .result
@@ -202,7 +202,7 @@ impl Backend {
     pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
-                let hub = &engine.hub;
+                let hub = engine.upstreams();
                 settle(hub).await;
                 hub.complete(params).await?
             }
@@ -213,7 +213,7 @@ impl Backend {
     pub async fn set_log_level(&self, level: &str) -> Result<(), BackendError> {
         match self {
             Backend::Local(engine) => {
-                let hub = &engine.hub;
+                let hub = engine.upstreams();
                 settle(hub).await;
                 hub.set_log_level(level).await;
             }
@@ -225,7 +225,7 @@ impl Backend {
     pub async fn subscribe(&self, uri: &str) -> Result<(), BackendError> {
         match self {
             Backend::Local(engine) => {
-                let hub = &engine.hub;
+                let hub = engine.upstreams();
                 settle(hub).await;
                 hub.subscribe_resource(uri).await?
             }
@@ -236,7 +236,7 @@ impl Backend {
 
     pub async fn unsubscribe(&self, uri: &str) -> Result<(), BackendError> {
         match self {
-            Backend::Local(engine) => engine.hub.unsubscribe_resource(uri).await?,
+            Backend::Local(engine) => engine.upstreams().unsubscribe_resource(uri).await?,
             Backend::Daemon(link) => link.upstream.unsubscribe(uri).await?,
         }
         Ok(())
@@ -245,7 +245,7 @@ impl Backend {
     /// Exposed URIs of subscribed resources that changed.
     pub fn resource_updates(&self) -> broadcast::Receiver<String> {
         match self {
-            Backend::Local(engine) => engine.hub.resource_updates(),
+            Backend::Local(engine) => engine.upstreams().resource_updates(),
             Backend::Daemon(link) => link.resource_updates.subscribe(),
         }
     }
@@ -253,7 +253,7 @@ impl Backend {
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
-                let hub = &engine.hub;
+                let hub = engine.upstreams();
                 if hub.catalog().resolve_resource_uri(uri).is_none() {
                     settle(hub).await;
                 }
@@ -270,7 +270,7 @@ impl Backend {
     ) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
-                let hub = &engine.hub;
+                let hub = engine.upstreams();
                 if hub.catalog().prompt(name).is_none() {
                     settle(hub).await;
                 }
@@ -283,7 +283,7 @@ impl Backend {
     /// Fires when what clients can list may have changed.
     pub fn changes(&self) -> watch::Receiver<u64> {
         match self {
-            Backend::Local(engine) => engine.hub.subscribe(),
+            Backend::Local(engine) => engine.upstreams().changes(),
             Backend::Daemon(link) => link.changes.clone(),
         }
     }
@@ -292,7 +292,7 @@ impl Backend {
 /// Right after start, servers are still connecting. An IDE lists tools once, at once (and not every
 /// client re-lists on list_changed), or calls a tool it remembers: give the first connections a moment
 /// before answering from an incomplete catalog.
-async fn settle(hub: &Hub) {
+async fn settle(hub: &Upstreams) {
     if !hub.settled() {
         let _ = tokio::time::timeout(SETTLE_WAIT, hub.wait_settled()).await;
     }

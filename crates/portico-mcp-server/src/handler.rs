@@ -144,7 +144,7 @@ impl PorticoServer {
         // Host tools pass a call pipeline like every other tool (schemas, timeout, audit): in
         // process they are the engine's local tools; before a daemon, they get a pipeline here.
         let (host_tools, host_pipeline) = match &backend {
-            Backend::Local(engine) => (engine.local.clone(), engine.pipeline.clone()),
+            Backend::Local(engine) => (engine.local_tools().clone(), engine.pipeline().clone()),
             Backend::Daemon(_) => {
                 let host_tools = HostTools::default();
                 let pipeline = Pipeline::new(PipelineSettings::default());

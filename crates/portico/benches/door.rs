@@ -183,7 +183,7 @@ fn main() {
         let config = portico_config::parse("bench", &config_text).unwrap();
         let data = tempfile::tempdir().unwrap();
         let engine = portico_engine::Engine::start(&config, portico_engine::EngineOptions::in_dir(data.path())).unwrap();
-        let hub = engine.hub.clone();
+        let hub = engine.upstreams().clone();
         hub.wait_settled().await;
         let door = portico_daemon::DoorConfig::from_config(&config).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -19,8 +19,13 @@ pub async fn run(
     mut conversation: Option<String>,
 ) -> anyhow::Result<ExitCode> {
     let engine = crate::cli::start_engine(explicit).await?;
-    let Some(found) = engine.agents.agent(agent) else {
-        let known: Vec<String> = engine.agents.infos().into_iter().map(|a| a.name).collect();
+    let Some(found) = engine.agents().agent(agent) else {
+        let known: Vec<String> = engine
+            .agents()
+            .infos()
+            .into_iter()
+            .map(|a| a.name)
+            .collect();
         engine.shutdown().await;
         bail!(
             "no agent named `{agent}`; configured agents: {}",
@@ -78,7 +83,7 @@ pub async fn run(
             arguments["conversation_id"] = Value::String(id.clone());
         }
         let outcome = engine
-            .pipeline
+            .pipeline()
             .call(&tool, arguments.as_object().cloned(), &context)
             .await?;
         if outcome.is_error() {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use portico_config::ConfigSource;
-use portico_engine::{Engine, EngineOptions};
+use portico_engine::{Engine, EngineOptions, Upstreams};
 use portico_hub::{Hub, HubSettings, StopGrace};
 use portico_pipeline::ToolContext;
 
@@ -166,7 +166,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (config, _source) = portico_config::load(cli.config.as_deref())?;
             // Listing agents needs no upstream: none is connected.
             let engine = Engine::start(&config, engine_options().one_shot())?;
-            let agents = engine.agents.infos();
+            let agents = engine.agents().infos();
             let answer = if json {
                 serde_json::to_string_pretty(&agents)
                     .map(|text| text + "\n")
@@ -190,10 +190,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let (config, _source) = portico_config::load(cli.config.as_deref())?;
             let engine = Engine::start(&config, engine_options().one_shot())?;
-            engine.hub.connect(&engine.servers_for_call(&tool));
-            progress::until_settled(&engine.hub).await;
+            engine.upstreams().connect(&engine.servers_for_call(&tool));
+            progress::until_settled(engine.upstreams()).await;
             let context = ToolContext::client("cli");
-            let called = engine.pipeline.call(&tool, Some(arguments), &context).await;
+            let called = engine
+                .pipeline()
+                .call(&tool, Some(arguments), &context)
+                .await;
             let answered = called
                 .map_err(anyhow::Error::from)
                 .and_then(|outcome| print_call_result(&outcome.result, json));
@@ -279,7 +282,7 @@ pub(crate) fn engine_options() -> EngineOptions {
 pub(crate) async fn start_engine(explicit: Option<&std::path::Path>) -> anyhow::Result<Engine> {
     let (config, _source) = portico_config::load(explicit)?;
     let engine = Engine::start(&config, engine_options())?;
-    progress::until_settled(&engine.hub).await;
+    progress::until_settled(engine.upstreams()).await;
     Ok(engine)
 }
 
@@ -308,7 +311,7 @@ async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> an
         Some(name) => hub.connect(&[name.to_string()]),
         None => hub.connect_all(),
     }
-    progress::until_settled(&hub).await;
+    progress::until_settled(&Upstreams::new(hub.clone())).await;
     Ok(hub)
 }
 
@@ -323,7 +326,7 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     }
     let door = portico_daemon::DoorConfig::from_config(&config)?;
     let engine = Engine::start(&config, engine_options())?;
-    let hub = engine.hub.clone();
+    let hub = engine.upstreams().clone();
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
     if let Some(stale) = info_file.read() {
         tracing::debug!(

@@ -3,16 +3,16 @@
 use std::io::{IsTerminal, Write};
 
 use portico_core::ServerState;
-use portico_hub::Hub;
+use portico_engine::Upstreams;
 
 /// Waits until every server's first connection attempt has finished. When stdout is a terminal, shows
 /// which servers are still connecting on stderr, so that a slow server is visibly the slow one.
-pub async fn until_settled(hub: &Hub) {
+pub async fn until_settled(hub: &Upstreams) {
     if !std::io::stdout().is_terminal() {
         hub.wait_settled().await;
         return;
     }
-    let mut changes = hub.subscribe();
+    let mut changes = hub.changes();
     let mut stderr = std::io::stderr();
     loop {
         let servers = hub.servers();
