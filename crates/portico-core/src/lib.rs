@@ -8,11 +8,11 @@
 //! It is not a protocol implementation and not a supervisor: it names, indexes and routes, and describes
 //! state; the hub crate drives connections.
 
-pub mod backoff;
 pub mod catalog;
 pub mod health;
 pub mod naming;
 pub mod relay;
+pub mod retry;
 pub mod time;
 
 pub use catalog::{

@@ -340,7 +340,10 @@ pub struct SseStream<S> {
     ended: bool,
 }
 
-impl SseStream<futures::stream::BoxStream<'static, reqwest::Result<Bytes>>> {
+/// The events of a response's body, as [`SseStream::from_response`] makes them.
+pub type ResponseEvents = SseStream<futures::stream::BoxStream<'static, reqwest::Result<Bytes>>>;
+
+impl ResponseEvents {
     /// The events of a response's body.
     pub fn from_response(response: reqwest::Response, limits: SseLimits) -> Self {
         SseStream::new(response.bytes_stream().boxed(), limits)
@@ -381,6 +384,12 @@ where
                 }
             }
         }
+    }
+
+    /// The body has ended: an event returned now is one it left unterminated (only with
+    /// [`SseLimits::dispatch_unterminated`]), which may be cut short.
+    pub fn body_ended(&self) -> bool {
+        self.ended
     }
 
     /// The parser's state: last event id, reconnection time.
