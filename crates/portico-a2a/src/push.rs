@@ -300,8 +300,8 @@ mod tests {
         // HTTP-dates have whole seconds, so "in 3 s" is 2 to 3 s from when the test made it, and
         // the first delivery took a moment to arrive after that.
         let at = SystemTime::now() + Duration::from_secs(3);
-        let gap = gap_before_the_retry(StatusCode::TOO_MANY_REQUESTS, httpdate::fmt_http_date(at))
-            .await;
+        let gap =
+            gap_before_the_retry(StatusCode::TOO_MANY_REQUESTS, httpdate::fmt_http_date(at)).await;
         assert!(gap >= Duration::from_millis(1500), "{gap:?}");
     }
 }

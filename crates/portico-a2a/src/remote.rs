@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use portico_config::{Config, ExternalAgentConfig};
 use portico_core::JsonObject;
-use portico_core::retry::RetryPolicy;
 use portico_core::relay::BoxFuture;
+use portico_core::retry::RetryPolicy;
 use portico_pipeline::{
     ProgressEvent, ProgressMessages, ProgressSink, ToolContext, ToolEntry, ToolSource, Trust,
     error_result,

@@ -7,6 +7,9 @@
 //!
 //! It is not a protocol implementation and not a supervisor: it names, indexes and routes, and describes
 //! state; the hub crate drives connections.
+//!
+//! It also holds the one retry schedule ([`retry::RetryPolicy`]): arithmetic only, which callers
+//! sleep on.
 
 pub mod catalog;
 pub mod health;

@@ -2,8 +2,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use portico_config::{Config, McpServerConfig};
-use portico_core::retry::RetryPolicy;
 use portico_core::relay::CallContext;
+use portico_core::retry::RetryPolicy;
 use portico_core::{Catalog, JsonObject, ServerCatalog, ServerState, ServerStatus};
 use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::{broadcast, mpsc, watch};

@@ -299,10 +299,7 @@ impl SseParser {
             }
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
                 // All digits, so only an overflow fails to parse: no one means a wait that long.
-                if let Some(millis) = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                {
+                if let Some(millis) = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
                     self.reconnection_time = Some(Duration::from_millis(millis));
                 }
             }
@@ -541,11 +538,17 @@ mod tests {
             .map(|e| e.unwrap().id)
             .collect();
         assert_eq!(ids, ["7", "7", ""]);
-        assert_eq!(parser.reconnection_time(), Some(Duration::from_millis(2500)));
+        assert_eq!(
+            parser.reconnection_time(),
+            Some(Duration::from_millis(2500))
+        );
         assert_eq!(parser.last_event_id(), "");
         parser.push(b"id: 9\n\n");
         assert_eq!(parser.last_event_id(), "9");
-        assert!(parser.next_event().is_none(), "an id alone dispatches nothing");
+        assert!(
+            parser.next_event().is_none(),
+            "an id alone dispatches nothing"
+        );
     }
 
     #[test]
@@ -568,7 +571,8 @@ mod tests {
     #[test]
     fn an_oversized_event_is_refused_naming_the_cap_and_the_next_one_arrives() {
         let limits = SseLimits::with_max_event_bytes(16);
-        let input: &[u8] = b"data: ok\n\ndata: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\ndata: more\n\n\
+        let input: &[u8] =
+            b"data: ok\n\ndata: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\ndata: more\n\n\
               data: 0123456789\ndata: 0123456789\n\n\
               : a long comment does not count against the cap at all, however long\ndata: fine\n\n";
         let too_large = Err(
