@@ -245,15 +245,23 @@ impl SseParser {
         if self.discarding || self.line_is_comment {
             return;
         }
-        // The event cap first: when both caps are the same, the event is what grew too large.
-        if self.data.len() + self.event.len() + self.line_len > self.limits.max_event_bytes {
-            self.discard(SseError::EventTooLarge {
-                limit: self.limits.max_event_bytes,
-            });
-        } else if self.line_len > self.limits.max_line_bytes {
-            self.discard(SseError::LineTooLarge {
-                limit: self.limits.max_line_bytes,
-            });
+        // Whichever cap this line passes first is the one named, however the line was chunked;
+        // when both fall at the same byte, the event is what grew too large.
+        let event_room = self
+            .limits
+            .max_event_bytes
+            .saturating_sub(self.data.len() + self.event.len());
+        if self.line_len > event_room.min(self.limits.max_line_bytes) {
+            let error = if event_room <= self.limits.max_line_bytes {
+                SseError::EventTooLarge {
+                    limit: self.limits.max_event_bytes,
+                }
+            } else {
+                SseError::LineTooLarge {
+                    limit: self.limits.max_line_bytes,
+                }
+            };
+            self.discard(error);
         } else {
             self.line.extend_from_slice(bytes);
         }
@@ -631,6 +639,69 @@ mod tests {
             Some(Err(SseError::EventTooLarge { limit: 1024 }))
         ));
         assert!(parser.buffered() == 0);
+    }
+
+    #[test]
+    fn random_streams_parse_the_same_in_random_chunks() {
+        // Pieces that make every rule meet every other: line endings, comments, fields with and
+        // without values, a BOM, multi-byte text, long values against a small cap.
+        const PIECES: &[&[u8]] = &[
+            b"\n",
+            b"\r",
+            b"\r\n",
+            b"data:",
+            b"data: ",
+            b"event: e",
+            b"id: 1",
+            b"retry: 9",
+            b": c",
+            b":",
+            b"x",
+            b"\xEF\xBB\xBF",
+            "é".as_bytes(),
+            b"0123456789abcdef",
+            b"\xFF",
+            b" ",
+            b"\0",
+        ];
+        let mut state = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = move |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % below as u64) as usize
+        };
+        for round in 0..300 {
+            let mut input = Vec::new();
+            for _ in 0..next(40) {
+                input.extend_from_slice(PIECES[next(PIECES.len())]);
+            }
+            let limits = SseLimits {
+                max_event_bytes: 24,
+                max_line_bytes: 20,
+                dispatch_unterminated: round % 2 == 0,
+            };
+            let whole = parse_in_pieces(&input, input.len().max(1), limits);
+            for _ in 0..10 {
+                let mut parser = SseParser::new(limits);
+                let mut out = Vec::new();
+                let mut rest = &input[..];
+                while !rest.is_empty() {
+                    let (chunk, tail) = rest.split_at(1 + next(rest.len()));
+                    parser.push(chunk);
+                    rest = tail;
+                    while let Some(item) = parser.next_event() {
+                        out.push(item.map_err(|e| e.to_string()));
+                    }
+                    assert!(parser.buffered() <= 24 + 20, "{input:?}");
+                }
+                parser.finish();
+                while let Some(item) = parser.next_event() {
+                    out.push(item.map_err(|e| e.to_string()));
+                }
+                assert_eq!(out, whole, "{:?}", String::from_utf8_lossy(&input));
+            }
+        }
     }
 
     // The cases the three parsers this one replaced were tested on (portico-llm's, the A2A
