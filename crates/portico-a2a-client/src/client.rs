@@ -8,15 +8,14 @@
 //! - The interface: JSON-RPC 1.0, else HTTP+JSON 1.0, else JSON-RPC 0.3.
 //! - Sending: a card with `capabilities.streaming` gets `SendStreamingMessage` (`message/stream` at
 //!   0.3) and its events are reported as they arrive; otherwise `SendMessage` with
-//!   `returnImmediately` (`blocking: false` at 0.3) and `GetTask` polled with capped exponential
-//!   backoff. Either way the call ends at a terminal or interrupted state (input-required,
-//!   auth-required) or at the timeout, when the task is canceled.
+//!   `returnImmediately` (`blocking: false` at 0.3) and `GetTask` polled with capped, jittered
+//!   exponential backoff. Either way the call ends at a terminal or interrupted state
+//!   (input-required, auth-required) or at the timeout, when the task is canceled.
 //! - Everything is kept in the 1.0 JSON form; 0.3 answers are converted on arrival.
 //!
 //! Every request goes through [`SafeClient`], with the configured headers and the chosen
 //! interface's `A2A-Version`.
 
-mod sse;
 mod v03;
 
 use std::collections::HashMap;
@@ -26,6 +25,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use portico_config::ExternalAgentConfig;
+use portico_core::retry::RetryPolicy;
+use portico_net::sse::{ResponseEvents, SseError, SseLimits};
 use portico_net::{CredentialScope, NetError, NetPolicy, SafeClient};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -1196,10 +1197,11 @@ impl A2aClient {
         task_id: &str,
         tracker: &mut Tracker<'_>,
     ) -> Result<(), ClientError> {
-        let mut delay = self.poll_first;
+        let schedule = RetryPolicy::unlimited(self.poll_first, self.poll_max);
+        let mut attempt = 0u32;
         loop {
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(self.poll_max);
+            tokio::time::sleep(schedule.backoff(attempt)).await;
+            attempt = attempt.saturating_add(1);
             match self.get_task(endpoint, task_id).await {
                 Ok(task) => {
                     tracker.absorb(&json!({"task": task}));
@@ -1281,38 +1283,43 @@ impl A2aClient {
                 detail: String::new(),
             });
         }
-        let mut reader = sse::SseReader::default();
-        let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| net_error(&url, e.into()))?;
-            for data in reader.push(&chunk) {
-                let value: Value =
-                    serde_json::from_str(&data).map_err(|e| ClientError::Protocol {
+        let mut events = ResponseEvents::from_response(
+            response,
+            SseLimits::with_max_event_bytes(MAX_BODY_BYTES).dispatching_unterminated(),
+        );
+        while let Some(event) = events.next().await {
+            let data = match event {
+                Ok(event) => event.data,
+                Err(SseError::Body(error)) => return Err(net_error(&url, error.into())),
+                Err(too_large) => {
+                    return Err(ClientError::Protocol {
+                        url,
+                        reason: too_large.to_string(),
+                    });
+                }
+            };
+            // Keep-alives and priming events carry no data.
+            if data.trim().is_empty() {
+                continue;
+            }
+            let value = match serde_json::from_str::<Value>(&data) {
+                Ok(value) => value,
+                // What a stream left unterminated at its end is read only if it is whole.
+                Err(_) if events.body_ended() => break,
+                Err(e) => {
+                    return Err(ClientError::Protocol {
                         url: url.clone(),
                         reason: format!(
                             "a {method} event is not JSON ({e}): {}",
                             snippet(data.as_bytes())
                         ),
-                    })?;
-                self.stream_event(endpoint, &url, method, value, tracker)?;
-                if tracker.settled() {
-                    return Ok(());
+                    });
                 }
-            }
-            if reader.pending() > MAX_BODY_BYTES {
-                return Err(ClientError::Protocol {
-                    url,
-                    reason: format!(
-                        "a streamed event is larger than {} MiB",
-                        MAX_BODY_BYTES >> 20
-                    ),
-                });
-            }
-        }
-        if let Some(data) = reader.finish()
-            && let Ok(value) = serde_json::from_str::<Value>(&data)
-        {
+            };
             self.stream_event(endpoint, &url, method, value, tracker)?;
+            if tracker.settled() {
+                return Ok(());
+            }
         }
         Ok(())
     }

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use portico_config::{Config, ExternalAgentConfig};
 use portico_core::JsonObject;
-use portico_core::backoff::Backoff;
 use portico_core::relay::BoxFuture;
+use portico_core::retry::RetryPolicy;
 use portico_pipeline::{
     ProgressEvent, ProgressMessages, ProgressSink, ToolContext, ToolEntry, ToolSource, Trust,
     error_result,
@@ -31,10 +31,7 @@ use crate::wire::{self, is_interrupted, is_terminal};
 /// How often a card that was read is read again.
 const REFRESH: Duration = Duration::from_secs(300);
 /// Retrying a card that could not be read: 5 s, doubling (jittered) up to the refresh interval.
-const RETRY: Backoff = Backoff {
-    base: Duration::from_secs(5),
-    cap: REFRESH,
-};
+const RETRY: RetryPolicy = RetryPolicy::unlimited(Duration::from_secs(5), REFRESH);
 /// How long a listing waits for the first card reads, so a client listing right after start sees the
 /// real descriptions (the hub waits for its upstreams the same way).
 const SETTLE_WAIT: Duration = Duration::from_secs(3);
@@ -333,7 +330,7 @@ async fn refresh_loop(agent: Weak<Remote>, stop: CancellationToken) {
             REFRESH
         } else {
             failures = failures.saturating_add(1);
-            RETRY.delay(failures - 1)
+            RETRY.backoff(failures - 1)
         };
         tokio::select! {
             _ = stop.cancelled() => return,

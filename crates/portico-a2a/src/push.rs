@@ -3,13 +3,15 @@
 //! Webhook URLs are checked by the SSRF-safe client when they are registered and again on every
 //! delivery (DNS may change). Each delivery carries the client's token (`X-A2A-Notification-Token`)
 //! and, when configured, its credentials (`Authorization: {scheme} {credentials}`). Deliveries of one
-//! task go out in order, each retried on connection failures, 429 and 5xx with backoff; a webhook that
-//! keeps failing is logged and skipped, never allowed to hold up the task.
+//! task go out in order, each retried on connection failures, 429 and 5xx with jittered backoff, or
+//! after the webhook's `Retry-After` when it sends one (capped); a webhook that keeps failing is
+//! logged and skipped, never allowed to hold up the task.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use portico_core::retry::RetryPolicy;
 use portico_net::SafeClient;
 use portico_store::Store;
 use serde_json::{Value, json};
@@ -19,8 +21,13 @@ use crate::error::A2aError;
 use crate::tasks::task_json;
 use crate::wire::{self, Version, is_terminal};
 
-const ATTEMPTS: u32 = 4;
-const FIRST_RETRY: Duration = Duration::from_millis(250);
+/// Three retries from 0.25 s; a webhook's `Retry-After` is honoured up to 30 s, so one slow webhook
+/// cannot hold a task's later notifications for long.
+const RETRIES: RetryPolicy = RetryPolicy {
+    max_retries: 3,
+    base: Duration::from_millis(250),
+    cap: Duration::from_secs(30),
+};
 
 #[derive(Clone)]
 pub struct Pusher {
@@ -107,8 +114,8 @@ impl Pusher {
         let Some(url) = config["url"].as_str() else {
             return;
         };
-        let mut delay = FIRST_RETRY;
-        for attempt in 1..=ATTEMPTS {
+        let mut retries = 0u32;
+        loop {
             let request = match self.inner.client.request(reqwest::Method::POST, url) {
                 Ok(request) => request,
                 Err(error) => {
@@ -131,27 +138,31 @@ impl Pusher {
                     format!("{scheme} {credentials}"),
                 );
             }
-            let retry = match self.inner.client.send(request).await {
+            let (retryable, hint) = match self.inner.client.send(request).await {
                 Ok(response) if response.status().is_success() => return,
                 Ok(response) => {
                     let status = response.status();
                     let retryable = status.is_server_error() || status.as_u16() == 429;
                     tracing::debug!("task {task_id}: push notification to {url}: HTTP {status}");
-                    retryable
+                    (
+                        retryable,
+                        portico_net::retry_after(response.headers(), SystemTime::now()),
+                    )
                 }
                 Err(error) => {
                     tracing::debug!("task {task_id}: push notification to {url}: {error}");
-                    !matches!(error, portico_net::NetError::Blocked(_))
+                    (!matches!(error, portico_net::NetError::Blocked(_)), None)
                 }
             };
-            if !retry || attempt == ATTEMPTS {
+            if !retryable || !RETRIES.allows_retry(retries) {
                 tracing::warn!(
-                    "task {task_id}: push notification to {url} failed after {attempt} attempt(s)"
+                    "task {task_id}: push notification to {url} failed after {} attempt(s)",
+                    retries + 1
                 );
                 return;
             }
-            tokio::time::sleep(delay).await;
-            delay *= 2;
+            tokio::time::sleep(RETRIES.delay(retries, hint)).await;
+            retries += 1;
         }
     }
 }
@@ -210,5 +221,87 @@ pub fn config_view(stored: &Value, version: Version) -> Value {
             }
             json!({"taskId": task_id, "pushNotificationConfig": inner})
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use axum::Router;
+    use axum::extract::State;
+    use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+    use axum::routing::post;
+    use portico_net::NetPolicy;
+
+    use super::*;
+
+    /// A webhook that refuses its first delivery with `status` and `Retry-After: retry_after`,
+    /// recording when each delivery arrived.
+    async fn refusing_once(
+        status: StatusCode,
+        retry_after: String,
+    ) -> (String, Arc<Mutex<Vec<Instant>>>) {
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let hook = {
+            let arrivals = arrivals.clone();
+            move |State(()): State<()>| {
+                let arrivals = arrivals.clone();
+                let retry_after = retry_after.clone();
+                async move {
+                    let mut arrivals = arrivals.lock().unwrap();
+                    arrivals.push(Instant::now());
+                    if arrivals.len() > 1 {
+                        return (StatusCode::OK, HeaderMap::new());
+                    }
+                    let mut headers = HeaderMap::new();
+                    headers.insert(
+                        header::RETRY_AFTER,
+                        HeaderValue::from_str(&retry_after).unwrap(),
+                    );
+                    (status, headers)
+                }
+            }
+        };
+        let app = Router::new().route("/hook", post(hook)).with_state(());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, arrivals)
+    }
+
+    fn pusher() -> Pusher {
+        let client = SafeClient::new(NetPolicy::allow_private_network()).unwrap();
+        Pusher::new(client, Store::open_in_memory().unwrap())
+    }
+
+    async fn gap_before_the_retry(status: StatusCode, retry_after: String) -> Duration {
+        let (url, arrivals) = refusing_once(status, retry_after).await;
+        let (pusher, config, body) = (pusher(), json!({"url": url}), json!({}));
+        let delivery = pusher.deliver("t", &config, &body);
+        tokio::time::timeout(Duration::from_secs(20), delivery)
+            .await
+            .expect("delivery (test guard)");
+        let arrivals = arrivals.lock().unwrap();
+        assert_eq!(arrivals.len(), 2, "one refusal, then the retry");
+        arrivals[1] - arrivals[0]
+    }
+
+    #[tokio::test]
+    async fn a_503_retry_after_in_seconds_is_honoured() {
+        // Backoff alone retries within 0.25 s.
+        let gap = gap_before_the_retry(StatusCode::SERVICE_UNAVAILABLE, "2".into()).await;
+        assert!(gap >= Duration::from_millis(1950), "{gap:?}");
+    }
+
+    #[tokio::test]
+    async fn a_429_retry_after_as_an_http_date_is_honoured() {
+        // HTTP-dates have whole seconds, so "in 3 s" is 2 to 3 s from when the test made it, and
+        // the first delivery took a moment to arrive after that.
+        let at = SystemTime::now() + Duration::from_secs(3);
+        let gap =
+            gap_before_the_retry(StatusCode::TOO_MANY_REQUESTS, httpdate::fmt_http_date(at)).await;
+        assert!(gap >= Duration::from_millis(1500), "{gap:?}");
     }
 }

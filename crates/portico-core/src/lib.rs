@@ -7,12 +7,15 @@
 //!
 //! It is not a protocol implementation and not a supervisor: it names, indexes and routes, and describes
 //! state; the hub crate drives connections.
+//!
+//! It also holds the one retry schedule ([`retry::RetryPolicy`]): arithmetic only, which callers
+//! sleep on.
 
-pub mod backoff;
 pub mod catalog;
 pub mod health;
 pub mod naming;
 pub mod relay;
+pub mod retry;
 pub mod time;
 
 pub use catalog::{

@@ -2,14 +2,18 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use portico_config::{Config, McpServerConfig};
-use portico_core::backoff::Backoff;
 use portico_core::relay::CallContext;
+use portico_core::retry::RetryPolicy;
 use portico_core::{Catalog, JsonObject, ServerCatalog, ServerState, ServerStatus};
 use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// Restart delays: jittered, so many servers failing together (a network blip) do not all retry in
+/// lockstep.
+const RESTARTS: RetryPolicy =
+    RetryPolicy::unlimited(Duration::from_millis(500), Duration::from_secs(60));
 /// A session that lived at least this long resets the backoff: the server was healthy, so its next
 /// failure is a new incident rather than part of a crash loop.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
@@ -89,13 +93,24 @@ struct Slot {
 }
 
 /// How a hub runs its upstreams.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HubSettings {
-    /// Restart delays after a failure.
-    pub backoff: Backoff,
+    /// Restart delays after a failure (its `max_retries` is not consulted: a failure worth
+    /// retrying is retried for as long as the hub runs).
+    pub backoff: RetryPolicy,
     /// How stdio children are stopped when their session ends: patient in the daemon, brief in
     /// one-shot commands.
     pub child_stop: StopGrace,
+}
+
+impl Default for HubSettings {
+    /// Restarts from 0.5 s up to a minute; children stopped patiently.
+    fn default() -> Self {
+        HubSettings {
+            backoff: RESTARTS,
+            child_stop: StopGrace::default(),
+        }
+    }
 }
 
 struct Shared {
@@ -104,7 +119,7 @@ struct Shared {
     /// Bumped on every state or catalog change; lets callers wait for readiness and show progress.
     changes: watch::Sender<u64>,
     shutdown: CancellationToken,
-    backoff: Backoff,
+    backoff: RetryPolicy,
     child_stop: StopGrace,
     /// Exposed URIs of subscribed resources that changed upstream.
     resource_updates: broadcast::Sender<String>,
@@ -126,7 +141,7 @@ impl Hub {
         Self::start_with(config, HubSettings::default())
     }
 
-    pub fn start_with_backoff(config: &Config, backoff: Backoff) -> Hub {
+    pub fn start_with_backoff(config: &Config, backoff: RetryPolicy) -> Hub {
         Self::start_with(
             config,
             HubSettings {
@@ -722,7 +737,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
         // The catalog stays: the aggregate is unchanged, so no list change goes out, and a call in
         // the meantime hears when the server will be back (one update, so no call sees the one
         // without the other).
-        let delay = shared.backoff.delay(attempt);
+        let delay = shared.backoff.backoff(attempt);
         shared.update(index, |s| {
             s.upstream = None;
             s.status.state = ServerState::Restarting;
@@ -749,7 +764,7 @@ fn forget_catalog(state: &mut SlotState) {
 
 /// Sleeps for the backoff delay, saying when the next attempt comes; false when shutdown came first.
 async fn sleep_backoff(shared: &Shared, index: usize, attempt: u32) -> bool {
-    let delay = shared.backoff.delay(attempt);
+    let delay = shared.backoff.backoff(attempt);
     shared.update(index, |s| s.restart = Some(Restart::after(attempt, delay)));
     sleep(shared, delay).await
 }

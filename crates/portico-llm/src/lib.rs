@@ -26,7 +26,6 @@ mod openai;
 mod retry;
 mod sampling;
 mod scripted;
-mod sse;
 mod transport;
 mod types;
 

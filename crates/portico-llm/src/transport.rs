@@ -1,15 +1,14 @@
 //! The HTTP part the streaming drivers share: send with retries, map failures, read the event stream.
 
-use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use portico_net::{NetError, SafeClient};
+use portico_net::sse::{ResponseEvents, SseError, SseEvent, SseLimits};
+use portico_net::{NetError, SafeClient, retry_after};
 
 use crate::LlmError;
-use crate::retry::{RetryPolicy, is_retryable_status, server_delay};
-use crate::sse::{MAX_EVENT_BYTES, SseEvent, SseParser};
+use crate::retry::{RetryPolicy, is_retryable_status};
 use crate::types::excerpt;
 
 /// Characters of an error response body kept in [`LlmError::Http`].
@@ -51,7 +50,7 @@ pub(crate) async fn open_event_stream(
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream")
             .body(body.clone());
-        let retries_left = attempt < endpoint.retry.max_retries;
+        let retries_left = endpoint.retry.allows_retry(attempt);
         match client.send(request).await {
             Ok(response) if response.status().is_success() => {
                 return EventStream::start(response, endpoint).await;
@@ -59,7 +58,7 @@ pub(crate) async fn open_event_stream(
             Ok(response) => {
                 let status = response.status().as_u16();
                 if retries_left && is_retryable_status(status) {
-                    let hint = server_delay(response.headers(), SystemTime::now());
+                    let hint = retry_after(response.headers(), SystemTime::now());
                     let delay = endpoint.retry.delay(attempt, hint);
                     tracing::debug!(
                         provider,
@@ -111,10 +110,7 @@ pub(crate) async fn open_event_stream(
 
 /// The SSE events of a successful response, read as they arrive.
 pub(crate) struct EventStream {
-    response: reqwest::Response,
-    parser: SseParser,
-    queue: VecDeque<SseEvent>,
-    ended: bool,
+    events: ResponseEvents,
     provider: String,
 }
 
@@ -139,50 +135,30 @@ impl EventStream {
             });
         }
         Ok(EventStream {
-            response,
-            parser: SseParser::default(),
-            queue: VecDeque::new(),
-            ended: false,
+            // Some OpenAI-compatible servers end on `data: [DONE]` without the blank line after it.
+            events: ResponseEvents::from_response(
+                response,
+                SseLimits::default().dispatching_unterminated(),
+            ),
             provider: endpoint.provider.to_owned(),
         })
     }
 
     /// The next event, or `None` at the end of the stream.
     pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, LlmError> {
-        loop {
-            if let Some(event) = self.queue.pop_front() {
-                return Ok(Some(event));
-            }
-            if self.ended {
-                return Ok(None);
-            }
-            match self.response.chunk().await {
-                Ok(Some(bytes)) => {
-                    let events = self
-                        .parser
-                        .push(&bytes)
-                        .map_err(|size| LlmError::Protocol {
-                            provider: self.provider.clone(),
-                            detail: format!(
-                                "one stream event grew past {size} bytes (limit {MAX_EVENT_BYTES})"
-                            ),
-                        })?;
-                    self.queue.extend(events);
-                }
-                Ok(None) => {
-                    self.ended = true;
-                    self.queue.extend(self.parser.finish());
-                }
-                Err(err) => {
-                    return Err(LlmError::Protocol {
-                        provider: self.provider.clone(),
-                        detail: format!(
-                            "the response stream broke off: {}",
-                            error_chain(&err.without_url())
-                        ),
-                    });
-                }
-            }
+        match self.events.next().await.transpose() {
+            Ok(event) => Ok(event),
+            Err(SseError::Body(err)) => Err(LlmError::Protocol {
+                provider: self.provider.clone(),
+                detail: format!(
+                    "the response stream broke off: {}",
+                    error_chain(&err.without_url())
+                ),
+            }),
+            Err(too_large) => Err(LlmError::Protocol {
+                provider: self.provider.clone(),
+                detail: too_large.to_string(),
+            }),
         }
     }
 }

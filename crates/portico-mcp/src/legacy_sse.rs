@@ -18,11 +18,10 @@
 //! 4. Everything the server sends (responses, its own requests, notifications) arrives on the GET
 //!    stream as `event: message`, one JSON-RPC message per event.
 //!
-//! Comments (keepalives), unknown event types and unknown fields are ignored, multi-line `data:`
-//! fields are joined with `\n`, and an event larger than [`LegacySseConfig::max_event_bytes`] is
-//! skipped with a warning rather than ending the session. Events are parsed with `sse-stream` (what
-//! rmcp uses), one event at a time, after this module has framed them and enforced the size cap, so a
-//! malformed or oversized event never poisons the events after it.
+//! Events are read by Portico's one SSE parser (`portico_net::sse`): comments (keepalives), unknown
+//! event types and unknown fields are ignored, multi-line `data:` fields are joined with `\n`, and an
+//! event larger than [`LegacySseConfig::max_event_bytes`] is skipped with a warning rather than ending
+//! the session, so an oversized event never poisons the events after it.
 //!
 //! # The same-origin rule
 //!
@@ -50,28 +49,23 @@
 //! own; a POST still pending is abandoned when the transport closes.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use portico_net::sse::{ResponseEvents, SseError, SseEvent, SseLimits};
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
-use sse_stream::{Sse, SseStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
 /// The default cap on one SSE event: 16 MiB, as rmcp uses for Streamable HTTP.
-pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_EVENT_BYTES: usize = portico_net::sse::DEFAULT_MAX_EVENT_BYTES;
 
 /// The default bound on receiving the `endpoint` event.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -81,8 +75,6 @@ const ERROR_BODY_LIMIT: usize = 500;
 
 /// Messages read ahead of the rmcp service; beyond this the reader stops reading (TCP backpressure).
 const INBOX_CAPACITY: usize = 64;
-
-const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Where and how to open a legacy HTTP+SSE session.
 #[derive(Clone)]
@@ -94,8 +86,8 @@ pub struct LegacySseConfig {
     pub headers: HeaderMap,
     /// Bound on the whole handshake: the GET's response and the `endpoint` event.
     pub connect_timeout: Duration,
-    /// Largest accepted event (its field lines, comments excluded); a larger one is skipped with a
-    /// warning. Default [`DEFAULT_MAX_EVENT_BYTES`].
+    /// Largest accepted event (its `data` and `event` values and the line being read; comments
+    /// never count); a larger one is skipped with a warning. Default [`DEFAULT_MAX_EVENT_BYTES`].
     pub max_event_bytes: usize,
 }
 
@@ -404,9 +396,12 @@ async fn open_stream(
         });
     }
 
-    let mut events = SseEvents::new(response.bytes_stream().boxed(), max_event_bytes);
+    let mut events = SseEvents(ResponseEvents::from_response(
+        response,
+        SseLimits::with_max_event_bytes(max_event_bytes),
+    ));
     loop {
-        let sse = match events.next().await {
+        let sse = match events.next(url).await {
             Some(Ok(sse)) => sse,
             Some(Err(source)) => {
                 return Err(LegacySseError::Stream {
@@ -416,16 +411,15 @@ async fn open_stream(
             }
             None => return Err(LegacySseError::EndedBeforeEndpoint { url: url.clone() }),
         };
-        match sse.event.as_deref() {
-            Some("endpoint") => {
-                let data = sse.data.unwrap_or_default();
-                let endpoint = resolve_endpoint(url, &data)?;
+        match sse.event.as_str() {
+            "endpoint" => {
+                let endpoint = resolve_endpoint(url, &sse.data)?;
                 return Ok((events, endpoint));
             }
-            None | Some("" | "message") => {
+            "message" => {
                 tracing::warn!(url = %url, "legacy SSE: ignoring a message sent before the `endpoint` event");
             }
-            Some(other) => {
+            other => {
                 tracing::debug!(url = %url, event = other, "legacy SSE: ignoring event of unknown type");
             }
         }
@@ -644,7 +638,7 @@ async fn forward_messages(
     url: &Url,
 ) {
     loop {
-        let sse = match events.next().await {
+        let sse = match events.next(url).await {
             Some(Ok(sse)) => sse,
             Some(Err(error)) => {
                 tracing::warn!(url = %url, %error, "legacy SSE stream failed; the session is over");
@@ -655,19 +649,18 @@ async fn forward_messages(
                 return;
             }
         };
-        match sse.event.as_deref() {
-            None | Some("" | "message") => {}
-            Some("endpoint") => {
+        match sse.event.as_str() {
+            "message" => {}
+            "endpoint" => {
                 tracing::debug!(url = %url, "legacy SSE: ignoring a repeated `endpoint` event");
                 continue;
             }
-            Some(other) => {
+            other => {
                 tracing::debug!(url = %url, event = other, "legacy SSE: ignoring event of unknown type");
                 continue;
             }
         }
-        let Some(data) = sse.data else { continue };
-        for message in decode_messages(url, &data) {
+        for message in decode_messages(url, &sse.data) {
             if inbox.send(message).await.is_err() {
                 return; // the transport was closed or dropped
             }
@@ -705,268 +698,28 @@ fn decode_messages(url: &Url, data: &str) -> Vec<ServerJsonRpcMessage> {
     }
 }
 
-/// SSE events from a response body: framed and size-capped by [`EventFramer`], parsed by
-/// `sse-stream`.
-struct SseEvents {
-    body: BoxStream<'static, reqwest::Result<Bytes>>,
-    framer: EventFramer,
-    ready: VecDeque<Bytes>,
-}
+/// The events of the GET stream. An event over the cap is skipped with a warning; the session
+/// goes on.
+struct SseEvents(ResponseEvents);
 
 impl SseEvents {
-    fn new(body: BoxStream<'static, reqwest::Result<Bytes>>, max_event_bytes: usize) -> Self {
-        Self {
-            body,
-            framer: EventFramer::new(max_event_bytes),
-            ready: VecDeque::new(),
-        }
-    }
-
-    /// The next event; `None` at the end of the body.
-    async fn next(&mut self) -> Option<reqwest::Result<Sse>> {
+    /// The next event; an error when the body broke off; `None` at its end.
+    async fn next(&mut self, url: &Url) -> Option<Result<SseEvent, reqwest::Error>> {
         loop {
-            while let Some(block) = self.ready.pop_front() {
-                match parse_event(block) {
-                    Ok(Some(sse)) => return Some(Ok(sse)),
-                    Ok(None) => {}
-                    Err(error) => {
-                        tracing::warn!(%error, "legacy SSE: skipping a malformed event");
-                    }
-                }
-            }
-            match self.body.next().await? {
-                Ok(chunk) => self.framer.push(&chunk, &mut self.ready),
-                Err(error) => return Some(Err(error)),
-            }
-        }
-    }
-}
-
-/// Parses one framed event with a fresh `sse-stream` parser, so an error cannot leak into the next
-/// event.
-fn parse_event(block: Bytes) -> Result<Option<Sse>, sse_stream::Error> {
-    let mut parser =
-        SseStream::from_bytes_stream(futures::stream::iter([Ok::<_, Infallible>(block)]));
-    // The source is an in-memory iterator, so the parser is always ready.
-    parser.next().now_or_never().flatten().transpose()
-}
-
-/// Splits an SSE byte stream into events before parsing, enforcing the size cap.
-///
-/// Output blocks are one event each: its `data` and `event` lines, `\n`-terminated, plus the blank
-/// line. Comments are dropped without being buffered, as are fields we do not use (`id`, `retry`) and
-/// unknown ones (which the SSE spec says to ignore, but `sse-stream` rejects). An event whose kept
-/// lines exceed the cap is discarded, up to its blank line, with a warning.
-struct EventFramer {
-    max: usize,
-    /// Kept lines of the event being read.
-    block: Vec<u8>,
-    /// The line being read, unless it is a comment or the event is being skipped.
-    line: Vec<u8>,
-    /// Bytes seen on the current line, buffered or not; 0 means a blank line so far.
-    line_len: usize,
-    line_is_comment: bool,
-    /// Discarding an oversized event until its blank line.
-    skipping: bool,
-    /// The previous chunk ended in `\r`: a leading `\n` completes that line ending.
-    after_cr: bool,
-    /// No line finished yet: a byte-order mark may start the first one.
-    first_line: bool,
-}
-
-impl EventFramer {
-    fn new(max: usize) -> Self {
-        Self {
-            max,
-            block: Vec::new(),
-            line: Vec::new(),
-            line_len: 0,
-            line_is_comment: false,
-            skipping: false,
-            after_cr: false,
-            first_line: true,
-        }
-    }
-
-    fn push(&mut self, mut chunk: &[u8], out: &mut VecDeque<Bytes>) {
-        while !chunk.is_empty() {
-            if std::mem::take(&mut self.after_cr) && chunk[0] == b'\n' {
-                chunk = &chunk[1..];
-                continue;
-            }
-            match chunk.iter().position(|b| matches!(b, b'\n' | b'\r')) {
-                None => {
-                    self.extend_line(chunk);
-                    return;
-                }
-                Some(end) => {
-                    self.extend_line(&chunk[..end]);
-                    self.after_cr = chunk[end] == b'\r';
-                    chunk = &chunk[end + 1..];
-                    self.end_line(out);
+            match self.0.next().await? {
+                Ok(event) => return Some(Ok(event)),
+                Err(SseError::Body(error)) => return Some(Err(error)),
+                Err(too_large) => {
+                    tracing::warn!(url = %url, error = %too_large, "legacy SSE: skipped an event larger than the limit");
                 }
             }
         }
-    }
-
-    fn extend_line(&mut self, bytes: &[u8]) {
-        let Some(&first) = bytes.first() else { return };
-        if self.line_len == 0 {
-            self.line_is_comment = first == b':';
-        }
-        self.line_len = self.line_len.saturating_add(bytes.len());
-        if self.skipping || self.line_is_comment {
-            return;
-        }
-        if self.block.len() + self.line.len() + bytes.len() >= self.max {
-            self.start_skipping();
-        } else {
-            self.line.extend_from_slice(bytes);
-        }
-    }
-
-    fn end_line(&mut self, out: &mut VecDeque<Bytes>) {
-        let blank = self.line_len == 0;
-        let comment = std::mem::take(&mut self.line_is_comment);
-        let first_line = std::mem::take(&mut self.first_line);
-        self.line_len = 0;
-        if blank {
-            if std::mem::take(&mut self.skipping) {
-                tracing::warn!(
-                    max_event_bytes = self.max,
-                    "legacy SSE: skipped an event larger than the limit"
-                );
-            } else if !self.block.is_empty() {
-                self.block.push(b'\n');
-                out.push_back(Bytes::from(std::mem::take(&mut self.block)));
-            }
-            return;
-        }
-        if self.skipping || comment {
-            self.line.clear();
-            return;
-        }
-        let mut line = std::mem::take(&mut self.line);
-        if first_line && line.starts_with(BOM) {
-            line.drain(..BOM.len());
-        }
-        let (name, has_colon) = match line.iter().position(|b| *b == b':') {
-            Some(colon) => (&line[..colon], true),
-            None => (&line[..], false),
-        };
-        if matches!(name, b"data" | b"event") {
-            if !has_colon {
-                // A field with no colon has an empty value.
-                line.push(b':');
-            }
-            if self.block.len() + line.len() + 1 > self.max {
-                self.start_skipping();
-            } else {
-                self.block.extend_from_slice(&line);
-                self.block.push(b'\n');
-            }
-        }
-        // Give the buffer back to avoid reallocating for every line.
-        line.clear();
-        self.line = line;
-    }
-
-    fn start_skipping(&mut self) {
-        self.skipping = true;
-        self.block = Vec::new();
-        self.line = Vec::new();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn frame(framer: &mut EventFramer, chunks: &[&[u8]]) -> Vec<Sse> {
-        let mut out = VecDeque::new();
-        for chunk in chunks {
-            framer.push(chunk, &mut out);
-        }
-        out.into_iter()
-            .filter_map(|block| parse_event(block).unwrap())
-            .collect()
-    }
-
-    fn sse(event: Option<&str>, data: &str) -> Sse {
-        Sse {
-            event: event.map(str::to_owned),
-            data: Some(data.to_owned()),
-            id: None,
-            retry: None,
-        }
-    }
-
-    #[test]
-    fn frames_events_across_chunks_and_line_endings() {
-        let mut framer = EventFramer::new(1024);
-        let events = frame(
-            &mut framer,
-            &[
-                b"\xEF\xBB\xBFevent: endpoint\r",
-                b"\ndata: /m?s=1\r\n\r",
-                b"\ndata: a\rdata: b\r\rev",
-                b"ent: message\ndata:c\n",
-                b"\n",
-            ],
-        );
-        assert_eq!(
-            events,
-            vec![
-                sse(Some("endpoint"), "/m?s=1"),
-                sse(None, "a\nb"),
-                sse(Some("message"), "c"),
-            ]
-        );
-    }
-
-    #[test]
-    fn drops_comments_and_unused_or_unknown_fields() {
-        let mut framer = EventFramer::new(1024);
-        let events = frame(
-            &mut framer,
-            &[b": keepalive\n\n:\n\nid: 1\nretry: x\nfoo: bar\nnocolon\ndata: {}\n\nid: 2\n\ndata\ndata\n\n"],
-        );
-        assert_eq!(events, vec![sse(None, "{}"), sse(None, "\n")]);
-    }
-
-    #[test]
-    fn skips_oversized_events_and_recovers() {
-        let mut framer = EventFramer::new(16);
-        let big = [b'x'; 40];
-        let events = frame(
-            &mut framer,
-            &[
-                b"data: ",
-                &big,
-                b"\ndata: more\n\ndata: ok\n\n",
-                b"data: 0123456789\ndata: 0123456789\n\n",
-                b": a long comment does not count against the limit at all\ndata: fine\n\n",
-            ],
-        );
-        assert_eq!(events, vec![sse(None, "ok"), sse(None, "fine")]);
-    }
-
-    #[test]
-    fn one_malformed_event_does_not_affect_the_next() {
-        let mut framer = EventFramer::new(1024);
-        let mut out = VecDeque::new();
-        framer.push(
-            b"event: a\nevent: b\ndata: x\n\ndata: \xFF\n\nevent: message\ndata: y\n\n",
-            &mut out,
-        );
-        let results: Vec<_> = out.into_iter().map(parse_event).collect();
-        assert!(results[0].is_err());
-        assert!(results[1].is_err());
-        assert_eq!(
-            results[2].as_ref().unwrap(),
-            &Some(sse(Some("message"), "y"))
-        );
-    }
 
     #[test]
     fn endpoint_resolution_and_same_origin() {

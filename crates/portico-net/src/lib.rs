@@ -19,10 +19,15 @@
 //!   would connect on our behalf, out of reach of the checks;
 //! - refusals name the rule that fired ([`BlockedAddress`]).
 //!
+//! It also holds the two pieces of HTTP reading every client shares: the one
+//! server-sent events parser ([`sse`], capped, WHATWG rules, over a reqwest
+//! byte stream) and the reading of `Retry-After` ([`retry_after`]).
+//!
 //! What it is not: an HTTP abstraction, a retry layer, or an MCP transport.
 //! Callers use reqwest's types directly; [`SafeClient::http`] hands the
 //! checked `reqwest::Client` to code (rmcp, the SSE client) that drives
-//! reqwest itself. It also does not decide policy: which servers may reach
+//! reqwest itself. When and how often to retry is `portico_core::retry`.
+//! It also does not decide policy: which servers may reach
 //! private networks is configuration, passed in as a [`NetPolicy`].
 
 mod client;
@@ -31,6 +36,8 @@ mod guard;
 mod lazy;
 mod policy;
 mod resolve;
+pub mod retry_after;
+pub mod sse;
 
 pub use client::{CredentialScope, MAX_REDIRECTS, SafeClient, SafeClientBuilder, check_url};
 pub use error::{BlockedAddress, NetError, blocked_in_error_chain};
@@ -40,3 +47,4 @@ pub use policy::{
     parse_ipv4_lenient,
 };
 pub use resolve::{BoxFuture, HostResolver, SystemResolver};
+pub use retry_after::retry_after;

@@ -3,18 +3,15 @@
 use std::time::Duration;
 
 use portico_core::ServerState;
-use portico_core::backoff::Backoff;
+use portico_core::retry::RetryPolicy;
 use portico_hub::{Hub, HubError};
 use portico_mcp::UpstreamError;
 use serde_json::json;
 
 use crate::support::*;
 
-fn fast_backoff() -> Backoff {
-    Backoff {
-        base: Duration::from_millis(50),
-        cap: Duration::from_millis(500),
-    }
+fn fast_backoff() -> RetryPolicy {
+    RetryPolicy::unlimited(Duration::from_millis(50), Duration::from_millis(500))
 }
 
 async fn hub_with(toml: &str) -> Hub {
@@ -442,10 +439,7 @@ async fn a_restarting_server_keeps_its_tools_listed_and_says_when_it_is_back() {
         "timeout_secs = 60",
     );
     // A restart delay long enough that the call below is made inside it: 1.5 to 3 s.
-    let backoff = Backoff {
-        base: Duration::from_secs(3),
-        cap: Duration::from_secs(3),
-    };
+    let backoff = RetryPolicy::unlimited(Duration::from_secs(3), Duration::from_secs(3));
     let hub = Hub::start_with_backoff(&parse_config(&toml), backoff);
     tokio::time::timeout(Duration::from_secs(120), hub.wait_settled())
         .await
