@@ -88,146 +88,204 @@ pub fn choose(
     env: &dyn Fn(&str) -> Option<String>,
     client: &LazyClient,
 ) -> DriverChoice {
-    let retry = RetryPolicy {
+    let chosen = expanded_headers(agent, model, env).and_then(|headers| {
+        if model.provider == "auto" {
+            let resolved = resolve_auto(agent, model, env)?;
+            choose_for(agent, &resolved, headers, env, client)
+        } else {
+            choose_for(agent, model, headers, env, client)
+        }
+    });
+    chosen.unwrap_or_else(DriverChoice::Unavailable)
+}
+
+/// The driver of a named provider (not `auto`), sending `headers` if it speaks HTTP; `Err` says
+/// what the user must fix.
+fn choose_for(
+    agent: &str,
+    model: &ModelConfig,
+    headers: Vec<(String, String)>,
+    env: &dyn Fn(&str) -> Option<String>,
+    client: &LazyClient,
+) -> Result<DriverChoice, String> {
+    match model.provider.as_str() {
+        "scripted" => scripted(agent, model),
+        "sampling" => Ok(DriverChoice::Sampling),
+        "anthropic" => anthropic(model, headers, env, client),
+        provider => openai_compatible(agent, provider, model, headers, env, client),
+    }
+}
+
+/// `auto`: the first provider the environment has what it needs for, in the order the message
+/// names them.
+fn resolve_auto(
+    agent: &str,
+    model: &ModelConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelConfig, String> {
+    let set = |name: &str| env(name).filter(|v| !v.is_empty());
+    let mut resolved = model.clone();
+    if set("OPENAI_API_KEY").is_some() {
+        resolved.provider = "openai".into();
+    } else if set("ANTHROPIC_API_KEY").is_some() {
+        resolved.provider = "anthropic".into();
+    } else if let Some(base) = set("OPENAI_BASE_URL") {
+        resolved.provider = "openai-compatible".into();
+        resolved.base_url.get_or_insert(base);
+        if resolved.api_key_env.is_none() && env("OPENAI_API_KEY").is_some() {
+            resolved.api_key_env = Some("OPENAI_API_KEY".into());
+        }
+    } else {
+        return Err(format!(
+            "agent `{agent}` has no model: set OPENAI_API_KEY (OpenAI), ANTHROPIC_API_KEY \
+             (Anthropic), or OPENAI_BASE_URL to an OpenAI-compatible server such as Ollama \
+             (http://127.0.0.1:11434/v1, with PORTICO_MODEL naming the model) in Portico's \
+             environment, or give the agent a `model` in the config, then restart Portico"
+        ));
+    }
+    if resolved.model.is_none() {
+        resolved.model = set("PORTICO_MODEL");
+    }
+    Ok(resolved)
+}
+
+fn scripted(agent: &str, model: &ModelConfig) -> Result<DriverChoice, String> {
+    let driver = Scripted::from_json(&serde_json::Value::Array(model.rules.clone()))
+        .map_err(|error| format!("agent `{agent}`: its scripted rules are invalid: {error}"))?;
+    Ok(DriverChoice::Ready(Arc::new(driver)))
+}
+
+fn anthropic(
+    model: &ModelConfig,
+    extra_headers: Vec<(String, String)>,
+    env: &dyn Fn(&str) -> Option<String>,
+    client: &LazyClient,
+) -> Result<DriverChoice, String> {
+    let (api_key, api_key_env) = configured_key(model, Some("ANTHROPIC_API_KEY"), env);
+    if api_key.is_none() {
+        return Err(LlmError::MissingKey {
+            provider: "anthropic".into(),
+            env_var: api_key_env.unwrap_or_default(),
+        }
+        .to_string());
+    }
+    let settings = AnthropicSettings {
+        base_url: model
+            .base_url
+            .clone()
+            .unwrap_or_else(|| "https://api.anthropic.com".into()),
+        api_key,
+        api_key_env,
+        model: model
+            .model
+            .clone()
+            .unwrap_or_else(|| "claude-sonnet-4-5".into()),
+        extra_headers,
+        retry: retry_policy(model),
+    };
+    Ok(deferred(client, move |c| {
+        Arc::new(Anthropic::new(settings.clone(), c))
+    }))
+}
+
+fn openai_compatible(
+    agent: &str,
+    provider: &str,
+    model: &ModelConfig,
+    extra_headers: Vec<(String, String)>,
+    env: &dyn Fn(&str) -> Option<String>,
+    client: &LazyClient,
+) -> Result<DriverChoice, String> {
+    let Some((default_base, default_key_env, default_model)) = openai_flavour(provider) else {
+        return Err(format!(
+            "agent `{agent}`: unknown model provider `{provider}`; use one of {}",
+            portico_config::PROVIDERS.join(", ")
+        ));
+    };
+    let base_url = model
+        .base_url
+        .clone()
+        .or_else(|| (!default_base.is_empty()).then(|| default_base.to_string()))
+        .ok_or_else(|| {
+            format!(
+                "agent `{agent}`: provider `{provider}` needs `base_url` (e.g. \
+                 \"http://127.0.0.1:8000/v1\")"
+            )
+        })?;
+    let model_name = model
+        .model
+        .clone()
+        .or(default_model.map(str::to_string))
+        .ok_or_else(|| {
+            format!(
+                "agent `{agent}`: provider `{provider}` needs `model` (the model's name as the \
+                 server at {base_url} knows it)"
+            )
+        })?;
+    let (api_key, api_key_env) = configured_key(model, default_key_env, env);
+    // A keyless local server needs no key, unless the config names one.
+    if api_key.is_none()
+        && let Some(env_var) = api_key_env.clone()
+    {
+        return Err(LlmError::MissingKey {
+            provider: provider.into(),
+            env_var,
+        }
+        .to_string());
+    }
+    let settings = OpenAiSettings {
+        base_url,
+        api_key,
+        api_key_env,
+        model: model_name,
+        provider_label: provider.into(),
+        extra_headers,
+        retry: retry_policy(model),
+    };
+    Ok(deferred(client, move |c| {
+        Arc::new(OpenAiCompatible::new(settings.clone(), c))
+    }))
+}
+
+fn retry_policy(model: &ModelConfig) -> RetryPolicy {
+    RetryPolicy {
         max_retries: model
             .max_retries
             .unwrap_or(RetryPolicy::default().max_retries),
         ..RetryPolicy::default()
-    };
-    let mut headers: Vec<(String, String)> = Vec::new();
-    for (name, value) in &model.headers {
-        match portico_config::expand_vars(value, env) {
-            Ok(value) => headers.push((name.clone(), value)),
-            Err(error) => {
-                return DriverChoice::Unavailable(format!(
-                    "agent `{agent}`: model header `{name}`: {error}"
-                ));
-            }
-        }
     }
-    let key = |default_env: Option<&str>| -> (Option<String>, Option<String>) {
-        let env_name = model
-            .api_key_env
-            .clone()
-            .or(default_env.map(str::to_string));
-        let value = env_name.as_deref().and_then(env).filter(|v| !v.is_empty());
-        (value, env_name)
-    };
-    match model.provider.as_str() {
-        "auto" => {
-            let mut resolved = model.clone();
-            if env("OPENAI_API_KEY").is_some_and(|v| !v.is_empty()) {
-                resolved.provider = "openai".into();
-            } else if env("ANTHROPIC_API_KEY").is_some_and(|v| !v.is_empty()) {
-                resolved.provider = "anthropic".into();
-            } else if let Some(base) = env("OPENAI_BASE_URL").filter(|v| !v.is_empty()) {
-                resolved.provider = "openai-compatible".into();
-                resolved.base_url.get_or_insert(base);
-                if resolved.model.is_none() {
-                    resolved.model = env("PORTICO_MODEL").filter(|v| !v.is_empty());
-                }
-                if resolved.api_key_env.is_none() && env("OPENAI_API_KEY").is_some() {
-                    resolved.api_key_env = Some("OPENAI_API_KEY".into());
-                }
-            } else {
-                return DriverChoice::Unavailable(format!(
-                    "agent `{agent}` has no model: set OPENAI_API_KEY (OpenAI), ANTHROPIC_API_KEY \
-                     (Anthropic), or OPENAI_BASE_URL to an OpenAI-compatible server such as Ollama \
-                     (http://127.0.0.1:11434/v1, with PORTICO_MODEL naming the model) in Portico's \
-                     environment, or give the agent a `model` in the config, then restart Portico"
-                ));
-            }
-            if resolved.model.is_none() {
-                resolved.model = env("PORTICO_MODEL").filter(|v| !v.is_empty());
-            }
-            choose(agent, &resolved, env, client)
-        }
-        "anthropic" => {
-            let (api_key, api_key_env) = key(Some("ANTHROPIC_API_KEY"));
-            if api_key.is_none() {
-                return DriverChoice::Unavailable(
-                    LlmError::MissingKey {
-                        provider: "anthropic".into(),
-                        env_var: api_key_env.unwrap_or_default(),
-                    }
-                    .to_string(),
-                );
-            }
-            let settings = AnthropicSettings {
-                base_url: model
-                    .base_url
-                    .clone()
-                    .unwrap_or_else(|| "https://api.anthropic.com".into()),
-                api_key,
-                api_key_env,
-                model: model
-                    .model
-                    .clone()
-                    .unwrap_or_else(|| "claude-sonnet-4-5".into()),
-                retry,
-            };
-            deferred(client, move |c| {
-                Arc::new(Anthropic::new(settings.clone(), c))
-            })
-        }
-        "scripted" => match Scripted::from_json(&serde_json::Value::Array(model.rules.clone())) {
-            Ok(driver) => DriverChoice::Ready(Arc::new(driver)),
-            Err(error) => DriverChoice::Unavailable(format!(
-                "agent `{agent}`: its scripted rules are invalid: {error}"
-            )),
-        },
-        "sampling" => DriverChoice::Sampling,
-        provider => {
-            let Some((default_base, default_key_env, default_model)) = openai_flavour(provider)
-            else {
-                return DriverChoice::Unavailable(format!(
-                    "agent `{agent}`: unknown model provider `{provider}`; use one of {}",
-                    portico_config::PROVIDERS.join(", ")
-                ));
-            };
-            let Some(base_url) = model
-                .base_url
-                .clone()
-                .or_else(|| (!default_base.is_empty()).then(|| default_base.to_string()))
-            else {
-                return DriverChoice::Unavailable(format!(
-                    "agent `{agent}`: provider `{provider}` needs `base_url` (e.g. \
-                     \"http://127.0.0.1:8000/v1\")"
-                ));
-            };
-            let Some(model_name) = model.model.clone().or(default_model.map(str::to_string)) else {
-                return DriverChoice::Unavailable(format!(
-                    "agent `{agent}`: provider `{provider}` needs `model` (the model's name as the \
-                     server at {base_url} knows it)"
-                ));
-            };
-            let (api_key, api_key_env) = key(default_key_env);
-            // A keyless local server needs no key, unless the config names one.
-            if api_key.is_none()
-                && let Some(env_var) = api_key_env.clone()
-            {
-                return DriverChoice::Unavailable(
-                    LlmError::MissingKey {
-                        provider: provider.into(),
-                        env_var,
-                    }
-                    .to_string(),
-                );
-            }
-            let settings = OpenAiSettings {
-                base_url,
-                api_key,
-                api_key_env,
-                model: model_name,
-                provider_label: provider.into(),
-                extra_headers: headers,
-                retry,
-            };
-            deferred(client, move |c| {
-                Arc::new(OpenAiCompatible::new(settings.clone(), c))
-            })
-        }
-    }
+}
+
+/// The configured `headers`, with `${VAR}` expanded; every HTTP provider sends them.
+fn expanded_headers(
+    agent: &str,
+    model: &ModelConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, String> {
+    model
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            portico_config::expand_vars(value, env)
+                .map(|value| (name.clone(), value))
+                .map_err(|error| format!("agent `{agent}`: model header `{name}`: {error}"))
+        })
+        .collect()
+}
+
+/// The key (absent when unset or empty) and the variable it is read from: the configured
+/// `api_key_env`, else the provider's default.
+fn configured_key(
+    model: &ModelConfig,
+    default_env: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Option<String>, Option<String>) {
+    let env_name = model
+        .api_key_env
+        .clone()
+        .or(default_env.map(str::to_string));
+    let value = env_name.as_deref().and_then(env).filter(|v| !v.is_empty());
+    (value, env_name)
 }
 
 /// An HTTP driver made when first used, with the HTTP client it needs: building the client costs
@@ -358,5 +416,95 @@ mod tests {
             panic!("expected unavailable");
         };
         assert!(message.contains("needs `model`"), "{message}");
+    }
+
+    /// Answers one request on 127.0.0.1 with a finished Anthropic stream and hands back the
+    /// request's head, lower-cased.
+    async fn one_anthropic_answer() -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        let served = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buffer = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let read = socket.read(&mut buffer).await.unwrap();
+                assert!(
+                    read > 0,
+                    "the driver hung up before sending its request head"
+                );
+                head.extend_from_slice(&buffer[..read]);
+            }
+            let events = [
+                (
+                    "message_start",
+                    r#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-test","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}"#,
+                ),
+                (
+                    "content_block_start",
+                    r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#,
+                ),
+                (
+                    "content_block_stop",
+                    r#"{"type":"content_block_stop","index":0}"#,
+                ),
+                (
+                    "message_delta",
+                    r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}"#,
+                ),
+                ("message_stop", r#"{"type":"message_stop"}"#),
+            ];
+            let body: String = events
+                .iter()
+                .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+                .collect();
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(answer.as_bytes()).await.unwrap();
+            socket.shutdown().await.ok();
+            String::from_utf8_lossy(&head).to_lowercase()
+        });
+        (origin, served)
+    }
+
+    #[tokio::test]
+    async fn configured_headers_reach_the_anthropic_endpoint() {
+        let (origin, served) = one_anthropic_answer().await;
+        let client =
+            LazyClient::ready(SafeClient::new(NetPolicy::allow_private_network()).unwrap());
+        let mut settings = model("anthropic");
+        settings.base_url = Some(origin);
+        settings.model = Some("claude-test".into());
+        settings
+            .headers
+            .insert("X-Gateway-Token".into(), "${GATEWAY_TOKEN}".into());
+        let env = env_of(&[
+            ("ANTHROPIC_API_KEY", "sk-ant-test"),
+            ("GATEWAY_TOKEN", "g-42"),
+        ]);
+        let DriverChoice::Ready(driver) = choose("a", &settings, &env, &client) else {
+            panic!("expected a driver");
+        };
+        let request = portico_llm::ChatRequest {
+            messages: vec![portico_llm::ChatMessage::User {
+                text: "hello".into(),
+                message_id: None,
+            }],
+            ..Default::default()
+        };
+        let events: portico_llm::EventSink = Arc::new(|_| {});
+        let turn = driver.complete(&request, &events).await;
+        let head = served.await.unwrap();
+        assert!(head.contains("\r\nx-gateway-token: g-42\r\n"), "{head}");
+        assert!(head.contains("\r\nx-api-key: sk-ant-test\r\n"), "{head}");
+        assert!(turn.is_ok(), "{turn:?}");
     }
 }

@@ -5,7 +5,7 @@
 //! - a cleared environment (`PATH`, `HOME` = the workspace, `LANG`), so Portico's own secrets (API
 //!   keys, tokens in its environment) are not handed to whatever the command runs;
 //! - the workspace as working directory and stdin from `/dev/null`;
-//! - its own process group, killed whole (`killpg SIGKILL`) on timeout, when the call is cancelled
+//! - its own process group, killed whole (SIGKILL to the group) on timeout, when the call is cancelled
 //!   (its future dropped), and right after the shell exits, so nothing it started in the background
 //!   outlives the call;
 //! - stdout and stderr each capped at [`MAX_OUTPUT_BYTES`]; the rest is read and discarded so the
@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use portico_pipeline::LocalTool;
+use rustix::process::{Pid, Signal, kill_process_group};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -124,7 +125,7 @@ async fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own group, so one killpg reaches everything the command starts.
+        // Its own group, so one signal to the group reaches everything the command starts.
         .process_group(0)
         // Reaps the shell itself if this future is dropped; the group guard takes care of the rest.
         .kill_on_drop(true);
@@ -168,22 +169,24 @@ async fn run(
 /// Kills the child's process group when dropped, so cancelling the call (dropping its future) cannot
 /// leave the command or its children running.
 struct GroupGuard {
-    pgid: Option<libc::pid_t>,
+    group: Option<Pid>,
 }
 
 impl GroupGuard {
     fn new(pid: Option<u32>) -> Self {
         GroupGuard {
-            pgid: pid.and_then(|pid| libc::pid_t::try_from(pid).ok()),
+            group: pid
+                .and_then(|pid| i32::try_from(pid).ok())
+                .and_then(Pid::from_raw),
         }
     }
 
     fn kill(&self) {
-        if let Some(pgid) = self.pgid {
-            // SAFETY: killpg has no memory-safety preconditions; ESRCH (the group is already empty)
-            // is the common case and harmless.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
+        if let Some(group) = self.group {
+            // ESRCH (the group is already empty) is the common case and harmless.
+            match kill_process_group(group, Signal::KILL) {
+                Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+                Err(error) => tracing::debug!("cannot kill shell_exec group {group:?}: {error}"),
             }
         }
     }
@@ -191,7 +194,7 @@ impl GroupGuard {
     /// Stops the guard from killing on drop. Called once the shell has been reaped and its group
     /// killed: from then on the id may be reused by an unrelated process group, which must not be hit.
     fn disarm(&mut self) {
-        self.pgid = None;
+        self.group = None;
     }
 }
 

@@ -8,6 +8,8 @@ use toml::de::{DeTable, DeValue};
 
 use portico_core::naming::normalize_segment;
 
+mod unknown_keys;
+
 /// One problem in a config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -76,10 +78,12 @@ pub fn check(text: &str) -> Vec<Problem> {
             .collect(),
     };
     if checker.problems.is_empty() {
+        checker.unknown_keys(root.get_ref(), &unknown_keys::CONFIG, "the top level");
         checker.root(root.get_ref());
     }
-    // The sections walked by hand above report every problem; the newer ones (agents, builtins,
-    // policy) leave field names and types to serde, whose first error still carries a position.
+    // Unknown keys and the rules walked by hand above are reported in full; a wrong type in a
+    // section the hand walk does not cover (builtins, say) is left to serde, whose first error
+    // still carries a position.
     if checker.problems.is_empty()
         && let Err(error) = toml::from_str::<crate::Config>(text)
     {
@@ -102,6 +106,7 @@ pub fn check_agent_file(text: &str) -> Vec<Problem> {
             .collect(),
     };
     if checker.problems.is_empty() {
+        checker.unknown_keys(root.get_ref(), &unknown_keys::AGENT_FILE, "an agent file");
         checker.agent(0..0, root.get_ref(), &mut HashMap::new());
     }
     if checker.problems.is_empty()
@@ -131,24 +136,22 @@ impl Checker<'_> {
             .push(Problem::at(self.text, span, message, hint));
     }
 
-    fn unknown_key(
-        &mut self,
-        key: &Spanned<std::borrow::Cow<'_, str>>,
-        section: &str,
-        known: &[&str],
-    ) {
-        let hint = match closest(key.get_ref(), known) {
-            Some(suggestion) => format!(
-                "did you mean `{suggestion}`? known keys: {}",
-                known.join(", ")
-            ),
-            None => format!("known keys: {}", known.join(", ")),
-        };
-        self.report(
-            key.span(),
-            format!("unknown key `{}` in {section}", key.get_ref()),
-            Some(hint),
-        );
+    fn unknown_keys(&mut self, root: &DeTable<'_>, schema: &serde_json::Value, section: &str) {
+        for unknown in unknown_keys::unknown_keys(root, schema, section) {
+            let known: Vec<&str> = unknown.known.iter().map(String::as_str).collect();
+            let hint = match closest(&unknown.key, &known) {
+                Some(suggestion) => format!(
+                    "did you mean `{suggestion}`? known keys: {}",
+                    known.join(", ")
+                ),
+                None => format!("known keys: {}", known.join(", ")),
+            };
+            self.report(
+                unknown.span,
+                format!("unknown key `{}` in {}", unknown.key, unknown.section),
+                Some(hint),
+            );
+        }
     }
 
     fn expect_table<'a, 'i>(
@@ -232,15 +235,6 @@ impl Checker<'_> {
     }
 
     fn root(&mut self, root: &DeTable<'_>) {
-        const KNOWN: &[&str] = &[
-            "server",
-            "mcp_servers",
-            "expose",
-            "agents",
-            "builtins",
-            "policy",
-            "a2a",
-        ];
         for (key, value) in root.iter() {
             match key.get_ref().as_ref() {
                 "server" => self.server_section(value),
@@ -248,20 +242,13 @@ impl Checker<'_> {
                 "expose" => self.expose_section(value),
                 "agents" => self.agents(value),
                 "builtins" | "policy" | "a2a" => self.policy_section(key.get_ref(), value),
-                _ => self.unknown_key(key, "the top level", KNOWN),
+                // Unknown keys: `unknown_keys`, from the model.
+                _ => {}
             }
         }
     }
 
     fn expose_section(&mut self, value: &Spanned<DeValue<'_>>) {
-        const KNOWN: &[&str] = &[
-            "tools",
-            "resources",
-            "prompts",
-            "prefix",
-            "tool_search",
-            "tool_search_threshold",
-        ];
         let Some(table) = self.expect_table(value, "[expose]") else {
             return;
         };
@@ -278,10 +265,11 @@ impl Checker<'_> {
                     "[expose] tool_search_threshold",
                     "the default is 100",
                 ),
-                known if KNOWN.contains(&known) => {
+                known @ ("tools" | "resources" | "prompts" | "prefix") => {
                     self.expect_bool(value, &format!("[expose] {known}"));
                 }
-                _ => self.unknown_key(key, "[expose]", KNOWN),
+                // Unknown keys: `unknown_keys`, from the model.
+                _ => {}
             }
         }
     }
@@ -344,21 +332,6 @@ impl Checker<'_> {
     }
 
     fn server_section(&mut self, value: &Spanned<DeValue<'_>>) {
-        const KNOWN: &[&str] = &[
-            "listen",
-            "instructions",
-            "token",
-            "allowed_origins",
-            "allowed_hosts",
-            "max_response_bytes",
-            "max_message_bytes",
-            "agents_dir",
-            "rate_limit",
-            "max_sessions",
-            "max_sessions_per_client",
-            "session_idle_secs",
-            "max_connections",
-        ];
         let Some(table) = self.expect_table(value, "[server]") else {
             return;
         };
@@ -447,7 +420,8 @@ impl Checker<'_> {
                 "rate_limit" => {
                     self.expect_table(value, "[server.rate_limit]");
                 }
-                _ => self.unknown_key(key, "[server]", KNOWN),
+                // Unknown keys: `unknown_keys`, from the model.
+                _ => {}
             }
         }
     }
@@ -553,7 +527,7 @@ impl Checker<'_> {
                     "agents.timeout_secs",
                     "seconds; the default is 300",
                 ),
-                // The serde pass reports unknown keys and wrong types with their position.
+                // Unknown keys: `unknown_keys`; wrong types: the serde pass in [`check`].
                 _ => {}
             }
         }
@@ -695,17 +669,6 @@ impl Checker<'_> {
         table: &DeTable<'_>,
         seen: &mut HashMap<String, (String, Range<usize>)>,
     ) {
-        const KNOWN: &[&str] = &[
-            "name",
-            "timeout_secs",
-            "max_concurrent_calls",
-            "env",
-            "enabled",
-            "allow_private_network",
-            "prefix",
-            "protocol_version",
-            "transport",
-        ];
         let mut has_name = false;
         let mut has_transport = false;
         for entry in table.iter() {
@@ -760,7 +723,8 @@ impl Checker<'_> {
                     has_transport = true;
                     self.transport(value);
                 }
-                _ => self.unknown_key(key, "[[mcp_servers]]", KNOWN),
+                // Unknown keys: `unknown_keys`, from the model.
+                _ => {}
             }
         }
         if !has_name {
@@ -833,9 +797,8 @@ impl Checker<'_> {
         let Some(kind) = self.expect_string(kind_value, "transport.type") else {
             return;
         };
-        let known: &[&str] = match kind {
-            "stdio" => &["type", "command", "args", "cwd"],
-            "http" | "sse" => &["type", "url", "headers"],
+        match kind {
+            "stdio" | "http" | "sse" => {}
             other => {
                 self.report(
                     kind_value.span(),
@@ -844,7 +807,7 @@ impl Checker<'_> {
                 );
                 return;
             }
-        };
+        }
         let section = format!("a {kind} transport");
         let mut has_target = false;
         for (key, v) in table.iter() {
@@ -904,7 +867,8 @@ impl Checker<'_> {
                 "headers" if kind != "stdio" => {
                     self.expect_string_table(v, "transport.headers");
                 }
-                _ => self.unknown_key(key, &section, known),
+                // Unknown keys: `unknown_keys`, from the model.
+                _ => {}
             }
         }
         if !has_target {
@@ -940,14 +904,34 @@ fn type_name(value: &DeValue<'_>) -> &'static str {
     }
 }
 
-/// The known key closest to `key` by edit distance, if close enough to be a likely typo.
+/// The known key `key` is most likely a slip for: one it abbreviates (`cmd` for `command`, its
+/// letters in order with the same first letter), else the closest by edit distance if close enough
+/// to be a typo. An abbreviation wins over a near spelling: `cmd` is one letter from `cwd`, but
+/// means `command`.
 fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    let abbreviated = known
+        .iter()
+        .filter(|k| abbreviates(key, k))
+        .min_by_key(|k| edit_distance(key, k));
+    if let Some(full) = abbreviated {
+        return Some(full);
+    }
     known
         .iter()
         .map(|k| (edit_distance(key, k), *k))
         .filter(|(d, k)| *d <= 2.max(k.len() / 3))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
+}
+
+/// Whether `short` could be an abbreviation of `full`: at least three letters, shorter, the same
+/// first letter, and every letter found in `full` in order.
+fn abbreviates(short: &str, full: &str) -> bool {
+    let mut rest = full.chars();
+    short.chars().count() >= 3
+        && short.len() < full.len()
+        && short.chars().next() == full.chars().next()
+        && short.chars().all(|c| rest.any(|f| f == c))
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -997,12 +981,21 @@ taint = "maybe"
                 "12:9 [policy] taint `maybe` is not a mode",
             ]
         );
-        // Field names inside agents are checked by the serde pass, with a position.
+        // Field names inside agents are checked against the model, with a position and a hint.
         let typo = check("[[agents]]\nname = \"a\"\nmax_iteration = 3\n");
         assert_eq!(typo.len(), 1, "{typo:?}");
         assert_eq!(typo[0].line, 3);
         assert!(
-            typo[0].message.contains("unknown field `max_iteration`"),
+            typo[0]
+                .message
+                .contains("unknown key `max_iteration` in [[agents]]"),
+            "{typo:?}"
+        );
+        assert!(
+            typo[0]
+                .hint
+                .as_deref()
+                .is_some_and(|h| h.starts_with("did you mean `max_iterations`?")),
             "{typo:?}"
         );
         let config = crate::parse("t", "[[agents]]\nname = \"a\"\n").unwrap();
@@ -1066,7 +1059,7 @@ url = "not a url"
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("c.toml") && error.contains("unknown field `bogus`"),
+            error.contains("c.toml") && error.contains("unknown key `bogus` in an agent file"),
             "{error}"
         );
         std::fs::write(agents.join("c.toml"), "name = \"alpha\"\n").unwrap();
@@ -1194,5 +1187,171 @@ url = "file:///etc/passwd"
                 .any(|r| r.contains("a sse transport needs `url`")),
             "{rendered:#?}"
         );
+    }
+
+    #[test]
+    fn an_abbreviation_is_taken_for_the_key_it_abbreviates() {
+        let text = "[[mcp_servers]]\nname = \"x\"\n[mcp_servers.transport]\ntype = \"stdio\"\ncmd = \"node\"\n";
+        let rendered: Vec<String> = check(text).iter().map(|p| p.to_string()).collect();
+        assert!(
+            rendered.iter().any(|r| r.starts_with(
+                "5:1: unknown key `cmd` in a stdio transport (hint: did you mean `command`?"
+            )),
+            "{rendered:#?}"
+        );
+        assert_eq!(
+            closest("timeout", &["name", "timeout_secs"]),
+            Some("timeout_secs")
+        );
+        assert_eq!(closest("nmae", &["name", "enabled"]), Some("name"));
+        assert_eq!(closest("zzz", &["name", "enabled"]), None);
+    }
+
+    /// A document with every key the model's schema has, generated from the schema: each table
+    /// of a tagged enum or other alternatives appears once per alternative (in arrays, as one
+    /// entry each). Free-form tables (headers, env) hold the one key `FREE_FORM`.
+    fn every_key(schema: &serde_json::Value) -> toml::Table {
+        use serde_json::Value;
+        struct Generate<'s> {
+            defs: &'s serde_json::Map<String, Value>,
+        }
+        impl<'s> Generate<'s> {
+            fn resolve(&self, schema: &'s Value) -> &'s Value {
+                match schema.get("$ref").and_then(Value::as_str) {
+                    Some(r) => self.resolve(&self.defs[r.trim_start_matches("#/$defs/")]),
+                    None => schema,
+                }
+            }
+            /// One value of each form `schema` allows, `null` left out.
+            fn samples(&self, schema: &'s Value) -> Vec<toml::Value> {
+                let schema = self.resolve(schema);
+                if let Some(branches) = schema
+                    .get("anyOf")
+                    .or_else(|| schema.get("oneOf"))
+                    .and_then(Value::as_array)
+                {
+                    return branches.iter().flat_map(|b| self.samples(b)).collect();
+                }
+                if let Some(value) = schema.get("const") {
+                    return vec![toml::Value::try_from(value).unwrap()];
+                }
+                if let Some(first) = schema.get("enum").and_then(|e| e.get(0)) {
+                    return vec![toml::Value::try_from(first).unwrap()];
+                }
+                let kind = match schema.get("type") {
+                    Some(Value::Array(kinds)) => kinds.iter().find(|k| *k != "null"),
+                    other => other,
+                };
+                match kind.and_then(Value::as_str) {
+                    Some("string") => vec![toml::Value::String("x".into())],
+                    Some("integer") => vec![toml::Value::Integer(1)],
+                    Some("number") => vec![toml::Value::Float(0.5)],
+                    Some("boolean") => vec![toml::Value::Boolean(true)],
+                    Some("array") => vec![toml::Value::Array(self.samples(&schema["items"]))],
+                    Some("object") => self.objects(schema),
+                    Some("null") => vec![],
+                    _ => vec![toml::Value::String("any".into())],
+                }
+            }
+            fn objects(&self, schema: &'s Value) -> Vec<toml::Value> {
+                let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                    let mut table = toml::Table::new();
+                    let value = self.samples(&schema["additionalProperties"]).remove(0);
+                    table.insert("FREE_FORM".into(), value);
+                    return vec![toml::Value::Table(table)];
+                };
+                let samples: Vec<(&String, Vec<toml::Value>)> = properties
+                    .iter()
+                    .map(|(key, property)| (key, self.samples(property)))
+                    .filter(|(_, samples)| !samples.is_empty())
+                    .collect();
+                let forms = samples.iter().map(|(_, s)| s.len()).max().unwrap_or(1);
+                (0..forms)
+                    .map(|form| {
+                        let table = samples
+                            .iter()
+                            .map(|(key, s)| ((*key).clone(), s[form.min(s.len() - 1)].clone()))
+                            .collect();
+                        toml::Value::Table(table)
+                    })
+                    .collect()
+            }
+        }
+        let generate = Generate {
+            defs: schema["$defs"].as_object().unwrap(),
+        };
+        let Some(toml::Value::Table(document)) = generate.objects(schema).into_iter().next() else {
+            unreachable!()
+        };
+        document
+    }
+
+    /// Every fixed-key table of `value` (any table but the free-form ones), by its place in a
+    /// depth-first walk, made unknown-key-bearing one at a time by `visit`.
+    fn fixed_key_tables(value: &mut toml::Value, visit: &mut dyn FnMut(&mut toml::Table)) {
+        match value {
+            toml::Value::Table(table) => {
+                if table.contains_key("FREE_FORM") {
+                    return;
+                }
+                visit(table);
+                for (_, child) in table.iter_mut() {
+                    fixed_key_tables(child, visit);
+                }
+            }
+            toml::Value::Array(items) => {
+                for item in items {
+                    fixed_key_tables(item, visit);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_key_the_model_accepts_is_accepted_and_every_section_reports_unknown_keys() {
+        type Parses = fn(&str) -> Result<(), toml::de::Error>;
+        let whole: Parses = |t| toml::from_str::<crate::Config>(t).map(drop);
+        let agent_file: Parses = |t| toml::from_str::<crate::AgentConfig>(t).map(drop);
+        let check_whole: fn(&str) -> Vec<Problem> = check;
+        for (schema, parses, check_text) in [
+            (&*unknown_keys::CONFIG, whole, check_whole),
+            (&*unknown_keys::AGENT_FILE, agent_file, check_agent_file),
+        ] {
+            let document = toml::Value::Table(every_key(schema));
+            let text = toml::to_string(&document).unwrap();
+            // The schema is the model: what it lists, serde loads.
+            parses(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            let unknown: Vec<Problem> = check_text(&text)
+                .into_iter()
+                .filter(|p| p.message.starts_with("unknown key"))
+                .collect();
+            assert_eq!(unknown, vec![], "{text}");
+
+            let mut tables = 0;
+            fixed_key_tables(&mut document.clone(), &mut |_| tables += 1);
+            assert!(tables > 1, "{text}");
+            for target in 0..tables {
+                let mut with_bogus = document.clone();
+                let mut seen = 0;
+                fixed_key_tables(&mut with_bogus, &mut |table| {
+                    if seen == target {
+                        table.insert("zz_not_a_key".into(), toml::Value::Integer(1));
+                    }
+                    seen += 1;
+                });
+                let text = toml::to_string(&with_bogus).unwrap();
+                let bogus: Vec<Problem> = check_text(&text)
+                    .into_iter()
+                    .filter(|p| p.message.starts_with("unknown key `zz_not_a_key`"))
+                    .collect();
+                assert_eq!(bogus.len(), 1, "table {target}: {bogus:?}\n{text}");
+                let line = text.lines().nth(bogus[0].line - 1).unwrap();
+                assert!(
+                    line.starts_with("zz_not_a_key"),
+                    "{line:?} {bogus:?}\n{text}"
+                );
+            }
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
@@ -18,7 +19,7 @@ pub const PROTOCOL_VERSIONS: &[&str] = &[
     "2026-07-28",
 ];
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -38,7 +39,7 @@ pub struct Config {
 }
 
 /// The A2A doors (serving Portico's agents to other frameworks) and external A2A agents.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct A2aSection {
     /// `false` turns every A2A endpoint off, cards included.
@@ -107,7 +108,7 @@ impl Default for A2aSection {
 }
 
 /// An A2A agent elsewhere, callable as the tool `a2a_{name}`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ExternalAgentConfig {
     pub name: String,
@@ -127,7 +128,7 @@ fn default_external_timeout() -> u64 {
 }
 
 /// One agent: a model, a system prompt and the tools it may use.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
     pub name: String,
@@ -179,7 +180,7 @@ pub const PROVIDERS: &[&str] = &[
 ];
 
 /// Which model an agent talks to, and how.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     /// One of [`PROVIDERS`]. `auto` picks from the environment: OPENAI_API_KEY, then
@@ -228,7 +229,7 @@ impl Default for ModelConfig {
 }
 
 /// Portico's built-in tools.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BuiltinsSection {
     #[serde(default = "default_true")]
@@ -264,7 +265,7 @@ impl Default for BuiltinsSection {
 }
 
 /// The call pipeline's limits and rules.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PolicySection {
     #[serde(default = "default_tool_timeout")]
@@ -312,7 +313,7 @@ impl Default for PolicySection {
 }
 
 /// What Portico's MCP doors (`portico mcp`, `/mcp`) offer to clients.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ExposeSection {
     #[serde(default = "default_true")]
@@ -334,7 +335,7 @@ pub struct ExposeSection {
     pub tool_search_threshold: usize,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolSearchMode {
     #[default]
@@ -360,7 +361,7 @@ impl Default for ExposeSection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
     #[serde(default = "default_listen")]
@@ -426,7 +427,7 @@ fn default_max_connections() -> usize {
 }
 
 /// GCRA rate limiting per client identity on the HTTP door (MCP, API, A2A).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitSection {
     #[serde(default = "default_true")]
@@ -497,7 +498,7 @@ fn default_listen() -> String {
     DEFAULT_LISTEN.to_string()
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     pub name: String,
@@ -508,6 +509,7 @@ pub struct McpServerConfig {
     #[serde(default = "default_max_concurrent_calls")]
     pub max_concurrent_calls: usize,
     #[serde(default, deserialize_with = "deserialize_env")]
+    #[schemars(with = "EnvField")]
     pub env: Vec<EnvEntry>,
     #[serde(default = "default_true")]
     pub enabled: bool,
@@ -578,13 +580,14 @@ impl EnvEntry {
 
 /// `env` is either the reference list of names (items may also be `NAME=value`) or, as in Claude
 /// Desktop's JSON, a table of literal values.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum EnvField {
+    List(Vec<String>),
+    Table(BTreeMap<String, String>),
+}
+
 fn deserialize_env<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<EnvEntry>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum EnvField {
-        List(Vec<String>),
-        Table(BTreeMap<String, String>),
-    }
     Ok(match EnvField::deserialize(d)? {
         EnvField::List(items) => items.iter().map(|i| EnvEntry::from_list_item(i)).collect(),
         EnvField::Table(table) => table
@@ -594,7 +597,7 @@ fn deserialize_env<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<EnvEntr
     })
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Transport {
     Stdio {

@@ -34,6 +34,9 @@ pub struct AnthropicSettings {
     /// The environment variable the key is configured from, named when the key is missing.
     pub api_key_env: Option<String>,
     pub model: String,
+    /// Headers a gateway in front of the API may want. Values are treated as secrets: never
+    /// logged or shown. `x-api-key` and `anthropic-version` are always ours.
+    pub extra_headers: Vec<(String, String)>,
     pub retry: RetryPolicy,
 }
 
@@ -45,19 +48,22 @@ impl Default for AnthropicSettings {
             api_key: None,
             api_key_env: None,
             model: String::new(),
+            extra_headers: Vec::new(),
             retry: RetryPolicy::default(),
         }
     }
 }
 
-/// Shows everything but the key.
+/// Shows everything but secrets: the key and header values are redacted.
 impl fmt::Debug for AnthropicSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<&str> = self.extra_headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("AnthropicSettings")
             .field("base_url", &redact_url(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("api_key_env", &self.api_key_env)
             .field("model", &self.model)
+            .field("extra_headers (names)", &headers)
             .field("retry", &self.retry)
             .finish()
     }
@@ -103,6 +109,9 @@ impl Anthropic {
             .check_url(&url)
             .map_err(|e| transport::net_refusal(PROVIDER, e))?;
         let mut headers = HeaderMap::new();
+        for (name, value) in &self.settings.extra_headers {
+            header(PROVIDER, &mut headers, name, value, true)?;
+        }
         header(PROVIDER, &mut headers, "x-api-key", key, true)?;
         header(
             PROVIDER,

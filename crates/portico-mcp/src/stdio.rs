@@ -5,13 +5,13 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use portico_config::{EnvEntry, expand_vars};
-use process_wrap::tokio::{ChildWrapper, CommandWrap, ProcessGroup};
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
+use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 use crate::UpstreamError;
 
@@ -119,7 +119,9 @@ impl Default for StopGrace {
 pub(crate) struct ChildTransport {
     io: AsyncRwTransport<RoleClient, ChildStdout, ChildStdin>,
     /// `None` once the child has been reaped.
-    child: Option<Box<dyn ChildWrapper>>,
+    child: Option<Child>,
+    /// The child's process group (its pid: it leads the group); `None` if the pid did not fit.
+    group: Option<Pid>,
     grace: StopGrace,
 }
 
@@ -130,9 +132,7 @@ impl Drop for ChildTransport {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        if let Err(e) = child.start_kill() {
-            tracing::debug!("cannot kill a stdio child: {e}");
-        }
+        signal_group(self.group, Signal::KILL);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             DROPPED_CHILD_REAPERS.spawn_on(
                 async move {
@@ -178,14 +178,13 @@ impl ChildTransport {
             .await
             .is_err()
         {
-            if let Err(e) = child.signal(libc::SIGTERM) {
-                tracing::debug!("cannot send SIGTERM to a stdio child: {e}");
-            }
+            signal_group(self.group, Signal::TERM);
             if tokio::time::timeout(self.grace.after_term, child.wait())
                 .await
                 .is_err()
             {
-                Box::into_pin(child.kill()).await?;
+                signal_group(self.group, Signal::KILL);
+                child.wait().await?;
             }
         }
         self.child = None;
@@ -227,31 +226,32 @@ pub(crate) fn spawn(
         .envs(vars)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .process_group(0);
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
-    let mut wrapped = CommandWrap::from(command);
-    wrapped.wrap(ProcessGroup::leader());
     let spawn_error = |source| UpstreamError::Spawn {
         server: spec.server.to_string(),
         command: spec.command.to_string(),
         source,
     };
-    let mut child = wrapped.spawn().map_err(spawn_error)?;
+    let mut child = command.spawn().map_err(spawn_error)?;
     let pid = child.id();
-    let (Some(stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
-        let _ = child.start_kill();
+    let group = pid.and_then(group_of);
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        signal_group(group, Signal::KILL);
         return Err(spawn_error(std::io::Error::other(
             "the child's stdin or stdout is not a pipe",
         )));
     };
-    if let Some(stderr) = child.stderr().take() {
+    if let Some(stderr) = child.stderr.take() {
         tokio::spawn(log_stderr(spec.server.to_string(), stderr));
     }
     let transport = ChildTransport {
         io: AsyncRwTransport::new_client(stdout, stdin),
         child: Some(child),
+        group,
         grace,
     };
     Ok((transport, pid))
@@ -262,12 +262,23 @@ pub(crate) fn spawn(
 /// started for this session and must not outlive it. The group id is the leader's pid, and this runs
 /// right after the leader was reaped, so the id cannot have been reused by an unrelated group.
 pub(crate) fn kill_leftover_group(pid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+    signal_group(group_of(pid), Signal::KILL);
+}
+
+/// The process group a child spawned with `process_group(0)` leads: its pid.
+fn group_of(pid: u32) -> Option<Pid> {
+    i32::try_from(pid).ok().and_then(Pid::from_raw)
+}
+
+/// Signals every process in `group`. ESRCH (the group is already empty) is the common case after
+/// the leader has gone, and harmless.
+fn signal_group(group: Option<Pid>, signal: Signal) {
+    let Some(group) = group else {
         return;
     };
-    // SAFETY: killpg has no memory-safety preconditions; ESRCH (group already empty) is the common case.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
+    match kill_process_group(group, signal) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+        Err(error) => tracing::debug!("cannot signal stdio child group {group:?}: {error}"),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The audit trail: one record per call that reached the pipeline.
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use portico_store::{AuditRecord, AuditWriter};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -178,5 +178,22 @@ mod tests {
         // Guessing with the plain hash, or with another install's key, finds nothing.
         assert_ne!(digest, arguments_digest(&pin));
         assert_ne!(digest, AuditKey::new([8; 32]).digest(&pin));
+    }
+
+    /// Digests are stored in the audit log and compared across restarts and upgrades, so their bytes
+    /// are pinned: HMAC-SHA256 and SHA-256 of the canonical form, as any implementation computes
+    /// them (these values are Python's `hmac`/`hashlib`).
+    #[test]
+    fn digest_bytes_are_pinned() {
+        let pin = json!({"pin": "4821"});
+        assert_eq!(
+            AuditKey::new([7; 32]).digest(&pin),
+            "e58a9ef96978acc00670194e5f62fc1c"
+        );
+        assert_eq!(arguments_digest(&pin), "edac0255889866a369d02fe542dba21c");
+        assert_eq!(
+            arguments_digest(&json!({"y": [1, {"b": 2, "a": 1}], "x": 1})),
+            "b79189be3c2f72d6a7037545014d486e"
+        );
     }
 }

@@ -21,6 +21,7 @@ fn settings(origin: &str) -> AnthropicSettings {
         api_key: Some(KEY.to_owned()),
         api_key_env: Some("TEST_ANTHROPIC_KEY".to_owned()),
         model: "claude-test".to_owned(),
+        extra_headers: Vec::new(),
         retry: RetryPolicy {
             max_retries: 3,
             base: Duration::from_millis(1),
