@@ -191,10 +191,10 @@ impl Backend {
                     .await?
                     .result
             }
+            // Boxed so the in-process arm's future (and the task rmcp spawns per request to hold it)
+            // is not sized by the client side of a proxied call.
             Backend::Daemon(link) => {
-                link.upstream
-                    .call_tool_with(name, arguments, context)
-                    .await?
+                Box::pin(link.upstream.call_tool_with(name, arguments, context)).await?
             }
         })
     }

@@ -320,7 +320,9 @@ impl PorticoServer {
         cancelled: tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
         if self.options.tool_search != ToolSearch::Off && tool_search::is_meta_tool(&request.name) {
-            return self.call_meta_tool(request, call_context, cancelled).await;
+            // Boxed: the meta-tools' future holds a listing and a forwarded call, and would size
+            // every plain call's future (and the task rmcp spawns for it) too.
+            return Box::pin(self.call_meta_tool(request, call_context, cancelled)).await;
         }
         self.forward_call(&request.name, request.arguments, &call_context, &cancelled)
             .await

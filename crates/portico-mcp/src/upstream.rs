@@ -481,15 +481,20 @@ impl Upstream {
     }
 
     /// A request holding a place in flight: the wait for the place and the request share the timeout.
-    async fn request<T>(
-        &self,
+    fn request<'a, T: 'a>(
+        &'a self,
         what: impl Into<String>,
-        future: impl Future<Output = Result<T, ServiceError>>,
-    ) -> Result<T, UpstreamError> {
+        future: impl Future<Output = Result<T, ServiceError>> + 'a,
+    ) -> impl Future<Output = Result<T, UpstreamError>> + 'a {
+        // Boxed before it is captured: rmcp's request futures are 10–16 KB, and every future awaiting
+        // this one (and every task holding it) would be as large.
+        let future = Box::pin(future);
         let what = what.into();
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let _place = self.place(&what, deadline).await?;
-        self.timed(what, deadline, future).await
+        async move {
+            let deadline = tokio::time::Instant::now() + self.timeout;
+            let _place = self.place(&what, deadline).await?;
+            self.timed(what, deadline, future).await
+        }
     }
 
     async fn timed<T>(
@@ -613,17 +618,20 @@ impl Upstream {
             if let Some(registration) = &registration {
                 request.extensions_mut().insert(registration.marker());
             }
-            let handle = self
-                .peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await
-                .map_err(|e| service_error(&self.server, what.clone(), e))?;
+            // rmcp's request futures are kilobytes (3 KB to send, 7 KB to await the answer); boxed, they
+            // stop inflating every future and task that holds a call (this one was 16.7 KB).
+            let handle = Box::pin(
+                self.peer
+                    .send_request_with_option(request, PeerRequestOptions::no_options()),
+            )
+            .await
+            .map_err(|e| service_error(&self.server, what.clone(), e))?;
             let mut cancel = CancelOnDrop {
                 peer: self.peer.clone(),
                 id: Some(handle.id.clone()),
             };
             let deadline = tokio::time::Instant::now() + self.timeout;
-            let response = self.timed(what.clone(), deadline, handle.await_response());
+            let response = self.timed(what.clone(), deadline, Box::pin(handle.await_response()));
             // Progress and logs the server sends during the call reach the client in the order they
             // were sent, and those sent before the answer go out before it.
             let result = match &mut registration {
