@@ -8,10 +8,11 @@
 //! shutdown ends them instead.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
+use aho_corasick::AhoCorasick;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::Method;
@@ -53,8 +54,12 @@ fn opens_stream(path: &str, body: &[u8]) -> bool {
     if path.ends_with(":subscribe") || path.ends_with("%3asubscribe") {
         return true;
     }
-    let contains = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
-    if !contains(b"\\u") && !STREAM_METHODS.iter().any(|m| contains(m.as_bytes())) {
+    // Built once: one pass over the body for every method name (and `\u`, which could spell one).
+    static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        AhoCorasick::new(STREAM_METHODS.iter().copied().chain(["\\u"]))
+            .expect("the stream methods are valid literals")
+    });
+    if !MARKERS.is_match(body) {
         return false;
     }
     #[derive(serde::Deserialize)]
