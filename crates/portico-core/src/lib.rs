@@ -1,4 +1,5 @@
-//! Portico's domain core: the aggregated catalog, tool naming, and the health model of upstream servers.
+//! Portico's domain core: the aggregated catalog, tool naming, the health model of upstream servers, and
+//! what a tool call answers (`ToolResult`, `CallError`).
 //!
 //! This crate is what every door and edge agrees on. It is deliberately free of wire formats, sockets and
 //! processes: MCP, A2A and HTTP live in edge crates, which convert to and from these types. Upstream
@@ -9,12 +10,14 @@
 //! state; the hub crate drives connections.
 
 pub mod backoff;
+pub mod call;
 pub mod catalog;
 pub mod health;
 pub mod naming;
 pub mod relay;
 pub mod time;
 
+pub use call::{CallError, ToolResult};
 pub use catalog::{
     Catalog, CatalogPrompt, CatalogResource, CatalogResourceTemplate, CatalogTool, NameCollision,
     PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,

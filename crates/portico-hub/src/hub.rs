@@ -4,7 +4,9 @@ use std::time::{Duration, Instant};
 use portico_config::{Config, McpServerConfig};
 use portico_core::backoff::Backoff;
 use portico_core::relay::CallContext;
-use portico_core::{Catalog, JsonObject, ServerCatalog, ServerState, ServerStatus};
+use portico_core::{
+    CallError, Catalog, JsonObject, ServerCatalog, ServerState, ServerStatus, ToolResult,
+};
 use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -42,6 +44,22 @@ pub enum HubError {
     },
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+}
+
+/// What kind of failure it is for a tool call; the message stays the error's own.
+impl From<HubError> for CallError {
+    fn from(error: HubError) -> Self {
+        match error {
+            HubError::Upstream(upstream) => upstream.into(),
+            HubError::Unavailable { .. } | HubError::Restarting { .. } => {
+                CallError::UpstreamGone(error.to_string())
+            }
+            HubError::UnknownTool { .. }
+            | HubError::UnknownPrompt { .. }
+            | HubError::UnknownResource { .. } => CallError::NotFound(error.to_string()),
+            HubError::BadCompletionReference { .. } => CallError::Failed(error.to_string()),
+        }
+    }
 }
 
 fn next_try(next_in: Option<Duration>) -> String {
@@ -354,7 +372,7 @@ impl Hub {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
-    ) -> Result<JsonObject, HubError> {
+    ) -> Result<ToolResult, HubError> {
         self.call_tool_with(name, arguments, &CallContext::default())
             .await
     }
@@ -365,7 +383,7 @@ impl Hub {
         name: &str,
         arguments: Option<JsonObject>,
         context: &CallContext,
-    ) -> Result<JsonObject, HubError> {
+    ) -> Result<ToolResult, HubError> {
         let catalog = self.catalog();
         let Some(tool) = catalog.tool(name) else {
             return Err(HubError::UnknownTool {

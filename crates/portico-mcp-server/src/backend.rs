@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use portico_core::JsonObject;
 use portico_core::relay::CallContext;
+use portico_core::{JsonObject, ToolResult};
 use portico_engine::Engine;
 use portico_hub::{Hub, HubError};
 use portico_mcp::{Upstream, UpstreamError};
@@ -181,7 +181,7 @@ impl Backend {
         name: &str,
         arguments: Option<JsonObject>,
         context: &CallContext,
-    ) -> Result<JsonObject, BackendError> {
+    ) -> Result<ToolResult, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
                 let context = ToolContext::client(door).with_relay(context.clone());

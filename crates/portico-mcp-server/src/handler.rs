@@ -25,6 +25,7 @@ use crate::input_rounds::{CallEvent, ClientKey, InputRoundsCaller, ParkedCalls};
 use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
+use portico_mcp::tool_result_into_object;
 use portico_pipeline::LocalTools as HostTools;
 
 /// The default cap on one response, serialised: big enough for real tool output, small enough that a
@@ -238,7 +239,8 @@ impl PorticoServer {
             let context = portico_pipeline::ToolContext::client(self.options.door.clone())
                 .with_relay(call_context.clone());
             let result = tool.call(arguments.unwrap_or_default(), context).await;
-            let result: CallToolResult = from_result("tool result", result)?;
+            let result: CallToolResult =
+                from_result("tool result", tool_result_into_object(result))?;
             return Ok(self.budgeted(name, result));
         }
         let result = tokio::select! {
@@ -256,7 +258,7 @@ impl PorticoServer {
                 );
             }
         };
-        let result: CallToolResult = from_result("tool result", result)?;
+        let result: CallToolResult = from_result("tool result", tool_result_into_object(result))?;
         Ok(self.budgeted(name, result))
     }
 

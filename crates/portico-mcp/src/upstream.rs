@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use portico_config::{McpServerConfig, Transport, expand_vars};
 use portico_core::{
-    JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef, to_object,
+    CallError, JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,
+    ToolResult, to_object,
 };
 use portico_net::{CredentialScope, NetPolicy, SafeClient};
 use rmcp::model::{
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::ordering::ProgressInOrder;
+use crate::results::tool_result_from_object;
 use crate::stdio::StopGrace;
 use crate::{legacy_sse, stdio};
 use portico_core::relay::{CallContext, methods};
@@ -90,6 +92,25 @@ impl UpstreamError {
             self,
             UpstreamError::Config { .. } | UpstreamError::Refused { .. }
         )
+    }
+}
+
+/// What kind of failure it is for a tool call; the message stays the error's own.
+impl From<UpstreamError> for CallError {
+    fn from(error: UpstreamError) -> Self {
+        let message = error.to_string();
+        match error {
+            UpstreamError::Timeout { .. } | UpstreamError::HandshakeTimeout { .. } => {
+                CallError::Timeout(message)
+            }
+            UpstreamError::Busy { .. } => CallError::Budget(message),
+            UpstreamError::Closed { .. }
+            | UpstreamError::Spawn { .. }
+            | UpstreamError::Handshake { .. }
+            | UpstreamError::Config { .. }
+            | UpstreamError::Refused { .. } => CallError::UpstreamGone(message),
+            UpstreamError::Remote { .. } => CallError::UpstreamFailed(message),
+        }
     }
 }
 
@@ -572,13 +593,13 @@ impl Upstream {
         Ok(catalog)
     }
 
-    /// Calls a tool by its upstream name. The result is the server's `CallToolResult` as JSON: every
-    /// content block, `isError`, `structuredContent` and `_meta` untouched.
+    /// Calls a tool by its upstream name. The result is the server's `CallToolResult`: every content
+    /// block, the error flag, structured content and `_meta` untouched.
     pub async fn call_tool(
         &self,
         tool: &str,
         arguments: Option<JsonObject>,
-    ) -> Result<JsonObject, UpstreamError> {
+    ) -> Result<ToolResult, UpstreamError> {
         self.call_tool_with(tool, arguments, &CallContext::default())
             .await
     }
@@ -591,7 +612,7 @@ impl Upstream {
         tool: &str,
         arguments: Option<JsonObject>,
         context: &CallContext,
-    ) -> Result<JsonObject, UpstreamError> {
+    ) -> Result<ToolResult, UpstreamError> {
         let what = format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
@@ -641,8 +662,22 @@ impl Upstream {
                     params.input_responses = (!answers.is_empty()).then_some(answers);
                     params.request_state = input.request_state;
                 }
-                // Any other result shape passes through as the server sent it.
-                other => return Ok(to_object(&other)),
+                ServerResult::CallToolResult(result) => {
+                    return Ok(tool_result_from_object(to_object(&result)));
+                }
+                // No client could read it as a tool's answer: the server broke the protocol.
+                other => {
+                    let mut shown = serde_json::to_string(&other).unwrap_or_default();
+                    shown.truncate(shown.floor_char_boundary(200));
+                    return Err(UpstreamError::Remote {
+                        server: self.server.clone(),
+                        what,
+                        code: None,
+                        message: format!(
+                            "the server answered with something that is not a tool result: {shown}"
+                        ),
+                    });
+                }
             }
         }
         Err(UpstreamError::Remote {

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;
+use portico_core::{CallError, JsonObject, ToolResult};
 use portico_hub::Hub;
 
 use crate::context::ToolContext;
@@ -76,12 +76,12 @@ impl ToolSource for HubTools {
         entry: &'a ToolEntry,
         arguments: JsonObject,
         context: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonObject, String>> {
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
         Box::pin(async move {
             self.hub
                 .call_tool_with(&entry.name, Some(arguments), &context.relay)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(CallError::from)
         })
     }
 }

@@ -2,13 +2,13 @@
 //! API, the CLI or an agent's loop, goes through [`Pipeline::call`], which resolves the name, checks the
 //! caller may use the tool, validates the arguments against the tool's `inputSchema`, runs the policy
 //! hooks (the taint rule today; approvals and rate limits next), applies the timeout, executes, validates
-//! `structuredContent` against the `outputSchema`, cuts results for agents, and writes an audit record.
+//! structured content against the `outputSchema`, cuts results for agents, and writes an audit record.
 //!
 //! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers),
 //! the agents, and [`HubTools`] (the upstream MCP catalog).
 //!
-//! What it is not: a protocol edge (results are the MCP-shaped JSON the catalog already carries; no
-//! crate here speaks a wire format), the agent loop (`portico-agents`), or the built-in tools
+//! What it is not: a protocol edge (results are `portico_core::ToolResult`s, failures typed
+//! [`PipelineError`]s; no crate here speaks a wire format), the agent loop (`portico-agents`), or the built-in tools
 //! themselves (`portico-builtins`).
 
 mod audit;
@@ -26,7 +26,7 @@ pub use context::{
     ToolContext, ToolPatterns, TurnState, Untrusted, credential_identity,
 };
 pub use hub_source::HubTools;
-pub use local::{LocalTool, LocalTools, ToolFailure, error_result};
+pub use local::{LocalTool, LocalTools, ToolFailure};
 pub use pipeline::{
     CallOutcome, DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT, Outcome, Pipeline, PipelineError,
     PipelineSettings, UNTRUSTED_META, WeakPipeline, for_model, model_text,

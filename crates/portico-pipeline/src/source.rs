@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;
+use portico_core::{CallError, JsonObject, ToolResult};
 
 use crate::context::ToolContext;
 use crate::local::{LocalTool, LocalTools};
@@ -41,14 +41,14 @@ pub trait ToolSource: Send + Sync {
     fn settle(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
-    /// Runs the tool. `Err` is a failure to reach or run it (shown to the caller as an `isError`
-    /// result); a tool that ran and failed returns its own `isError` result.
+    /// Runs the tool. `Err` is a failure to reach or run it (shown to the caller as an error result,
+    /// and audited by its kind); a tool that ran and failed returns its own error result.
     fn call<'a>(
         &'a self,
         entry: &'a ToolEntry,
         arguments: JsonObject,
         context: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonObject, String>>;
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>>;
 }
 
 impl LocalTool {
@@ -83,11 +83,11 @@ impl ToolSource for LocalTools {
         entry: &'a ToolEntry,
         arguments: JsonObject,
         context: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonObject, String>> {
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
         Box::pin(async move {
             let tool = self
                 .get(&entry.name)
-                .ok_or_else(|| format!("tool `{}` was removed", entry.name))?;
+                .ok_or_else(|| CallError::NotFound(format!("tool `{}` was removed", entry.name)))?;
             Ok(tool.call(arguments, context.clone()).await)
         })
     }
