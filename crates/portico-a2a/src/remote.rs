@@ -347,7 +347,7 @@ fn progress_sink(context: &ToolContext) -> (Option<ProgressSink>, Option<Progres
     if let Some(sink) = &context.progress {
         return (Some(sink.clone()), None);
     }
-    let Some(messages) = context.progress_messages() else {
+    let Some(messages) = portico_pipeline::progress_messages(context) else {
         return (None, None);
     };
     let queue = messages.clone();

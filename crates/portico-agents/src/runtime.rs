@@ -636,7 +636,7 @@ impl ToolSource for AgentTools {
             let mut context = context.clone();
             let mut forwarded = None;
             if context.progress.is_none()
-                && let Some(messages) = context.progress_messages()
+                && let Some(messages) = portico_pipeline::progress_messages(&context)
             {
                 context.progress = Some(progress_as_messages(messages.clone()));
                 forwarded = Some(messages);

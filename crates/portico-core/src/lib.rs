@@ -1,5 +1,7 @@
-//! Portico's domain core: the aggregated catalog, tool naming, the health model of upstream servers, and
-//! what a tool call answers (`ToolResult`, `CallError`).
+//! Portico's domain core: the aggregated catalog, tool naming, the health model of upstream servers,
+//! what a tool call answers (`ToolResult`, `CallError`), and the contract of a tool source
+//! (`ToolSource`, with who is calling in `ToolContext`), so that the hub, the agents and the pipeline
+//! meet here without depending on each other.
 //!
 //! This crate is what every door and edge agrees on. It is deliberately free of wire formats, sockets and
 //! processes: MCP, A2A and HTTP live in edge crates, which convert to and from these types. Upstream
@@ -12,9 +14,11 @@
 pub mod backoff;
 pub mod call;
 pub mod catalog;
+pub mod context;
 pub mod health;
 pub mod naming;
 pub mod relay;
+pub mod source;
 pub mod time;
 
 pub use call::{CallError, ToolResult};

@@ -1,13 +1,12 @@
-//! Where tools come from: local tools, agents, the hub's upstream catalog, remote agents.
+//! Where tools come from: a [`ToolSource`] (local tools, agents, the hub's upstream catalog, remote
+//! agents) lists [`ToolEntry`]s and runs them; the pipeline asks each source in turn.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use portico_core::relay::BoxFuture;
-use portico_core::{CallError, JsonObject, ToolResult};
-
 use crate::context::ToolContext;
-use crate::local::{LocalTool, LocalTools};
+use crate::relay::BoxFuture;
+use crate::{CallError, JsonObject, ToolResult};
 
 /// How far a tool's output can be trusted. Output from outside Portico (an upstream MCP server, a web
 /// page, a remote agent) may carry instructions written by someone else.
@@ -49,46 +48,4 @@ pub trait ToolSource: Send + Sync {
         arguments: JsonObject,
         context: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolResult, CallError>>;
-}
-
-impl LocalTool {
-    fn entry(&self, generation: u64) -> ToolEntry {
-        ToolEntry {
-            name: self.name().to_string(),
-            definition: self.shared_definition(),
-            trust: self.trust(),
-            sensitive: self.is_sensitive(),
-            timeout: None,
-            generation,
-        }
-    }
-}
-
-impl ToolSource for LocalTools {
-    fn kind(&self) -> &'static str {
-        "local"
-    }
-
-    fn entries(&self) -> Vec<ToolEntry> {
-        let generation = self.generation();
-        self.all().iter().map(|t| t.entry(generation)).collect()
-    }
-
-    fn find(&self, name: &str) -> Option<ToolEntry> {
-        self.get(name).map(|t| t.entry(self.generation()))
-    }
-
-    fn call<'a>(
-        &'a self,
-        entry: &'a ToolEntry,
-        arguments: JsonObject,
-        context: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
-        Box::pin(async move {
-            let tool = self
-                .get(&entry.name)
-                .ok_or_else(|| CallError::NotFound(format!("tool `{}` was removed", entry.name)))?;
-            Ok(tool.call(arguments, context.clone()).await)
-        })
-    }
 }

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::{Arc, RwLock};
 
 use portico_core::relay::BoxFuture;
-use portico_core::{JsonObject, ToolResult};
+use portico_core::{CallError, JsonObject, ToolResult};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::context::ToolContext;
-use crate::source::Trust;
+use crate::source::{ToolEntry, ToolSource, Trust};
 
 /// What a host tool's handler returns when it fails: shown to the model as an error result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,6 +285,48 @@ impl LocalTools {
     /// Bumped on every registration or removal.
     pub fn generation(&self) -> u64 {
         *self.changes.borrow()
+    }
+}
+
+impl LocalTool {
+    fn entry(&self, generation: u64) -> ToolEntry {
+        ToolEntry {
+            name: self.name().to_string(),
+            definition: self.shared_definition(),
+            trust: self.trust(),
+            sensitive: self.is_sensitive(),
+            timeout: None,
+            generation,
+        }
+    }
+}
+
+impl ToolSource for LocalTools {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
+    fn entries(&self) -> Vec<ToolEntry> {
+        let generation = self.generation();
+        self.all().iter().map(|t| t.entry(generation)).collect()
+    }
+
+    fn find(&self, name: &str) -> Option<ToolEntry> {
+        self.get(name).map(|t| t.entry(self.generation()))
+    }
+
+    fn call<'a>(
+        &'a self,
+        entry: &'a ToolEntry,
+        arguments: JsonObject,
+        context: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
+        Box::pin(async move {
+            let tool = self
+                .get(&entry.name)
+                .ok_or_else(|| CallError::NotFound(format!("tool `{}` was removed", entry.name)))?;
+            Ok(tool.call(arguments, context.clone()).await)
+        })
     }
 }
 
