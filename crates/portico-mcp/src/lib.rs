@@ -11,12 +11,14 @@
 
 mod client_handler;
 pub mod legacy_sse;
+mod methods;
 mod ordering;
 mod results;
 mod stdio;
 mod upstream;
 
 pub use client_handler::UpstreamEvent;
+pub use methods::{notification_method, request_method};
 pub use results::{tool_result_from_object, tool_result_into_object};
 pub use stdio::{StopGrace, reap_dropped_children};
 pub use upstream::{HandshakeInfo, Upstream, UpstreamError, UpstreamExit};

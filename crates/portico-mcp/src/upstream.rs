@@ -34,7 +34,7 @@ use crate::ordering::ProgressInOrder;
 use crate::results::tool_result_from_object;
 use crate::stdio::StopGrace;
 use crate::{legacy_sse, stdio};
-use portico_core::relay::{CallContext, methods};
+use portico_core::relay::{CallContext, RelayRequest};
 
 /// Everything that can go wrong with an upstream. Each variant names the server, says what failed and,
 /// where there is one, what to do.
@@ -703,27 +703,28 @@ impl Upstream {
         };
         let mut answers = InputResponses::new();
         for (key, request) in requests {
-            let (method, params) = match &request {
-                InputRequest::CreateMessage(r) => (methods::SAMPLING, to_object(&r.params)),
-                InputRequest::Elicitation(r) => (methods::ELICITATION, to_object(&r.params)),
-                InputRequest::ListRoots(_) => (methods::ROOTS, JsonObject::new()),
+            let (relayed, params) = match &request {
+                InputRequest::CreateMessage(r) => (RelayRequest::Sampling, to_object(&r.params)),
+                InputRequest::Elicitation(r) => (RelayRequest::Elicitation, to_object(&r.params)),
+                InputRequest::ListRoots(_) => (RelayRequest::Roots, JsonObject::new()),
                 _ => {
                     return Err(refused(
                         "the server asked for a kind of input Portico cannot relay".into(),
                     ));
                 }
             };
+            let method = crate::methods::request_method(relayed);
             let caller = context
                 .caller
                 .as_ref()
-                .filter(|caller| caller.accepts(method))
+                .filter(|caller| caller.accepts(relayed))
                 .ok_or_else(|| {
                     refused(format!(
                         "the server needs {method}, which the calling client does not support"
                     ))
                 })?;
             let answer = caller
-                .request(method, params)
+                .request(relayed, params)
                 .await
                 .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
             answers.insert(key, serde_json::Value::Object(answer));

@@ -1,7 +1,7 @@
 //! Progress messages for a client at a door: an agent's streamed text, relayed in order.
 
 use portico_core::context::ToolContext;
-use portico_core::relay::methods;
+use portico_core::relay::RelayNotification;
 
 /// Progress messages on their way to a client at a door, in order. Cheap to clone.
 #[derive(Clone)]
@@ -49,7 +49,7 @@ pub fn progress_messages(context: &ToolContext) -> Option<ProgressMessages> {
                     let params = serde_json::json!({"progress": count, "message": message});
                     caller
                         .notify(
-                            methods::PROGRESS,
+                            RelayNotification::Progress,
                             params.as_object().cloned().unwrap_or_default(),
                         )
                         .await;
