@@ -14,6 +14,7 @@
 pub mod backoff;
 pub mod call;
 pub mod catalog;
+pub mod completion;
 pub mod context;
 pub mod health;
 pub mod naming;
@@ -26,6 +27,7 @@ pub use catalog::{
     Catalog, CatalogPrompt, CatalogResource, CatalogResourceTemplate, CatalogTool, NameCollision,
     PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,
 };
+pub use completion::CompletionRef;
 pub use health::{ServerState, ServerStatus};
 
 /// A JSON object as received from an upstream, kept verbatim.

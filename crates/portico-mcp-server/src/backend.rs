@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use portico_core::relay::CallContext;
-use portico_core::{JsonObject, ToolResult};
+use portico_core::{CompletionRef, JsonObject, ToolResult};
 use portico_engine::Engine;
 use portico_hub::{Hub, HubError};
 use portico_mcp::{Upstream, UpstreamError};
@@ -199,14 +199,19 @@ impl Backend {
         })
     }
 
-    pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, BackendError> {
+    pub async fn complete(
+        &self,
+        reference: &CompletionRef,
+        request: JsonObject,
+    ) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
                 let hub = &engine.hub;
                 settle(hub).await;
-                hub.complete(params).await?
+                hub.complete(reference, request).await?
             }
-            Backend::Daemon(link) => link.upstream.complete(params).await?,
+            // The daemon's names are the ones its clients use: passed on as they are.
+            Backend::Daemon(link) => link.upstream.complete(reference, request).await?,
         })
     }
 

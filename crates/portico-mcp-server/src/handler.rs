@@ -556,17 +556,41 @@ impl ServerHandler for PorticoServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        match request.r#ref {
-            rmcp::model::Reference::Resource(_) => self.require_exposed(Kind::Resources)?,
-            rmcp::model::Reference::Prompt(_) => self.require_exposed(Kind::Prompts)?,
-            // A kind of reference newer than this code: the upstream decides.
-            _ => {}
-        }
-        let params = serde_json::to_value(&request)
+        let reference = match &request.r#ref {
+            rmcp::model::Reference::Resource(resource) => {
+                self.require_exposed(Kind::Resources)?;
+                portico_core::CompletionRef::Resource {
+                    uri: resource.uri.clone(),
+                }
+            }
+            rmcp::model::Reference::Prompt(prompt) => {
+                self.require_exposed(Kind::Prompts)?;
+                portico_core::CompletionRef::Prompt {
+                    name: prompt.name.clone(),
+                    title: prompt.title.clone(),
+                }
+            }
+            // A kind of reference newer than this code.
+            other => {
+                return Err(McpError::internal_error(
+                    format!(
+                        "completion reference {} is neither a ref/prompt nor a ref/resource",
+                        serde_json::to_string(other).unwrap_or_default()
+                    ),
+                    None,
+                ));
+            }
+        };
+        let mut params = serde_json::to_value(&request)
             .ok()
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
-        let result = self.backend.complete(params).await.map_err(backend_error)?;
+        params.remove("ref");
+        let result = self
+            .backend
+            .complete(&reference, params)
+            .await
+            .map_err(backend_error)?;
         from_result("completion", result)
     }
 

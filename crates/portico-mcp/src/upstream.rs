@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use portico_config::{McpServerConfig, Transport, expand_vars};
 use portico_core::{
-    CallError, JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,
-    ToolResult, to_object,
+    CallError, CompletionRef, JsonObject, PromptDef, ResourceDef, ResourceTemplateDef,
+    ServerCatalog, ToolDef, ToolResult, to_object,
 };
 use portico_net::{CredentialScope, NetPolicy, SafeClient};
 use rmcp::model::{
@@ -777,10 +777,16 @@ impl Upstream {
         !value.is_null() && value != &serde_json::Value::Bool(false)
     }
 
-    /// Forwards `completion/complete`; `params` is the request's JSON with the upstream's own names.
-    pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, UpstreamError> {
+    /// Forwards `completion/complete` for `reference` (in the upstream's own names); `request` is the
+    /// rest of the request's JSON (the argument and its context).
+    pub async fn complete(
+        &self,
+        reference: &CompletionRef,
+        mut request: JsonObject,
+    ) -> Result<JsonObject, UpstreamError> {
+        request.insert("ref".into(), completion_ref_json(reference));
         let params: CompleteRequestParams =
-            from_params(&self.server, "completion/complete", params)?;
+            from_params(&self.server, "completion/complete", request)?;
         let result = self
             .request("completion/complete", self.peer.complete(params))
             .await?;
@@ -821,6 +827,19 @@ impl Upstream {
         )
         .await
     }
+}
+
+/// A completion reference in the protocol's form.
+fn completion_ref_json(reference: &CompletionRef) -> serde_json::Value {
+    let reference = match reference {
+        CompletionRef::Prompt { name, title } => {
+            let mut prompt = rmcp::model::PromptReference::new(name.clone());
+            prompt.title = title.clone();
+            rmcp::model::Reference::Prompt(prompt)
+        }
+        CompletionRef::Resource { uri } => rmcp::model::Reference::for_resource(uri.clone()),
+    };
+    serde_json::to_value(reference).unwrap_or_default()
 }
 
 fn from_params<T: serde::de::DeserializeOwned>(
