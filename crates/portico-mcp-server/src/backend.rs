@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use portico_core::relay::CallContext;
-use portico_core::{CompletionRef, JsonObject, ToolResult};
+use portico_core::{CatalogResourceTemplate, CompletionRef, JsonObject, ToolResult};
 use portico_engine::Engine;
 use portico_hub::{Hub, HubError};
 use portico_mcp::{Upstream, UpstreamError};
@@ -58,6 +58,13 @@ impl BackendError {
                 })
             )
     }
+}
+
+/// A resource template's definition under its exposed URI template (MCP's `uriTemplate`).
+fn exposed_template(template: &CatalogResourceTemplate) -> JsonObject {
+    let mut definition = template.definition.clone();
+    definition.insert("uriTemplate".into(), template.uri_template.clone().into());
+    definition
 }
 
 /// What a door lists: exposed definitions, ready to serve.
@@ -150,7 +157,7 @@ impl Backend {
                     resource_templates: catalog
                         .resource_templates()
                         .iter()
-                        .map(|t| t.exposed_definition())
+                        .map(exposed_template)
                         .collect(),
                 })
             }
