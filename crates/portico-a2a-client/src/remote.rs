@@ -14,18 +14,17 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use portico_config::{Config, ExternalAgentConfig};
-use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;
 use portico_core::retry::RetryPolicy;
+use portico_core::{CallError, JsonObject, ToolResult};
 use portico_pipeline::{
     ProgressEvent, ProgressMessages, ProgressSink, ToolContext, ToolEntry, ToolSource, Trust,
-    error_result,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{A2aClient, A2aEvent, AgentCard, SendOutcome, SendRequest};
+use crate::client::{A2aClient, A2aEvent, AgentCard, ClientError, SendOutcome, SendRequest};
 use crate::wire::{self, is_interrupted, is_terminal};
 
 /// How often a card that was read is read again.
@@ -345,7 +344,7 @@ fn progress_sink(context: &ToolContext) -> (Option<ProgressSink>, Option<Progres
     if let Some(sink) = &context.progress {
         return (Some(sink.clone()), None);
     }
-    let Some(messages) = context.progress_messages() else {
+    let Some(messages) = portico_pipeline::progress_messages(context) else {
         return (None, None);
     };
     let queue = messages.clone();
@@ -381,7 +380,7 @@ fn progress_of(tool: &str, event: A2aEvent) -> Option<ProgressEvent> {
 }
 
 /// The MCP result of a finished send.
-fn result_of(tool: &str, outcome: &SendOutcome) -> JsonObject {
+fn result_of(tool: &str, outcome: &SendOutcome) -> ToolResult {
     let state = outcome.state_label();
     let mut structured = json!({"reply": outcome.text, "state": state});
     if let Some(id) = &outcome.task_id {
@@ -409,12 +408,11 @@ fn result_of(tool: &str, outcome: &SendOutcome) -> JsonObject {
     } else if text.is_empty() {
         text = format!("[state: {state}; the agent sent no text]");
     }
-    let result = json!({
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": structured,
-        "isError": is_error,
-    });
-    result.as_object().cloned().unwrap_or_default()
+    ToolResult {
+        structured_content: Some(structured),
+        is_error: Some(is_error),
+        ..ToolResult::text(text)
+    }
 }
 
 impl ToolSource for RemoteAgents {
@@ -452,22 +450,22 @@ impl ToolSource for RemoteAgents {
         entry: &'a ToolEntry,
         arguments: JsonObject,
         context: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonObject, String>> {
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
         Box::pin(async move {
             let remote = self
                 .agents
                 .iter()
                 .find(|a| a.tool == entry.name)
-                .ok_or_else(|| format!("tool `{}` was removed", entry.name))?;
+                .ok_or_else(|| CallError::NotFound(format!("tool `{}` was removed", entry.name)))?;
             let client = match &remote.client {
                 Ok(client) => client.clone(),
-                Err(error) => return Ok(error_result(format!("{}: {error}", remote.label()))),
+                Err(error) => return Ok(ToolResult::error(format!("{}: {error}", remote.label()))),
             };
             let started = Instant::now();
             let card = match remote.card_for_call().await {
                 Ok(card) => card,
                 Err(error) => {
-                    return Ok(error_result(format!(
+                    return Ok(ToolResult::error(format!(
                         "{}: could not read its agent card: {error}",
                         remote.label()
                     )));
@@ -511,7 +509,19 @@ impl ToolSource for RemoteAgents {
             }
             match sent {
                 Ok(outcome) => Ok(result_of(&remote.tool, &outcome)),
-                Err(error) => Err(format!("{}: {error}", remote.label())),
+                Err(error) => {
+                    let message = format!("{}: {error}", remote.label());
+                    Err(match error {
+                        ClientError::DiscoveryTimeout { .. } | ClientError::Timeout { .. } => {
+                            CallError::Timeout(message)
+                        }
+                        ClientError::Refused(_)
+                        | ClientError::InvalidUrl(_)
+                        | ClientError::Unreachable { .. }
+                        | ClientError::NoCard { .. } => CallError::UpstreamGone(message),
+                        _ => CallError::UpstreamFailed(message),
+                    })
+                }
             }
         })
     }
@@ -538,12 +548,12 @@ mod tests {
             context_id: Some("c1".into()),
         };
         let result = result_of("a2a_x", &outcome);
-        assert_eq!(result["isError"], false);
+        assert_eq!(result.is_error, Some(false));
         assert_eq!(
-            result["structuredContent"],
+            result.structured_content.clone().unwrap(),
             json!({"reply": "which colour?", "state": "input-required", "task_id": "t1", "context_id": "c1"})
         );
-        let text = result["content"][0]["text"].as_str().unwrap();
+        let text = result.content[0]["text"].as_str().unwrap();
         assert!(
             text.starts_with("which colour?\n\n[state: input-required; task_id: t1."),
             "{text}"
@@ -559,9 +569,9 @@ mod tests {
             ..outcome
         };
         let result = result_of("a2a_x", &failed);
-        assert_eq!(result["isError"], true);
+        assert_eq!(result.is_error, Some(true));
         assert_eq!(
-            result["content"][0]["text"],
+            result.content[0]["text"],
             "the remote agent's task ended failed: it broke"
         );
     }
@@ -625,8 +635,8 @@ mod tests {
             .call(&entries[0], JsonObject::new(), &context)
             .await
             .unwrap();
-        assert_eq!(result["isError"], true);
-        let text = result["content"][0]["text"].as_str().unwrap();
+        assert_eq!(result.is_error, Some(true));
+        let text = result.content[0]["text"].as_str().unwrap();
         assert!(
             text.contains("could not read its agent card")
                 && text.contains("169.254.169.254 is a cloud metadata address"),
@@ -662,7 +672,7 @@ mod tests {
             .call(&entry, JsonObject::new(), &ToolContext::client("test"))
             .await
             .unwrap();
-        let text = result["content"][0]["text"].as_str().unwrap();
+        let text = result.content[0]["text"].as_str().unwrap();
         assert!(text.contains("NOPE_TOKEN"), "{text}");
     }
 }

@@ -980,14 +980,15 @@ impl Tasks {
                     .await;
             }
             Ok(result) => {
-                let reply = result["structuredContent"]["reply"]
-                    .as_str()
+                let structured = result.structured_content.as_ref();
+                let reply = structured
+                    .and_then(|s| s["reply"].as_str())
                     .map(str::to_string)
                     .unwrap_or_else(|| model_text(&result));
                 // The run's end is one write: the conversation it continued (when new), its
                 // artifacts, the answer and the final status.
                 let mut also = TaskUpdate::default();
-                if let Some(conversation) = result["structuredContent"]["conversation_id"].as_str()
+                if let Some(conversation) = structured.and_then(|s| s["conversation_id"].as_str())
                     && run.conversation.as_deref() != Some(conversation)
                 {
                     also.metadata = Some(json!({"portico": {"conversation_id": conversation}}));

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use portico_config::{AgentConfig, agent_tool_name};
-use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;
+use portico_core::{CallError, JsonObject, ToolResult};
 use portico_llm::{ChatMessage, ChatRequest, EventSink, StreamEvent, ToolCall, ToolSpec, Usage};
 use portico_pipeline::{
     Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust, TurnState,
@@ -63,6 +63,26 @@ pub enum AgentError {
     },
     #[error("agent `{agent}`: Portico is shutting down")]
     ShuttingDown { agent: String },
+}
+
+/// What kind of failure it is for the pipeline (and the audit log); the message stays the error's own.
+impl From<AgentError> for CallError {
+    fn from(error: AgentError) -> Self {
+        let message = error.to_string();
+        match error {
+            AgentError::UnknownAgent { .. } => CallError::NotFound(message),
+            AgentError::Timeout { .. } => CallError::Timeout(message),
+            AgentError::MaxIterations { .. } | AgentError::DepthLimit { .. } => {
+                CallError::Budget(message)
+            }
+            AgentError::Model { .. } => CallError::UpstreamFailed(message),
+            AgentError::NoModel(_)
+            | AgentError::ShuttingDown { .. }
+            | AgentError::Stopped { .. }
+            | AgentError::BadConversation { .. }
+            | AgentError::Store { .. } => CallError::Failed(message),
+        }
+    }
 }
 
 /// What an agent answered.
@@ -606,7 +626,7 @@ impl ToolSource for AgentTools {
         entry: &'a ToolEntry,
         arguments: JsonObject,
         context: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonObject, String>> {
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
         Box::pin(async move {
             let message = arguments
                 .get("message")
@@ -616,7 +636,7 @@ impl ToolSource for AgentTools {
             let mut context = context.clone();
             let mut forwarded = None;
             if context.progress.is_none()
-                && let Some(messages) = context.progress_messages()
+                && let Some(messages) = portico_pipeline::progress_messages(&context)
             {
                 context.progress = Some(progress_as_messages(messages.clone()));
                 forwarded = Some(messages);
@@ -628,15 +648,16 @@ impl ToolSource for AgentTools {
             if let Some(messages) = forwarded {
                 messages.flush().await;
             }
-            let reply = reply.map_err(|e| e.to_string())?;
-            let mut result = json!({
-                "content": [{"type": "text", "text": reply.reply}],
-                "structuredContent": reply,
-            });
+            let reply = reply?;
+            let mut result = ToolResult::text(reply.reply.clone());
             if reply.tainted {
-                result["_meta"] = json!({ UNTRUSTED_META: true });
+                result.meta = Some(JsonObject::from_iter([(
+                    UNTRUSTED_META.to_string(),
+                    Value::Bool(true),
+                )]));
             }
-            Ok(result.as_object().cloned().unwrap_or_default())
+            result.structured_content = Some(serde_json::to_value(reply).unwrap_or(Value::Null));
+            Ok(result)
         })
     }
 }
@@ -729,8 +750,8 @@ pub fn agent_tools(runtime: &Arc<AgentRuntime>) -> Vec<portico_pipeline::LocalTo
                 }
                 let structured = outcome
                     .result
-                    .get("structuredContent")
-                    .cloned()
+                    .structured_content
+                    .clone()
                     .unwrap_or_else(|| json!({"reply": model_text(&outcome.result)}));
                 Ok::<_, String>(SendOutput {
                     agent: input.agent,

@@ -8,7 +8,7 @@ use portico_agents::{
     Agent, AgentError, AgentRuntime, AgentTools, DriverChoice, RuntimeSettings, agent_tools,
 };
 use portico_config::{AgentConfig, ModelConfig, agent_tool_name};
-use portico_core::JsonObject;
+use portico_core::{JsonObject, ToolResult};
 use portico_llm::Scripted;
 use portico_pipeline::{
     LocalTool, LocalTools, Pipeline, PipelineSettings, ToolContext, ToolPatterns,
@@ -75,7 +75,7 @@ fn counter(name: &str, runs: Arc<AtomicUsize>) -> LocalTool {
         object(json!({"name": name, "inputSchema": {"type": "object"}})),
         move |_, _| {
             runs.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async { object(json!({"content": [{"type": "text", "text": "same"}]})) })
+            Box::pin(async { ToolResult::text("same") })
         },
     )
 }
@@ -90,9 +90,7 @@ async fn one_turns_tool_calls_run_in_parallel() {
             let barrier = barrier.clone();
             Box::pin(async move {
                 barrier.wait().await;
-                object(
-                    json!({"content": [{"type": "text", "text": format!("met {}", args["who"])}]}),
-                )
+                ToolResult::text(format!("met {}", args["who"]))
             })
         },
     );

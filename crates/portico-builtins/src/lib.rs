@@ -152,7 +152,7 @@ pub(crate) mod test_support {
     use serde_json::Value;
 
     /// Calls `tool` as a client and returns its result object.
-    pub async fn call(tool: &LocalTool, arguments: Value) -> serde_json::Map<String, Value> {
+    pub async fn call(tool: &LocalTool, arguments: Value) -> portico_core::ToolResult {
         call_as(tool, arguments, ToolContext::client("test")).await
     }
 
@@ -160,7 +160,7 @@ pub(crate) mod test_support {
         tool: &LocalTool,
         arguments: Value,
         context: ToolContext,
-    ) -> serde_json::Map<String, Value> {
+    ) -> portico_core::ToolResult {
         let Value::Object(arguments) = arguments else {
             panic!("arguments must be an object");
         };
@@ -168,23 +168,18 @@ pub(crate) mod test_support {
     }
 
     /// The structured output of a successful call; panics with the error text otherwise.
-    pub fn ok(result: &serde_json::Map<String, Value>) -> &Value {
-        assert_ne!(
-            result.get("isError"),
-            Some(&Value::Bool(true)),
-            "{result:?}"
-        );
-        &result["structuredContent"]
+    pub fn ok(result: &portico_core::ToolResult) -> &Value {
+        assert!(!result.is_error(), "{result:?}");
+        result
+            .structured_content
+            .as_ref()
+            .expect("a successful call has structured content")
     }
 
     /// The error text of a failed call; panics if the call succeeded.
-    pub fn err(result: &serde_json::Map<String, Value>) -> String {
-        assert_eq!(
-            result.get("isError"),
-            Some(&Value::Bool(true)),
-            "{result:?}"
-        );
-        result["content"][0]["text"].as_str().unwrap().to_string()
+    pub fn err(result: &portico_core::ToolResult) -> String {
+        assert!(result.is_error(), "{result:?}");
+        result.content[0]["text"].as_str().unwrap().to_string()
     }
 }
 

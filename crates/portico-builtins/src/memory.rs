@@ -178,7 +178,7 @@ mod tests {
         context
     }
 
-    fn keys(result: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    fn keys(result: &portico_core::ToolResult) -> Vec<String> {
         ok(result)["entries"]
             .as_array()
             .unwrap()

@@ -115,14 +115,6 @@ pub struct CatalogResourceTemplate {
     pub definition: JsonObject,
 }
 
-impl CatalogResourceTemplate {
-    pub fn exposed_definition(&self) -> JsonObject {
-        let mut definition = self.definition.clone();
-        definition.insert("uriTemplate".into(), self.uri_template.clone().into());
-        definition
-    }
-}
-
 /// Two or more different upstream items whose names normalised to the same candidate. Each was given a
 /// hash-suffixed name instead; this records which, so it can be shown as a warning.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,7 @@
-//! Portico's domain core: the aggregated catalog, tool naming, and the health model of upstream servers.
+//! Portico's domain core: the aggregated catalog, tool naming, the health model of upstream servers,
+//! what a tool call answers (`ToolResult`, `CallError`), and the contract of a tool source
+//! (`ToolSource`, with who is calling in `ToolContext`), so that the hub, the agents and the pipeline
+//! meet here without depending on each other.
 //!
 //! This crate is what every door and edge agrees on. It is deliberately free of wire formats, sockets and
 //! processes: MCP, A2A and HTTP live in edge crates, which convert to and from these types. Upstream
@@ -11,17 +14,23 @@
 //! It also holds the one retry schedule ([`retry::RetryPolicy`]): arithmetic only, which callers
 //! sleep on.
 
+pub mod call;
 pub mod catalog;
+pub mod completion;
+pub mod context;
 pub mod health;
 pub mod naming;
 pub mod relay;
 pub mod retry;
+pub mod source;
 pub mod time;
 
+pub use call::{CallError, ToolResult};
 pub use catalog::{
     Catalog, CatalogPrompt, CatalogResource, CatalogResourceTemplate, CatalogTool, NameCollision,
     PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,
 };
+pub use completion::CompletionRef;
 pub use health::{ServerState, ServerStatus};
 
 /// A JSON object as received from an upstream, kept verbatim.

@@ -3,8 +3,9 @@
 //! An upstream tool may report progress, log, or ask the client for something (a model completion, user
 //! input, the workspace roots) while it runs. Portico is in the middle: the door that received the call
 //! wraps its client in a [`Caller`], the hub passes it along with the call, and the upstream session
-//! hands it whatever the upstream sends for that call. Payloads are the protocol's JSON, carried opaquely;
-//! only the doors and upstream sessions interpret them.
+//! hands it whatever the upstream sends for that call. What is relayed is named by [`RelayRequest`] and
+//! [`RelayNotification`]; payloads are the protocol's JSON, carried opaquely; only the doors and
+//! upstream sessions interpret them (and know the protocol's method names).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,13 +15,22 @@ use crate::JsonObject;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Method names a [`Caller`] is asked about.
-pub mod methods {
-    pub const SAMPLING: &str = "sampling/createMessage";
-    pub const ELICITATION: &str = "elicitation/create";
-    pub const ROOTS: &str = "roots/list";
-    pub const PROGRESS: &str = "notifications/progress";
-    pub const LOG: &str = "notifications/message";
+/// What an upstream can ask the calling client for during a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RelayRequest {
+    /// A model completion (MCP sampling).
+    Sampling,
+    /// Input from the person at the client (MCP elicitation).
+    Elicitation,
+    /// The client's workspace roots.
+    Roots,
+}
+
+/// What an upstream can tell the calling client during a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RelayNotification {
+    Progress,
+    Log,
 }
 
 /// A relayed request the caller refused or failed.
@@ -34,17 +44,21 @@ pub struct RelayError {
 
 /// The client at the other end of a call.
 pub trait Caller: Send + Sync {
-    /// Whether the client declared support for `method` (one of [`methods`]).
-    fn accepts(&self, method: &str) -> bool;
+    /// Whether the client declared support for `request`.
+    fn accepts(&self, request: RelayRequest) -> bool;
     /// Sends a request to the client and waits for its answer.
     fn request<'a>(
         &'a self,
-        method: &'a str,
+        request: RelayRequest,
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>>;
     /// Sends a notification to the client. Progress params carry no token: the caller adds the one its
     /// client asked for.
-    fn notify<'a>(&'a self, method: &'a str, params: JsonObject) -> BoxFuture<'a, ()>;
+    fn notify<'a>(
+        &'a self,
+        notification: RelayNotification,
+        params: JsonObject,
+    ) -> BoxFuture<'a, ()>;
 }
 
 /// What travels with a call besides its name and arguments.

@@ -89,14 +89,9 @@ async fn agent_message(
             .call(&tool, arguments.as_object().cloned(), &context)
             .await
         {
-            Ok(outcome) if !outcome.is_error() => Json(
-                outcome
-                    .result
-                    .get("structuredContent")
-                    .cloned()
-                    .unwrap_or(Value::Null),
-            )
-            .into_response(),
+            Ok(outcome) if !outcome.is_error() => {
+                Json(outcome.result.structured_content.unwrap_or(Value::Null)).into_response()
+            }
             Ok(outcome) => api_error(StatusCode::BAD_GATEWAY, model_text(&outcome.result)),
             Err(error) => api_error(StatusCode::NOT_FOUND, error.to_string()),
         };
@@ -137,13 +132,9 @@ async fn agent_message(
             .call(&tool, arguments.as_object().cloned(), &context)
             .await
         {
-            Ok(outcome) if !outcome.is_error() => Event::default().event("reply").json_data(
-                outcome
-                    .result
-                    .get("structuredContent")
-                    .cloned()
-                    .unwrap_or(Value::Null),
-            ),
+            Ok(outcome) if !outcome.is_error() => Event::default()
+                .event("reply")
+                .json_data(outcome.result.structured_content.unwrap_or(Value::Null)),
             Ok(outcome) => Event::default()
                 .event("error")
                 .json_data(json!({"error": model_text(&outcome.result)})),

@@ -17,11 +17,10 @@ use std::time::Duration;
 use portico_a2a_client::remote_agents_source;
 use portico_agents::{Agent, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose};
 use portico_config::{Config, agent_tool_name};
-use portico_hub::{Hub, HubSettings, StopGrace};
+use portico_hub::{Hub, HubSettings, HubTools, StopGrace};
 use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
-    AuditKey, HubTools, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy,
-    ToolPatterns,
+    AuditKey, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy, ToolPatterns,
 };
 use portico_store::{AuditWriter, Store};
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use portico_core::{Catalog, JsonObject, ServerStatus};
+use portico_core::{Catalog, CompletionRef, JsonObject, ServerStatus};
 use portico_hub::{Hub, HubError};
 use tokio::sync::{broadcast, watch};
 
@@ -57,8 +57,12 @@ impl Upstreams {
     }
 
     /// Routes `completion/complete` by its reference (see [`Hub::complete`]).
-    pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, HubError> {
-        self.hub.complete(params).await
+    pub async fn complete(
+        &self,
+        reference: &CompletionRef,
+        request: JsonObject,
+    ) -> Result<JsonObject, HubError> {
+        self.hub.complete(reference, request).await
     }
 
     /// Forwards `logging/setLevel` to every ready upstream that logs.

@@ -178,12 +178,7 @@ fn echo_tool() -> HostTool {
                 .and_then(|m| m.as_str())
                 .unwrap_or_default()
                 .to_string();
-            Box::pin(async move {
-                serde_json::json!({"content": [{"type": "text", "text": message}]})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default()
-            })
+            Box::pin(async move { portico_mcp_server::ToolResult::text(message) })
         },
     )
 }

@@ -4,7 +4,10 @@ use std::time::{Duration, Instant};
 use portico_config::{Config, McpServerConfig};
 use portico_core::relay::CallContext;
 use portico_core::retry::RetryPolicy;
-use portico_core::{Catalog, JsonObject, ServerCatalog, ServerState, ServerStatus};
+use portico_core::{
+    CallError, Catalog, CompletionRef, JsonObject, ServerCatalog, ServerState, ServerStatus,
+    ToolResult,
+};
 use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -25,8 +28,6 @@ pub enum HubError {
     UnknownTool { name: String, hint: String },
     #[error("no prompt named `{name}`")]
     UnknownPrompt { name: String },
-    #[error("completion reference {reference} is neither a ref/prompt nor a ref/resource")]
-    BadCompletionReference { reference: String },
     #[error("no resource `{uri}`: Portico resource URIs look like portico://SERVER/URI")]
     UnknownResource { uri: String },
     #[error("server `{server}` is {state}{}; try again once it is ready (see `portico servers`)", .last_error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
@@ -46,6 +47,21 @@ pub enum HubError {
     },
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+}
+
+/// What kind of failure it is for a tool call; the message stays the error's own.
+impl From<HubError> for CallError {
+    fn from(error: HubError) -> Self {
+        match error {
+            HubError::Upstream(upstream) => upstream.into(),
+            HubError::Unavailable { .. } | HubError::Restarting { .. } => {
+                CallError::UpstreamGone(error.to_string())
+            }
+            HubError::UnknownTool { .. }
+            | HubError::UnknownPrompt { .. }
+            | HubError::UnknownResource { .. } => CallError::NotFound(error.to_string()),
+        }
+    }
 }
 
 fn next_try(next_in: Option<Duration>) -> String {
@@ -369,7 +385,7 @@ impl Hub {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
-    ) -> Result<JsonObject, HubError> {
+    ) -> Result<ToolResult, HubError> {
         self.call_tool_with(name, arguments, &CallContext::default())
             .await
     }
@@ -380,7 +396,7 @@ impl Hub {
         name: &str,
         arguments: Option<JsonObject>,
         context: &CallContext,
-    ) -> Result<JsonObject, HubError> {
+    ) -> Result<ToolResult, HubError> {
         let catalog = self.catalog();
         let Some(tool) = catalog.tool(name) else {
             return Err(HubError::UnknownTool {
@@ -398,41 +414,17 @@ impl Hub {
     }
 
     /// Routes `completion/complete` by its reference: a prompt by exposed name, a resource by URI.
-    pub async fn complete(&self, mut params: JsonObject) -> Result<JsonObject, HubError> {
-        let catalog = self.catalog();
-        let reference = params.get("ref").cloned().unwrap_or_default();
-        let (server, upstream_ref) = match reference.get("type").and_then(|t| t.as_str()) {
-            Some("ref/prompt") => {
-                let name = reference.get("name").and_then(|n| n.as_str()).unwrap_or("");
-                let prompt = catalog
-                    .prompt(name)
-                    .ok_or_else(|| HubError::UnknownPrompt {
-                        name: name.to_string(),
-                    })?;
-                let mut upstream_ref = reference.clone();
-                upstream_ref["name"] = prompt.upstream_name.clone().into();
-                (prompt.server.clone(), upstream_ref)
-            }
-            Some("ref/resource") => {
-                let uri = reference.get("uri").and_then(|u| u.as_str()).unwrap_or("");
-                let (server, upstream_uri) = catalog
-                    .resolve_resource_uri(uri)
-                    .or_else(|| resolve_template_reference(&catalog, uri))
-                    .ok_or_else(|| HubError::UnknownResource {
-                        uri: uri.to_string(),
-                    })?;
-                let mut upstream_ref = reference.clone();
-                upstream_ref["uri"] = upstream_uri.into();
-                (server.to_string(), upstream_ref)
-            }
-            _ => {
-                return Err(HubError::BadCompletionReference {
-                    reference: reference.to_string(),
-                });
-            }
-        };
-        params.insert("ref".into(), upstream_ref);
-        Ok(self.upstream(&server)?.complete(params).await?)
+    /// `request` is the rest of the request (the argument, its context), passed on unread.
+    pub async fn complete(
+        &self,
+        reference: &CompletionRef,
+        request: JsonObject,
+    ) -> Result<JsonObject, HubError> {
+        let (server, upstream_ref) = upstream_completion_ref(&self.catalog(), reference)?;
+        Ok(self
+            .upstream(&server)?
+            .complete(&upstream_ref, request)
+            .await?)
     }
 
     /// Forwards `logging/setLevel` to every ready upstream that logs. Failures are logged, not returned:
@@ -530,6 +522,35 @@ impl Hub {
 }
 
 /// A completion reference may name a resource template itself rather than a URI expanded from it.
+/// The server a completion reference belongs to, and the reference in that server's own names.
+fn upstream_completion_ref(
+    catalog: &Catalog,
+    reference: &CompletionRef,
+) -> Result<(String, CompletionRef), HubError> {
+    match reference {
+        CompletionRef::Prompt { name, title } => {
+            let prompt = catalog
+                .prompt(name)
+                .ok_or_else(|| HubError::UnknownPrompt { name: name.clone() })?;
+            let upstream = CompletionRef::Prompt {
+                name: prompt.upstream_name.clone(),
+                title: title.clone(),
+            };
+            Ok((prompt.server.clone(), upstream))
+        }
+        CompletionRef::Resource { uri } => {
+            let (server, upstream_uri) = catalog
+                .resolve_resource_uri(uri)
+                .or_else(|| resolve_template_reference(catalog, uri))
+                .ok_or_else(|| HubError::UnknownResource { uri: uri.clone() })?;
+            let upstream = CompletionRef::Resource {
+                uri: upstream_uri.to_string(),
+            };
+            Ok((server.to_string(), upstream))
+        }
+    }
+}
+
 fn resolve_template_reference<'a>(
     catalog: &'a Catalog,
     uri: &'a str,
@@ -789,6 +810,57 @@ mod tests {
         format!(
             "[[mcp_servers]]\nname = {name:?}\n{extra}\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"true\"\n\n"
         )
+    }
+
+    #[test]
+    fn completion_references_are_routed_in_the_upstreams_own_names() {
+        let object = |value: serde_json::Value| value.as_object().cloned().unwrap();
+        let catalog = Catalog::build(&[ServerCatalog {
+            server: "gh".into(),
+            prompts: vec![portico_core::PromptDef {
+                name: "review".into(),
+                definition: object(serde_json::json!({"name": "review"})),
+            }],
+            resource_templates: vec![portico_core::ResourceTemplateDef {
+                uri_template: "file:///{path}".into(),
+                definition: object(serde_json::json!({"uriTemplate": "file:///{path}"})),
+            }],
+            ..ServerCatalog::default()
+        }]);
+        let prompt = CompletionRef::Prompt {
+            name: catalog.prompts()[0].name.clone(),
+            title: Some("Review".into()),
+        };
+        assert_eq!(
+            upstream_completion_ref(&catalog, &prompt).unwrap(),
+            (
+                "gh".to_string(),
+                CompletionRef::Prompt {
+                    name: "review".into(),
+                    title: Some("Review".into()),
+                }
+            )
+        );
+        let template = CompletionRef::Resource {
+            uri: catalog.resource_templates()[0].uri_template.clone(),
+        };
+        assert_eq!(
+            upstream_completion_ref(&catalog, &template).unwrap(),
+            (
+                "gh".to_string(),
+                CompletionRef::Resource {
+                    uri: "file:///{path}".into(),
+                }
+            )
+        );
+        let unknown = CompletionRef::Prompt {
+            name: "mcp_gh_nope".into(),
+            title: None,
+        };
+        assert!(matches!(
+            upstream_completion_ref(&catalog, &unknown),
+            Err(HubError::UnknownPrompt { name }) if name == "mcp_gh_nope"
+        ));
     }
 
     #[test]

@@ -11,9 +11,14 @@
 //! never wait on writers and never see half a catalog. Locks here are plain `std` locks held only for
 //! copies and swaps, never across an await.
 //!
+//! [`HubTools`] offers the catalog's tools to the call pipeline, through `portico-core`'s `ToolSource`
+//! (the hub does not depend on the pipeline).
+//!
 //! The hub is not a protocol edge: it neither speaks MCP to clients nor parses wire formats.
 
 mod hub;
+mod tools;
 
 pub use hub::{Hub, HubError, HubSettings};
 pub use portico_mcp::StopGrace;
+pub use tools::HubTools;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use portico_core::relay::{BoxFuture, Caller, methods};
+use portico_core::relay::{BoxFuture, Caller, RelayRequest};
 use serde_json::{Value, json};
 
 use crate::openai::{json_f32, object_schema};
@@ -34,7 +34,7 @@ impl Sampling {
 
     /// Whether the client declared sampling at all.
     pub fn available(&self) -> bool {
-        self.caller.accepts(methods::SAMPLING)
+        self.caller.accepts(RelayRequest::Sampling)
     }
 
     async fn run(&self, request: &ChatRequest, events: &EventSink) -> Result<ModelTurn, LlmError> {
@@ -49,7 +49,7 @@ impl Sampling {
         let params = request_params(request);
         let result = self
             .caller
-            .request(methods::SAMPLING, params)
+            .request(RelayRequest::Sampling, params)
             .await
             .map_err(|e| LlmError::Sampling {
                 detail: format!("the client answered error {}: {}", e.code, e.message),

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use portico_core::JsonObject;
 use portico_core::relay::CallContext;
+use portico_core::{CatalogResourceTemplate, CompletionRef, JsonObject, ToolResult};
 use portico_engine::{Engine, Upstreams};
 use portico_hub::HubError;
 use portico_mcp::{Upstream, UpstreamError};
@@ -58,6 +58,13 @@ impl BackendError {
                 })
             )
     }
+}
+
+/// A resource template's definition under its exposed URI template (MCP's `uriTemplate`).
+fn exposed_template(template: &CatalogResourceTemplate) -> JsonObject {
+    let mut definition = template.definition.clone();
+    definition.insert("uriTemplate".into(), template.uri_template.clone().into());
+    definition
 }
 
 /// What a door lists: exposed definitions, ready to serve.
@@ -150,7 +157,7 @@ impl Backend {
                     resource_templates: catalog
                         .resource_templates()
                         .iter()
-                        .map(|t| t.exposed_definition())
+                        .map(exposed_template)
                         .collect(),
                 })
             }
@@ -181,7 +188,7 @@ impl Backend {
         name: &str,
         arguments: Option<JsonObject>,
         context: &CallContext,
-    ) -> Result<JsonObject, BackendError> {
+    ) -> Result<ToolResult, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
                 let context = ToolContext::client(door).with_relay(context.clone());
@@ -199,14 +206,19 @@ impl Backend {
         })
     }
 
-    pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, BackendError> {
+    pub async fn complete(
+        &self,
+        reference: &CompletionRef,
+        request: JsonObject,
+    ) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
                 let hub = engine.upstreams();
                 settle(hub).await;
-                hub.complete(params).await?
+                hub.complete(reference, request).await?
             }
-            Backend::Daemon(link) => link.upstream.complete(params).await?,
+            // The daemon's names are the ones its clients use: passed on as they are.
+            Backend::Daemon(link) => link.upstream.complete(reference, request).await?,
         })
     }
 

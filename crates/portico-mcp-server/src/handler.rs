@@ -25,6 +25,7 @@ use crate::input_rounds::{CallEvent, ClientKey, InputRoundsCaller, ParkedCalls};
 use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
+use portico_mcp::tool_result_into_object;
 use portico_pipeline::LocalTools as HostTools;
 use portico_pipeline::{Pipeline, PipelineSettings};
 
@@ -257,7 +258,8 @@ impl PorticoServer {
                 .with_relay(call_context.clone());
             let called = self.host_pipeline.call(name, arguments, &context).await;
             let result = called.map_err(|e| backend_error(e.into()))?.result;
-            let result: CallToolResult = from_result("tool result", result)?;
+            let result: CallToolResult =
+                from_result("tool result", tool_result_into_object(result))?;
             return Ok(self.budgeted(name, result));
         }
         let result = tokio::select! {
@@ -275,7 +277,7 @@ impl PorticoServer {
                 );
             }
         };
-        let result: CallToolResult = from_result("tool result", result)?;
+        let result: CallToolResult = from_result("tool result", tool_result_into_object(result))?;
         Ok(self.budgeted(name, result))
     }
 
@@ -575,17 +577,41 @@ impl ServerHandler for PorticoServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        match request.r#ref {
-            rmcp::model::Reference::Resource(_) => self.require_exposed(Kind::Resources)?,
-            rmcp::model::Reference::Prompt(_) => self.require_exposed(Kind::Prompts)?,
-            // A kind of reference newer than this code: the upstream decides.
-            _ => {}
-        }
-        let params = serde_json::to_value(&request)
+        let reference = match &request.r#ref {
+            rmcp::model::Reference::Resource(resource) => {
+                self.require_exposed(Kind::Resources)?;
+                portico_core::CompletionRef::Resource {
+                    uri: resource.uri.clone(),
+                }
+            }
+            rmcp::model::Reference::Prompt(prompt) => {
+                self.require_exposed(Kind::Prompts)?;
+                portico_core::CompletionRef::Prompt {
+                    name: prompt.name.clone(),
+                    title: prompt.title.clone(),
+                }
+            }
+            // A kind of reference newer than this code.
+            other => {
+                return Err(McpError::internal_error(
+                    format!(
+                        "completion reference {} is neither a ref/prompt nor a ref/resource",
+                        serde_json::to_string(other).unwrap_or_default()
+                    ),
+                    None,
+                ));
+            }
+        };
+        let mut params = serde_json::to_value(&request)
             .ok()
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
-        let result = self.backend.complete(params).await.map_err(backend_error)?;
+        params.remove("ref");
+        let result = self
+            .backend
+            .complete(&reference, params)
+            .await
+            .map_err(backend_error)?;
         from_result("completion", result)
     }
 

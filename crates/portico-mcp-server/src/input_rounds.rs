@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use portico_core::JsonObject;
-use portico_core::relay::{BoxFuture, Caller, RelayError, methods};
+use portico_core::relay::{BoxFuture, Caller, RelayError, RelayNotification, RelayRequest};
+use portico_mcp::request_method;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, InputRequest, InputRequiredResult, InputResponses};
 use serde_json::{Value, json};
@@ -53,7 +54,7 @@ type Answer = oneshot::Sender<Result<JsonObject, RelayError>>;
 pub(crate) enum CallEvent {
     /// The call needs the client to answer a request.
     Input {
-        method: String,
+        request: RelayRequest,
         params: JsonObject,
         answer: Answer,
     },
@@ -263,10 +264,11 @@ impl ParkedCalls {
                 }
                 Some(CallEvent::Done(result)) => return result,
                 Some(CallEvent::Input {
-                    method,
+                    request,
                     params,
                     answer,
                 }) => {
+                    let method = request_method(request);
                     parked.next_key += 1;
                     let key = format!("portico-{}", parked.next_key);
                     match serde_json::from_value::<InputRequest>(
@@ -326,29 +328,20 @@ pub(crate) struct InputRoundsCaller {
 }
 
 impl Caller for InputRoundsCaller {
-    fn accepts(&self, method: &str) -> bool {
-        self.inner.accepts(method)
+    fn accepts(&self, request: RelayRequest) -> bool {
+        self.inner.accepts(request)
     }
 
     fn request<'a>(
         &'a self,
-        method: &'a str,
+        request: RelayRequest,
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
         Box::pin(async move {
-            if !matches!(
-                method,
-                methods::SAMPLING | methods::ELICITATION | methods::ROOTS
-            ) {
-                return Err(RelayError {
-                    code: -32601,
-                    message: format!("Portico does not relay `{method}` to clients"),
-                });
-            }
             let (answer, reply) = oneshot::channel();
             self.events
                 .send(CallEvent::Input {
-                    method: method.to_string(),
+                    request,
                     params,
                     answer,
                 })
@@ -358,8 +351,12 @@ impl Caller for InputRoundsCaller {
         })
     }
 
-    fn notify<'a>(&'a self, method: &'a str, params: JsonObject) -> BoxFuture<'a, ()> {
-        self.inner.notify(method, params)
+    fn notify<'a>(
+        &'a self,
+        notification: RelayNotification,
+        params: JsonObject,
+    ) -> BoxFuture<'a, ()> {
+        self.inner.notify(notification, params)
     }
 }
 
@@ -377,17 +374,17 @@ mod tests {
 
     struct Silent;
     impl Caller for Silent {
-        fn accepts(&self, _: &str) -> bool {
+        fn accepts(&self, _: RelayRequest) -> bool {
             true
         }
         fn request<'a>(
             &'a self,
-            _: &'a str,
+            _: RelayRequest,
             _: JsonObject,
         ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
             Box::pin(async { unreachable!("input rounds never reach the inner caller's requests") })
         }
-        fn notify<'a>(&'a self, _: &'a str, _: JsonObject) -> BoxFuture<'a, ()> {
+        fn notify<'a>(&'a self, _: RelayNotification, _: JsonObject) -> BoxFuture<'a, ()> {
             Box::pin(async {})
         }
     }
@@ -418,11 +415,11 @@ mod tests {
         };
         let work = tokio::spawn(async move {
             let first = caller
-                .request(methods::SAMPLING, sampling_params("one"))
+                .request(RelayRequest::Sampling, sampling_params("one"))
                 .await
                 .unwrap();
             let second = caller
-                .request(methods::SAMPLING, sampling_params("two"))
+                .request(RelayRequest::Sampling, sampling_params("two"))
                 .await
                 .unwrap();
             let text = format!("{} {}", first["n"], second["n"]);
@@ -497,7 +494,7 @@ mod tests {
         };
         let work = tokio::spawn(async move {
             let error = caller
-                .request(methods::ELICITATION, JsonObject::new())
+                .request(RelayRequest::Elicitation, JsonObject::new())
                 .await;
             let message = match error {
                 Err(e) => e.message,
@@ -534,7 +531,7 @@ mod tests {
         };
         let work = tokio::spawn(async move {
             let answer = caller
-                .request(methods::SAMPLING, sampling_params("q"))
+                .request(RelayRequest::Sampling, sampling_params("q"))
                 .await;
             let message = answer
                 .map(|_| "answered".to_string())
@@ -600,7 +597,7 @@ mod tests {
         };
         let work = tokio::spawn(async move {
             let _ = caller
-                .request(methods::SAMPLING, sampling_params("q"))
+                .request(RelayRequest::Sampling, sampling_params("q"))
                 .await;
             let _ = events
                 .send(CallEvent::Done(Ok(CallToolResult::success(vec![]).into())))
@@ -639,7 +636,7 @@ mod tests {
         };
         let work = tokio::spawn(async move {
             caller
-                .request(methods::SAMPLING, sampling_params("q"))
+                .request(RelayRequest::Sampling, sampling_params("q"))
                 .await
         });
         let token = tokio_util::sync::CancellationToken::new();
@@ -701,7 +698,7 @@ mod tests {
                 asks.spawn(async move {
                     let _ = queued.send(()).await;
                     caller
-                        .request(methods::SAMPLING, sampling_params(&i.to_string()))
+                        .request(RelayRequest::Sampling, sampling_params(&i.to_string()))
                         .await
                 });
             }

@@ -22,5 +22,7 @@ pub use handler::{DEFAULT_MAX_RESPONSE_BYTES, Exposure, PorticoServer, ServerOpt
 pub use input_rounds::{
     ClientKey, MAX_LIVE_CALLS, MAX_LIVE_CALLS_PER_CLIENT, MAX_REQUESTS_PER_ROUND, PARKED_FOR,
 };
+/// What a host tool's handler returns.
+pub use portico_core::ToolResult;
 /// Host tools are the engine's local tools; the old names stay for embedders.
 pub use portico_pipeline::{LocalTool as HostTool, LocalTools as HostTools, ToolFailure};

@@ -4,8 +4,9 @@
 // earlier era use them, and relaying them is the point of this module.
 #![allow(deprecated)]
 
-use portico_core::relay::{BoxFuture, Caller, RelayError, methods};
+use portico_core::relay::{BoxFuture, Caller, RelayError, RelayNotification, RelayRequest};
 use portico_core::{JsonObject, to_object};
+use portico_mcp::{notification_method, request_method};
 use rmcp::model::{
     CreateMessageRequestParams, ElicitRequestParams, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken,
@@ -43,12 +44,11 @@ fn service_error(method: &str, error: ServiceError) -> RelayError {
 }
 
 impl Caller for DownstreamCaller {
-    fn accepts(&self, method: &str) -> bool {
-        let capability = match method {
-            methods::SAMPLING => "sampling",
-            methods::ELICITATION => "elicitation",
-            methods::ROOTS => "roots",
-            _ => return true,
+    fn accepts(&self, request: RelayRequest) -> bool {
+        let capability = match request {
+            RelayRequest::Sampling => "sampling",
+            RelayRequest::Elicitation => "elicitation",
+            RelayRequest::Roots => "roots",
         };
         self.capabilities
             .get(capability)
@@ -57,12 +57,13 @@ impl Caller for DownstreamCaller {
 
     fn request<'a>(
         &'a self,
-        method: &'a str,
+        request: RelayRequest,
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
         Box::pin(async move {
-            match method {
-                methods::SAMPLING => {
+            let method = request_method(request);
+            match request {
+                RelayRequest::Sampling => {
                     let params: CreateMessageRequestParams = parse(method, params)?;
                     let result = self
                         .peer
@@ -71,7 +72,7 @@ impl Caller for DownstreamCaller {
                         .map_err(|e| service_error(method, e))?;
                     Ok(to_object(&result))
                 }
-                methods::ELICITATION => {
+                RelayRequest::Elicitation => {
                     let params: ElicitRequestParams = parse(method, params)?;
                     let result = self
                         .peer
@@ -80,7 +81,7 @@ impl Caller for DownstreamCaller {
                         .map_err(|e| service_error(method, e))?;
                     Ok(to_object(&result))
                 }
-                methods::ROOTS => {
+                RelayRequest::Roots => {
                     let result = self
                         .peer
                         .list_roots()
@@ -88,18 +89,19 @@ impl Caller for DownstreamCaller {
                         .map_err(|e| service_error(method, e))?;
                     Ok(to_object(&result))
                 }
-                other => Err(RelayError {
-                    code: -32601,
-                    message: format!("Portico does not relay `{other}` to clients"),
-                }),
             }
         })
     }
 
-    fn notify<'a>(&'a self, method: &'a str, mut params: JsonObject) -> BoxFuture<'a, ()> {
+    fn notify<'a>(
+        &'a self,
+        notification: RelayNotification,
+        mut params: JsonObject,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let sent = match method {
-                methods::PROGRESS => {
+            let method = notification_method(notification);
+            let sent = match notification {
+                RelayNotification::Progress => {
                     let Some(token) = &self.progress_token else {
                         return;
                     };
@@ -112,11 +114,12 @@ impl Caller for DownstreamCaller {
                         Err(_) => return,
                     }
                 }
-                methods::LOG => match parse::<LoggingMessageNotificationParam>(method, params) {
-                    Ok(message) => self.peer.notify_logging_message(message).await,
-                    Err(_) => return,
-                },
-                _ => return,
+                RelayNotification::Log => {
+                    match parse::<LoggingMessageNotificationParam>(method, params) {
+                        Ok(message) => self.peer.notify_logging_message(message).await,
+                        Err(_) => return,
+                    }
+                }
             };
             // The client may have gone; the call itself will notice.
             if let Err(e) = sent {

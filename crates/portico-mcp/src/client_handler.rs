@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use portico_core::relay::{Caller, RelayError, methods};
+use portico_core::relay::{Caller, RelayError, RelayNotification, RelayRequest};
 use portico_core::{JsonObject, to_object};
 use rmcp::ClientHandler;
 use rmcp::ErrorData as McpError;
@@ -58,7 +58,7 @@ struct InFlight {
 /// A notification to pass on to a call's client.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Relayed {
-    pub(crate) method: &'static str,
+    pub(crate) notification: RelayNotification,
     pub(crate) params: JsonObject,
 }
 
@@ -118,11 +118,11 @@ impl ActiveCall {
         if self.stalled {
             return;
         }
-        let notify = self.caller.notify(relayed.method, relayed.params);
+        let notify = self.caller.notify(relayed.notification, relayed.params);
         if tokio::time::timeout(RELAY_TIMEOUT, notify).await.is_err() {
             tracing::debug!(
                 "the client took no {} within {RELAY_TIMEOUT:?}; relaying no more of this call's notifications",
-                relayed.method
+                crate::methods::notification_method(relayed.notification)
             );
             self.stalled = true;
         }
@@ -180,7 +180,7 @@ impl ActiveCalls {
         let mut relayed = to_object(params);
         relayed.remove("progressToken");
         let _ = call.relay.send(Relayed {
-            method: methods::PROGRESS,
+            notification: RelayNotification::Progress,
             params: relayed,
         });
     }
@@ -191,7 +191,7 @@ impl ActiveCalls {
         let Ok(calls) = self.calls.lock() else { return };
         for call in calls.iter() {
             let _ = call.relay.send(Relayed {
-                method: methods::LOG,
+                notification: RelayNotification::Log,
                 params: to_object(params),
             });
         }
@@ -201,19 +201,23 @@ impl ActiveCalls {
     /// response stream of the call that caused it, and rmcp says which (`origin`): that call's client
     /// is asked. Otherwise (stdio, the standalone stream) nothing links the request to a call, and the
     /// newest call whose client accepts `method` is the likeliest cause.
-    fn caller_for(&self, origin: Option<&RequestId>, method: &str) -> Option<Arc<dyn Caller>> {
+    fn caller_for(
+        &self,
+        origin: Option<&RequestId>,
+        request: RelayRequest,
+    ) -> Option<Arc<dyn Caller>> {
         let calls = self.calls.lock().ok()?;
         if let Some(origin) = origin
             && let Some(call) = calls
                 .iter()
                 .find(|call| call.sent.as_ref().is_some_and(|(_, id)| id == origin))
         {
-            return call.caller.accepts(method).then(|| call.caller.clone());
+            return call.caller.accepts(request).then(|| call.caller.clone());
         }
         calls
             .iter()
             .rev()
-            .find(|call| call.caller.accepts(method))
+            .find(|call| call.caller.accepts(request))
             .map(|call| call.caller.clone())
     }
 }
@@ -305,10 +309,10 @@ impl ClientHandler for PorticoClient {
     ) -> Result<CreateMessageResult, McpError> {
         let caller = self
             .active
-            .caller_for(origin_of(&context), methods::SAMPLING)
+            .caller_for(origin_of(&context), RelayRequest::Sampling)
             .ok_or_else(|| self.no_caller("sampling"))?;
         let answer = caller
-            .request(methods::SAMPLING, to_object(&params))
+            .request(RelayRequest::Sampling, to_object(&params))
             .await
             .map_err(relay_error)?;
         from_object("sampling", answer)
@@ -321,10 +325,10 @@ impl ClientHandler for PorticoClient {
     ) -> Result<ElicitResult, McpError> {
         let caller = self
             .active
-            .caller_for(origin_of(&context), methods::ELICITATION)
+            .caller_for(origin_of(&context), RelayRequest::Elicitation)
             .ok_or_else(|| self.no_caller("elicitation"))?;
         let answer = caller
-            .request(methods::ELICITATION, to_object(&request))
+            .request(RelayRequest::Elicitation, to_object(&request))
             .await
             .map_err(relay_error)?;
         from_object("elicitation", answer)
@@ -334,10 +338,13 @@ impl ClientHandler for PorticoClient {
         &self,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        match self.active.caller_for(origin_of(&context), methods::ROOTS) {
+        match self
+            .active
+            .caller_for(origin_of(&context), RelayRequest::Roots)
+        {
             Some(caller) => {
                 let answer = caller
-                    .request(methods::ROOTS, JsonObject::new())
+                    .request(RelayRequest::Roots, JsonObject::new())
                     .await
                     .map_err(relay_error)?;
                 from_object("roots", answer)
@@ -379,7 +386,7 @@ mod tests {
         name: &'static str,
         sampling: bool,
         /// Notifications this client received, in order.
-        heard: Mutex<Vec<(String, JsonObject)>>,
+        heard: Mutex<Vec<(RelayNotification, JsonObject)>>,
         /// A client that never takes a notification.
         stuck: bool,
     }
@@ -394,13 +401,13 @@ mod tests {
     }
 
     impl Caller for Fake {
-        fn accepts(&self, method: &str) -> bool {
-            method != methods::SAMPLING || self.sampling
+        fn accepts(&self, request: RelayRequest) -> bool {
+            request != RelayRequest::Sampling || self.sampling
         }
 
         fn request<'a>(
             &'a self,
-            _method: &'a str,
+            _request: RelayRequest,
             _params: JsonObject,
         ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
             Box::pin(async move {
@@ -411,17 +418,18 @@ mod tests {
             })
         }
 
-        fn notify<'a>(&'a self, method: &'a str, params: JsonObject) -> BoxFuture<'a, ()> {
+        fn notify<'a>(
+            &'a self,
+            notification: RelayNotification,
+            params: JsonObject,
+        ) -> BoxFuture<'a, ()> {
             Box::pin(async move {
                 if self.stuck {
                     std::future::pending::<()>().await;
                 }
                 // A yield between notifications, as a real client's write has.
                 tokio::task::yield_now().await;
-                self.heard
-                    .lock()
-                    .unwrap()
-                    .push((method.to_string(), params));
+                self.heard.lock().unwrap().push((notification, params));
             })
         }
     }
@@ -440,7 +448,7 @@ mod tests {
 
     async fn name_of(caller: Option<Arc<dyn Caller>>) -> Option<String> {
         let answer = caller?
-            .request(methods::SAMPLING, JsonObject::new())
+            .request(RelayRequest::Sampling, JsonObject::new())
             .await
             .ok()?;
         answer["from"].as_str().map(str::to_string)
@@ -460,7 +468,7 @@ mod tests {
 
         // Linked by the transport: exactly that call's client, even though newer calls exist.
         assert_eq!(
-            name_of(calls.caller_for(Some(&RequestId::Number(10)), methods::SAMPLING))
+            name_of(calls.caller_for(Some(&RequestId::Number(10)), RelayRequest::Sampling))
                 .await
                 .as_deref(),
             Some("first")
@@ -468,12 +476,12 @@ mod tests {
         // Linked to a call whose client cannot sample: refused, not handed to another client.
         assert!(
             calls
-                .caller_for(Some(&RequestId::Number(12)), methods::SAMPLING)
+                .caller_for(Some(&RequestId::Number(12)), RelayRequest::Sampling)
                 .is_none()
         );
         // Not linked: the newest caller that can.
         assert_eq!(
-            name_of(calls.caller_for(None, methods::SAMPLING))
+            name_of(calls.caller_for(None, RelayRequest::Sampling))
                 .await
                 .as_deref(),
             Some("second")
@@ -481,7 +489,7 @@ mod tests {
 
         drop(second);
         assert_eq!(
-            name_of(calls.caller_for(None, methods::SAMPLING))
+            name_of(calls.caller_for(None, RelayRequest::Sampling))
                 .await
                 .as_deref(),
             Some("first")
@@ -505,16 +513,16 @@ mod tests {
             std::iter::from_fn(|| call.relay.try_recv().ok()).collect::<Vec<_>>()
         };
         let without_token = |value: f64| Relayed {
-            method: methods::PROGRESS,
+            notification: RelayNotification::Progress,
             params: to_object(&serde_json::json!({"progress": value})),
         };
         let logged = Relayed {
-            method: methods::LOG,
+            notification: RelayNotification::Log,
             params: to_object(&log("both")),
         };
         assert_eq!(relayed(&mut mine), [without_token(1.0), logged]);
         let logged = Relayed {
-            method: methods::LOG,
+            notification: RelayNotification::Log,
             params: to_object(&log("both")),
         };
         assert_eq!(relayed(&mut other), [without_token(7.0), logged]);
@@ -548,12 +556,12 @@ mod tests {
         let mut expected = Vec::new();
         for n in 1..=200 {
             expected.push((
-                methods::PROGRESS.to_string(),
+                RelayNotification::Progress,
                 to_object(&serde_json::json!({"progress": f64::from(n)})),
             ));
             if n % 50 == 0 {
                 expected.push((
-                    methods::LOG.to_string(),
+                    RelayNotification::Log,
                     to_object(&log(&format!("after {n}"))),
                 ));
             }

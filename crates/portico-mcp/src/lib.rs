@@ -3,17 +3,22 @@
 //! One [`Upstream`] is one live session with one configured server, over stdio (a child process),
 //! Streamable HTTP, or the legacy HTTP+SSE transport. It negotiates the newest protocol era the server
 //! speaks (`server/discover` for 2026-07-28, falling back to `initialize`), lists the server's catalog, and
-//! forwards calls. Results are handed back as the server's JSON, untouched.
+//! forwards calls. Tool results become `portico_core::ToolResult`s (content blocks untouched); other
+//! results are handed back as the server's JSON.
 //!
 //! The MCP wire format ends here: what leaves this crate are `portico_core` types and opaque JSON objects.
 //! This crate does not supervise or restart anything (that is the hub's job) and does not serve MCP.
 
 mod client_handler;
 pub mod legacy_sse;
+mod methods;
 mod ordering;
+mod results;
 mod stdio;
 mod upstream;
 
 pub use client_handler::UpstreamEvent;
+pub use methods::{notification_method, request_method};
+pub use results::{tool_result_from_object, tool_result_into_object};
 pub use stdio::{StopGrace, reap_dropped_children};
 pub use upstream::{HandshakeInfo, Upstream, UpstreamError, UpstreamExit};

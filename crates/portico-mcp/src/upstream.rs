@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use portico_config::{McpServerConfig, Transport, expand_vars};
 use portico_core::{
-    JsonObject, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef, to_object,
+    CallError, CompletionRef, JsonObject, PromptDef, ResourceDef, ResourceTemplateDef,
+    ServerCatalog, ToolDef, ToolResult, to_object,
 };
 use portico_net::{CredentialScope, NetPolicy, SafeClient};
 use rmcp::model::{
@@ -30,9 +31,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::ordering::ProgressInOrder;
+use crate::results::tool_result_from_object;
 use crate::stdio::StopGrace;
 use crate::{legacy_sse, stdio};
-use portico_core::relay::{CallContext, methods};
+use portico_core::relay::{CallContext, RelayRequest};
 
 /// Everything that can go wrong with an upstream. Each variant names the server, says what failed and,
 /// where there is one, what to do.
@@ -90,6 +92,25 @@ impl UpstreamError {
             self,
             UpstreamError::Config { .. } | UpstreamError::Refused { .. }
         )
+    }
+}
+
+/// What kind of failure it is for a tool call; the message stays the error's own.
+impl From<UpstreamError> for CallError {
+    fn from(error: UpstreamError) -> Self {
+        let message = error.to_string();
+        match error {
+            UpstreamError::Timeout { .. } | UpstreamError::HandshakeTimeout { .. } => {
+                CallError::Timeout(message)
+            }
+            UpstreamError::Busy { .. } => CallError::Budget(message),
+            UpstreamError::Closed { .. }
+            | UpstreamError::Spawn { .. }
+            | UpstreamError::Handshake { .. }
+            | UpstreamError::Config { .. }
+            | UpstreamError::Refused { .. } => CallError::UpstreamGone(message),
+            UpstreamError::Remote { .. } => CallError::UpstreamFailed(message),
+        }
     }
 }
 
@@ -577,13 +598,13 @@ impl Upstream {
         Ok(catalog)
     }
 
-    /// Calls a tool by its upstream name. The result is the server's `CallToolResult` as JSON: every
-    /// content block, `isError`, `structuredContent` and `_meta` untouched.
+    /// Calls a tool by its upstream name. The result is the server's `CallToolResult`: every content
+    /// block, the error flag, structured content and `_meta` untouched.
     pub async fn call_tool(
         &self,
         tool: &str,
         arguments: Option<JsonObject>,
-    ) -> Result<JsonObject, UpstreamError> {
+    ) -> Result<ToolResult, UpstreamError> {
         self.call_tool_with(tool, arguments, &CallContext::default())
             .await
     }
@@ -596,7 +617,7 @@ impl Upstream {
         tool: &str,
         arguments: Option<JsonObject>,
         context: &CallContext,
-    ) -> Result<JsonObject, UpstreamError> {
+    ) -> Result<ToolResult, UpstreamError> {
         let what = format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
@@ -649,8 +670,22 @@ impl Upstream {
                     params.input_responses = (!answers.is_empty()).then_some(answers);
                     params.request_state = input.request_state;
                 }
-                // Any other result shape passes through as the server sent it.
-                other => return Ok(to_object(&other)),
+                ServerResult::CallToolResult(result) => {
+                    return Ok(tool_result_from_object(to_object(&result)));
+                }
+                // No client could read it as a tool's answer: the server broke the protocol.
+                other => {
+                    let mut shown = serde_json::to_string(&other).unwrap_or_default();
+                    shown.truncate(shown.floor_char_boundary(200));
+                    return Err(UpstreamError::Remote {
+                        server: self.server.clone(),
+                        what,
+                        code: None,
+                        message: format!(
+                            "the server answered with something that is not a tool result: {shown}"
+                        ),
+                    });
+                }
             }
         }
         Err(UpstreamError::Remote {
@@ -676,27 +711,28 @@ impl Upstream {
         };
         let mut answers = InputResponses::new();
         for (key, request) in requests {
-            let (method, params) = match &request {
-                InputRequest::CreateMessage(r) => (methods::SAMPLING, to_object(&r.params)),
-                InputRequest::Elicitation(r) => (methods::ELICITATION, to_object(&r.params)),
-                InputRequest::ListRoots(_) => (methods::ROOTS, JsonObject::new()),
+            let (relayed, params) = match &request {
+                InputRequest::CreateMessage(r) => (RelayRequest::Sampling, to_object(&r.params)),
+                InputRequest::Elicitation(r) => (RelayRequest::Elicitation, to_object(&r.params)),
+                InputRequest::ListRoots(_) => (RelayRequest::Roots, JsonObject::new()),
                 _ => {
                     return Err(refused(
                         "the server asked for a kind of input Portico cannot relay".into(),
                     ));
                 }
             };
+            let method = crate::methods::request_method(relayed);
             let caller = context
                 .caller
                 .as_ref()
-                .filter(|caller| caller.accepts(method))
+                .filter(|caller| caller.accepts(relayed))
                 .ok_or_else(|| {
                     refused(format!(
                         "the server needs {method}, which the calling client does not support"
                     ))
                 })?;
             let answer = caller
-                .request(method, params)
+                .request(relayed, params)
                 .await
                 .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
             answers.insert(key, serde_json::Value::Object(answer));
@@ -749,10 +785,16 @@ impl Upstream {
         !value.is_null() && value != &serde_json::Value::Bool(false)
     }
 
-    /// Forwards `completion/complete`; `params` is the request's JSON with the upstream's own names.
-    pub async fn complete(&self, params: JsonObject) -> Result<JsonObject, UpstreamError> {
+    /// Forwards `completion/complete` for `reference` (in the upstream's own names); `request` is the
+    /// rest of the request's JSON (the argument and its context).
+    pub async fn complete(
+        &self,
+        reference: &CompletionRef,
+        mut request: JsonObject,
+    ) -> Result<JsonObject, UpstreamError> {
+        request.insert("ref".into(), completion_ref_json(reference));
         let params: CompleteRequestParams =
-            from_params(&self.server, "completion/complete", params)?;
+            from_params(&self.server, "completion/complete", request)?;
         let result = self
             .request("completion/complete", self.peer.complete(params))
             .await?;
@@ -793,6 +835,19 @@ impl Upstream {
         )
         .await
     }
+}
+
+/// A completion reference in the protocol's form.
+fn completion_ref_json(reference: &CompletionRef) -> serde_json::Value {
+    let reference = match reference {
+        CompletionRef::Prompt { name, title } => {
+            let mut prompt = rmcp::model::PromptReference::new(name.clone());
+            prompt.title = title.clone();
+            rmcp::model::Reference::Prompt(prompt)
+        }
+        CompletionRef::Resource { uri } => rmcp::model::Reference::for_resource(uri.clone()),
+    };
+    serde_json::to_value(reference).unwrap_or_default()
 }
 
 fn from_params<T: serde::de::DeserializeOwned>(

@@ -2,34 +2,38 @@
 //! API, the CLI or an agent's loop, goes through [`Pipeline::call`], which resolves the name, checks the
 //! caller may use the tool, validates the arguments against the tool's `inputSchema`, runs the policy
 //! hooks (the taint rule today; approvals and rate limits next), applies the timeout, executes, validates
-//! `structuredContent` against the `outputSchema`, cuts results for agents, and writes an audit record.
+//! structured content against the `outputSchema`, cuts results for agents, and writes an audit record.
 //!
 //! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers),
-//! the agents, and [`HubTools`] (the upstream MCP catalog).
+//! the agents, remote A2A agents, and the hub's `HubTools` (the upstream MCP catalog). The trait and
+//! the call's context are `portico-core`'s, so sources need not depend on this crate.
 //!
-//! What it is not: a protocol edge (results are the MCP-shaped JSON the catalog already carries; no
-//! crate here speaks a wire format), the agent loop (`portico-agents`), or the built-in tools
+//! What it is not: a protocol edge (results are `portico_core::ToolResult`s, failures typed
+//! [`PipelineError`]s; no crate here speaks a wire format), the agent loop (`portico-agents`), or the built-in tools
 //! themselves (`portico-builtins`).
 
 mod audit;
-mod context;
-mod hub_source;
+mod credential;
 mod local;
 mod pipeline;
 mod policy;
+mod progress;
 mod schema;
-mod source;
+
+// The source contract lives in core, where the hub implements it too; the old paths stay.
+use portico_core::{context, source};
 
 pub use audit::{AuditKey, AuditSink, arguments_digest};
-pub use context::{
-    AgentScope, PatternError, Principal, ProgressEvent, ProgressMessages, ProgressSink,
-    ToolContext, ToolPatterns, TurnState, Untrusted, credential_identity,
-};
-pub use hub_source::HubTools;
-pub use local::{LocalTool, LocalTools, ToolFailure, error_result};
+pub use credential::credential_identity;
+pub use local::{LocalTool, LocalTools, ToolFailure};
 pub use pipeline::{
     CallOutcome, DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT, Outcome, Pipeline, PipelineError,
     PipelineSettings, UNTRUSTED_META, WeakPipeline, for_model, model_text,
 };
 pub use policy::{Policy, PolicyDecision, PolicyRequest, TaintMode, TaintPolicy};
-pub use source::{ToolEntry, ToolSource, Trust};
+pub use portico_core::context::{
+    AgentScope, PatternError, Principal, ProgressEvent, ProgressSink, ToolContext, ToolPatterns,
+    TurnState, Untrusted,
+};
+pub use portico_core::source::{ToolEntry, ToolSource, Trust};
+pub use progress::{ProgressMessages, progress_messages};

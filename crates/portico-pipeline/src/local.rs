@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
-use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;
+use portico_core::{CallError, JsonObject, ToolResult};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::context::ToolContext;
-use crate::source::Trust;
+use crate::source::{ToolEntry, ToolSource, Trust};
 
-/// What a host tool's handler returns when it fails: shown to the model as an `isError` result.
+/// What a host tool's handler returns when it fails: shown to the model as an error result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolFailure(pub String);
 
@@ -30,7 +30,7 @@ impl<E: std::fmt::Display> From<E> for ToolFailure {
     }
 }
 
-type Handler = Arc<dyn Fn(JsonObject, ToolContext) -> BoxFuture<'static, JsonObject> + Send + Sync>;
+type Handler = Arc<dyn Fn(JsonObject, ToolContext) -> BoxFuture<'static, ToolResult> + Send + Sync>;
 
 /// One registered tool: its definition, how far its output can be trusted, and its handler.
 #[derive(Clone)]
@@ -105,24 +105,24 @@ impl LocalTool {
                     let input = match parsed {
                         Ok(input) => input,
                         Err(e) => {
-                            return error_result(format!(
+                            return ToolResult::error(format!(
                                 "invalid arguments for `{tool_name}`: {e}"
                             ));
                         }
                     };
                     match handler(input, context).await {
                         Ok(output) => structured_result(&output),
-                        Err(failure) => error_result(failure.into().0),
+                        Err(failure) => ToolResult::error(failure.into().0),
                     }
-                }) as BoxFuture<'static, JsonObject>
+                }) as BoxFuture<'static, ToolResult>
             }),
         }
     }
 
-    /// A tool from a definition written by hand and a handler returning a whole MCP result object.
+    /// A tool from a definition written by hand and a handler returning a whole result.
     pub fn raw(
         definition: JsonObject,
-        handler: impl Fn(JsonObject, ToolContext) -> BoxFuture<'static, JsonObject>
+        handler: impl Fn(JsonObject, ToolContext) -> BoxFuture<'static, ToolResult>
         + Send
         + Sync
         + 'static,
@@ -184,7 +184,7 @@ impl LocalTool {
         &self,
         arguments: JsonObject,
         context: ToolContext,
-    ) -> BoxFuture<'static, JsonObject> {
+    ) -> BoxFuture<'static, ToolResult> {
         (self.handler)(arguments, context)
     }
 }
@@ -199,7 +199,7 @@ fn object_schema<T: JsonSchema>() -> Value {
     }
 }
 
-fn structured_result<T: Serialize>(output: &T) -> JsonObject {
+fn structured_result<T: Serialize>(output: &T) -> ToolResult {
     let value = serde_json::to_value(output).unwrap_or(Value::Null);
     let structured = if value.is_object() {
         value
@@ -207,18 +207,10 @@ fn structured_result<T: Serialize>(output: &T) -> JsonObject {
         json!({"value": value})
     };
     let text = serde_json::to_string(&structured).unwrap_or_default();
-    json!({"content": [{"type": "text", "text": text}], "structuredContent": structured})
-        .as_object()
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// An `isError` result carrying one text block.
-pub fn error_result(message: String) -> JsonObject {
-    json!({"content": [{"type": "text", "text": message}], "isError": true})
-        .as_object()
-        .cloned()
-        .unwrap_or_default()
+    ToolResult {
+        structured_content: Some(structured),
+        ..ToolResult::text(text)
+    }
 }
 
 /// The registry, shared by every session of a server and by the pipeline.
@@ -296,6 +288,48 @@ impl LocalTools {
     }
 }
 
+impl LocalTool {
+    fn entry(&self, generation: u64) -> ToolEntry {
+        ToolEntry {
+            name: self.name().to_string(),
+            definition: self.shared_definition(),
+            trust: self.trust(),
+            sensitive: self.is_sensitive(),
+            timeout: None,
+            generation,
+        }
+    }
+}
+
+impl ToolSource for LocalTools {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
+    fn entries(&self) -> Vec<ToolEntry> {
+        let generation = self.generation();
+        self.all().iter().map(|t| t.entry(generation)).collect()
+    }
+
+    fn find(&self, name: &str) -> Option<ToolEntry> {
+        self.get(name).map(|t| t.entry(self.generation()))
+    }
+
+    fn call<'a>(
+        &'a self,
+        entry: &'a ToolEntry,
+        arguments: JsonObject,
+        context: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
+        Box::pin(async move {
+            let tool = self
+                .get(&entry.name)
+                .ok_or_else(|| CallError::NotFound(format!("tool `{}` was removed", entry.name)))?;
+            Ok(tool.call(arguments, context.clone()).await)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,17 +370,17 @@ mod tests {
                 ToolContext::client("test"),
             )
             .await;
-        assert_eq!(ok["structuredContent"], json!({"sum": 5}));
-        assert_eq!(ok["content"][0]["text"], "{\"sum\":5}");
+        assert_eq!(ok.structured_content, Some(json!({"sum": 5})));
+        assert_eq!(ok.content[0]["text"], "{\"sum\":5}");
         let bad = tool
             .call(
                 json!({"a": "x"}).as_object().cloned().unwrap(),
                 ToolContext::client("test"),
             )
             .await;
-        assert_eq!(bad["isError"], true);
+        assert_eq!(bad.is_error, Some(true));
         assert!(
-            bad["content"][0]["text"]
+            bad.content[0]["text"]
                 .as_str()
                 .unwrap()
                 .starts_with("invalid arguments for `add`")
@@ -358,7 +392,7 @@ mod tests {
             )
             .await;
         assert_eq!(
-            failed["content"][0]["text"],
+            failed.content[0]["text"],
             "negative numbers are not supported"
         );
 

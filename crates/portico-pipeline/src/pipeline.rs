@@ -3,13 +3,12 @@
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use portico_core::JsonObject;
+use portico_core::{CallError, JsonObject, ToolResult};
 use portico_store::AuditRecord;
 use serde_json::{Value, json};
 
 use crate::audit::{AuditKey, AuditSink};
 use crate::context::{Principal, ToolContext};
-use crate::local::error_result;
 use crate::policy::{Policy, PolicyDecision, PolicyRequest};
 use crate::schema::SchemaCache;
 use crate::source::{ToolEntry, ToolSource, Trust};
@@ -76,9 +75,13 @@ impl Outcome {
 /// A finished call.
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
-    /// The MCP-shaped result (`content`, `isError`, `structuredContent`, `_meta`).
-    pub result: JsonObject,
+    /// What the caller sees: the tool's answer, or (when `error` is set) an error result saying why
+    /// there is none.
+    pub result: ToolResult,
     pub outcome: Outcome,
+    /// Why the tool gave no answer of its own: refused, invalid, timed out, its source failed.
+    /// `None` when the tool answered, even if its answer reports a failure.
+    pub error: Option<PipelineError>,
     /// The result carries content from an untrusted source.
     pub untrusted: bool,
     /// The result was cut to the agent's limit.
@@ -87,16 +90,81 @@ pub struct CallOutcome {
 
 impl CallOutcome {
     pub fn is_error(&self) -> bool {
-        self.result.get("isError").and_then(Value::as_bool) == Some(true)
+        self.result.is_error()
     }
 }
 
-/// Why a call could not even be attempted. Everything else (denials, invalid input, failures,
-/// timeouts) is a result the caller's model should see, so it comes back as an `isError` result.
+/// Why a call did not get the tool's own answer. [`Pipeline::call`] returns only `UnknownTool` as an
+/// `Err` (there is nothing to call); the others are results the caller's model should see, so they
+/// come back in [`CallOutcome::error`] beside an error result carrying the same message.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PipelineError {
     #[error("no tool named `{name}`{hint}")]
     UnknownTool { name: String, hint: String },
+    #[error(
+        "tool `{tool}` is not available to agent `{agent}`: it is outside the agent's `tools` patterns"
+    )]
+    NotPermitted { tool: String, agent: String },
+    #[error("invalid arguments for `{tool}`: {problems}")]
+    InvalidArguments { tool: String, problems: String },
+    /// A policy refused the call.
+    #[error("call to `{tool}` refused: {reason}")]
+    Refused { tool: String, reason: String },
+    /// A policy holds the call until someone approves it.
+    #[error("call to `{tool}` requires approval and was not run: {reason}")]
+    ApprovalRequired { tool: String, reason: String },
+    /// The pipeline's own timeout (the tool's, or `PipelineSettings::tool_timeout`) ran out.
+    #[error("tool `{tool}` did not finish within {}s and was cancelled", .after.as_secs_f64())]
+    Timeout { tool: String, after: Duration },
+    #[error(
+        "tool `{tool}` returned structuredContent that does not match its outputSchema: {problems}"
+    )]
+    InvalidOutput { tool: String, problems: String },
+    /// The tool's source could not give an answer; the kind says why.
+    #[error(transparent)]
+    Source(#[from] CallError),
+}
+
+impl PipelineError {
+    /// How the audit log records a call that ended this way.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            PipelineError::UnknownTool { .. } => Outcome::UnknownTool,
+            PipelineError::NotPermitted { .. } | PipelineError::Refused { .. } => Outcome::Denied,
+            PipelineError::InvalidArguments { .. } => Outcome::InvalidArguments,
+            PipelineError::ApprovalRequired { .. } => Outcome::ApprovalRequired,
+            PipelineError::Timeout { .. } => Outcome::Timeout,
+            PipelineError::InvalidOutput { .. } => Outcome::InvalidOutput,
+            PipelineError::Source(error) => match error {
+                CallError::Timeout(_) => Outcome::Timeout,
+                CallError::NotFound(_) => Outcome::UnknownTool,
+                CallError::Cancelled(_) => Outcome::Cancelled,
+                CallError::Budget(_)
+                | CallError::UpstreamGone(_)
+                | CallError::UpstreamFailed(_)
+                | CallError::Failed(_) => Outcome::Error,
+            },
+        }
+    }
+
+    /// What the audit record says: a policy's own reason, else the whole message.
+    fn audit_detail(&self) -> String {
+        match self {
+            PipelineError::Refused { reason, .. }
+            | PipelineError::ApprovalRequired { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The error result the caller's model reads.
+    fn result(&self) -> ToolResult {
+        let mut result = ToolResult::error(self.to_string());
+        if let PipelineError::ApprovalRequired { tool, reason } = self {
+            result.structured_content =
+                Some(json!({"approvalRequired": true, "tool": tool, "reason": reason}));
+        }
+        result
+    }
 }
 
 /// The one call pipeline. Cheap to clone.
@@ -291,19 +359,27 @@ impl Pipeline {
         };
         let finished = self.run(&*source, &entry, arguments, context).await;
         unfinished.armed = false;
-        let (mut result, outcome, detail) = finished;
+        let (mut result, outcome, detail, error) = match finished {
+            Ok(result) if result.is_error() => {
+                let detail = result.first_text().map(str::to_string);
+                (result, Outcome::Error, detail, None)
+            }
+            Ok(result) => (result, Outcome::Ok, None, None),
+            Err(error) => (
+                error.result(),
+                error.outcome(),
+                Some(error.audit_detail()),
+                Some(error),
+            ),
+        };
         // An agent's answer is untrusted when its own run read untrusted content.
         let flagged = result
-            .get_mut("_meta")
-            .and_then(Value::as_object_mut)
+            .meta
+            .as_mut()
             .and_then(|meta| meta.remove(UNTRUSTED_META))
             .is_some_and(|v| v == Value::Bool(true));
-        if result
-            .get("_meta")
-            .and_then(Value::as_object)
-            .is_some_and(|m| m.is_empty())
-        {
-            result.remove("_meta");
+        if result.meta.as_ref().is_some_and(JsonObject::is_empty) {
+            result.meta = None;
         }
         let untrusted = (entry.trust == Trust::Untrusted || flagged) && outcome == Outcome::Ok;
         if untrusted && let Some(turn) = &context.turn {
@@ -317,30 +393,30 @@ impl Pipeline {
         Ok(CallOutcome {
             result,
             outcome,
+            error,
             untrusted,
             truncated,
         })
     }
 
-    /// The stages after resolution; returns the result, the outcome and a detail for the audit log.
+    /// The stages after resolution: the tool's answer, or why there is none.
     async fn run(
         &self,
         source: &dyn ToolSource,
         entry: &ToolEntry,
         arguments: JsonObject,
         context: &ToolContext,
-    ) -> (JsonObject, Outcome, Option<String>) {
+    ) -> Result<ToolResult, PipelineError> {
         let name = entry.name.as_str();
         if !context.principal.may_use(name) {
-            let agent = context.principal.agent_name().unwrap_or("caller");
-            let message = format!(
-                "tool `{name}` is not available to agent `{agent}`: it is outside the agent's `tools` patterns"
-            );
-            return (
-                error_result(message.clone()),
-                Outcome::Denied,
-                Some(message),
-            );
+            return Err(PipelineError::NotPermitted {
+                tool: name.to_string(),
+                agent: context
+                    .principal
+                    .agent_name()
+                    .unwrap_or("caller")
+                    .to_string(),
+            });
         }
 
         let arguments_value = Value::Object(arguments);
@@ -353,12 +429,10 @@ impl Pipeline {
                 &arguments_value,
             )
         {
-            let message = format!("invalid arguments for `{name}`: {problems}");
-            return (
-                error_result(message.clone()),
-                Outcome::InvalidArguments,
-                Some(message),
-            );
+            return Err(PipelineError::InvalidArguments {
+                tool: name.to_string(),
+                problems,
+            });
         }
         let Value::Object(arguments) = arguments_value else {
             unreachable!("arguments were an object a moment ago")
@@ -380,64 +454,45 @@ impl Pipeline {
             match policy.check(&request).await {
                 PolicyDecision::Allow => {}
                 PolicyDecision::Deny(reason) => {
-                    let message = format!("call to `{name}` refused: {reason}");
-                    return (error_result(message.clone()), Outcome::Denied, Some(reason));
+                    return Err(PipelineError::Refused {
+                        tool: name.to_string(),
+                        reason,
+                    });
                 }
                 PolicyDecision::RequireApproval(reason) => {
-                    let message =
-                        format!("call to `{name}` requires approval and was not run: {reason}");
-                    let mut result = error_result(message);
-                    result.insert(
-                        "structuredContent".into(),
-                        json!({"approvalRequired": true, "tool": name, "reason": reason}),
-                    );
-                    return (result, Outcome::ApprovalRequired, Some(reason));
+                    return Err(PipelineError::ApprovalRequired {
+                        tool: name.to_string(),
+                        reason,
+                    });
                 }
             }
         }
 
         let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
-        let result =
-            match tokio::time::timeout(timeout, source.call(entry, arguments, context)).await {
-                Err(_) => {
-                    let message = format!(
-                        "tool `{name}` did not finish within {}s and was cancelled",
-                        timeout.as_secs_f64()
-                    );
-                    return (
-                        error_result(message.clone()),
-                        Outcome::Timeout,
-                        Some(message),
-                    );
-                }
-                Ok(Err(failure)) => {
-                    return (error_result(failure.clone()), Outcome::Error, Some(failure));
-                }
-                Ok(Ok(result)) => result,
-            };
+        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context))
+            .await
+            .map_err(|_| PipelineError::Timeout {
+                tool: name.to_string(),
+                after: timeout,
+            })??;
 
-        if result.get("isError").and_then(Value::as_bool) == Some(true) {
-            let detail = first_text(&result);
-            return (result, Outcome::Error, detail);
+        if result.is_error() {
+            return Ok(result);
         }
         if let (Some(schema), Some(structured)) = (
             entry.definition.get("outputSchema"),
-            result.get("structuredContent"),
+            &result.structured_content,
         ) && let Err(problems) =
             self.inner
                 .schemas
                 .check(name, "outputSchema", entry.generation, schema, structured)
         {
-            let message = format!(
-                "tool `{name}` returned structuredContent that does not match its outputSchema: {problems}"
-            );
-            return (
-                error_result(message.clone()),
-                Outcome::InvalidOutput,
-                Some(message),
-            );
+            return Err(PipelineError::InvalidOutput {
+                tool: name.to_string(),
+                problems,
+            });
         }
-        (result, Outcome::Ok, None)
+        Ok(result)
     }
 
     fn audit(
@@ -494,18 +549,10 @@ impl Drop for Unfinished<'_> {
     }
 }
 
-fn first_text(result: &JsonObject) -> Option<String> {
-    result
-        .get("content")?
-        .as_array()?
-        .iter()
-        .find_map(|block| block.get("text")?.as_str().map(str::to_string))
-}
-
 /// Cuts what a model reads of a result ([`model_text`]) at `limit` characters, with a marker that says
-/// so. Returns whether it cut; a cut result is replaced by its text (keeping `isError`), an uncut one is
-/// left whole.
-pub fn for_model(result: &mut JsonObject, limit: usize) -> bool {
+/// so. Returns whether it cut; a cut result is replaced by its text (keeping the error flag), an uncut
+/// one is left whole.
+pub fn for_model(result: &mut ToolResult, limit: usize) -> bool {
     let text = model_text(result);
     let total = text.chars().count();
     if total <= limit {
@@ -516,25 +563,19 @@ pub fn for_model(result: &mut JsonObject, limit: usize) -> bool {
         "{kept}\n\n[portico: result truncated: showing the first {limit} of {total} characters; \
          ask for less (a narrower query, a range, a page) to see the rest]"
     );
-    let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-    let mut rendered = JsonObject::new();
-    rendered.insert("content".into(), json!([{"type": "text", "text": text}]));
-    if is_error {
-        rendered.insert("isError".into(), Value::Bool(true));
-    }
-    *result = rendered;
+    let is_error = result.is_error();
+    *result = if is_error {
+        ToolResult::error(text)
+    } else {
+        ToolResult::text(text)
+    };
     true
 }
 
 /// The text of a result's content blocks; other block types are described, not inlined.
-pub fn model_text(result: &JsonObject) -> String {
+pub fn model_text(result: &ToolResult) -> String {
     let mut parts = Vec::new();
-    for block in result
-        .get("content")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for block in &result.content {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => parts.push(
                 block
@@ -568,7 +609,7 @@ pub fn model_text(result: &JsonObject) -> String {
         }
     }
     if parts.is_empty()
-        && let Some(structured) = result.get("structuredContent")
+        && let Some(structured) = &result.structured_content
     {
         return structured.to_string();
     }

@@ -5,10 +5,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use portico_core::JsonObject;
+use portico_core::relay::BoxFuture;
+use portico_core::{CallError, JsonObject, ToolResult};
 use portico_pipeline::{
     AuditSink, LocalTool, LocalTools, Outcome, Pipeline, PipelineError, PipelineSettings,
-    Principal, TaintMode, TaintPolicy, ToolContext, ToolPatterns, TurnState, model_text,
+    Principal, TaintMode, TaintPolicy, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust,
+    TurnState, model_text,
 };
 use portico_store::AuditRecord;
 use serde_json::{Value, json};
@@ -33,13 +35,11 @@ fn counting_tool(name: &str, schema: Value, output: Value, runs: Arc<AtomicUsize
     if let Some(output_schema) = output.get("schema") {
         definition.insert("outputSchema".into(), output_schema.clone());
     }
-    let result = output
-        .get("result")
-        .cloned()
-        .unwrap_or(json!({"content": [{"type": "text", "text": "ran"}]}));
+    let mut result = ToolResult::text(output.get("text").and_then(Value::as_str).unwrap_or("ran"));
+    result.structured_content = output.get("structured").cloned();
     LocalTool::raw(definition, move |_arguments, _context| {
         runs.fetch_add(1, Ordering::SeqCst);
-        let result = object(result.clone());
+        let result = result.clone();
         Box::pin(async move { result })
     })
 }
@@ -133,7 +133,8 @@ async fn structured_content_is_checked_against_the_output_schema() {
     let runs = Arc::new(AtomicUsize::new(0));
     let output = json!({
         "schema": {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]},
-        "result": {"content": [{"type": "text", "text": "{\"sum\":\"x\"}"}], "structuredContent": {"sum": "x"}},
+        "text": "{\"sum\":\"x\"}",
+        "structured": {"sum": "x"},
     });
     let (pipeline, _) = pipeline_with(
         vec![counting_tool(
@@ -213,7 +214,7 @@ async fn slow_tools_time_out_and_are_cancelled() {
             Box::pin(async move {
                 let _guard = guard;
                 tokio::time::sleep(Duration::from_secs(3600)).await;
-                JsonObject::new()
+                ToolResult::default()
             })
         },
     );
@@ -261,7 +262,7 @@ async fn slow_tools_time_out_and_are_cancelled() {
 #[tokio::test]
 async fn agents_read_long_results_cut_with_a_marker_and_clients_get_them_whole() {
     let long = "x".repeat(120);
-    let result = json!({"result": {"content": [{"type": "text", "text": long}]}});
+    let result = json!({"text": long});
     let (pipeline, _) = pipeline_with(
         vec![counting_tool(
             "big",
@@ -286,6 +287,82 @@ async fn agents_read_long_results_cut_with_a_marker_and_clients_get_them_whole()
         .unwrap();
     assert!(!for_client.truncated);
     assert_eq!(model_text(&for_client.result), long);
+}
+
+/// A source whose one tool fails the way it is told to, as the hub does when an upstream times out,
+/// hangs up or refuses.
+struct Failing(CallError);
+
+impl ToolSource for Failing {
+    fn kind(&self) -> &'static str {
+        "failing"
+    }
+
+    fn entries(&self) -> Vec<ToolEntry> {
+        vec![ToolEntry {
+            name: "remote".into(),
+            definition: Arc::new(object(json!({"name": "remote"}))),
+            trust: Trust::Untrusted,
+            sensitive: false,
+            timeout: None,
+            generation: 0,
+        }]
+    }
+
+    fn find(&self, name: &str) -> Option<ToolEntry> {
+        self.entries().into_iter().find(|e| e.name == name)
+    }
+
+    fn call<'a>(
+        &'a self,
+        _entry: &'a ToolEntry,
+        _arguments: JsonObject,
+        _context: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
+        Box::pin(async move { Err(self.0.clone()) })
+    }
+}
+
+#[tokio::test]
+async fn a_source_that_timed_out_is_audited_as_a_timeout_and_its_message_reaches_the_caller() {
+    let cases = [
+        (
+            CallError::Timeout("server `s`: tools/call `t` timed out after 1s".into()),
+            Outcome::Timeout,
+            "timeout",
+        ),
+        (
+            CallError::UpstreamGone("server `s`: connection closed during tools/call `t`".into()),
+            Outcome::Error,
+            "error",
+        ),
+        (
+            CallError::NotFound("tool `remote` was removed".into()),
+            Outcome::UnknownTool,
+            "unknown_tool",
+        ),
+    ];
+    for (error, outcome, label) in cases {
+        let pipeline = Pipeline::new(PipelineSettings::default());
+        pipeline.add_source(Arc::new(Failing(error.clone())));
+        let audit = Arc::new(Collected::default());
+        pipeline.set_audit(audit.clone());
+        let called = pipeline
+            .call("remote", None, &ToolContext::client("t"))
+            .await
+            .unwrap();
+        assert_eq!(called.outcome, outcome, "{error:?}");
+        assert!(called.is_error());
+        assert!(!called.untrusted, "a failure carries no upstream content");
+        assert_eq!(model_text(&called.result), error.to_string());
+        assert!(matches!(&called.error, Some(PipelineError::Source(e)) if *e == error));
+        let records = audit.0.lock().unwrap().clone();
+        assert_eq!(records[0].outcome, label, "{error:?}");
+        assert_eq!(
+            records[0].detail.as_deref(),
+            Some(error.to_string().as_str())
+        );
+    }
 }
 
 #[tokio::test]
@@ -371,5 +448,8 @@ async fn sensitive_calls_after_untrusted_content_are_refused_in_that_turn_only()
     approval.call("fetch", None, &turn).await.unwrap();
     let held = approval.call("write", None, &turn).await.unwrap();
     assert_eq!(held.outcome, Outcome::ApprovalRequired);
-    assert_eq!(held.result["structuredContent"]["approvalRequired"], true);
+    assert_eq!(
+        held.result.structured_content.as_ref().unwrap()["approvalRequired"],
+        true
+    );
 }

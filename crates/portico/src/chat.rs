@@ -91,11 +91,7 @@ pub async fn run(
             failed = true;
             continue;
         }
-        let reply = outcome
-            .result
-            .get("structuredContent")
-            .cloned()
-            .unwrap_or_default();
+        let reply = outcome.result.structured_content.unwrap_or_default();
         if !streamed.load(std::sync::atomic::Ordering::Relaxed) {
             print!(
                 "{}",

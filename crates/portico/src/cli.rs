@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use portico_config::ConfigSource;
+use portico_core::ToolResult;
 use portico_engine::{Engine, EngineOptions, Upstreams};
 use portico_hub::{Hub, HubSettings, StopGrace};
 use portico_pipeline::ToolContext;
@@ -199,7 +200,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .await;
             let answered = called
                 .map_err(anyhow::Error::from)
-                .and_then(|outcome| print_call_result(&outcome.result, json));
+                .and_then(|outcome| print_call_result(outcome.result, json));
             engine.shutdown().await;
             answered
         }
@@ -207,18 +208,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints a call's result; exit code 1 when the tool reported a failure.
-fn print_call_result(
-    result: &serde_json::Map<String, serde_json::Value>,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let is_error = result
-        .get("isError")
-        .and_then(|v| v.as_bool())
-        .unwrap_or(false);
+fn print_call_result(result: ToolResult, json: bool) -> anyhow::Result<ExitCode> {
+    let is_error = result.is_error();
     print_now(if json {
-        serde_json::to_string_pretty(result)? + "\n"
+        // `--json` prints the MCP form, what a client of a door would get.
+        serde_json::to_string_pretty(&portico_mcp::tool_result_into_object(result))? + "\n"
     } else {
-        output::call_result(result)
+        output::call_result(&result)
     })?;
     Ok(if is_error {
         ExitCode::from(1)

@@ -86,19 +86,14 @@ pub fn warn_unready(servers: &[ServerStatus]) {
     }
 }
 
-/// Renders a `CallToolResult` for a person: text as is, other content types summarised, structured
+/// Renders a tool's result for a person: text as is, other content types summarised, structured
 /// content as pretty JSON.
-pub fn call_result(result: &serde_json::Map<String, Value>) -> String {
+pub fn call_result(result: &portico_core::ToolResult) -> String {
     let mut out = String::new();
-    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+    if result.is_error() {
         out.push_str("error: the tool reported a failure\n");
     }
-    for block in result
-        .get("content")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for block in &result.content {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
         let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("");
         match kind {
@@ -123,7 +118,7 @@ pub fn call_result(result: &serde_json::Map<String, Value>) -> String {
             out.push('\n');
         }
     }
-    if let Some(structured) = result.get("structuredContent") {
+    if let Some(structured) = &result.structured_content {
         out.push_str("structured content:\n");
         out.push_str(&serde_json::to_string_pretty(structured).unwrap_or_default());
         out.push('\n');

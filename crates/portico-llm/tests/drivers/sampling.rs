@@ -1,6 +1,6 @@
 use std::sync::{Arc, Mutex};
 
-use portico_core::relay::{BoxFuture, Caller, RelayError};
+use portico_core::relay::{BoxFuture, Caller, RelayError, RelayNotification, RelayRequest};
 use portico_llm::{
     ChatMessage, ChatRequest, JsonObject, LlmError, ModelDriver, Sampling, StreamEvent, ToolCall,
     ToolSpec, Usage,
@@ -13,7 +13,7 @@ use crate::fake::recorder;
 struct FakeCaller {
     sampling: bool,
     answer: Result<Value, RelayError>,
-    asked: Mutex<Vec<(String, JsonObject)>>,
+    asked: Mutex<Vec<(RelayRequest, JsonObject)>>,
 }
 
 impl FakeCaller {
@@ -27,21 +27,25 @@ impl FakeCaller {
 }
 
 impl Caller for FakeCaller {
-    fn accepts(&self, method: &str) -> bool {
-        self.sampling && method == "sampling/createMessage"
+    fn accepts(&self, request: RelayRequest) -> bool {
+        self.sampling && request == RelayRequest::Sampling
     }
 
     fn request<'a>(
         &'a self,
-        method: &'a str,
+        request: RelayRequest,
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
-        self.asked.lock().unwrap().push((method.to_owned(), params));
+        self.asked.lock().unwrap().push((request, params));
         let answer = self.answer.clone().map(|v| v.as_object().unwrap().clone());
         Box::pin(async move { answer })
     }
 
-    fn notify<'a>(&'a self, _method: &'a str, _params: JsonObject) -> BoxFuture<'a, ()> {
+    fn notify<'a>(
+        &'a self,
+        _notification: RelayNotification,
+        _params: JsonObject,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
 }
@@ -120,7 +124,7 @@ async fn params_follow_sampling_with_tools_and_text_comes_back() {
 
     let asked = caller.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 1);
-    assert_eq!(asked[0].0, "sampling/createMessage");
+    assert_eq!(asked[0].0, RelayRequest::Sampling);
     assert_eq!(
         Value::Object(asked[0].1.clone()),
         json!({

@@ -148,7 +148,7 @@ async fn python_sdk_server_negotiates_2026_07_28_over_stdio() {
         .call_tool("mcp_modern_add", args(json!({"a": 2, "b": 3})))
         .await
         .unwrap();
-    assert_eq!(sum["structuredContent"], json!({"sum": 5}));
+    assert_eq!(sum.structured_content, Some(json!({"sum": 5})));
     let echo = hub
         .call_tool("mcp_modern_echo", args(json!({"message": "modern"})))
         .await
@@ -222,7 +222,7 @@ async fn python_sdk_server_negotiates_2026_07_28_over_streamable_http() {
         .call_tool("mcp_modern_add", args(json!({"a": 20, "b": 22})))
         .await
         .unwrap();
-    assert_eq!(sum["structuredContent"], json!({"sum": 42}));
+    assert_eq!(sum.structured_content, Some(json!({"sum": 42})));
     hub.shutdown().await;
     drop(child);
 }

@@ -14,19 +14,13 @@ async fn every_content_type_and_field_passes_through() {
         .call_tool("mcp_ev_get_tiny_image", args(json!({})))
         .await
         .unwrap();
-    let types: Vec<&str> = image["content"]
-        .as_array()
-        .unwrap()
+    let types: Vec<&str> = image
+        .content
         .iter()
         .map(|c| c["type"].as_str().unwrap())
         .collect();
     assert!(types.contains(&"image"), "{types:?}");
-    let img = image["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "image")
-        .unwrap();
+    let img = image.content.iter().find(|c| c["type"] == "image").unwrap();
     assert_eq!(img["mimeType"], "image/png");
     assert!(img["data"].as_str().unwrap().len() > 100);
 
@@ -34,9 +28,8 @@ async fn every_content_type_and_field_passes_through() {
         .call_tool("mcp_ev_get_resource_links", args(json!({"count": 2})))
         .await
         .unwrap();
-    let link_count = links["content"]
-        .as_array()
-        .unwrap()
+    let link_count = links
+        .content
         .iter()
         .filter(|c| c["type"] == "resource_link")
         .count();
@@ -49,9 +42,8 @@ async fn every_content_type_and_field_passes_through() {
         )
         .await
         .unwrap();
-    let embedded = reference["content"]
-        .as_array()
-        .unwrap()
+    let embedded = reference
+        .content
         .iter()
         .find(|c| c["type"] == "resource")
         .expect("embedded resource");
@@ -68,7 +60,10 @@ async fn every_content_type_and_field_passes_through() {
         .await
         .unwrap();
     assert!(
-        structured["structuredContent"].is_object(),
+        structured
+            .structured_content
+            .as_ref()
+            .is_some_and(Value::is_object),
         "{structured:?}"
     );
 
@@ -80,7 +75,7 @@ async fn every_content_type_and_field_passes_through() {
         .await
         .unwrap();
     assert!(
-        annotated["content"][0]["annotations"].is_object(),
+        annotated.content[0]["annotations"].is_object(),
         "{annotated:?}"
     );
     hub.shutdown().await;
@@ -121,7 +116,7 @@ async fn tool_errors_keep_is_error() {
         .call_tool("mcp_modern_add", args(json!({"a": "x", "b": 1})))
         .await;
     match result {
-        Ok(r) => assert_eq!(r["isError"], Value::Bool(true), "{r:?}"),
+        Ok(r) => assert_eq!(r.is_error, Some(true), "{r:?}"),
         Err(e) => panic!("expected an isError result, got error {e}"),
     }
     hub.shutdown().await;

@@ -285,10 +285,9 @@ pub fn run_portico(config: &str, args: &[&str], envs: &[(&str, &str)]) -> (i32, 
     )
 }
 
-pub fn text_of(result: &serde_json::Map<String, serde_json::Value>) -> String {
-    result["content"]
-        .as_array()
-        .unwrap()
+pub fn text_of(result: &portico_core::ToolResult) -> String {
+    result
+        .content
         .iter()
         .filter_map(|c| c.get("text").and_then(|t| t.as_str()))
         .collect::<Vec<_>>()

@@ -2,8 +2,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::relay::CallContext;
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use portico_core::relay::CallContext;
 
 /// The identity a call is made under. Capabilities hang off it: a client of a door sees everything
 /// the door exposes; an agent sees only the tools its patterns name, whichever door it was reached
@@ -56,38 +56,6 @@ impl Principal {
             Principal::Agent(scope) => Some(&scope.name),
             Principal::Client { .. } => None,
         }
-    }
-}
-
-/// The identity a credential (an `Authorization` header's value) stands for: a short hash, so the
-/// secret itself is never kept, logged or compared. Rate limits, session caps and A2A task ownership
-/// all key on it, so one client is one identity everywhere.
-///
-/// Spellings the door's token check accepts as the same token (`bearer`, extra spaces around the
-/// token) are one identity: the hash is of the canonical `Bearer <token>`, or a client could take a
-/// fresh identity (a fresh rate-limit bucket) per spelling.
-pub fn credential_identity(credential: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let canonical = canonical_credential(credential);
-    let hash = Sha256::digest(&canonical);
-    let hex: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("key:{hex}")
-}
-
-/// `Bearer <token>` with the scheme's case and the whitespace around the token normalised; any other
-/// credential as it is, less surrounding whitespace.
-fn canonical_credential(credential: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    let credential = credential.trim_ascii();
-    match credential.split_at_checked(6) {
-        Some((scheme, rest))
-            if scheme.eq_ignore_ascii_case(b"bearer")
-                && rest.first().is_some_and(u8::is_ascii_whitespace) =>
-        {
-            let mut canonical = b"Bearer ".to_vec();
-            canonical.extend_from_slice(rest.trim_ascii());
-            std::borrow::Cow::Owned(canonical)
-        }
-        _ => std::borrow::Cow::Borrowed(credential),
     }
 }
 
@@ -286,93 +254,9 @@ impl ToolContext {
     }
 }
 
-/// Progress messages on their way to a client at a door, in order. Cheap to clone.
-#[derive(Clone)]
-pub struct ProgressMessages {
-    sender: tokio::sync::mpsc::UnboundedSender<Forward>,
-}
-
-enum Forward {
-    Message(String),
-    /// Answered once everything queued before it has been sent.
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-impl ProgressMessages {
-    /// Queues a message; never blocks.
-    pub fn send(&self, message: String) {
-        let _ = self.sender.send(Forward::Message(message));
-    }
-
-    /// Waits until every message queued so far has reached the client: a call must not answer
-    /// before the progress it reported, or the client would see progress after the result.
-    pub async fn flush(&self) {
-        let (done, wait) = tokio::sync::oneshot::channel();
-        if self.sender.send(Forward::Flush(done)).is_ok() {
-            let _ = wait.await;
-        }
-    }
-}
-
-impl ToolContext {
-    /// When the client at the far end asked for progress, a queue whose messages reach it as
-    /// `notifications/progress` with those messages, in order (a forwarding task sends them, so
-    /// queuing never blocks).
-    pub fn progress_messages(&self) -> Option<ProgressMessages> {
-        let caller = self.relay.caller.clone()?;
-        if !self.relay.progress {
-            return None;
-        }
-        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Forward>();
-        tokio::spawn(async move {
-            let mut count = 0u64;
-            while let Some(forward) = receiver.recv().await {
-                match forward {
-                    Forward::Message(message) => {
-                        count += 1;
-                        let params = serde_json::json!({"progress": count, "message": message});
-                        caller
-                            .notify(
-                                portico_core::relay::methods::PROGRESS,
-                                params.as_object().cloned().unwrap_or_default(),
-                            )
-                            .await;
-                    }
-                    Forward::Flush(done) => {
-                        let _ = done.send(());
-                    }
-                }
-            }
-        });
-        Some(ProgressMessages { sender })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spellings_of_one_bearer_token_are_one_identity() {
-        let canonical = credential_identity(b"Bearer s3cret");
-        for spelling in [
-            &b"Bearer   s3cret"[..],
-            b"bearer s3cret",
-            b"BEARER s3cret  ",
-            b"Bearer\ts3cret",
-            b" Bearer s3cret",
-        ] {
-            assert_eq!(
-                credential_identity(spelling),
-                canonical,
-                "{}",
-                String::from_utf8_lossy(spelling)
-            );
-        }
-        assert_ne!(credential_identity(b"Bearer s3cre"), canonical);
-        assert_ne!(credential_identity(b"Bearers3cret"), canonical);
-        assert_ne!(credential_identity(b"Basic s3cret"), canonical);
-    }
 
     #[test]
     fn patterns_match_whole_names() {

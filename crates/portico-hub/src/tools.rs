@@ -1,14 +1,14 @@
-//! The hub's aggregated upstream catalog as a tool source.
+//! The hub's aggregated upstream catalog as a tool source of the call pipeline (`mcp_*` tools).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use portico_core::JsonObject;
+use portico_core::context::ToolContext;
 use portico_core::relay::BoxFuture;
-use portico_hub::Hub;
+use portico_core::source::{ToolEntry, ToolSource, Trust};
+use portico_core::{CallError, JsonObject, ToolResult};
 
-use crate::context::ToolContext;
-use crate::source::{ToolEntry, ToolSource, Trust};
+use crate::Hub;
 
 /// How long a lookup waits for servers still making their first connection attempt: an IDE calls a tool
 /// it remembers right after start.
@@ -76,12 +76,12 @@ impl ToolSource for HubTools {
         entry: &'a ToolEntry,
         arguments: JsonObject,
         context: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<JsonObject, String>> {
+    ) -> BoxFuture<'a, Result<ToolResult, CallError>> {
         Box::pin(async move {
             self.hub
                 .call_tool_with(&entry.name, Some(arguments), &context.relay)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(CallError::from)
         })
     }
 }
