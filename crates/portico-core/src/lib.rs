@@ -1,15 +1,19 @@
-//! Portico's domain core: the aggregated catalog, tool naming, and the health model of upstream servers.
+//! Portico's domain core: the aggregated catalog, tool naming, the health model of upstream servers,
+//! the relay contract ([`relay::Caller`]: how what an upstream sends during a call reaches the client
+//! whose call it is), the one retry schedule, and timestamps.
 //!
-//! This crate is what every door and edge agrees on. It is deliberately free of wire formats, sockets and
-//! processes: MCP, A2A and HTTP live in edge crates, which convert to and from these types. Upstream
-//! definitions (a tool's schemas, annotations, icons, `_meta`) are carried as opaque JSON objects so that
-//! Portico passes them on unchanged without having to understand every field a future spec adds.
+//! This crate is what every door and edge agrees on. It is deliberately free of sockets and processes,
+//! and of wire formats: MCP, A2A and HTTP live in edge crates, which convert to and from these types
+//! (the exceptions still being typed away: relayed payloads are the protocol's JSON, carried opaquely,
+//! and [`relay::methods`] names the MCP methods a caller is asked about). Upstream definitions (a
+//! tool's schemas, annotations, icons, `_meta`) are carried as opaque JSON objects so that Portico
+//! passes them on unchanged without having to understand every field a future spec adds.
 //!
 //! It is not a protocol implementation and not a supervisor: it names, indexes and routes, and describes
 //! state; the hub crate drives connections.
 //!
-//! It also holds the one retry schedule ([`retry::RetryPolicy`]): arithmetic only, which callers
-//! sleep on.
+//! [`retry::RetryPolicy`] is arithmetic only, which callers sleep on; [`time`] is the one place
+//! timestamps (epoch milliseconds, RFC 3339) are formatted.
 
 pub mod catalog;
 pub mod health;
