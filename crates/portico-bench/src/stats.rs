@@ -47,8 +47,7 @@ pub fn cpu_time(pid: u32) -> Option<std::time::Duration> {
     let after_name = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = after_name.split(' ').collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let per_second = rustix::param::clock_ticks_per_second();
     (per_second > 0).then(|| std::time::Duration::from_secs_f64(ticks as f64 / per_second as f64))
 }
 

@@ -1,18 +1,21 @@
 //! Portico's domain core: the aggregated catalog, tool naming, the health model of upstream servers,
-//! what a tool call answers (`ToolResult`, `CallError`), and the contract of a tool source
-//! (`ToolSource`, with who is calling in `ToolContext`), so that the hub, the agents and the pipeline
-//! meet here without depending on each other.
+//! what a tool call answers (`ToolResult`, `CallError`), the contract of a tool source (`ToolSource`,
+//! with who is calling in `ToolContext`), so that the hub, the agents and the pipeline meet here
+//! without depending on each other; the relay contract ([`relay::Caller`]: how what an upstream sends
+//! during a call reaches the client whose call it is), the one retry schedule, and timestamps.
 //!
-//! This crate is what every door and edge agrees on. It is deliberately free of wire formats, sockets and
-//! processes: MCP, A2A and HTTP live in edge crates, which convert to and from these types. Upstream
-//! definitions (a tool's schemas, annotations, icons, `_meta`) are carried as opaque JSON objects so that
-//! Portico passes them on unchanged without having to understand every field a future spec adds.
+//! This crate is what every door and edge agrees on. It is deliberately free of sockets and processes,
+//! and of wire formats: MCP, A2A and HTTP live in edge crates, which convert to and from these types
+//! (the exception still being typed away: relayed payloads are the protocol's JSON, carried
+//! opaquely). Upstream definitions (a
+//! tool's schemas, annotations, icons, `_meta`) are carried as opaque JSON objects so that Portico
+//! passes them on unchanged without having to understand every field a future spec adds.
 //!
 //! It is not a protocol implementation and not a supervisor: it names, indexes and routes, and describes
 //! state; the hub crate drives connections.
 //!
-//! It also holds the one retry schedule ([`retry::RetryPolicy`]): arithmetic only, which callers
-//! sleep on.
+//! [`retry::RetryPolicy`] is arithmetic only, which callers sleep on; [`time`] is the one place
+//! timestamps (epoch milliseconds, RFC 3339) are formatted.
 
 pub mod call;
 pub mod catalog;

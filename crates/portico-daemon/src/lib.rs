@@ -1,14 +1,21 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
-//! `/api/agents`, `/api/conversations`, `/api/audit`), MCP over
-//! Streamable HTTP (`/mcp`) and over the legacy HTTP+SSE transport (`/sse`, `/message`), behind the
-//! door's security checks, plus the daemon info file that lets `portico mcp` find a running daemon.
+//! `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
+//! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
+//! routes, all behind the door's checks; plus the daemon info file that lets `portico mcp` find a
+//! running daemon and check its identity.
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
 //! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
-//! request, and requires the token, when one is set, everywhere but the health check.
+//! request, and requires the token, when one is set, everywhere but the health check. Every resource a
+//! client can make it hold is bounded: connections (its own accept loop, with head deadlines), request
+//! bodies (`max_message_bytes`), MCP sessions in all and per client, and GCRA rate limits per client
+//! identity, where a request that runs an agent costs more, as the door that understands it (its
+//! `pricing` module) says.
 //!
-//! It knows MCP only as far as transports go (mounting `portico-mcp-server`'s handler, and the legacy
-//! SSE framing); it does not connect upstreams.
+//! It knows MCP only as far as transports go (mounting `portico-mcp-server`'s handler, the legacy SSE
+//! framing, and a JSON-RPC method name where a transport needs one: `initialize` opens a session,
+//! `subscriptions/listen` is a stream shutdown does not wait for); it does not connect upstreams or
+//! run tools itself: every call goes to the engine's pipeline.
 
 mod api;
 mod body_limit;

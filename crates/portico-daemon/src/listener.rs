@@ -84,14 +84,9 @@ impl ConnectionLimits {
     }
 }
 
+/// The soft `RLIMIT_NOFILE`; `None` when it is unlimited.
 fn open_file_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes the struct it is given.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
-    (rc == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
 }
 
 /// A place for one connection: a full one, or one from the health-only reserve. Given back when

@@ -823,7 +823,7 @@ mod tests {
             }],
             resource_templates: vec![portico_core::ResourceTemplateDef {
                 uri_template: "file:///{path}".into(),
-                definition: object(serde_json::json!({"uriTemplate": "file:///{path}"})),
+                definition: object(serde_json::json!({})),
             }],
             ..ServerCatalog::default()
         }]);

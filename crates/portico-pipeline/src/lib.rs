@@ -1,12 +1,15 @@
 //! `portico-pipeline` is the one call pipeline: every tool call Portico runs, from an MCP door, the HTTP
-//! API, the CLI or an agent's loop, goes through [`Pipeline::call`], which resolves the name, checks the
-//! caller may use the tool, validates the arguments against the tool's `inputSchema`, runs the policy
-//! hooks (the taint rule today; approvals and rate limits next), applies the timeout, executes, validates
-//! structured content against the `outputSchema`, cuts results for agents, and writes an audit record.
+//! API, an A2A run, the CLI or an agent's loop, goes through [`Pipeline::call`], which resolves the
+//! name, checks the caller may use the tool, validates the arguments against the tool's
+//! `inputSchema`, runs the policy hooks (the taint rule today; approvals and rate limits next), applies
+//! the timeout, executes, validates structured content against the `outputSchema`, cuts results for
+//! agents, and writes an audit record (arguments as keyed digests, [`AuditKey`]).
 //!
-//! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers),
-//! the agents, remote A2A agents, and the hub's `HubTools` (the upstream MCP catalog). The trait and
-//! the call's context are `portico-core`'s, so sources need not depend on this crate.
+//! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers), the
+//! agents (`portico-agents`), external A2A agents (`portico-a2a-client`), and the hub's `HubTools`
+//! (the upstream MCP catalog, in `portico-hub`). The trait and the call's context are `portico-core`'s,
+//! so sources need not depend on this crate. It also holds [`credential_identity`], the one hash of a
+//! credential that rate limits and A2A task ownership share.
 //!
 //! What it is not: a protocol edge (results are `portico_core::ToolResult`s, failures typed
 //! [`PipelineError`]s; no crate here speaks a wire format), the agent loop (`portico-agents`), or the built-in tools

@@ -57,9 +57,7 @@ async fn acknowledged_tasks_survive_sigkill_with_their_history() {
         "TASK_STATE_INPUT_REQUIRED",
     ));
 
-    unsafe {
-        libc::kill(first.child.id() as i32, libc::SIGKILL);
-    }
+    crate::support::signal(first.child.id(), crate::support::Signal::KILL);
     first.child.wait().unwrap();
 
     let second = daemon(&home);
@@ -133,9 +131,7 @@ async fn tasks_acknowledged_concurrently_all_survive_sigkill() {
         acknowledged.push(sent.unwrap());
     }
     // At once, with tasks still running and writes maybe still queued.
-    unsafe {
-        libc::kill(first.child.id() as i32, libc::SIGKILL);
-    }
+    crate::support::signal(first.child.id(), crate::support::Signal::KILL);
     first.child.wait().unwrap();
 
     let second = daemon(&home);

@@ -327,9 +327,7 @@ impl Daemon {
     }
 
     pub fn stop(&mut self) -> std::process::ExitStatus {
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
+        terminate(&self.child);
         self.child.wait().unwrap()
     }
 }

@@ -259,9 +259,7 @@ async fn sigterm_lets_a_call_in_progress_finish() {
     });
     // The upstream says on stderr (relayed to the daemon's log) when the call has reached it.
     daemon.wait_for_line_containing("sleep started");
-    unsafe {
-        libc::kill(daemon.child.id() as i32, libc::SIGTERM);
-    }
+    crate::support::terminate(&daemon.child);
     let answer = call.await.unwrap();
     assert!(
         answer.contains("\"text\":\"slept\""),
@@ -279,9 +277,7 @@ fn sigterm_right_after_start_is_a_clean_shutdown() {
         &["--tools", "t1"],
     ));
     let mut daemon = Daemon::start(&home);
-    unsafe {
-        libc::kill(daemon.child.id() as i32, libc::SIGTERM);
-    }
+    crate::support::terminate(&daemon.child);
     let status = daemon.child.wait().unwrap();
     assert!(status.success(), "{status}");
     assert!(!home.info_file().exists());
@@ -317,14 +313,13 @@ fn accepted_connections_set_tcp_nodelay() {
         .expect("the daemon's end of the connection in /proc/net/tcp");
     let daemon_fd =
         socket_fd_of(daemon.child.id(), inode).expect("the daemon holds its end of the connection");
-    let daemon_end = fd_of_process(daemon.child.id(), daemon_fd);
-    assert_eq!(
-        tcp_nodelay(std::os::fd::AsRawFd::as_raw_fd(&daemon_end)),
-        1,
+    let daemon_end = std::net::TcpStream::from(fd_of_process(daemon.child.id(), daemon_fd));
+    assert!(
+        daemon_end.nodelay().unwrap(),
         "the daemon's accepted socket has TCP_NODELAY off"
     );
     // The probe tells the two settings apart: the test's own client socket never set it.
-    assert_eq!(tcp_nodelay(std::os::fd::AsRawFd::as_raw_fd(&client)), 0);
+    assert!(!client.nodelay().unwrap());
     drop(client);
     assert!(daemon.stop().success());
 }
@@ -359,47 +354,10 @@ fn socket_fd_of(pid: u32, inode: u64) -> Option<i32> {
 /// a parent running as the same user, or root, has).
 #[cfg(target_os = "linux")]
 fn fd_of_process(pid: u32, fd: i32) -> std::os::fd::OwnedFd {
-    use std::os::fd::FromRawFd;
-    // SAFETY: plain syscalls on integers; each returned descriptor is checked and owned exactly once.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0);
-        assert!(
-            pidfd >= 0,
-            "pidfd_open: {}",
-            std::io::Error::last_os_error()
-        );
-        let pidfd = std::os::fd::OwnedFd::from_raw_fd(pidfd as i32);
-        let copy = libc::syscall(
-            libc::SYS_pidfd_getfd,
-            std::os::fd::AsRawFd::as_raw_fd(&pidfd),
-            fd,
-            0,
-        );
-        assert!(
-            copy >= 0,
-            "pidfd_getfd: {}",
-            std::io::Error::last_os_error()
-        );
-        std::os::fd::OwnedFd::from_raw_fd(copy as i32)
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn tcp_nodelay(fd: std::os::fd::RawFd) -> libc::c_int {
-    let mut value: libc::c_int = -1;
-    let mut length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `length` bytes into `value`, which is that large.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut length,
-        )
-    };
-    assert_eq!(rc, 0, "getsockopt: {}", std::io::Error::last_os_error());
-    value
+    use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+    let pid = Pid::from_raw(pid as i32).expect("a child's pid is positive");
+    let pidfd = pidfd_open(pid, PidfdFlags::empty()).unwrap_or_else(|e| panic!("pidfd_open: {e}"));
+    pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()).unwrap_or_else(|e| panic!("pidfd_getfd: {e}"))
 }
 
 /// A plain answer to a stateless (2026-07-28) call is one JSON body with a known length, not an SSE

@@ -297,9 +297,7 @@ fn serve_runs_until_sigterm_then_stops_its_children() {
         !marked.processes().is_empty(),
         "children should be running while serving"
     );
-    unsafe {
-        libc::kill(child.0.id() as i32, libc::SIGTERM);
-    }
+    terminate(&child.0);
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.0.wait().unwrap();
     assert!(status.success(), "{status:?} {rest:#?}");
@@ -533,11 +531,9 @@ fn a_child_that_ignores_eof_and_sigterm_does_not_hold_up_a_command() {
     };
     let Ok(output) = finished.recv_timeout(std::time::Duration::from_secs(120)) else {
         // Stop what the test started before failing: Portico, and the child's process group.
-        unsafe {
-            libc::kill(portico as i32, libc::SIGKILL);
-            if let Some(pid) = stubborn_pid() {
-                libc::killpg(pid, libc::SIGKILL);
-            }
+        signal(portico, Signal::KILL);
+        if let Some(group) = stubborn_pid().and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(group, Signal::KILL);
         }
         panic!("`portico servers` did not finish (test guard)");
     };
@@ -593,9 +589,7 @@ fn the_daemon_gives_a_stopping_child_time_to_clean_up() {
             .any(|l| l.starts_with("portico: ready")),
         "the daemon never got ready"
     );
-    unsafe {
-        libc::kill(daemon.0.id() as i32, libc::SIGTERM);
-    }
+    terminate(&daemon.0);
     let _rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(daemon.0.wait().unwrap().success());
     assert!(

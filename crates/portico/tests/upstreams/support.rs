@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use portico_config::Config;
 use portico_hub::Hub;
+use rustix::process::Pid;
+pub use rustix::process::Signal;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -298,6 +300,18 @@ pub fn args(value: serde_json::Value) -> Option<serde_json::Map<String, serde_js
     Some(value.as_object().unwrap().clone())
 }
 
+/// Sends `child` SIGTERM. A failure (it is gone already) is left to the caller's next `wait`.
+pub fn terminate(child: &Child) {
+    signal(child.id(), Signal::TERM);
+}
+
+/// Sends process `pid` `signal`, ignoring a failure (the process is gone already).
+pub fn signal(pid: u32, signal: Signal) {
+    if let Some(pid) = Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
 /// A child that gets SIGTERM and is reaped when dropped, so a test that fails half-way still stops what
 /// it started. (SIGTERM rather than SIGKILL: a `portico` child then stops its own upstreams too.)
 pub struct StopOnDrop(pub Child);
@@ -305,9 +319,7 @@ pub struct StopOnDrop(pub Child);
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         if let Ok(None) = self.0.try_wait() {
-            unsafe {
-                libc::kill(self.0.id() as i32, libc::SIGTERM);
-            }
+            terminate(&self.0);
             let _ = self.0.wait();
         }
     }
