@@ -8,12 +8,15 @@ use futures::future::join_all;
 use portico_config::{AgentConfig, agent_tool_name};
 use portico_core::relay::BoxFuture;
 use portico_core::{CallError, JsonObject, ToolResult};
-use portico_llm::{ChatMessage, ChatRequest, EventSink, StreamEvent, ToolCall, ToolSpec, Usage};
+use portico_llm::{
+    ChatMessage, ChatRequest, EventSink, ModelDriver, ModelTurn, StreamEvent, ToolCall, ToolSpec,
+    Usage,
+};
 use portico_pipeline::{
-    Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust, TurnState,
+    Pipeline, Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust, TurnState,
     WeakPipeline, model_text,
 };
-use portico_store::{BatchWriter, NewMessage, Store};
+use portico_store::{BatchWriter, Conversation, NewMessage, Store};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -244,31 +247,66 @@ impl AgentRuntime {
         conversation_id: Option<&str>,
         context: &ToolContext,
     ) -> Result<AgentReply, AgentError> {
-        let name = agent.config.name.clone();
-        let store_error = |source| AgentError::Store {
-            agent: name.clone(),
-            source,
-        };
+        let name = agent.config.name.as_str();
         let driver = agent
             .driver
-            .for_call(&name, context.relay.caller.as_ref())
+            .for_call(name, context.relay.caller.as_ref())
             .map_err(AgentError::NoModel)?;
         let pipeline = self
             .pipeline
             .upgrade()
             .ok_or_else(|| AgentError::ShuttingDown {
-                agent: name.clone(),
+                agent: name.to_string(),
             })?;
-
-        // The conversation so far, and this message stored in it.
         let user = ChatMessage::User {
             text: message.to_string(),
             message_id: None,
         };
+        let (conversation, mut messages) =
+            self.open_conversation(name, conversation_id, user).await?;
+        let scope = self
+            .run_scope(agent, &pipeline, &conversation.id, context)
+            .await;
+        let events = progress_sink(context);
+
+        let mut usage = Usage::default();
+        let max_iterations = agent.config.max_iterations.max(1);
+        for iteration in 1..=max_iterations {
+            let (turn_result, totals) = self
+                .model_turn(&scope, driver.as_ref(), &mut messages, &events)
+                .await?;
+            usage.add(turn_result.usage);
+            if turn_result.tool_calls.is_empty() {
+                return Ok(AgentReply {
+                    reply: turn_result.text,
+                    conversation_id: conversation.id.clone(),
+                    iterations: iteration,
+                    usage: usage.into(),
+                    conversation_usage: totals,
+                    tainted: scope.turn.untrusted_source().is_some(),
+                });
+            }
+            self.answer_tool_calls(&scope, &turn_result.tool_calls, &mut messages)
+                .await?;
+        }
+        Err(AgentError::MaxIterations {
+            agent: name.to_string(),
+            iterations: max_iterations,
+        })
+    }
+
+    /// Loads the conversation `conversation_id` names (or starts one) and stores `user` in it;
+    /// returns the conversation and its messages, `user` last.
+    async fn open_conversation(
+        &self,
+        name: &str,
+        conversation_id: Option<&str>,
+        user: ChatMessage,
+    ) -> Result<(Conversation, Vec<ChatMessage>), AgentError> {
         let (conversation, history) = match conversation_id {
             Some(id) => {
                 let store = self.store.clone();
-                let (owner, id) = (name.clone(), id.to_string());
+                let (owner, id) = (name.to_string(), id.to_string());
                 let (conversation, history) = blocking(
                     move || -> Result<_, Result<portico_store::StoreError, String>> {
                         let conversation = match store.conversation(&id).map_err(Ok)? {
@@ -281,15 +319,15 @@ impl AgentRuntime {
                 )
                 .await
                 .map_err(|e| match e {
-                    Ok(source) => store_error(source),
+                    Ok(source) => store_failed(name)(source),
                     Err(id) => AgentError::BadConversation {
-                        agent: name.clone(),
+                        agent: name.to_string(),
                         id,
                     },
                 })?;
                 self.persist(&conversation.id, &user, Usage::default())
                     .await
-                    .map_err(store_error)?;
+                    .map_err(store_failed(name))?;
                 (conversation, history)
             }
             // A new conversation and its first message: one write.
@@ -297,9 +335,9 @@ impl AgentRuntime {
                 let first = new_message(&user, Usage::default());
                 let conversation = self
                     .writer
-                    .start_conversation(name.clone(), first)
+                    .start_conversation(name.to_string(), first)
                     .await
-                    .map_err(store_error)?;
+                    .map_err(store_failed(name))?;
                 (conversation, Vec::new())
             }
         };
@@ -308,8 +346,18 @@ impl AgentRuntime {
             .filter_map(|m| serde_json::from_value(m.content).ok())
             .collect();
         messages.push(user);
+        Ok((conversation, messages))
+    }
 
-        let principal = Principal::agent(name.clone(), agent.patterns.clone());
+    /// What the run's turns share: the tools the agent may call, and the context it calls them in.
+    async fn run_scope<'a>(
+        &self,
+        agent: &'a Agent,
+        pipeline: &'a Pipeline,
+        conversation_id: &'a str,
+        context: &ToolContext,
+    ) -> RunScope<'a> {
+        let principal = Principal::agent(agent.config.name.clone(), agent.patterns.clone());
         let tools: Vec<ToolSpec> = pipeline
             .list(&principal)
             .await
@@ -329,108 +377,94 @@ impl AgentRuntime {
             turn: Some(turn.clone()),
             progress: context.progress.clone(),
         };
-
-        let events: EventSink = {
-            let context = context.clone();
-            Arc::new(move |event| {
-                context.report(match event {
-                    StreamEvent::TextDelta(text) => ProgressEvent::Text(text),
-                    StreamEvent::Status { state, message } => {
-                        ProgressEvent::Status { state, message }
-                    }
-                    StreamEvent::Artifact {
-                        name,
-                        text,
-                        last_chunk,
-                    } => ProgressEvent::Artifact {
-                        name,
-                        text,
-                        last_chunk,
-                    },
-                })
-            })
-        };
-
-        let guard = Mutex::new(LoopGuard::new(self.settings.loop_guard));
-        let mut usage = Usage::default();
-        let max_iterations = agent.config.max_iterations.max(1);
-        for iteration in 1..=max_iterations {
-            let request = ChatRequest {
-                system: agent.config.system_prompt.clone(),
-                messages: messages.clone(),
-                tools: tools.clone(),
-                temperature: agent.config.model.temperature,
-                max_tokens: agent.config.model.max_tokens,
-            };
-            let turn_result =
-                driver
-                    .complete(&request, &events)
-                    .await
-                    .map_err(|source| AgentError::Model {
-                        agent: name.clone(),
-                        source,
-                    })?;
-            usage.add(turn_result.usage);
-            let assistant = ChatMessage::Assistant {
-                text: turn_result.text.clone(),
-                tool_calls: turn_result.tool_calls.clone(),
-            };
-            let totals = self
-                .persist(&conversation.id, &assistant, turn_result.usage)
-                .await
-                .map_err(store_error)?;
-            messages.push(assistant);
-
-            if turn_result.tool_calls.is_empty() {
-                return Ok(AgentReply {
-                    reply: turn_result.text,
-                    conversation_id: conversation.id.clone(),
-                    iterations: iteration,
-                    usage: usage.into(),
-                    conversation_usage: totals,
-                    tainted: turn.untrusted_source().is_some(),
-                });
-            }
-
-            // Every call of one turn runs at once; results go back in the model's order.
-            let results = join_all(
-                turn_result
-                    .tool_calls
-                    .iter()
-                    .map(|call| self.run_tool(&pipeline, call, &guard, &tool_context)),
-            )
-            .await;
-            for (call, result) in turn_result.tool_calls.iter().zip(results) {
-                let (text, is_error) = match result {
-                    ToolRun::Done { text, is_error } => (text, is_error),
-                    ToolRun::Break(message) => {
-                        return Err(AgentError::Stopped {
-                            agent: name.clone(),
-                            message,
-                        });
-                    }
-                };
-                let tool_message = ChatMessage::Tool {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    text,
-                    is_error,
-                };
-                self.persist(&conversation.id, &tool_message, Usage::default())
-                    .await
-                    .map_err(store_error)?;
-                messages.push(tool_message);
-            }
+        RunScope {
+            agent,
+            pipeline,
+            conversation_id,
+            tools,
+            turn,
+            tool_context,
+            guard: Mutex::new(LoopGuard::new(self.settings.loop_guard)),
         }
-        Err(AgentError::MaxIterations {
-            agent: name,
-            iterations: max_iterations,
-        })
+    }
+
+    /// One model turn over the conversation so far; its answer is stored and added to `messages`.
+    /// Returns the turn and the conversation's token totals after it.
+    async fn model_turn(
+        &self,
+        scope: &RunScope<'_>,
+        driver: &dyn ModelDriver,
+        messages: &mut Vec<ChatMessage>,
+        events: &EventSink,
+    ) -> Result<(ModelTurn, UsageCounts), AgentError> {
+        let config = &scope.agent.config;
+        let request = ChatRequest {
+            system: config.system_prompt.clone(),
+            messages: messages.clone(),
+            tools: scope.tools.clone(),
+            temperature: config.model.temperature,
+            max_tokens: config.model.max_tokens,
+        };
+        let turn_result =
+            driver
+                .complete(&request, events)
+                .await
+                .map_err(|source| AgentError::Model {
+                    agent: config.name.clone(),
+                    source,
+                })?;
+        let assistant = ChatMessage::Assistant {
+            text: turn_result.text.clone(),
+            tool_calls: turn_result.tool_calls.clone(),
+        };
+        let totals = self
+            .persist(scope.conversation_id, &assistant, turn_result.usage)
+            .await
+            .map_err(store_failed(&config.name))?;
+        messages.push(assistant);
+        Ok((turn_result, totals))
+    }
+
+    /// Runs the tool calls of one model turn, all at once, and stores their results in the model's
+    /// order; a loop-guard break stops the run.
+    async fn answer_tool_calls(
+        &self,
+        scope: &RunScope<'_>,
+        calls: &[ToolCall],
+        messages: &mut Vec<ChatMessage>,
+    ) -> Result<(), AgentError> {
+        let name = &scope.agent.config.name;
+        let results = join_all(calls.iter().map(|call| {
+            self.run_tool(scope.pipeline, call, &scope.guard, &scope.tool_context)
+        }))
+        .await;
+        for (call, result) in calls.iter().zip(results) {
+            let (text, is_error) = match result {
+                ToolRun::Done { text, is_error } => (text, is_error),
+                ToolRun::Break(message) => {
+                    return Err(AgentError::Stopped {
+                        agent: name.clone(),
+                        message,
+                    });
+                }
+            };
+            let tool_message = ChatMessage::Tool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                text,
+                is_error,
+            };
+            self.persist(scope.conversation_id, &tool_message, Usage::default())
+                .await
+                .map_err(store_failed(name))?;
+            messages.push(tool_message);
+        }
+        Ok(())
     }
 
     async fn run_tool(
         &self,
-        pipeline: &portico_pipeline::Pipeline,
+        pipeline: &Pipeline,
         call: &ToolCall,
         guard: &Mutex<LoopGuard>,
         context: &ToolContext,
@@ -507,6 +541,46 @@ fn new_message(message: &ChatMessage, usage: Usage) -> NewMessage {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
     }
+}
+
+/// What every turn of one run shares.
+struct RunScope<'a> {
+    agent: &'a Agent,
+    pipeline: &'a Pipeline,
+    conversation_id: &'a str,
+    tools: Vec<ToolSpec>,
+    /// The run's turn: whether it has read untrusted content.
+    turn: Arc<TurnState>,
+    tool_context: ToolContext,
+    guard: Mutex<LoopGuard>,
+}
+
+/// Maps a store failure to the agent's error.
+fn store_failed(agent: &str) -> impl Fn(portico_store::StoreError) -> AgentError + '_ {
+    move |source| AgentError::Store {
+        agent: agent.to_string(),
+        source,
+    }
+}
+
+/// Forwards what the model streams to the caller's progress sink.
+fn progress_sink(context: &ToolContext) -> EventSink {
+    let context = context.clone();
+    Arc::new(move |event| {
+        context.report(match event {
+            StreamEvent::TextDelta(text) => ProgressEvent::Text(text),
+            StreamEvent::Status { state, message } => ProgressEvent::Status { state, message },
+            StreamEvent::Artifact {
+                name,
+                text,
+                last_chunk,
+            } => ProgressEvent::Artifact {
+                name,
+                text,
+                last_chunk,
+            },
+        })
+    })
 }
 
 enum ToolRun {
