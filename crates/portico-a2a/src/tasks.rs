@@ -564,8 +564,63 @@ impl Tasks {
             Answer::Stream => Some(self.reserve_stream(owner)?),
             Answer::AtOnce | Answer::WhenSettled => None,
         };
-        // A webhook the SSRF rules refuse is refused before anything is stored.
-        if let Some((config, _)) = &push {
+        let tool = self.check_send(agent, &message, push.as_ref())?;
+        let continued = message
+            .get("taskId")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        // Stored only when its send is answered: see the module docs.
+        let store_later = answer == Answer::WhenSettled && push.is_none();
+        let opened = match continued.as_deref() {
+            Some(task_id) => {
+                self.continue_task(owner, agent, task_id, &mut message)
+                    .await?
+            }
+            None => {
+                self.start_task(owner, agent, &mut message, store_later)
+                    .await?
+            }
+        };
+        let Opened {
+            task_id,
+            context_id,
+            conversation,
+            known,
+        } = opened;
+        let live = self
+            .live_for_send(owner, &task_id, known, continued.is_some(), push)
+            .await?;
+        // A continued task still shows the state it waited in: waiters must see the new run instead.
+        live.state.send_replace("TASK_STATE_SUBMITTED".into());
+        let sent = Sent {
+            task_id: task_id.clone(),
+            events: permit.map(|permit| self.attach(permit, &task_id, Some(live.clone()))),
+            live: live.clone(),
+        };
+        let this = self.clone();
+        let run = Run {
+            task_id,
+            context_id,
+            tool,
+            text: message_text(&message),
+            conversation,
+            untrusted: untrusted_tool(&message),
+            live,
+        };
+        tokio::spawn(async move { this.run(run).await });
+        Ok(sent)
+    }
+
+    /// Refuses a send before anything is stored: a webhook the SSRF rules refuse, a message without
+    /// parts or id, an unknown agent. Returns the agent's tool.
+    fn check_send(
+        &self,
+        agent: &str,
+        message: &Value,
+        push: Option<&(Value, crate::wire::Version)>,
+    ) -> Result<String, A2aError> {
+        if let Some((config, _)) = push {
             let pusher = self
                 .inner
                 .pusher
@@ -589,127 +644,153 @@ impl Tasks {
                 "the message has no messageId".into(),
             ));
         }
-        let tool = self
-            .inner
+        self.inner
             .engine
             .agents()
             .agent(agent)
             .map(|a| a.tool_name.clone())
-            .ok_or_else(|| A2aError::InvalidParams(format!("no agent named `{agent}`")))?;
+            .ok_or_else(|| A2aError::InvalidParams(format!("no agent named `{agent}`")))
+    }
 
-        let continued = message
-            .get("taskId")
+    /// Continues `owner`'s interrupted task `task_id` with `message`, which is stored in it.
+    async fn continue_task(
+        &self,
+        owner: &str,
+        agent: &str,
+        task_id: &str,
+        message: &mut Value,
+    ) -> Result<Opened, A2aError> {
+        let task = self.get(owner, task_id).await?;
+        if task.agent != agent {
+            return Err(A2aError::TaskNotFound(task_id.to_string()));
+        }
+        if !is_interrupted(&task.state) {
+            let reason = if is_terminal(&task.state) {
+                "has finished; send a new message without taskId (the same contextId continues the conversation)"
+            } else {
+                "is still working; wait for it, or cancel it"
+            };
+            return Err(A2aError::Unsupported(format!("task `{task_id}` {reason}")));
+        }
+        let conversation = task.metadata["portico"]["conversation_id"]
+            .as_str()
+            .map(str::to_string);
+        message["contextId"] = json!(task.context_id);
+        let update = TaskUpdate {
+            message: Some(message.clone()),
+            ..TaskUpdate::default()
+        };
+        self.inner
+            .writer
+            .update_task(task_id.to_string(), update.clone())
+            .await
+            .map_err(store_error)?;
+        let context_id = task.context_id.clone();
+        let mut known = task;
+        known.apply(update, portico_core::time::now_ms());
+        let known = Known {
+            task: Some(known),
+            ..Known::default()
+        };
+        Ok(Opened {
+            task_id: task_id.to_string(),
+            context_id,
+            conversation,
+            known,
+        })
+    }
+
+    /// Starts a task for `message` (in its context, when it names one), stored now unless
+    /// `store_later`.
+    async fn start_task(
+        &self,
+        owner: &str,
+        agent: &str,
+        message: &mut Value,
+        store_later: bool,
+    ) -> Result<Opened, A2aError> {
+        let given_context = message
+            .get("contextId")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .map(str::to_string);
-        // Stored only when its send is answered: see the module docs.
-        let store_later = answer == Answer::WhenSettled && push.is_none();
-        let (task_id, context_id, conversation, known) = match continued.as_deref() {
-            Some(task_id) => {
-                let task = self.get(owner, task_id).await?;
-                if task.agent != agent {
-                    return Err(A2aError::TaskNotFound(task_id.to_string()));
-                }
-                if !is_interrupted(&task.state) {
-                    let reason = if is_terminal(&task.state) {
-                        "has finished; send a new message without taskId (the same contextId continues the conversation)"
-                    } else {
-                        "is still working; wait for it, or cancel it"
-                    };
-                    return Err(A2aError::Unsupported(format!("task `{task_id}` {reason}")));
-                }
-                let conversation = task.metadata["portico"]["conversation_id"]
-                    .as_str()
-                    .map(str::to_string);
-                message["contextId"] = json!(task.context_id);
-                let update = TaskUpdate {
-                    message: Some(message.clone()),
-                    ..TaskUpdate::default()
-                };
-                self.inner
-                    .writer
-                    .update_task(task_id.to_string(), update.clone())
-                    .await
-                    .map_err(store_error)?;
-                let context_id = task.context_id.clone();
-                let mut known = task;
-                known.apply(update, portico_core::time::now_ms());
-                let known = Known {
-                    task: Some(known),
-                    ..Known::default()
-                };
-                (task_id.to_string(), context_id, conversation, known)
+        // The same context continues the same conversation with the agent; a new context has
+        // none to look up.
+        let (context_id, conversation) = match given_context {
+            Some(context_id) => {
+                let conversation = self.context_conversation(owner, agent, &context_id).await?;
+                (context_id, conversation)
             }
-            None => {
-                let given_context = message
-                    .get("contextId")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string);
-                // The same context continues the same conversation with the agent; a new context has
-                // none to look up.
-                let (context_id, conversation) = match given_context {
-                    Some(context_id) => {
-                        let conversation =
-                            self.context_conversation(owner, agent, &context_id).await?;
-                        (context_id, conversation)
-                    }
-                    None => (random_id(), None),
-                };
-                let task_id = random_id();
-                message["contextId"] = json!(context_id);
-                message["taskId"] = json!(task_id);
-                let now = portico_core::time::now_ms();
-                let record = TaskRecord {
-                    id: task_id.clone(),
-                    context_id: context_id.clone(),
-                    owner: owner.to_string(),
-                    agent: agent.to_string(),
-                    state: "TASK_STATE_SUBMITTED".into(),
-                    status: json!({"state": "TASK_STATE_SUBMITTED", "timestamp": portico_core::time::now_rfc3339()}),
-                    history: vec![message.clone()],
-                    artifacts: Vec::new(),
-                    metadata: json!({"portico": {"conversation_id": conversation}}),
-                    created_at_ms: now,
-                    updated_at_ms: now,
-                };
-                let limits = self.inner.limits.clone();
-                let unstored = if store_later {
-                    // Refused now rather than after the agent ran, if there will be no room.
-                    self.inner
-                        .writer
-                        .check_room_for_task(limits.clone())
-                        .await
-                        .map_err(store_error)?;
-                    Some(Unstored {
-                        earlier: Vec::new(),
-                        status_at_ms: now,
-                        limits,
-                    })
-                } else {
-                    // Durable before acknowledged: the task is committed once this returns.
-                    self.inner
-                        .writer
-                        .create_task(record.clone(), limits)
-                        .await
-                        .map_err(store_error)?;
-                    None
-                };
-                let known = Known {
-                    task: Some(record),
-                    unstored,
-                    lost: None,
-                };
-                (task_id, context_id, conversation, known)
-            }
+            None => (random_id(), None),
         };
+        let task_id = random_id();
+        message["contextId"] = json!(context_id);
+        message["taskId"] = json!(task_id);
+        let now = portico_core::time::now_ms();
+        let record = TaskRecord {
+            id: task_id.clone(),
+            context_id: context_id.clone(),
+            owner: owner.to_string(),
+            agent: agent.to_string(),
+            state: "TASK_STATE_SUBMITTED".into(),
+            status: json!({"state": "TASK_STATE_SUBMITTED", "timestamp": portico_core::time::now_rfc3339()}),
+            history: vec![message.clone()],
+            artifacts: Vec::new(),
+            metadata: json!({"portico": {"conversation_id": conversation}}),
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        let limits = self.inner.limits.clone();
+        let unstored = if store_later {
+            // Refused now rather than after the agent ran, if there will be no room.
+            self.inner
+                .writer
+                .check_room_for_task(limits.clone())
+                .await
+                .map_err(store_error)?;
+            Some(Unstored {
+                earlier: Vec::new(),
+                status_at_ms: now,
+                limits,
+            })
+        } else {
+            // Durable before acknowledged: the task is committed once this returns.
+            self.inner
+                .writer
+                .create_task(record.clone(), limits)
+                .await
+                .map_err(store_error)?;
+            None
+        };
+        let known = Known {
+            task: Some(record),
+            unstored,
+            lost: None,
+        };
+        Ok(Opened {
+            task_id,
+            context_id,
+            conversation,
+            known,
+        })
+    }
 
-        let live = self.live_for_run(&task_id);
+    /// The live entry a send's run works through, knowing `known`, with the send's push config
+    /// registered (a refused config ends the run before it starts).
+    async fn live_for_send(
+        &self,
+        owner: &str,
+        task_id: &str,
+        known: Known,
+        continued: bool,
+        push: Option<(Value, crate::wire::Version)>,
+    ) -> Result<Arc<Live>, A2aError> {
+        let live = self.live_for_run(task_id);
         *live.known() = known;
-        if continued.is_some() && self.inner.pusher.is_some() {
+        if continued && self.inner.pusher.is_some() {
             // After a restart the live entry is new: whether to push comes from the store.
             let store = self.store();
-            let id = task_id.clone();
+            let id = task_id.to_string();
             if blocking(move || store.push_configs(&id))
                 .await
                 .is_ok_and(|c| !c.is_empty())
@@ -718,42 +799,16 @@ impl Tasks {
             }
         }
         if let Some((config, version)) = push {
-            let registered = match crate::push::normalise_config(&task_id, &config, version) {
-                Ok(config) => self.put_push_config(owner, &task_id, config).await,
+            let registered = match crate::push::normalise_config(task_id, &config, version) {
+                Ok(config) => self.put_push_config(owner, task_id, config).await,
                 Err(error) => Err(error),
             };
             if let Err(error) = registered {
-                self.run_ended(&task_id, &live);
+                self.run_ended(task_id, &live);
                 return Err(error);
             }
         }
-        // A continued task still shows the state it waited in: waiters must see the new run instead.
-        live.state.send_replace("TASK_STATE_SUBMITTED".into());
-        let sent = Sent {
-            task_id: task_id.clone(),
-            events: permit.map(|permit| self.attach(permit, &task_id, Some(live.clone()))),
-            live: live.clone(),
-        };
-        let this = self.clone();
-        let text = message_text(&message);
-        let untrusted = message
-            .pointer(&format!(
-                "/metadata/{}",
-                crate::wire::UNTRUSTED_METADATA.replace('/', "~1")
-            ))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let run = Run {
-            task_id,
-            context_id,
-            tool,
-            text,
-            conversation,
-            untrusted,
-            live,
-        };
-        tokio::spawn(async move { this.run(run).await });
-        Ok(sent)
+        Ok(live)
     }
 
     /// The agent conversation that `owner`'s newest task in `context_id` continued, if that task was
@@ -1105,6 +1160,25 @@ impl Tasks {
         }
         self.get(owner, id).await
     }
+}
+
+/// A task a send opened (started, or continued), before its run starts.
+struct Opened {
+    task_id: String,
+    context_id: String,
+    conversation: Option<String>,
+    known: Known,
+}
+
+/// The tool whose untrusted output the sender's turn had read, as the message's metadata says.
+fn untrusted_tool(message: &Value) -> Option<String> {
+    message
+        .pointer(&format!(
+            "/metadata/{}",
+            crate::wire::UNTRUSTED_METADATA.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 struct Run {
