@@ -13,8 +13,8 @@ use portico_llm::{
     Usage,
 };
 use portico_pipeline::{
-    Pipeline, Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust, TurnState,
-    WeakPipeline, model_text,
+    Pipeline, Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust,
+    TurnState, WeakPipeline, model_text,
 };
 use portico_store::{BatchWriter, Conversation, NewMessage, Store};
 use serde::Serialize;
@@ -434,10 +434,11 @@ impl AgentRuntime {
         messages: &mut Vec<ChatMessage>,
     ) -> Result<(), AgentError> {
         let name = &scope.agent.config.name;
-        let results = join_all(calls.iter().map(|call| {
-            self.run_tool(scope.pipeline, call, &scope.guard, &scope.tool_context)
-        }))
-        .await;
+        let results =
+            join_all(calls.iter().map(|call| {
+                self.run_tool(scope.pipeline, call, &scope.guard, &scope.tool_context)
+            }))
+            .await;
         for (call, result) in calls.iter().zip(results) {
             let (text, is_error) = match result {
                 ToolRun::Done { text, is_error } => (text, is_error),
