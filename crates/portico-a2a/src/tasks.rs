@@ -13,14 +13,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use portico_core::ToolResult;
 use portico_engine::Engine;
-use portico_pipeline::{ProgressEvent, ToolContext, model_text};
+use portico_pipeline::{CallOutcome, PipelineError, ProgressEvent, ToolContext, model_text};
 use portico_store::{
     BatchWriter, EarlierStatus, Store, StoreError, TaskLimits, TaskPage, TaskQuery, TaskRecord,
     TaskStatusUpdate, TaskUpdate,
 };
 use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::A2aError;
@@ -926,36 +929,12 @@ impl Tasks {
     }
 
     async fn run(&self, run: Run) {
-        let mut arguments = json!({"message": run.text});
-        if let Some(conversation) = &run.conversation {
-            arguments["conversation_id"] = json!(conversation);
-        }
-        // What the agent reports while it runs: its text, streamed into the response artifact; the
-        // status and artifacts a scripted agent sets.
-        let (progress, mut reports) = tokio::sync::mpsc::unbounded_channel::<ProgressEvent>();
-        let mut context = ToolContext::client("a2a").with_progress(Arc::new(move |event| {
-            let _ = progress.send(event);
-        }));
-        // The sender acts for a tainted turn: the agent's run starts tainted, as a sub-agent's would.
-        if let Some(tool) = &run.untrusted {
-            let via = context.principal.label();
-            context.turn = Some(Arc::new(portico_pipeline::TurnState::tainted(tool, &via)));
-        }
-        let pipeline = self.inner.engine.pipeline().clone();
-        let tool = run.tool.clone();
-        let call = tokio::spawn(async move {
-            pipeline
-                .call(&tool, arguments.as_object().cloned(), &context)
-                .await
-        });
+        let (mut call, mut reports) = self.start_agent(&run);
         let abort = call.abort_handle();
-        let mut call = call;
         // The agent starts while `working` is being stored (its first write, the conversation, can
         // share that transaction); what it reports waits in `reports` until `working` is out.
         self.set_status(&run, "TASK_STATE_WORKING", None).await;
-        let mut requested: Option<(String, Option<String>)> = None;
-        let mut artifacts: Vec<Value> = Vec::new();
-        let mut streamed = false;
+        let mut reported = Reported::default();
         let outcome = loop {
             tokio::select! {
                 biased;
@@ -966,53 +945,7 @@ impl Tasks {
                     let _ = (&mut call).await;
                     break None;
                 }
-                Some(report) = reports.recv() => {
-                    match report {
-                        ProgressEvent::Text(text) => {
-                            run.live.publish(|| json!({"artifactUpdate": {
-                                "taskId": run.task_id, "contextId": run.context_id,
-                                "artifact": {"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": text}]},
-                                "append": streamed, "lastChunk": false,
-                            }}));
-                            streamed = true;
-                        }
-                        ProgressEvent::Status { state, message } => {
-                            match crate::wire::state_from_any(&state) {
-                                Some(state) if is_terminal(state) || is_interrupted(state) => {
-                                    requested = Some((state.to_string(), message));
-                                }
-                                Some(state) => {
-                                    let message = message.map(|m| agent_message(&run.task_id, &run.context_id, &m));
-                                    self.set_status(&run, state, message).await;
-                                }
-                                None => tracing::debug!("task {}: ignoring unknown state `{state}`", run.task_id),
-                            }
-                        }
-                        ProgressEvent::Artifact { name, text, last_chunk } => {
-                            let append = match artifacts.iter_mut().find(|a| a["artifactId"] == json!(name)) {
-                                Some(existing) => {
-                                    if let Some(parts) = existing["parts"].as_array_mut() {
-                                        parts.push(json!({"text": text}));
-                                    }
-                                    true
-                                }
-                                None => {
-                                    artifacts.push(json!({"artifactId": name, "name": name, "parts": [{"text": text}]}));
-                                    false
-                                }
-                            };
-                            run.live.publish(|| json!({"artifactUpdate": {
-                                "taskId": run.task_id, "contextId": run.context_id,
-                                "artifact": {"artifactId": name, "name": name, "parts": [{"text": text}]},
-                                "append": append, "lastChunk": last_chunk,
-                            }}));
-                            if last_chunk {
-                                self.save_artifacts(&run, &artifacts).await;
-                            }
-                        }
-                        ProgressEvent::ToolStarted { .. } | ProgressEvent::ToolFinished { .. } => {}
-                    }
-                }
+                Some(report) = reports.recv() => self.on_report(&run, &mut reported, report).await,
                 joined = &mut call => break Some(joined),
             }
         };
@@ -1034,49 +967,155 @@ impl Tasks {
                 self.set_status(&run, "TASK_STATE_FAILED", Some(message))
                     .await;
             }
-            Ok(result) => {
-                let structured = result.structured_content.as_ref();
-                let reply = structured
-                    .and_then(|s| s["reply"].as_str())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| model_text(&result));
-                // The run's end is one write: the conversation it continued (when new), its
-                // artifacts, the answer and the final status.
-                let mut also = TaskUpdate::default();
-                if let Some(conversation) = structured.and_then(|s| s["conversation_id"].as_str())
-                    && run.conversation.as_deref() != Some(conversation)
-                {
-                    also.metadata = Some(json!({"portico": {"conversation_id": conversation}}));
-                }
-                let message = agent_message(&run.task_id, &run.context_id, &reply);
-                match requested {
-                    // The agent asked for something (input, authorization) or ended the task itself:
-                    // its answer is the question or the reason.
-                    Some((state, _)) => {
-                        if !artifacts.is_empty() {
-                            also.artifacts = Some(artifacts);
-                        }
-                        self.set_status_with(&run, &state, Some(message), also)
-                            .await;
-                    }
-                    None => {
-                        let response = json!({"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": reply}]});
-                        run.live.publish(|| {
-                            json!({"artifactUpdate": {
-                                "taskId": run.task_id, "contextId": run.context_id,
-                                "artifact": response, "append": false, "lastChunk": true,
-                            }})
-                        });
-                        artifacts.retain(|a| a["artifactId"] != json!(RESPONSE_ARTIFACT));
-                        artifacts.push(response);
-                        also.artifacts = Some(artifacts);
-                        self.set_status_with(&run, "TASK_STATE_COMPLETED", Some(message), also)
-                            .await;
-                    }
-                }
-            }
+            Ok(result) => self.answered(&run, &result, reported).await,
         }
         self.run_ended(&run.task_id, &run.live);
+    }
+
+    /// Calls the run's agent on its own task; returns the call and the channel of what the agent
+    /// reports while it runs (its text, streamed into the response artifact; the status and
+    /// artifacts a scripted agent sets).
+    fn start_agent(&self, run: &Run) -> (JoinHandle<AgentCall>, UnboundedReceiver<ProgressEvent>) {
+        let mut arguments = json!({"message": run.text});
+        if let Some(conversation) = &run.conversation {
+            arguments["conversation_id"] = json!(conversation);
+        }
+        let (progress, reports) = tokio::sync::mpsc::unbounded_channel::<ProgressEvent>();
+        let mut context = ToolContext::client("a2a").with_progress(Arc::new(move |event| {
+            let _ = progress.send(event);
+        }));
+        // The sender acts for a tainted turn: the agent's run starts tainted, as a sub-agent's would.
+        if let Some(tool) = &run.untrusted {
+            let via = context.principal.label();
+            context.turn = Some(Arc::new(portico_pipeline::TurnState::tainted(tool, &via)));
+        }
+        let pipeline = self.inner.engine.pipeline().clone();
+        let tool = run.tool.clone();
+        let call = tokio::spawn(async move {
+            pipeline
+                .call(&tool, arguments.as_object().cloned(), &context)
+                .await
+        });
+        (call, reports)
+    }
+
+    /// Acts on one report of the running agent: streams its text, records the states and artifacts
+    /// it sets.
+    async fn on_report(&self, run: &Run, reported: &mut Reported, report: ProgressEvent) {
+        match report {
+            ProgressEvent::Text(text) => {
+                let append = reported.streamed;
+                run.live.publish(|| json!({"artifactUpdate": {
+                    "taskId": run.task_id, "contextId": run.context_id,
+                    "artifact": {"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": text}]},
+                    "append": append, "lastChunk": false,
+                }}));
+                reported.streamed = true;
+            }
+            ProgressEvent::Status { state, message } => match crate::wire::state_from_any(&state) {
+                Some(state) if is_terminal(state) || is_interrupted(state) => {
+                    reported.requested = Some((state.to_string(), message));
+                }
+                Some(state) => {
+                    let message = message.map(|m| agent_message(&run.task_id, &run.context_id, &m));
+                    self.set_status(run, state, message).await;
+                }
+                None => tracing::debug!("task {}: ignoring unknown state `{state}`", run.task_id),
+            },
+            ProgressEvent::Artifact {
+                name,
+                text,
+                last_chunk,
+            } => {
+                self.on_artifact(run, &mut reported.artifacts, &name, &text, last_chunk)
+                    .await
+            }
+            ProgressEvent::ToolStarted { .. } | ProgressEvent::ToolFinished { .. } => {}
+        }
+    }
+
+    /// A chunk of an artifact the agent set: kept for the task, published, and stored with its
+    /// last chunk.
+    async fn on_artifact(
+        &self,
+        run: &Run,
+        artifacts: &mut Vec<Value>,
+        name: &str,
+        text: &str,
+        last_chunk: bool,
+    ) {
+        let append = match artifacts
+            .iter_mut()
+            .find(|a| a["artifactId"] == json!(name))
+        {
+            Some(existing) => {
+                if let Some(parts) = existing["parts"].as_array_mut() {
+                    parts.push(json!({"text": text}));
+                }
+                true
+            }
+            None => {
+                artifacts
+                    .push(json!({"artifactId": name, "name": name, "parts": [{"text": text}]}));
+                false
+            }
+        };
+        run.live.publish(|| {
+            json!({"artifactUpdate": {
+                "taskId": run.task_id, "contextId": run.context_id,
+                "artifact": {"artifactId": name, "name": name, "parts": [{"text": text}]},
+                "append": append, "lastChunk": last_chunk,
+            }})
+        });
+        if last_chunk {
+            self.save_artifacts(run, artifacts).await;
+        }
+    }
+
+    /// The agent answered: the run's end is one write of the conversation it continued (when new),
+    /// its artifacts, the answer and the final status.
+    async fn answered(&self, run: &Run, result: &ToolResult, reported: Reported) {
+        let Reported {
+            requested,
+            mut artifacts,
+            ..
+        } = reported;
+        let structured = result.structured_content.as_ref();
+        let reply = structured
+            .and_then(|s| s["reply"].as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| model_text(result));
+        let mut also = TaskUpdate::default();
+        if let Some(conversation) = structured.and_then(|s| s["conversation_id"].as_str())
+            && run.conversation.as_deref() != Some(conversation)
+        {
+            also.metadata = Some(json!({"portico": {"conversation_id": conversation}}));
+        }
+        let message = agent_message(&run.task_id, &run.context_id, &reply);
+        match requested {
+            // The agent asked for something (input, authorization) or ended the task itself: its
+            // answer is the question or the reason.
+            Some((state, _)) => {
+                if !artifacts.is_empty() {
+                    also.artifacts = Some(artifacts);
+                }
+                self.set_status_with(run, &state, Some(message), also).await;
+            }
+            None => {
+                let response = json!({"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": reply}]});
+                run.live.publish(|| {
+                    json!({"artifactUpdate": {
+                        "taskId": run.task_id, "contextId": run.context_id,
+                        "artifact": response, "append": false, "lastChunk": true,
+                    }})
+                });
+                artifacts.retain(|a| a["artifactId"] != json!(RESPONSE_ARTIFACT));
+                artifacts.push(response);
+                also.artifacts = Some(artifacts);
+                self.set_status_with(run, "TASK_STATE_COMPLETED", Some(message), also)
+                    .await;
+            }
+        }
     }
 
     /// Registers a push notification config (already normalised) for a task the caller owns.
@@ -1180,6 +1219,19 @@ fn untrusted_tool(message: &Value) -> Option<String> {
         .and_then(Value::as_str)
         .map(str::to_string)
 }
+
+/// What the running agent reported that the task's end needs.
+#[derive(Default)]
+struct Reported {
+    /// A terminal or interrupted state the agent set, with its message: the run ends in it.
+    requested: Option<(String, Option<String>)>,
+    artifacts: Vec<Value>,
+    /// Whether the response artifact has had text (later text appends to it).
+    streamed: bool,
+}
+
+/// What the pipeline answers a call of the agent's tool.
+type AgentCall = Result<CallOutcome, PipelineError>;
 
 struct Run {
     task_id: String,
