@@ -1,3 +1,4 @@
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -626,7 +627,6 @@ fn record_catalog(state: &mut SlotState, mut catalog: ServerCatalog, prefixed: b
 /// One server's life: connect, serve, and restart on failure until shutdown.
 async fn supervise(shared: Arc<Shared>, index: usize) {
     let config = shared.slots[index].config.clone();
-    let prefixed = shared.slots[index].prefixed;
     let server = config.name.as_str();
     let mut attempt: u32 = 0;
     loop {
@@ -638,27 +638,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
         let (upstream, exit) = match connected {
             Ok(pair) => pair,
             Err(error) => {
-                tracing::warn!(server, "{error}");
-                let permanent = error.is_permanent();
-                let change = |s: &mut SlotState| {
-                    s.status.state = if permanent {
-                        ServerState::Failed
-                    } else {
-                        ServerState::Restarting
-                    };
-                    s.status.last_error = Some(error.to_string());
-                    s.settled = true;
-                    if permanent {
-                        // It will not come back: its tools go.
-                        forget_catalog(s);
-                    }
-                };
-                if permanent {
-                    shared.update_catalog(index, change);
-                    return;
-                }
-                shared.update(index, change);
-                if !sleep_backoff(&shared, index, attempt).await {
+                if !connect_failed(&shared, index, &error, attempt).await {
                     return;
                 }
                 attempt = attempt.saturating_add(1);
@@ -671,7 +651,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
 
         let listed = tokio::select! {
             listed = upstream.list_catalog() => listed,
-            reason = &mut exit => Err(UpstreamError::Closed { server: server.to_string(), what: format!("listing ({reason})") }),
+            reason = &mut exit => Err(listing_closed(server, &reason)),
             _ = shared.shutdown.cancelled() => {
                 upstream.shutdown();
                 exit.await;
@@ -679,39 +659,12 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
             }
         };
         match listed {
-            Ok(catalog) => {
-                let info = upstream.info().clone();
-                tracing::info!(
-                    server,
-                    protocol = info.protocol_version,
-                    transport = info.transport,
-                    tools = catalog.tools.len(),
-                    "connected"
-                );
-                shared.update_catalog(index, |s| {
-                    s.status.state = ServerState::Ready;
-                    s.status.protocol_version = Some(info.protocol_version.clone());
-                    s.status.transport_detail = Some(info.transport.to_string());
-                    s.status.server_name = info.server_name.clone();
-                    s.status.server_version = info.server_version.clone();
-                    s.status.last_error = None;
-                    s.status.connects += 1;
-                    s.upstream = Some(upstream.clone());
-                    s.restart = None;
-                    record_catalog(s, catalog, prefixed);
-                    s.settled = true;
-                });
-            }
+            Ok(catalog) => mark_ready(&shared, index, &upstream, catalog),
             Err(error) => {
                 tracing::warn!(server, "{error}");
                 upstream.shutdown();
                 exit.await;
-                shared.update(index, |s| {
-                    s.status.state = ServerState::Restarting;
-                    s.status.last_error = Some(error.to_string());
-                    s.settled = true;
-                });
-                if !sleep_backoff(&shared, index, attempt).await {
+                if !listing_failed(&shared, index, &error, attempt).await {
                     return;
                 }
                 attempt = attempt.saturating_add(1);
@@ -719,59 +672,172 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
             }
         }
 
-        // Serve until the session ends or we are told to stop.
-        let reason = loop {
-            tokio::select! {
-                reason = &mut exit => break reason,
-                Some(event) = events_rx.recv() => {
-                    if let UpstreamEvent::ResourceUpdated(uri) = &event {
-                        let exposed = if prefixed {
-                            portico_core::naming::namespace_resource_uri(server, uri)
-                        } else {
-                            uri.clone()
-                        };
-                        let _ = shared.resource_updates.send(exposed);
-                        continue;
-                    }
-                    // Coalesce a burst of list changes into one refresh.
-                    while events_rx.try_recv().is_ok() {}
-                    tracing::debug!(server, ?event, "list changed; refreshing");
-                    match upstream.list_catalog().await {
-                        Ok(catalog) => shared.update_catalog(index, |s| record_catalog(s, catalog, prefixed)),
-                        Err(error) => tracing::warn!(server, "refresh after {event:?} failed: {error}"),
-                    }
-                }
-                _ = shared.shutdown.cancelled() => {
-                    upstream.shutdown();
-                    exit.await;
-                    shared.update(index, |s| {
-                        s.upstream = None;
-                    });
-                    return;
-                }
-            }
+        let Some(reason) = serve(&shared, index, &upstream, exit.as_mut(), &mut events_rx).await
+        else {
+            return;
         };
         tracing::warn!(server, "session ended ({reason}); restarting");
         if started.elapsed() >= STABLE_AFTER {
             attempt = 0;
         }
-        // The catalog stays: the aggregate is unchanged, so no list change goes out, and a call in
-        // the meantime hears when the server will be back (one update, so no call sees the one
-        // without the other).
-        let delay = shared.backoff.backoff(attempt);
-        shared.update(index, |s| {
-            s.upstream = None;
-            s.status.state = ServerState::Restarting;
-            s.status.last_error = Some(format!(
-                "server `{server}` exited or closed the connection ({reason})"
-            ));
-            s.restart = Some(Restart::after(attempt, delay));
-        });
-        if !sleep(&shared, delay).await {
+        if !session_ended(&shared, index, &reason, attempt).await {
             return;
         }
         attempt = attempt.saturating_add(1);
     }
+}
+
+/// A connect failed: a permanent failure fails the server (its tools go), any other waits out the
+/// backoff. False when the server is done: failed, or shutdown came first.
+async fn connect_failed(
+    shared: &Shared,
+    index: usize,
+    error: &UpstreamError,
+    attempt: u32,
+) -> bool {
+    let server = shared.slots[index].config.name.as_str();
+    tracing::warn!(server, "{error}");
+    let permanent = error.is_permanent();
+    let change = |s: &mut SlotState| {
+        s.status.state = if permanent {
+            ServerState::Failed
+        } else {
+            ServerState::Restarting
+        };
+        s.status.last_error = Some(error.to_string());
+        s.settled = true;
+        if permanent {
+            // It will not come back: its tools go.
+            forget_catalog(s);
+        }
+    };
+    if permanent {
+        shared.update_catalog(index, change);
+        return false;
+    }
+    shared.update(index, change);
+    sleep_backoff(shared, index, attempt).await
+}
+
+fn listing_closed(server: &str, reason: &str) -> UpstreamError {
+    UpstreamError::Closed {
+        server: server.to_string(),
+        what: format!("listing ({reason})"),
+    }
+}
+
+/// Connected and listed: the server is ready, with its catalog.
+fn mark_ready(shared: &Shared, index: usize, upstream: &Arc<Upstream>, catalog: ServerCatalog) {
+    let server = shared.slots[index].config.name.as_str();
+    let prefixed = shared.slots[index].prefixed;
+    let info = upstream.info().clone();
+    tracing::info!(
+        server,
+        protocol = info.protocol_version,
+        transport = info.transport,
+        tools = catalog.tools.len(),
+        "connected"
+    );
+    shared.update_catalog(index, |s| {
+        s.status.state = ServerState::Ready;
+        s.status.protocol_version = Some(info.protocol_version.clone());
+        s.status.transport_detail = Some(info.transport.to_string());
+        s.status.server_name = info.server_name.clone();
+        s.status.server_version = info.server_version.clone();
+        s.status.last_error = None;
+        s.status.connects += 1;
+        s.upstream = Some(upstream.clone());
+        s.restart = None;
+        record_catalog(s, catalog, prefixed);
+        s.settled = true;
+    });
+}
+
+/// Listing the catalog of a new session failed (the session is closed by now): the server restarts
+/// after the backoff. False when shutdown came first.
+async fn listing_failed(
+    shared: &Shared,
+    index: usize,
+    error: &UpstreamError,
+    attempt: u32,
+) -> bool {
+    shared.update(index, |s| {
+        s.status.state = ServerState::Restarting;
+        s.status.last_error = Some(error.to_string());
+        s.settled = true;
+    });
+    sleep_backoff(shared, index, attempt).await
+}
+
+/// Serves a session until it ends (its reason) or we are told to stop (`None`, the session closed).
+async fn serve(
+    shared: &Shared,
+    index: usize,
+    upstream: &Upstream,
+    mut exit: Pin<&mut impl Future<Output = String>>,
+    events: &mut mpsc::UnboundedReceiver<UpstreamEvent>,
+) -> Option<String> {
+    loop {
+        tokio::select! {
+            reason = &mut exit => return Some(reason),
+            Some(event) = events.recv() => on_event(shared, index, upstream, event, events).await,
+            _ = shared.shutdown.cancelled() => {
+                upstream.shutdown();
+                exit.await;
+                shared.update(index, |s| {
+                    s.upstream = None;
+                });
+                return None;
+            }
+        }
+    }
+}
+
+/// An event of a served session: a resource update goes out under its exposed URI; a burst of list
+/// changes is coalesced into one refresh of the catalog.
+async fn on_event(
+    shared: &Shared,
+    index: usize,
+    upstream: &Upstream,
+    event: UpstreamEvent,
+    events: &mut mpsc::UnboundedReceiver<UpstreamEvent>,
+) {
+    let server = shared.slots[index].config.name.as_str();
+    let prefixed = shared.slots[index].prefixed;
+    if let UpstreamEvent::ResourceUpdated(uri) = &event {
+        let exposed = if prefixed {
+            portico_core::naming::namespace_resource_uri(server, uri)
+        } else {
+            uri.clone()
+        };
+        let _ = shared.resource_updates.send(exposed);
+        return;
+    }
+    while events.try_recv().is_ok() {}
+    tracing::debug!(server, ?event, "list changed; refreshing");
+    match upstream.list_catalog().await {
+        Ok(catalog) => shared.update_catalog(index, |s| record_catalog(s, catalog, prefixed)),
+        Err(error) => tracing::warn!(server, "refresh after {event:?} failed: {error}"),
+    }
+}
+
+/// The session ended: the server restarts after the backoff, its catalog kept. False when shutdown
+/// came first.
+async fn session_ended(shared: &Shared, index: usize, reason: &str, attempt: u32) -> bool {
+    let server = shared.slots[index].config.name.as_str();
+    // The catalog stays: the aggregate is unchanged, so no list change goes out, and a call in
+    // the meantime hears when the server will be back (one update, so no call sees the one
+    // without the other).
+    let delay = shared.backoff.backoff(attempt);
+    shared.update(index, |s| {
+        s.upstream = None;
+        s.status.state = ServerState::Restarting;
+        s.status.last_error = Some(format!(
+            "server `{server}` exited or closed the connection ({reason})"
+        ));
+        s.restart = Some(Restart::after(attempt, delay));
+    });
+    sleep(shared, delay).await
 }
 
 fn forget_catalog(state: &mut SlotState) {
