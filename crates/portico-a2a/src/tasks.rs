@@ -743,28 +743,7 @@ impl Tasks {
             created_at_ms: now,
             updated_at_ms: now,
         };
-        let limits = self.inner.limits.clone();
-        let unstored = if store_later {
-            // Refused now rather than after the agent ran, if there will be no room.
-            self.inner
-                .writer
-                .check_room_for_task(limits.clone())
-                .await
-                .map_err(store_error)?;
-            Some(Unstored {
-                earlier: Vec::new(),
-                status_at_ms: now,
-                limits,
-            })
-        } else {
-            // Durable before acknowledged: the task is committed once this returns.
-            self.inner
-                .writer
-                .create_task(record.clone(), limits)
-                .await
-                .map_err(store_error)?;
-            None
-        };
+        let unstored = self.store_new_task(&record, store_later).await?;
         let known = Known {
             task: Some(record),
             unstored,
@@ -776,6 +755,37 @@ impl Tasks {
             conversation,
             known,
         })
+    }
+
+    /// Stores a new task now (durable before acknowledged), or, when `store_later`, checks that there
+    /// will be room to store it when its send is answered.
+    async fn store_new_task(
+        &self,
+        record: &TaskRecord,
+        store_later: bool,
+    ) -> Result<Option<Unstored>, A2aError> {
+        let limits = self.inner.limits.clone();
+        if store_later {
+            // Refused now rather than after the agent ran, if there will be no room.
+            self.inner
+                .writer
+                .check_room_for_task(limits.clone())
+                .await
+                .map_err(store_error)?;
+            Ok(Some(Unstored {
+                earlier: Vec::new(),
+                status_at_ms: record.created_at_ms,
+                limits,
+            }))
+        } else {
+            // Durable before acknowledged: the task is committed once this returns.
+            self.inner
+                .writer
+                .create_task(record.clone(), limits)
+                .await
+                .map_err(store_error)?;
+            Ok(None)
+        }
     }
 
     /// The live entry a send's run works through, knowing `known`, with the send's push config
