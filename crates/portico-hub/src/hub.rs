@@ -813,6 +813,7 @@ async fn on_event(
         let _ = shared.resource_updates.send(exposed);
         return;
     }
+    // Coalesce a burst of list changes into one refresh.
     while events.try_recv().is_ok() {}
     tracing::debug!(server, ?event, "list changed; refreshing");
     match upstream.list_catalog().await {
