@@ -6,8 +6,7 @@ use portico_core::relay::CallContext;
 use portico_core::{
     CatalogPrompt, CatalogResource, CatalogResourceTemplate, CompletionRef, JsonObject, ToolResult,
 };
-use portico_engine::{Engine, Upstreams};
-use portico_hub::HubError;
+use portico_engine::{Engine, HubError, Upstreams};
 use portico_mcp::{Upstream, UpstreamError};
 use portico_pipeline::{PipelineError, ToolContext};
 use tokio::sync::{broadcast, watch};
