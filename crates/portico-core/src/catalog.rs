@@ -64,7 +64,11 @@ pub struct CatalogTool {
 }
 
 impl CatalogTool {
-    /// The definition as clients should see it: unchanged but for the exposed name.
+    /// The definition as clients and models see it: unchanged but for the exposed name. The one key
+    /// the catalog writes: every tool vocabulary Portico serves (MCP, the model providers' tool lists,
+    /// `portico tools --json`) names a tool by `name`, and the exposed name is the catalog's own
+    /// decision. Prompts', resources' and templates' exposed definitions are MCP's alone, so the MCP
+    /// server edge writes those.
     pub fn exposed_definition(&self) -> JsonObject {
         let mut definition = self.definition.clone();
         definition.insert("name".into(), self.name.clone().into());
@@ -81,14 +85,6 @@ pub struct CatalogPrompt {
     pub definition: JsonObject,
 }
 
-impl CatalogPrompt {
-    pub fn exposed_definition(&self) -> JsonObject {
-        let mut definition = self.definition.clone();
-        definition.insert("name".into(), self.name.clone().into());
-        definition
-    }
-}
-
 /// A resource in the aggregated catalog, under its `portico://` URI.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CatalogResource {
@@ -96,14 +92,6 @@ pub struct CatalogResource {
     pub server: String,
     pub upstream_uri: String,
     pub definition: JsonObject,
-}
-
-impl CatalogResource {
-    pub fn exposed_definition(&self) -> JsonObject {
-        let mut definition = self.definition.clone();
-        definition.insert("uri".into(), self.uri.clone().into());
-        definition
-    }
 }
 
 /// A resource template in the aggregated catalog, under its `portico://` URI template.
@@ -473,7 +461,8 @@ mod tests {
             "outputSchema": {"type": "object"},
             "annotations": {"readOnlyHint": true},
             "icons": [{"src": "https://example.com/i.png"}],
-            "_meta": {"vendor/x": 1},
+            // A key no Portico crate knows: the catalog keeps what it does not understand.
+            "vendorExtension": {"vendor/x": 1},
         });
         ToolDef {
             name: name.into(),
@@ -610,10 +599,7 @@ mod tests {
         });
         plain.resource_templates.push(ResourceTemplateDef {
             uri_template: "test://template/{id}/data".into(),
-            definition: json!({"uriTemplate": "test://template/{id}/data", "name": "t"})
-                .as_object()
-                .unwrap()
-                .clone(),
+            definition: json!({"name": "t"}).as_object().unwrap().clone(),
         });
         let catalog = Catalog::build(&[plain]);
         assert_eq!(catalog.resources()[0].uri, "test://static");
@@ -656,10 +642,7 @@ mod tests {
         });
         s.resource_templates.push(ResourceTemplateDef {
             uri_template: "file:///{path}".into(),
-            definition: json!({"uriTemplate": "file:///{path}", "name": "any"})
-                .as_object()
-                .unwrap()
-                .clone(),
+            definition: json!({"name": "any"}).as_object().unwrap().clone(),
         });
         s.prompts.push(PromptDef {
             name: "summarise".into(),
@@ -667,10 +650,6 @@ mod tests {
         });
         let catalog = Catalog::build(&[s]);
         assert_eq!(catalog.resources()[0].uri, "portico://files/file:///a.txt");
-        assert_eq!(
-            catalog.resources()[0].exposed_definition()["uri"],
-            "portico://files/file:///a.txt"
-        );
         assert_eq!(
             catalog.resource_templates()[0].uri_template,
             "portico://files/file:///{path}"

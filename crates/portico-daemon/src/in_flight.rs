@@ -40,12 +40,13 @@ impl Drop for Guard {
     }
 }
 
-/// JSON-RPC methods whose request opens a stream of events rather than making a call.
-const STREAM_METHODS: [&str; 3] = [
-    "subscriptions/listen",
-    "SubscribeToTask",
-    "tasks/resubscribe",
-];
+/// A2A's JSON-RPC methods whose request opens a stream of events (1.0's and 0.3's task
+/// subscriptions); the MCP door says its own (`portico_mcp_server::requests`).
+const A2A_STREAM_METHODS: [&str; 2] = ["SubscribeToTask", "tasks/resubscribe"];
+
+fn method_opens_stream(method: &str) -> bool {
+    portico_mcp_server::requests::opens_stream(method) || A2A_STREAM_METHODS.contains(&method)
+}
 
 /// Whether a POST only opens an event stream: by its path (A2A 0.3's `tasks/{id}:subscribe`) or by
 /// its JSON-RPC method. Parsed only when the bytes could name such a method.
@@ -56,8 +57,11 @@ fn opens_stream(path: &str, body: &[u8]) -> bool {
     }
     // Built once: one pass over the body for every method name (and `\u`, which could spell one).
     static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
-        AhoCorasick::new(STREAM_METHODS.iter().copied().chain(["\\u"]))
-            .expect("the stream methods are valid literals")
+        let methods = portico_mcp_server::requests::STREAM_METHODS
+            .iter()
+            .chain(&A2A_STREAM_METHODS)
+            .copied();
+        AhoCorasick::new(methods.chain(["\\u"])).expect("the stream methods are valid literals")
     });
     if !MARKERS.is_match(body) {
         return false;
@@ -67,10 +71,8 @@ fn opens_stream(path: &str, body: &[u8]) -> bool {
         #[serde(borrow)]
         method: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_slice::<Probe>(body).is_ok_and(|p| {
-        p.method
-            .is_some_and(|m| STREAM_METHODS.contains(&m.as_ref()))
-    })
+    serde_json::from_slice::<Probe>(body)
+        .is_ok_and(|p| p.method.is_some_and(|m| method_opens_stream(&m)))
 }
 
 impl InFlight {
@@ -159,21 +161,17 @@ mod tests {
 
     #[test]
     fn streams_are_told_from_calls() {
-        let listen = br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}"#;
-        assert!(opens_stream("/mcp", listen));
+        use crate::test_messages::{LISTEN, call_tool, request};
+        let listen = request(1, LISTEN, Some("{}"));
+        assert!(opens_stream("/mcp", listen.as_bytes()));
         assert!(opens_stream(
             "/a2a/x",
             br#"{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask"}"#
         ));
-        assert!(opens_stream(
-            "/mcp",
-            br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions\u002flisten"}"#
-        ));
+        let escaped = request(1, &LISTEN.replace('/', r"\u002f"), None);
+        assert!(opens_stream("/mcp", escaped.as_bytes()));
         assert!(opens_stream("/a2a/x/v1/tasks/t1:subscribe", b""));
-        assert!(!opens_stream(
-            "/mcp",
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"subscriptions/listen"}}"#
-        ));
+        assert!(!opens_stream("/mcp", call_tool(LISTEN).as_bytes()));
         assert!(!opens_stream("/mcp", b"not json"));
     }
 

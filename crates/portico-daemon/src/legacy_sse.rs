@@ -402,6 +402,7 @@ impl rmcp::transport::Transport<RoleServer> for ChannelTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_messages::{PING, request};
     use axum::http::Request as HttpRequest;
     use portico_mcp_server::{Backend, ServerOptions};
     use tower::ServiceExt as _;
@@ -509,12 +510,7 @@ mod tests {
             StatusCode::PAYLOAD_TOO_LARGE
         );
 
-        let ping = post(
-            &app,
-            &endpoint,
-            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
-        )
-        .await;
+        let ping = post(&app, &endpoint, request(1, PING, None)).await;
         assert_eq!(ping.status(), StatusCode::ACCEPTED);
         let (name, data) = next_event(&mut body).await.unwrap();
         assert_eq!(name, "message");
@@ -525,13 +521,7 @@ mod tests {
         // Dropping the stream ends the session and frees its slot.
         drop(body);
         assert_eq!(
-            post(
-                &app,
-                &endpoint,
-                r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#
-            )
-            .await
-            .status(),
+            post(&app, &endpoint, request(2, PING, None)).await.status(),
             StatusCode::NOT_FOUND
         );
         let second = get_sse(&app).await;

@@ -27,6 +27,8 @@ mod panics;
 mod rate_limit;
 mod security;
 mod sessions;
+#[cfg(test)]
+mod test_messages;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

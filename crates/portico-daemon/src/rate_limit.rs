@@ -172,6 +172,7 @@ mod tests {
     use super::*;
     use crate::listener::PeerAddr;
     use crate::security::{self, DoorPolicy};
+    use crate::test_messages::{PING, call_tool, request};
     use axum::Router;
     use axum::extract::ConnectInfo;
     use axum::routing::post;
@@ -224,20 +225,22 @@ mod tests {
             .as_u16()
     }
 
-    const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    fn ping() -> String {
+        request(1, PING, None)
+    }
 
     #[tokio::test]
     async fn without_a_token_an_authorization_header_is_not_a_fresh_bucket() {
         let (router, limits) = door(None, 3, 1);
         for i in 0..3 {
             let value = format!("Bearer random-{i}");
-            assert_eq!(send(&router, "/mcp", Some(&value), PING).await, 200);
+            assert_eq!(send(&router, "/mcp", Some(&value), &ping()).await, 200);
         }
         assert_eq!(
-            send(&router, "/mcp", Some("Bearer random-9"), PING).await,
+            send(&router, "/mcp", Some("Bearer random-9"), &ping()).await,
             429
         );
-        assert_eq!(send(&router, "/mcp", None, PING).await, 429);
+        assert_eq!(send(&router, "/mcp", None, &ping()).await, 429);
         assert_eq!(limits.keys(), 1);
     }
 
@@ -245,26 +248,28 @@ mod tests {
     async fn spellings_of_the_token_share_one_bucket() {
         let (router, limits) = door(Some("s3cret"), 3, 1);
         for spelling in ["Bearer s3cret", "Bearer   s3cret", "bearer s3cret  "] {
-            assert_eq!(send(&router, "/mcp", Some(spelling), PING).await, 200);
+            assert_eq!(send(&router, "/mcp", Some(spelling), &ping()).await, 200);
         }
         assert_eq!(
-            send(&router, "/mcp", Some("Bearer     s3cret"), PING).await,
+            send(&router, "/mcp", Some("Bearer     s3cret"), &ping()).await,
             429
         );
         assert_eq!(limits.keys(), 1);
         // Refused before the limiter: a wrong token costs no bucket.
-        assert_eq!(send(&router, "/mcp", Some("Bearer wrong"), PING).await, 401);
+        assert_eq!(
+            send(&router, "/mcp", Some("Bearer wrong"), &ping()).await,
+            401
+        );
         assert_eq!(limits.keys(), 1);
     }
 
     #[tokio::test]
     async fn an_agent_call_costs_the_same_on_every_spelling_of_the_path() {
-        let agent =
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"portico_agent_x"}}"#;
+        let agent = call_tool("portico_agent_x");
         for path in ["/mcp", "/mcp/"] {
             let (router, _) = door(None, 10, 10);
-            assert_eq!(send(&router, path, None, agent).await, 200, "{path}");
-            assert_eq!(send(&router, path, None, PING).await, 429, "{path}");
+            assert_eq!(send(&router, path, None, &agent).await, 200, "{path}");
+            assert_eq!(send(&router, path, None, &ping()).await, 429, "{path}");
         }
     }
 
@@ -276,27 +281,23 @@ mod tests {
         assert!(body_runs_agent(
             br#"{"jsonrpc":"2.0","id":1,"method":"message/stream"}"#
         ));
-        assert!(body_runs_agent(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"portico_agent_x"}}"#));
+        assert!(body_runs_agent(call_tool("portico_agent_x").as_bytes()));
         assert!(body_runs_agent(
-            br#"[{"method":"ping"},{"method":"tasks/send"}]"#
+            format!(r#"[{{"method":"{PING}"}},{{"method":"tasks/send"}}]"#).as_bytes()
         ));
-        assert!(!body_runs_agent(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp_a_b"}}"#
-        ));
+        assert!(!body_runs_agent(call_tool("mcp_a_b").as_bytes()));
         assert!(!body_runs_agent(
             br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#
         ));
         assert!(!body_runs_agent(b"not json"));
         // Escapes cannot hide an agent from the price.
         assert!(body_runs_agent(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"portico\u005fagent_x"}}"#
+            call_tool(r"portico\u005fagent_x").as_bytes()
         ));
         assert!(body_runs_agent(
             br#"{"jsonrpc":"2.0","id":1,"method":"Send\u004dessage","params":{}}"#
         ));
-        assert!(cannot_run_agent(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp_a_b"}}"#
-        ));
+        assert!(cannot_run_agent(call_tool("mcp_a_b").as_bytes()));
         assert!(!cannot_run_agent(br#"{"name":"portico_agent_x"}"#));
     }
 }

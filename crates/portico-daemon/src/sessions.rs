@@ -267,14 +267,18 @@ impl SessionManager for Sessions {
     }
 }
 
-/// Whether a JSON-RPC body is an `initialize` request: the one request that makes a session.
+/// Whether a JSON-RPC body is a request that makes a session (MCP's `initialize`, as the MCP door
+/// says).
 fn is_initialize(body: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Probe<'a> {
         #[serde(borrow)]
         method: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.method.as_deref() == Some("initialize"))
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| {
+        p.method
+            .is_some_and(|m| portico_mcp_server::requests::starts_session(&m))
+    })
 }
 
 /// In front of `/mcp`: an `initialize` gets a place for its session or the refusal that says why not.
@@ -374,15 +378,12 @@ mod tests {
 
     #[test]
     fn only_initialize_makes_a_session() {
-        assert!(is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
-        ));
+        use crate::test_messages::{INITIALIZE, LIST_TOOLS, request};
+        assert!(is_initialize(request(1, INITIALIZE, Some("{}")).as_bytes()));
         assert!(is_initialize(
             br#"{"jsonrpc":"2.0","id":1,"method":"initiali\u007ae"}"#
         ));
-        assert!(!is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
-        ));
+        assert!(!is_initialize(request(1, LIST_TOOLS, None).as_bytes()));
         assert!(!is_initialize(b"not json"));
     }
 }

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use portico_core::relay::CallContext;
-use portico_core::{CatalogResourceTemplate, CompletionRef, JsonObject, ToolResult};
-use portico_engine::{Engine, Upstreams};
-use portico_hub::HubError;
+use portico_core::{
+    CatalogPrompt, CatalogResource, CatalogResourceTemplate, CompletionRef, JsonObject, ToolResult,
+};
+use portico_engine::{Engine, HubError, Upstreams};
 use portico_mcp::{Upstream, UpstreamError};
 use portico_pipeline::{PipelineError, ToolContext};
 use tokio::sync::{broadcast, watch};
@@ -58,6 +59,21 @@ impl BackendError {
                 })
             )
     }
+}
+
+/// A prompt's definition under its exposed name. The catalog keeps the upstream's definition
+/// verbatim; the MCP keys of what a client sees are written here, at the MCP edge.
+fn exposed_prompt(prompt: &CatalogPrompt) -> JsonObject {
+    let mut definition = prompt.definition.clone();
+    definition.insert("name".into(), prompt.name.clone().into());
+    definition
+}
+
+/// A resource's definition under its exposed URI.
+fn exposed_resource(resource: &CatalogResource) -> JsonObject {
+    let mut definition = resource.definition.clone();
+    definition.insert("uri".into(), resource.uri.clone().into());
+    definition
 }
 
 /// A resource template's definition under its exposed URI template (MCP's `uriTemplate`).
@@ -144,16 +160,8 @@ impl Backend {
                 let catalog = engine.catalog();
                 Ok(Listing {
                     tools,
-                    prompts: catalog
-                        .prompts()
-                        .iter()
-                        .map(|p| p.exposed_definition())
-                        .collect(),
-                    resources: catalog
-                        .resources()
-                        .iter()
-                        .map(|r| r.exposed_definition())
-                        .collect(),
+                    prompts: catalog.prompts().iter().map(exposed_prompt).collect(),
+                    resources: catalog.resources().iter().map(exposed_resource).collect(),
                     resource_templates: catalog
                         .resource_templates()
                         .iter()
@@ -331,6 +339,53 @@ mod tests {
             resources: named(resources),
             resource_templates: named(templates),
         }
+    }
+
+    #[test]
+    fn exposed_definitions_are_the_upstreams_but_for_the_exposed_name_or_uri() {
+        use portico_core::{Catalog, PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog};
+        let meta = serde_json::json!({"vendor/x": 1});
+        let server = ServerCatalog {
+            server: "files".into(),
+            prompts: vec![PromptDef {
+                name: "summarise".into(),
+                definition: object(
+                    serde_json::json!({"name": "summarise", "description": "d", "_meta": meta}),
+                ),
+            }],
+            resources: vec![ResourceDef {
+                uri: "file:///a.txt".into(),
+                definition: object(
+                    serde_json::json!({"uri": "file:///a.txt", "name": "a", "_meta": meta}),
+                ),
+            }],
+            resource_templates: vec![ResourceTemplateDef {
+                uri_template: "file:///{path}".into(),
+                definition: object(
+                    serde_json::json!({"uriTemplate": "file:///{path}", "name": "any", "_meta": meta}),
+                ),
+            }],
+            ..Default::default()
+        };
+        let catalog = Catalog::build(&[server]);
+        assert_eq!(
+            exposed_prompt(&catalog.prompts()[0]),
+            object(
+                serde_json::json!({"name": "mcp_files_summarise", "description": "d", "_meta": meta})
+            )
+        );
+        assert_eq!(
+            exposed_resource(&catalog.resources()[0]),
+            object(
+                serde_json::json!({"uri": "portico://files/file:///a.txt", "name": "a", "_meta": meta})
+            )
+        );
+        assert_eq!(
+            exposed_template(&catalog.resource_templates()[0]),
+            object(serde_json::json!({
+                "uriTemplate": "portico://files/file:///{path}", "name": "any", "_meta": meta
+            }))
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod handler;
 mod input_rounds;
 pub mod pricing;
 mod relay;
+pub mod requests;
 pub mod tool_search;
 
 pub use backend::{Backend, BackendError, DaemonLink, Listing};

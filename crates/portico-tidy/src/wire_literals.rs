@@ -87,15 +87,6 @@ const METHODS: &[&str] = &[
 #[rustfmt::skip]
 const ALLOWED: &[(&str, &str)] = &[
     // being removed by the typed core; this list may only shrink
-    ("crates/portico-core/src/catalog.rs", "uriTemplate"),
-    ("crates/portico-core/src/catalog.rs", "_meta"),
-    ("crates/portico-daemon/src/in_flight.rs", "subscriptions/listen"),
-    ("crates/portico-daemon/src/in_flight.rs", "tools/call"),
-    ("crates/portico-daemon/src/legacy_sse.rs", "ping"),
-    ("crates/portico-daemon/src/rate_limit.rs", "ping"),
-    ("crates/portico-daemon/src/rate_limit.rs", "tools/call"),
-    ("crates/portico-daemon/src/sessions.rs", "initialize"),
-    ("crates/portico-daemon/src/sessions.rs", "tools/list"),
     ("crates/portico-llm/src/sampling.rs", "isError"),
     ("crates/portico-llm/src/sampling.rs", "systemPrompt"),
     ("crates/portico-llm/src/sampling.rs", "maxTokens"),
