@@ -15,6 +15,11 @@ pub const AGENT_METHODS: &[&str] = &[
     "tasks/send",
 ];
 
+/// JSON-RPC methods whose request opens a task's event stream instead of making a call (1.0's and
+/// 0.3's task subscriptions): the door's shutdown ends those rather than waiting for them. Each is
+/// text every such body contains, as for [`AGENT_METHODS`].
+pub const STREAM_METHODS: &[&str] = &["SubscribeToTask", "tasks/resubscribe"];
+
 /// Whether the path alone says the request runs an agent: the HTTP+JSON sends (1.0, and 0.3 under
 /// `/v1`) and the draft's `POST {listen_path}/tasks/send`, whose bodies are A2A messages, not
 /// JSON-RPC.

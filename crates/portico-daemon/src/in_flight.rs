@@ -40,12 +40,10 @@ impl Drop for Guard {
     }
 }
 
-/// A2A's JSON-RPC methods whose request opens a stream of events (1.0's and 0.3's task
-/// subscriptions); the MCP door says its own (`portico_mcp_server::requests`).
-const A2A_STREAM_METHODS: [&str; 2] = ["SubscribeToTask", "tasks/resubscribe"];
-
+/// Whether a JSON-RPC method opens a stream of events, as the door that understands it says.
 fn method_opens_stream(method: &str) -> bool {
-    portico_mcp_server::requests::opens_stream(method) || A2A_STREAM_METHODS.contains(&method)
+    portico_mcp_server::requests::opens_stream(method)
+        || portico_a2a::pricing::STREAM_METHODS.contains(&method)
 }
 
 /// Whether a POST only opens an event stream: by its path (A2A 0.3's `tasks/{id}:subscribe`) or by
@@ -59,7 +57,7 @@ fn opens_stream(path: &str, body: &[u8]) -> bool {
     static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
         let methods = portico_mcp_server::requests::STREAM_METHODS
             .iter()
-            .chain(&A2A_STREAM_METHODS)
+            .chain(portico_a2a::pricing::STREAM_METHODS)
             .copied();
         AhoCorasick::new(methods.chain(["\\u"])).expect("the stream methods are valid literals")
     });
