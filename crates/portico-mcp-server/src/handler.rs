@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
-use crate::input_rounds::{CallEvent, ClientKey, InputRoundsCaller, ParkedCalls};
+use crate::input_rounds::{ClientKey, InputRoundsCaller, ParkedCalls};
 use crate::relay::DownstreamCaller;
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
@@ -555,17 +555,16 @@ impl ServerHandler for PorticoServer {
             }
             let server = self.clone();
             let name = request.name.to_string();
-            // The call outlives this request, which ends with the first `input_required` answer; a
-            // call nobody resumes is ended by expiry instead (see `input_rounds`).
+            // A call that asks for input outlives this request, which ends with the first
+            // `input_required` answer; a call nobody resumes is ended by expiry instead (see
+            // `input_rounds`).
             let cancelled = tokio_util::sync::CancellationToken::new();
             let cancel = cancelled.clone().drop_guard();
-            tokio::spawn(async move {
-                let result = server.run_call(request, call_context, cancelled).await;
-                let _ = events.send(CallEvent::Done(result)).await;
-            });
+            let call =
+                Box::pin(async move { server.run_call(request, call_context, cancelled).await });
             return self
                 .parked
-                .first_round(&name, place, receiver, cancel)
+                .run(&name, place, call, events, receiver, cancel)
                 .await;
         }
         let call_context = self.call_context(&context);

@@ -6,10 +6,11 @@
 //! with the answers and the same `requestState`.
 //!
 //! Portico's work does not fit that shape by itself: an agent loop or a handshake-era upstream asks its
-//! [`Caller`] for a completion in the middle of running. So for such clients the call runs in a task of
-//! its own, with an [`InputRoundsCaller`] that turns each request into an event. The handler answers the
-//! client with whichever comes first: the call's result, or `input_required` for the requests pending.
-//! In the second case the running call is parked under a random handle (the `requestState`, which
+//! [`Caller`] for a completion in the middle of running. So for such clients the call runs with an
+//! [`InputRoundsCaller`] that turns each request into an event, and the handler answers the client with
+//! whichever comes first: the call's result, or `input_required` for the requests pending. The call
+//! runs in the handler's own task until it asks (most never do, and so cost no task and no channel
+//! hand-off); from its first request on it runs in a task of its own, and the running call is parked under a random handle (the `requestState`, which
 //! carries no data and so need not be trusted); the client's retry finds it, hands each answer to the
 //! request waiting for it, and the handler waits again. A parked call nobody resumes is dropped after
 //! [`PARKED_FOR`], which fails its pending requests and so ends it.
@@ -175,9 +176,10 @@ impl ParkedCalls {
         (places, self.calls.lock().unwrap().len())
     }
 
-    /// Starts the rounds for a new call: `events` is the receiving end of the call's
-    /// [`InputRoundsCaller`] and of its completion; `cancel` ends the running call when the call is
-    /// dropped before it finished.
+    /// Starts the rounds for a call already running in a task of its own: `events` is the receiving
+    /// end of the call's [`InputRoundsCaller`] and of its completion; `cancel` ends the running call
+    /// when the call is dropped before it finished.
+    #[cfg(test)]
     pub(crate) async fn first_round(
         &self,
         tool: &str,
@@ -194,7 +196,41 @@ impl ParkedCalls {
             _cancel: cancel,
             _place: place,
         };
-        self.drive(parked).await
+        self.wait_and_drive(parked).await
+    }
+
+    /// Runs a new call in the caller's task until it finishes (most calls: no task of its own, no
+    /// channel hand-off) or first asks for input; only then does it go on in a task of its own while
+    /// its rounds begin. `events` is the sending end the call's [`InputRoundsCaller`] shares, kept to
+    /// report the call's completion from that task.
+    pub(crate) async fn run(
+        &self,
+        tool: &str,
+        place: Place,
+        mut call: BoxFuture<'static, Result<CallToolResponse, McpError>>,
+        events: mpsc::Sender<CallEvent>,
+        mut receiver: mpsc::Receiver<CallEvent>,
+        cancel: DropGuard,
+    ) -> Result<CallToolResponse, McpError> {
+        let first = tokio::select! {
+            biased;
+            result = &mut call => return result,
+            first = receiver.recv() => first,
+        };
+        tokio::spawn(async move {
+            let result = call.await;
+            let _ = events.send(CallEvent::Done(result)).await;
+        });
+        let parked = Parked {
+            tool: tool.to_string(),
+            events: receiver,
+            pending: BTreeMap::new(),
+            next_key: 0,
+            expiry: None,
+            _cancel: cancel,
+            _place: place,
+        };
+        self.drive(parked, first).await
     }
 
     /// Resumes a parked call with the client's answers.
@@ -245,14 +281,23 @@ impl ParkedCalls {
             let _ = answer.send(reply);
         }
         parked.expiry = None;
-        self.drive(parked).await
+        self.wait_and_drive(parked).await
     }
 
     /// Waits for the call to finish or to need input; in the second case parks it and answers
     /// `input_required` with every request pending.
-    async fn drive(&self, mut parked: Parked) -> Result<CallToolResponse, McpError> {
-        let mut requests = BTreeMap::new();
+    async fn wait_and_drive(&self, mut parked: Parked) -> Result<CallToolResponse, McpError> {
         let first = parked.events.recv().await;
+        self.drive(parked, first).await
+    }
+
+    /// [`Self::wait_and_drive`] once the call's first event (`None`: it ended without a result) is in.
+    async fn drive(
+        &self,
+        mut parked: Parked,
+        first: Option<CallEvent>,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut requests = BTreeMap::new();
         let mut next = first;
         loop {
             match next {
@@ -403,6 +448,115 @@ mod tests {
             .as_object()
             .cloned()
             .unwrap()
+    }
+
+    /// Starts `call` the way the handler does, from a task of its own (whose id it returns).
+    fn run_as_handler(
+        parked: &ParkedCalls,
+        call: impl FnOnce(InputRoundsCaller) -> BoxFuture<'static, Result<CallToolResponse, McpError>>,
+    ) -> tokio::task::JoinHandle<(tokio::task::Id, Result<CallToolResponse, McpError>)> {
+        let parked = parked.clone();
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
+        let call = call(InputRoundsCaller {
+            inner: Arc::new(Silent),
+            events: events.clone(),
+        });
+        tokio::spawn(async move {
+            let place = parked.admit("client").unwrap();
+            let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
+            let answer = parked.run("t", place, call, events, receiver, cancel).await;
+            (tokio::task::id(), answer)
+        })
+    }
+
+    fn text_result(text: String) -> Result<CallToolResponse, McpError> {
+        Ok(CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]).into())
+    }
+
+    fn first_text(response: CallToolResponse) -> String {
+        let CallToolResponse::Complete(done) = response else {
+            panic!("expected the result, got {response:?}");
+        };
+        serde_json::to_value(&done.content).unwrap()[0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_call_that_never_asks_runs_in_the_handlers_task_and_gives_its_place_back() {
+        let parked = ParkedCalls::with_limits(1, 1);
+        let handler = run_as_handler(&parked, |_caller| {
+            Box::pin(async { text_result(format!("{}", tokio::task::id())) })
+        });
+        let (handler_task, answer) = handler.await.unwrap();
+        assert_eq!(first_text(answer.unwrap()), handler_task.to_string());
+        assert_eq!(parked.counts(), (0, 0));
+        assert!(parked.admit("client").is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_call_that_asks_goes_on_in_a_task_of_its_own_and_finishes_through_its_rounds() {
+        let parked = ParkedCalls::with_limits(1, 1);
+        let handler = run_as_handler(&parked, |caller| {
+            Box::pin(async move {
+                let before = tokio::task::id();
+                let answer = caller
+                    .request(RelayRequest::Sampling, sampling_params("q"))
+                    .await
+                    .unwrap();
+                text_result(format!("{before} {} {}", tokio::task::id(), answer["n"]))
+            })
+        });
+        let (handler_task, round) = handler.await.unwrap();
+        let CallToolResponse::InputRequired(round) = round.unwrap() else {
+            panic!("expected input_required");
+        };
+        assert_eq!(parked.counts(), (1, 1), "parked, holding its place");
+        let answers: InputResponses = [("portico-1".to_string(), json!({"n": 7}))]
+            .into_iter()
+            .collect();
+        let done = parked
+            .next_round("t", &round.request_state.unwrap(), Some(answers))
+            .await
+            .unwrap();
+        let text = first_text(done);
+        let parts: Vec<&str> = text.split(' ').collect();
+        assert_eq!(
+            parts[0],
+            handler_task.to_string(),
+            "began in the handler's task"
+        );
+        assert_ne!(
+            parts[1],
+            handler_task.to_string(),
+            "went on in its own task"
+        );
+        assert_eq!(parts[2], "7");
+        assert_eq!(parked.counts(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_call_abandoned_before_it_asks_is_dropped_and_gives_its_place_back() {
+        let parked = ParkedCalls::with_limits(1, 1);
+        let (started, running) = oneshot::channel::<()>();
+        let (dropped_tx, dropped) = oneshot::channel::<()>();
+        let handler = run_as_handler(&parked, |_caller| {
+            Box::pin(async move {
+                // Sends on `dropped_tx`'s drop, i.e. when the call's future is dropped.
+                let _dropped = dropped_tx;
+                let _ = started.send(());
+                std::future::pending::<()>().await;
+                unreachable!()
+            })
+        });
+        running.await.unwrap();
+        assert_eq!(parked.counts(), (1, 0));
+        // The client hangs up: rmcp drops the request's future, and with it the call.
+        handler.abort();
+        assert!(handler.await.unwrap_err().is_cancelled());
+        assert!(dropped.await.is_err(), "the call's future was dropped");
+        assert_eq!(parked.counts(), (0, 0));
     }
 
     #[tokio::test]
