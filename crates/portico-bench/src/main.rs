@@ -46,6 +46,16 @@ enum Command {
     ServePortico {
         #[arg(long)]
         config: std::path::PathBuf,
+        /// Where the per-call cost goes, by taking parts away (never how Portico runs): calls are
+        /// audited to a sink that drops the records, instead of the store.
+        #[arg(long)]
+        no_audit: bool,
+        /// Where the per-call cost goes: the same handler, pipeline and tools served by rmcp's
+        /// Streamable HTTP service on a plain router, as `serve-http` serves the bare server (its
+        /// settings as Portico's /mcp has them), without Portico's door (Host/Origin/token checks,
+        /// rate limit, in-flight counter, body limit, session bounds).
+        #[arg(long)]
+        bare_door: bool,
     },
     /// Calls a tool over a child's stdio; prints one JSON line of figures.
     LoadStdio {
@@ -124,7 +134,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
             listen,
             json_response,
         } => serve_http(listen, json_response).await?,
-        Command::ServePortico { config } => serve_portico(&config).await?,
+        Command::ServePortico {
+            config,
+            no_audit,
+            bare_door,
+        } => serve_portico(&config, no_audit, bare_door).await?,
         Command::LoadStdio { load, command } => {
             let mut child = tokio::process::Command::new(&command[0]);
             child.args(&command[1..]);
@@ -169,8 +183,22 @@ async fn run(command: Command) -> anyhow::Result<()> {
 }
 
 async fn serve_http(listen: SocketAddr, json_response: bool) -> anyhow::Result<()> {
+    serve_bare_door(listen, json_response, || EchoServer).await
+}
+
+/// `server` at /mcp through rmcp's Streamable HTTP service and nothing else, TCP_NODELAY on. Prints
+/// `listening on ADDRESS` once bound.
+async fn serve_bare_door<S, F>(
+    listen: SocketAddr,
+    json_response: bool,
+    server: F,
+) -> anyhow::Result<()>
+where
+    S: rmcp::ServerHandler,
+    F: Fn() -> S + Send + Sync + 'static,
+{
     let service = StreamableHttpService::new(
-        || Ok(EchoServer),
+        move || Ok(server()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default().with_json_response(json_response),
     );
@@ -184,7 +212,18 @@ async fn serve_http(listen: SocketAddr, json_response: bool) -> anyhow::Result<(
     Ok(())
 }
 
-async fn serve_portico(config_path: &std::path::Path) -> anyhow::Result<()> {
+/// Takes the audit records and drops them: `serve-portico --no-audit`.
+struct DroppedAudit;
+
+impl portico_pipeline::AuditSink for DroppedAudit {
+    fn record(&self, _record: portico_store::AuditRecord) {}
+}
+
+async fn serve_portico(
+    config_path: &std::path::Path,
+    no_audit: bool,
+    bare_door: bool,
+) -> anyhow::Result<()> {
     let (config, _) = portico_config::load(Some(config_path))?;
     let data = tempfile::tempdir()?;
     let engine =
@@ -213,7 +252,21 @@ async fn serve_portico(config_path: &std::path::Path) -> anyhow::Result<()> {
                 Box::pin(async move { portico_mcp_server::ToolResult::text(message) })
             },
         ));
+    if no_audit {
+        engine.pipeline().set_audit(Arc::new(DroppedAudit));
+        server.host_pipeline().set_audit(Arc::new(DroppedAudit));
+    }
     engine.upstreams().wait_settled().await;
+    if bare_door {
+        let listen = door.listen;
+        let bare = serve_bare_door(listen, true, move || server.for_session());
+        tokio::select! {
+            served = bare => served?,
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        engine.shutdown().await;
+        return Ok(());
+    }
     let terminated = async {
         if let Ok(mut term) =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
