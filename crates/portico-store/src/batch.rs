@@ -30,12 +30,14 @@
 //! behind it. Only a batch of nothing but audit records (which nobody awaits) waits a few milliseconds
 //! for more, so that calls finishing one at a time do not cost a commit each.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Instant;
 
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::conversations::Conversation;
 use crate::error::hint_for;
@@ -49,10 +51,132 @@ const MAX_BATCH: usize = 256;
 /// Most writes queued or in the batch being committed before writers wait for room.
 pub(crate) const MAX_QUEUED: usize = 4096;
 
-/// The writer thread's queue: the jobs, in order, and the room left in it.
+/// The writer thread's queue: the jobs, in order, and the room left in it. Held by the store alone, so
+/// dropping the store closes the queue.
 pub(crate) struct Queue {
-    jobs: mpsc::UnboundedSender<Queued>,
+    jobs: Arc<JobQueue>,
     room: Arc<Semaphore>,
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        self.jobs.close();
+    }
+}
+
+/// The jobs between the async writers and the writer thread. Not a channel: a channel wakes its
+/// receiver on every send, and while the writer gathers audit records (see [`JobQueue::next_batch`])
+/// that was a thread wake-up, two context switches, per MCP call. A sender wakes the writer only when
+/// it is idle, or when what it sends ends the gathering: a write somebody awaits, or a full batch.
+pub(crate) struct JobQueue {
+    state: Mutex<QueueState>,
+    wake: Condvar,
+}
+
+struct QueueState {
+    jobs: VecDeque<Queued>,
+    writer: WriterState,
+    closed: bool,
+    /// [`AUDIT_GATHERING`], but for tests that need a batch to stay open.
+    gathering: std::time::Duration,
+    /// Times a sender woke the writer.
+    wakes: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WriterState {
+    /// Waiting for any job: the next one wakes it.
+    Idle,
+    /// Holding a batch of audit records open until [`AUDIT_GATHERING`] passes.
+    Gathering,
+    /// Committing, or already woken: it looks at the queue before it waits again.
+    Busy,
+}
+
+impl JobQueue {
+    fn new() -> Self {
+        JobQueue {
+            state: Mutex::new(QueueState {
+                jobs: VecDeque::new(),
+                writer: WriterState::Busy,
+                closed: false,
+                gathering: AUDIT_GATHERING,
+                wakes: 0,
+            }),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        // Nothing panics while holding it; and a queue of plain data stays consistent if it did.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues `queued` behind every job queued before it; gives it back if the queue is closed.
+    fn push(&self, queued: Queued) -> Result<(), Queued> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(queued);
+        }
+        let wake = match state.writer {
+            WriterState::Idle => true,
+            WriterState::Gathering => queued.job.awaited() || state.jobs.len() + 1 >= MAX_BATCH,
+            WriterState::Busy => false,
+        };
+        state.jobs.push_back(queued);
+        if wake {
+            state.writer = WriterState::Busy;
+            state.wakes += 1;
+            drop(state);
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Refuses new jobs; the writer still takes those queued, then ends.
+    fn close(&self) {
+        self.lock().closed = true;
+        self.wake.notify_one();
+    }
+
+    /// Waits for a job and returns it with every job queued behind it, up to [`MAX_BATCH`]; `None`
+    /// once the queue is closed and empty. While what is queued is only audit records, it waits up to
+    /// [`AUDIT_GATHERING`] for more: under MCP load calls finish one at a time, so without this nearly
+    /// every record was its own commit (15% of the CPU at 10,000 calls/s). A write somebody awaits
+    /// ends the gathering the moment it is queued.
+    fn next_batch(&self) -> Option<Vec<Queued>> {
+        let mut state = self.lock();
+        while state.jobs.is_empty() {
+            if state.closed {
+                return None;
+            }
+            state.writer = WriterState::Idle;
+            state = self
+                .wake
+                .wait(state)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        let until = Instant::now() + state.gathering;
+        while !state.closed
+            && state.jobs.len() < MAX_BATCH
+            && !state.jobs.iter().any(|queued| queued.job.awaited())
+        {
+            let Some(left) = until.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            state.writer = WriterState::Gathering;
+            state = self
+                .wake
+                .wait_timeout(state, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+        state.writer = WriterState::Busy;
+        let taken = state.jobs.len().min(MAX_BATCH);
+        Some(state.jobs.drain(..taken).collect())
+    }
 }
 
 /// A job with its place in the queue (none for an audit record queued past the bound), given back
@@ -220,19 +344,21 @@ impl Store {
 
     fn queue(&self) -> &Queue {
         self.inner.writes.get_or_init(|| {
-            let (sender, queue) = mpsc::unbounded_channel();
+            let jobs = Arc::new(JobQueue::new());
             let room = Arc::new(Semaphore::new(
                 self.inner.queue_bound.load(Ordering::Relaxed),
             ));
             let store = std::sync::Arc::downgrade(&self.inner);
+            let queue = jobs.clone();
             let spawned = std::thread::Builder::new()
                 .name("portico-store-writer".into())
-                .spawn(move || drain(store, queue));
+                .spawn(move || drain(store, &queue));
             if let Err(error) = spawned {
-                // The queue went down with the unspawned closure: every write fails, saying so.
+                // Nobody will take from the queue: every write fails, saying so.
                 tracing::error!(%error, "cannot start the store's writer thread; writes will fail");
+                jobs.close();
             }
-            Queue { jobs: sender, room }
+            Queue { jobs, room }
         })
     }
 
@@ -286,24 +412,8 @@ impl Store {
 /// The writer thread: waits for a write, takes every write queued behind it, commits them together.
 /// It keeps only a weak handle on the store between batches, so dropping the last clone of the store
 /// closes the queue and ends the thread.
-fn drain(store: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<Queued>) {
-    // Only to wait on the queue with a deadline while audit records gather (see `gather`).
-    let clock = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    {
-        Ok(runtime) => Some(runtime),
-        Err(error) => {
-            tracing::warn!(%error, "the store's writer commits audit records without gathering them");
-            None
-        }
-    };
-    while let Some(first) = queue.blocking_recv() {
-        let mut jobs = vec![first];
-        take_queued(&mut queue, &mut jobs);
-        if let Some(clock) = &clock {
-            gather(clock, &mut queue, &mut jobs);
-        }
+fn drain(store: Weak<Inner>, queue: &JobQueue) {
+    while let Some(mut jobs) = queue.next_batch() {
         // The strong handle is dropped before anyone is answered, so a caller that got its answer
         // and drops the last clone of the store really closes it.
         let committed = match store.upgrade() {
@@ -315,37 +425,6 @@ fn drain(store: Weak<Inner>, mut queue: mpsc::UnboundedReceiver<Queued>) {
         for Queued { job, _place } in jobs {
             drop(_place);
             job.answer(&committed);
-        }
-    }
-}
-
-fn take_queued(queue: &mut mpsc::UnboundedReceiver<Queued>, jobs: &mut Vec<Queued>) {
-    while jobs.len() < MAX_BATCH {
-        match queue.try_recv() {
-            Ok(job) => jobs.push(job),
-            Err(_) => break,
-        }
-    }
-}
-
-/// While a batch holds only audit records, lets it wait up to [`AUDIT_GATHERING`] for more. Under MCP
-/// load calls finish one at a time, so without this nearly every record was its own commit (15% of
-/// the CPU at 10,000 calls/s). A write somebody awaits ends the gathering the moment it arrives.
-fn gather(
-    clock: &tokio::runtime::Runtime,
-    queue: &mut mpsc::UnboundedReceiver<Queued>,
-    jobs: &mut Vec<Queued>,
-) {
-    let until = tokio::time::Instant::now() + AUDIT_GATHERING;
-    while jobs.len() < MAX_BATCH && !jobs.iter().any(|queued| queued.job.awaited()) {
-        // The timer is made inside `block_on`: it needs the runtime's time driver.
-        match clock.block_on(async { tokio::time::timeout_at(until, queue.recv()).await }) {
-            Ok(Some(job)) => {
-                jobs.push(job);
-                take_queued(queue, jobs);
-            }
-            // The deadline passed, or the queue closed (what is here is still written).
-            Ok(None) | Err(_) => break,
         }
     }
 }
@@ -376,7 +455,7 @@ impl BatchWriter {
                     job: Box::new(job),
                     _place: Some(place),
                 };
-                let sent = jobs.send(queued).is_ok();
+                let sent = jobs.push(queued).is_ok();
                 Err(sent)
             }
             Err(_) => Ok(job),
@@ -390,7 +469,7 @@ impl BatchWriter {
             if let Ok(job) = waiting {
                 let sent = match room.acquire_owned().await {
                     Ok(place) => jobs
-                        .send(Queued {
+                        .push(Queued {
                             job: Box::new(job),
                             _place: Some(place),
                         })
@@ -419,7 +498,7 @@ impl BatchWriter {
             job: Box::new(job),
             _place: queue.room.clone().try_acquire_owned().ok(),
         };
-        if queue.jobs.send(queued).is_err() {
+        if queue.jobs.push(queued).is_err() {
             tracing::warn!("the store's writer thread is not running; an audit record was lost");
         }
     }
@@ -689,12 +768,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn gathered_audit_records_do_not_wake_the_writer_and_an_awaited_write_ends_the_gathering()
+    {
+        let store = Store::open_in_memory().unwrap();
+        let jobs = store.queue().jobs.clone();
+        // Long enough that only an awaited write can end this batch within the test's timeout.
+        jobs.lock().gathering = std::time::Duration::from_secs(120);
+        let audit = store.audit_writer();
+        audit.record(crate::audit::tests::record(0, "ide", "t"));
+        // The writer takes the first record (woken, if it was idle yet) and holds the batch open.
+        while jobs.lock().writer != WriterState::Gathering {
+            std::thread::yield_now();
+        }
+        let wakes = jobs.lock().wakes;
+        assert!(wakes <= 1);
+        for at in 1..100 {
+            audit.record(crate::audit::tests::record(at, "ide", "t"));
+        }
+        assert_eq!(
+            jobs.lock().wakes,
+            wakes,
+            "records while gathering wake nobody"
+        );
+        let created = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            store
+                .batch_writer()
+                .create_task(task("t1"), TaskLimits::default()),
+        )
+        .await
+        .expect("an awaited write is committed without waiting for the gathering to end");
+        created.unwrap();
+        assert_eq!(jobs.lock().wakes, wakes + 1);
+        assert_eq!(
+            store.committed_batches(),
+            1,
+            "the records and the task in one batch"
+        );
+        let written = store.audit(&crate::AuditQuery::default()).unwrap();
+        assert_eq!(written.len(), 100);
+    }
+
+    #[tokio::test]
     async fn without_its_writer_thread_writes_fail_saying_so() {
         let store = Store::open_in_memory().unwrap();
-        let (sender, receiver) = mpsc::unbounded_channel();
-        drop(receiver);
+        let jobs = Arc::new(JobQueue::new());
+        jobs.close();
         let queue = Queue {
-            jobs: sender,
+            jobs,
             room: Arc::new(Semaphore::new(MAX_QUEUED)),
         };
         assert!(store.inner.writes.set(queue).is_ok());
