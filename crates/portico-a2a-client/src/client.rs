@@ -9,7 +9,8 @@
 //! - Sending: a card with `capabilities.streaming` gets `SendStreamingMessage` (`message/stream` at
 //!   0.3) and its events are reported as they arrive; otherwise `SendMessage` with
 //!   `returnImmediately` (`blocking: false` at 0.3) and `GetTask` polled with capped, jittered
-//!   exponential backoff. Either way the call ends at a terminal or interrupted state
+//!   exponential backoff (a poll answered 429 or 503 is tried again after the agent's
+//!   `Retry-After`). Either way the call ends at a terminal or interrupted state
 //!   (input-required, auth-required) or at the timeout, when the task is canceled.
 //! - Everything is kept in the 1.0 JSON form; 0.3 answers are converted on arrival.
 //!

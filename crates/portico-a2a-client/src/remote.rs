@@ -2,7 +2,8 @@
 //! call pipeline like any other tool.
 //!
 //! Cards are read in the background when Portico starts (nothing waits on a remote host) and again
-//! every five minutes; a failed read keeps the last good card and is retried sooner, with backoff. An
+//! every five minutes; a failed read keeps the last good card and is retried sooner, with backoff
+//! (longer when the agent's `Retry-After` asks for more). An
 //! agent whose card was never read is listed with a generic description, and calling it reads the
 //! card first; when that fails the call's result says what failed.
 //!
