@@ -9,7 +9,8 @@
 //! - Sending: a card with `capabilities.streaming` gets `SendStreamingMessage` (`message/stream` at
 //!   0.3) and its events are reported as they arrive; otherwise `SendMessage` with
 //!   `returnImmediately` (`blocking: false` at 0.3) and `GetTask` polled with capped, jittered
-//!   exponential backoff. Either way the call ends at a terminal or interrupted state
+//!   exponential backoff (a poll answered 429 or 503 is tried again after the agent's
+//!   `Retry-After`). Either way the call ends at a terminal or interrupted state
 //!   (input-required, auth-required) or at the timeout, when the task is canceled.
 //! - Everything is kept in the 1.0 JSON form; 0.3 answers are converted on arrival.
 //!
@@ -21,7 +22,7 @@ mod v03;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 use portico_config::ExternalAgentConfig;
@@ -49,6 +50,11 @@ const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Polling GetTask: the first wait, doubling up to the cap.
 const POLL_FIRST: Duration = Duration::from_millis(200);
 const POLL_MAX: Duration = Duration::from_secs(5);
+/// Failed polls in a row (the connection dropped, or the agent answered 429 or 503) retried before
+/// the send gives up; the call's own deadline may end it sooner.
+const POLL_RETRIES: u32 = 10;
+/// The longest wait after a failed poll, for backoff and for the agent's `Retry-After` alike.
+const POLL_RETRY_CAP: Duration = Duration::from_secs(30);
 
 /// What went wrong talking to a remote agent. Each says which URL and what to do where it can.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -66,6 +72,8 @@ pub enum ClientError {
         status: u16,
         /// Empty, or `: ` and what the body said.
         detail: String,
+        /// How long the agent asked us to wait (`Retry-After`), if it said.
+        retry_after: Option<Duration>,
     },
     #[error("{url} is not a valid A2A agent card: {reason}")]
     InvalidCard { url: String, reason: String },
@@ -112,6 +120,31 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+impl ClientError {
+    /// Whether the same request may succeed later: the agent could not be reached, or it asked us
+    /// to come back (429, 503).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Unreachable { .. } => true,
+            ClientError::Status { status, .. } => matches!(status, 429 | 503),
+            _ => false,
+        }
+    }
+
+    /// The wait the agent asked for with `Retry-After`, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ClientError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// The wait a response asks for (`Retry-After`), read before its body is consumed.
+fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
+    portico_net::retry_after(response.headers(), SystemTime::now())
 }
 
 fn timeout_suffix(task_id: &Option<String>, cancel: &Option<Result<(), String>>) -> String {
@@ -642,7 +675,13 @@ fn normalize_event(value: &Value) -> Option<Value> {
 }
 
 /// An HTTP+JSON error body (`{"error": {"code", "status", "message"}}`, or a bare `{code, message}`).
-fn rest_error(url: &str, operation: &str, status: StatusCode, body: &[u8]) -> ClientError {
+fn rest_error(
+    url: &str,
+    operation: &str,
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    body: &[u8],
+) -> ClientError {
     let value: Option<Value> = serde_json::from_slice(body).ok();
     let error = value
         .as_ref()
@@ -670,6 +709,7 @@ fn rest_error(url: &str, operation: &str, status: StatusCode, body: &[u8]) -> Cl
             } else {
                 format!(": {}", snippet(body))
             },
+            retry_after,
         },
     }
 }
@@ -680,6 +720,7 @@ fn rpc_payload(
     method: &str,
     value: Value,
     status: StatusCode,
+    retry_after: Option<Duration>,
 ) -> Result<Value, ClientError> {
     if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
         let mut message = error
@@ -709,6 +750,7 @@ fn rpc_payload(
             url: url.to_string(),
             status: status.as_u16(),
             detail: format!(": {}", snippet(value.to_string().as_bytes())),
+            retry_after,
         });
     }
     Err(ClientError::Protocol {
@@ -889,6 +931,16 @@ impl A2aClient {
                 )
                 .await?;
             let status = response.status();
+            if matches!(status.as_u16(), 429 | 503) {
+                // The agent is there but asks us to come back: another path would not answer
+                // sooner, and the refresh must know how long to wait.
+                return Err(ClientError::Status {
+                    url: candidate.clone(),
+                    status: status.as_u16(),
+                    detail: String::new(),
+                    retry_after: retry_after_of(&response),
+                });
+            }
             if !status.is_success() {
                 tried.push(format!("{candidate} (HTTP {})", status.as_u16()));
                 continue;
@@ -946,10 +998,13 @@ impl A2aClient {
             )
             .await?;
         let status = response.status();
+        let retry_after = retry_after_of(&response);
         let bytes = read_body(url, response).await?;
         match serde_json::from_slice::<Value>(&bytes) {
-            Ok(value) => rpc_payload(url, method, value, status),
-            Err(_) if !status.is_success() => Err(rest_error(url, method, status, &bytes)),
+            Ok(value) => rpc_payload(url, method, value, status, retry_after),
+            Err(_) if !status.is_success() => {
+                Err(rest_error(url, method, status, retry_after, &bytes))
+            }
             Err(e) => Err(ClientError::Protocol {
                 url: url.clone(),
                 reason: format!("the {method} answer is not JSON ({e}): {}", snippet(&bytes)),
@@ -979,9 +1034,10 @@ impl A2aClient {
             .request(method, &url, endpoint.version, body, "application/json")
             .await?;
         let status = response.status();
+        let retry_after = retry_after_of(&response);
         let bytes = read_body(&url, response).await?;
         if !status.is_success() {
-            return Err(rest_error(&url, operation, status, &bytes));
+            return Err(rest_error(&url, operation, status, retry_after, &bytes));
         }
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
             url,
@@ -1190,7 +1246,9 @@ impl A2aClient {
     }
 
     /// GetTask with capped exponential backoff until the task settles. A failed poll (the
-    /// connection dropped) is retried; an A2A error ends it.
+    /// connection dropped, or the agent answered 429 or 503) is retried after at least the
+    /// agent's `Retry-After`, up to [`POLL_RETRIES`] in a row; an A2A error ends it. The send's
+    /// deadline bounds it all.
     async fn poll(
         &self,
         endpoint: &Endpoint,
@@ -1198,19 +1256,32 @@ impl A2aClient {
         tracker: &mut Tracker<'_>,
     ) -> Result<(), ClientError> {
         let schedule = RetryPolicy::unlimited(self.poll_first, self.poll_max);
+        let failed = RetryPolicy {
+            max_retries: POLL_RETRIES,
+            base: self.poll_first,
+            cap: POLL_RETRY_CAP,
+        };
         let mut attempt = 0u32;
+        let mut failures = 0u32;
+        let mut wait = schedule.backoff(attempt);
         loop {
-            tokio::time::sleep(schedule.backoff(attempt)).await;
+            tokio::time::sleep(wait).await;
             attempt = attempt.saturating_add(1);
             match self.get_task(endpoint, task_id).await {
                 Ok(task) => {
+                    failures = 0;
                     tracker.absorb(&json!({"task": task}));
                     if tracker.settled() {
                         return Ok(());
                     }
+                    wait = schedule.backoff(attempt);
                 }
-                Err(error @ ClientError::Unreachable { .. }) => {
-                    tracing::debug!("polling task {task_id}: {error}; trying again");
+                Err(error) if error.is_transient() && failed.allows_retry(failures) => {
+                    wait = failed.delay(failures, error.retry_after());
+                    failures += 1;
+                    tracing::debug!(
+                        "polling task {task_id}: {error}; trying again in {wait:?} ({failures} of {POLL_RETRIES})"
+                    );
                 }
                 Err(error) => return Err(error),
             }
@@ -1252,6 +1323,7 @@ impl A2aClient {
             )
             .await?;
         let status = response.status();
+        let retry_after = retry_after_of(&response);
         if !is_event_stream(&response) {
             // One JSON answer instead of a stream: an error, or a single result.
             let bytes = read_body(&url, response).await?;
@@ -1266,7 +1338,9 @@ impl A2aClient {
                 Some(value) if status.is_success() => {
                     self.stream_event(endpoint, &url, method, value, tracker)
                 }
-                _ if !status.is_success() => Err(rest_error(&url, method, status, &bytes)),
+                _ if !status.is_success() => {
+                    Err(rest_error(&url, method, status, retry_after, &bytes))
+                }
                 _ => Err(ClientError::Protocol {
                     url: url.clone(),
                     reason: format!(
@@ -1281,6 +1355,7 @@ impl A2aClient {
                 url,
                 status: status.as_u16(),
                 detail: String::new(),
+                retry_after,
             });
         }
         let mut events = ResponseEvents::from_response(
@@ -1333,7 +1408,7 @@ impl A2aClient {
         tracker: &mut Tracker<'_>,
     ) -> Result<(), ClientError> {
         let payload = match endpoint.binding {
-            Binding::JsonRpc => rpc_payload(url, method, value, StatusCode::OK)?,
+            Binding::JsonRpc => rpc_payload(url, method, value, StatusCode::OK, None)?,
             Binding::HttpJson => {
                 if let Some(error) = value.get("error").filter(|e| e.is_object()) {
                     return Err(ClientError::Remote {

@@ -2,7 +2,8 @@
 //! call pipeline like any other tool.
 //!
 //! Cards are read in the background when Portico starts (nothing waits on a remote host) and again
-//! every five minutes; a failed read keeps the last good card and is retried sooner, with backoff. An
+//! every five minutes; a failed read keeps the last good card and is retried sooner, with backoff
+//! (longer when the agent's `Retry-After` asks for more). An
 //! agent whose card was never read is listed with a generic description, and calling it reads the
 //! card first; when that fails the call's result says what failed.
 //!
@@ -74,6 +75,12 @@ struct Known {
     error: Option<String>,
 }
 
+/// Why a card read failed, and the agent's `Retry-After` if it sent one.
+struct FailedRead {
+    error: String,
+    retry_after: Option<Duration>,
+}
+
 struct Remote {
     config: ExternalAgentConfig,
     tool: String,
@@ -98,7 +105,17 @@ impl Remote {
 
     /// Reads the card; on failure the last good one is kept. Call with `discovering` held.
     async fn read_card(&self) -> Result<Arc<AgentCard>, String> {
-        let client = self.client.as_ref().map_err(Clone::clone)?;
+        self.read_card_or_wait()
+            .await
+            .map_err(|failed| failed.error)
+    }
+
+    /// [`Self::read_card`], saying on failure how long the agent asked us to wait.
+    async fn read_card_or_wait(&self) -> Result<Arc<AgentCard>, FailedRead> {
+        let client = self.client.as_ref().map_err(|error| FailedRead {
+            error: error.clone(),
+            retry_after: None,
+        })?;
         let result = client.discover(&self.config.url).await;
         let mut known = self.known.lock().expect("remote agent lock");
         match result {
@@ -112,6 +129,7 @@ impl Remote {
                 Ok(card)
             }
             Err(error) => {
+                let retry_after = error.retry_after();
                 // The net policy's remedy speaks of server entries; here it is an agent entry.
                 let error = error.to_string().replace(
                     "on this server entry",
@@ -122,19 +140,19 @@ impl Remote {
                     self.generation.fetch_add(1, Ordering::Relaxed);
                 }
                 known.error = Some(error.clone());
-                Err(error)
+                Err(FailedRead { error, retry_after })
             }
         }
     }
 
-    /// A background read; whether it succeeded.
-    async fn refresh(&self) -> bool {
-        let ok = {
+    /// A background read: `Ok`, or the wait the agent asked for when it failed, if it did.
+    async fn refresh(&self) -> Result<(), Option<Duration>> {
+        let read = {
             let _reading = self.discovering.lock().await;
-            self.read_card().await.is_ok()
+            self.read_card_or_wait().await
         };
         self.first_read.send_replace(true);
-        ok
+        read.map(drop).map_err(|failed| failed.retry_after)
     }
 
     /// The card for a call: the one known, else read now.
@@ -319,22 +337,36 @@ async fn refresh_loop(agent: Weak<Remote>, stop: CancellationToken) {
         let Some(remote) = agent.upgrade() else {
             return;
         };
-        let ok = tokio::select! {
+        let refreshed = tokio::select! {
             _ = stop.cancelled() => return,
-            ok = remote.refresh() => ok,
+            refreshed = remote.refresh() => refreshed,
         };
         drop(remote);
-        let wait = if ok {
-            failures = 0;
-            REFRESH
-        } else {
-            failures = failures.saturating_add(1);
-            RETRY.backoff(failures - 1)
+        let wait = match refreshed {
+            Ok(()) => {
+                failures = 0;
+                REFRESH
+            }
+            Err(retry_after) => {
+                failures = failures.saturating_add(1);
+                retry_wait(failures - 1, retry_after)
+            }
         };
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+/// The wait before retrying a failed card read: the backoff, or longer if the agent's
+/// `Retry-After` asks for more (up to the policy's cap). Never shorter than the backoff: this loop
+/// runs for as long as Portico does, and `Retry-After: 0` must not make it spin.
+fn retry_wait(retry: u32, retry_after: Option<Duration>) -> Duration {
+    let backoff = RETRY.backoff(retry);
+    match retry_after {
+        Some(asked) => RETRY.delay(retry, Some(asked)).max(backoff),
+        None => backoff,
     }
 }
 
@@ -674,5 +706,91 @@ mod tests {
             .unwrap();
         let text = result.content[0]["text"].as_str().unwrap();
         assert!(text.contains("NOPE_TOKEN"), "{text}");
+    }
+
+    /// An agent whose card is refused once with 429 and `Retry-After: 1`, then served; each
+    /// request's path and arrival by the server's clock go to the returned channel.
+    async fn rate_limited_once() -> (
+        String,
+        tokio::sync::mpsc::UnboundedReceiver<(String, Instant)>,
+    ) {
+        use axum::http::{StatusCode, Uri, header};
+        use axum::response::IntoResponse;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let card = json!({
+            "name": "limited", "description": "Rate limited at first", "version": "1",
+            "supportedInterfaces": [{"url": format!("{base}/rpc"), "protocolBinding": "JSONRPC",
+                                     "protocolVersion": "1.0"}],
+            "capabilities": {"streaming": false},
+        });
+        let (arrived, arrivals) = tokio::sync::mpsc::unbounded_channel();
+        let served = Arc::new(AtomicU64::new(0));
+        let router = axum::Router::new().fallback(move |uri: Uri| {
+            let (arrived, served, card) = (arrived.clone(), served.clone(), card.clone());
+            async move {
+                arrived
+                    .send((uri.path().to_string(), Instant::now()))
+                    .unwrap();
+                if served.fetch_add(1, Ordering::SeqCst) == 0 {
+                    (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response()
+                } else {
+                    axum::Json(card).into_response()
+                }
+            }
+        });
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        (base, arrivals)
+    }
+
+    #[tokio::test]
+    async fn a_card_refresh_answered_429_waits_for_retry_after_before_asking_again() {
+        let (base, mut arrivals) = rate_limited_once().await;
+        let config = ExternalAgentConfig {
+            name: "limited".into(),
+            url: base,
+            headers: Default::default(),
+            timeout_secs: 20,
+            allow_private_network: true,
+        };
+        let agents = RemoteAgents::new(&[config], &|_| None);
+        agents.start();
+
+        let within = Duration::from_secs(20);
+        let (first_path, first_at) = tokio::time::timeout(within, arrivals.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let (second_path, second_at) = tokio::time::timeout(within, arrivals.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(first_path, crate::client::CARD_PATH);
+        assert_eq!(
+            second_path,
+            crate::client::CARD_PATH,
+            "after a 429 the same card is asked for again, not another path"
+        );
+        let gap = second_at - first_at;
+        assert!(gap >= Duration::from_secs(1), "asked again after {gap:?}");
+        // The second answer is read into the card (no sleep: the answer is already on its way).
+        tokio::time::timeout(within, async {
+            while agents.card("a2a_limited").is_none() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the card is read once the agent serves it");
+        assert!(arrivals.try_recv().is_err(), "two requests in all");
+    }
+
+    #[test]
+    fn a_retry_after_lengthens_the_card_retry_but_never_shortens_it() {
+        let asked = Duration::from_secs(120);
+        assert_eq!(retry_wait(0, Some(asked)), asked);
+        assert_eq!(retry_wait(0, Some(Duration::from_secs(3600))), REFRESH);
+        let wait = retry_wait(0, Some(Duration::ZERO));
+        assert!(wait >= RETRY.ceiling(0) / 2, "{wait:?}");
     }
 }

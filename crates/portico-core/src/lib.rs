@@ -2,11 +2,12 @@
 //! what a tool call answers (`ToolResult`, `CallError`), the contract of a tool source (`ToolSource`,
 //! with who is calling in `ToolContext`), so that the hub, the agents and the pipeline meet here
 //! without depending on each other; the relay contract ([`relay::Caller`]: how what an upstream sends
-//! during a call reaches the client whose call it is), the one retry schedule, and timestamps.
+//! during a call reaches the client whose call it is, and the typed sampling request an agent asks
+//! of its client), the one retry schedule, and timestamps.
 //!
 //! This crate is what every door and edge agrees on. It is deliberately free of sockets and processes,
 //! and of wire formats: MCP, A2A and HTTP live in edge crates, which convert to and from these types
-//! (the exception still being typed away: relayed payloads are the protocol's JSON, carried
+//! (the exception: what an upstream relays through Portico is the protocol's JSON, carried
 //! opaquely). Upstream definitions (a
 //! tool's schemas, annotations, icons, `_meta`) are carried as opaque JSON objects so that Portico
 //! passes them on unchanged without having to understand every field a future spec adds.

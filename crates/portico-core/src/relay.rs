@@ -5,13 +5,22 @@
 //! wraps its client in a [`Caller`], the hub passes it along with the call, and the upstream session
 //! hands it whatever the upstream sends for that call. What is relayed is named by [`RelayRequest`] and
 //! [`RelayNotification`]; payloads are the protocol's JSON, carried opaquely; only the doors and
-//! upstream sessions interpret them (and know the protocol's method names).
+//! upstream sessions interpret them (and know the protocol's method names). The one request Portico
+//! makes of a client itself, a model completion for an agent, is typed ([`Caller::sample`] with
+//! [`SamplingRequest`] and [`SamplingAnswer`]), so the agents never write the protocol's JSON.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::JsonObject;
+
+mod sampling;
+
+pub use sampling::{
+    SamplingAnswer, SamplingContent, SamplingError, SamplingMessage, SamplingRequest, SamplingRole,
+    SamplingTool, SamplingToolChoice, SamplingToolUse,
+};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -52,6 +61,12 @@ pub trait Caller: Send + Sync {
         request: RelayRequest,
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>>;
+    /// Asks the client's model for a completion (a [`RelayRequest::Sampling`] Portico makes itself,
+    /// for an agent); the caller writes the protocol's request and reads its answer.
+    fn sample<'a>(
+        &'a self,
+        request: SamplingRequest,
+    ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>>;
     /// Sends a notification to the client. Progress params carry no token: the caller adds the one its
     /// client asked for.
     fn notify<'a>(

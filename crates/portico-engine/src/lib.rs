@@ -26,10 +26,7 @@ use portico_store::{AuditWriter, Store};
 
 mod upstreams;
 
-/// Why a request through [`Upstreams`] got no answer: an unknown prompt or resource, a server not
-/// ready, or the upstream's own error. Re-exported so doors match on it without depending on the hub.
-pub use portico_hub::HubError;
-pub use upstreams::Upstreams;
+pub use upstreams::{Upstreams, UpstreamsError};
 
 /// The file the store lives in, inside the data dir.
 pub const STORE_FILE: &str = "portico.db";

@@ -7,6 +7,39 @@ use std::sync::Arc;
 
 use portico_core::{Catalog, CompletionRef, JsonObject, ServerStatus};
 use portico_hub::{Hub, HubError};
+
+/// Why a request through [`Upstreams`] got no answer, with the hub's message, which says what failed
+/// and what to do. Doors tell the kinds apart to choose their protocol's error without knowing the
+/// hub's own error type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamsError {
+    /// No prompt by that name in the catalog.
+    #[error("{0}")]
+    UnknownPrompt(String),
+    /// No resource at that URI in the catalog.
+    #[error("{0}")]
+    UnknownResource(String),
+    /// The upstream refused with a JSON-RPC error of its own, passed on with its code.
+    #[error("{message}")]
+    Remote { code: i32, message: String },
+    /// Anything else: the server is not ready, or the request timed out or failed on the way.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<HubError> for UpstreamsError {
+    fn from(error: HubError) -> Self {
+        let message = error.to_string();
+        match (&error, error.jsonrpc_code()) {
+            (HubError::UnknownPrompt { .. } | HubError::UnknownTool { .. }, _) => {
+                UpstreamsError::UnknownPrompt(message)
+            }
+            (HubError::UnknownResource { .. }, _) => UpstreamsError::UnknownResource(message),
+            (_, Some(code)) => UpstreamsError::Remote { code, message },
+            _ => UpstreamsError::Failed(message),
+        }
+    }
+}
 use tokio::sync::{broadcast, watch};
 
 /// A view of the hub without its tool calls. Cheap to clone.
@@ -61,8 +94,8 @@ impl Upstreams {
         &self,
         reference: &CompletionRef,
         request: JsonObject,
-    ) -> Result<JsonObject, HubError> {
-        self.hub.complete(reference, request).await
+    ) -> Result<JsonObject, UpstreamsError> {
+        Ok(self.hub.complete(reference, request).await?)
     }
 
     /// Forwards `logging/setLevel` to every ready upstream that logs.
@@ -71,12 +104,12 @@ impl Upstreams {
     }
 
     /// Subscribes to a resource at its upstream; changes arrive on [`Upstreams::resource_updates`].
-    pub async fn subscribe_resource(&self, uri: &str) -> Result<(), HubError> {
-        self.hub.subscribe_resource(uri).await
+    pub async fn subscribe_resource(&self, uri: &str) -> Result<(), UpstreamsError> {
+        Ok(self.hub.subscribe_resource(uri).await?)
     }
 
-    pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), HubError> {
-        self.hub.unsubscribe_resource(uri).await
+    pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), UpstreamsError> {
+        Ok(self.hub.unsubscribe_resource(uri).await?)
     }
 
     /// Exposed URIs of subscribed resources as their upstreams report changes.
@@ -88,11 +121,74 @@ impl Upstreams {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
-    ) -> Result<JsonObject, HubError> {
-        self.hub.get_prompt(name, arguments).await
+    ) -> Result<JsonObject, UpstreamsError> {
+        Ok(self.hub.get_prompt(name, arguments).await?)
     }
 
-    pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, HubError> {
-        self.hub.read_resource(uri).await
+    pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamsError> {
+        Ok(self.hub.read_resource(uri).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use portico_core::ServerState;
+    use portico_mcp::UpstreamError;
+
+    use super::*;
+
+    fn remote(code: Option<i32>) -> HubError {
+        HubError::Upstream(UpstreamError::Remote {
+            server: "s".into(),
+            what: "getting a prompt".into(),
+            code,
+            message: "bad argument".into(),
+        })
+    }
+
+    #[test]
+    fn hub_errors_keep_their_kind_and_message() {
+        let cases = [
+            (
+                HubError::UnknownPrompt { name: "p".into() },
+                UpstreamsError::UnknownPrompt("no prompt named `p`".into()),
+            ),
+            (
+                HubError::UnknownResource {
+                    uri: "x://y".into(),
+                },
+                UpstreamsError::UnknownResource(
+                    "no resource `x://y`: Portico resource URIs look like portico://SERVER/URI"
+                        .into(),
+                ),
+            ),
+            (
+                remote(Some(-32602)),
+                UpstreamsError::Remote {
+                    code: -32602,
+                    message: "server `s`: getting a prompt failed: bad argument".into(),
+                },
+            ),
+            (
+                remote(None),
+                UpstreamsError::Failed("server `s`: getting a prompt failed: bad argument".into()),
+            ),
+        ];
+        for (hub, expected) in cases {
+            let message = hub.to_string();
+            let error = UpstreamsError::from(hub);
+            assert_eq!(error, expected);
+            assert_eq!(error.to_string(), message);
+        }
+        let unavailable = HubError::Unavailable {
+            server: "s".into(),
+            state: ServerState::Connecting,
+            last_error: None,
+        };
+        let message = unavailable.to_string();
+        assert_eq!(
+            UpstreamsError::from(unavailable),
+            UpstreamsError::Failed(message)
+        );
     }
 }

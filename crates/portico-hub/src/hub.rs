@@ -50,6 +50,16 @@ pub enum HubError {
     Upstream(#[from] UpstreamError),
 }
 
+impl HubError {
+    /// The JSON-RPC error code the upstream answered with, when the upstream itself refused.
+    pub fn jsonrpc_code(&self) -> Option<i32> {
+        match self {
+            HubError::Upstream(UpstreamError::Remote { code, .. }) => *code,
+            _ => None,
+        }
+    }
+}
+
 /// What kind of failure it is for a tool call; the message stays the error's own.
 impl From<HubError> for CallError {
     fn from(error: HubError) -> Self {

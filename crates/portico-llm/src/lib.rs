@@ -7,8 +7,9 @@
 //! - [`OpenAiCompatible`]: Chat Completions, streamed, for OpenAI and the many servers that copy it
 //!   (Ollama, vLLM, llama.cpp, LM Studio, gateways);
 //! - [`Anthropic`]: the Messages API, streamed;
-//! - [`Sampling`]: completions delegated to the MCP client that called the agent
-//!   (`sampling/createMessage`, with tools as of MCP 2025-11-25);
+//! - [`Sampling`]: completions delegated to the MCP client that called the agent (MCP sampling,
+//!   with tools as of MCP 2025-11-25), asked as `portico_core`'s typed sampling request through the
+//!   calling client's `Caller`; the MCP edge writes the protocol's JSON;
 //! - [`Scripted`]: a deterministic driver for tests, demos and protocol test kits.
 //!
 //! The HTTP drivers always stream, forward text fragments as they arrive, retry what is safe to retry

@@ -1,18 +1,21 @@
-//! Completions by the MCP client that called the agent (`sampling/createMessage`): the user's own
-//! model, chosen and paid for by their client, with no key in Portico.
+//! Completions by the MCP client that called the agent (MCP sampling): the user's own model, chosen
+//! and paid for by their client, with no key in Portico. The conversation goes to the client as a
+//! `portico_core` [`SamplingRequest`] through its [`Caller`]; the MCP edge writes the protocol's JSON.
 
 use std::sync::Arc;
 
-use portico_core::relay::{BoxFuture, Caller, RelayRequest};
-use serde_json::{Value, json};
-
-use crate::openai::{json_f32, object_schema};
+use crate::LlmError;
+use crate::openai::object_schema;
 use crate::types::{
-    ChatMessage, ChatRequest, EventSink, ModelDriver, ModelTurn, StreamEvent, ToolCall, excerpt,
+    ChatMessage, ChatRequest, EventSink, ModelDriver, ModelTurn, StreamEvent, ToolCall,
 };
-use crate::{JsonObject, LlmError};
+use portico_core::call::text_block;
+use portico_core::relay::{
+    BoxFuture, Caller, RelayRequest, SamplingAnswer, SamplingContent, SamplingMessage,
+    SamplingRequest, SamplingRole, SamplingTool, SamplingToolChoice, SamplingToolUse,
+};
 
-/// `maxTokens` is required by sampling; this is used when the request does not say.
+/// Sampling requires a token limit; this is used when the request does not say.
 pub const DEFAULT_SAMPLING_MAX_TOKENS: u32 = 1024;
 
 /// A model reached through the calling client.
@@ -46,15 +49,14 @@ impl Sampling {
                     .to_owned(),
             });
         }
-        let params = request_params(request);
-        let result = self
+        let answer = self
             .caller
-            .request(RelayRequest::Sampling, params)
+            .sample(sampling_request(request))
             .await
             .map_err(|e| LlmError::Sampling {
-                detail: format!("the client answered error {}: {}", e.code, e.message),
+                detail: e.to_string(),
             })?;
-        let turn = parse_result(&result)?;
+        let turn = model_turn(answer);
         if !turn.text.is_empty() {
             // The client answers in one piece; streaming consumers still get the text as a delta.
             events(StreamEvent::TextDelta(turn.text.clone()));
@@ -77,35 +79,32 @@ impl ModelDriver for Sampling {
     }
 }
 
-/// `sampling/createMessage` params in the MCP 2025-11-25 shape (sampling with tools).
-pub(crate) fn request_params(request: &ChatRequest) -> JsonObject {
-    let mut messages: Vec<Value> = Vec::new();
+/// The conversation as a sampling request (sampling with tools). All results of one round go in
+/// one user message, which (per the spec) holds nothing but tool results.
+fn sampling_request(request: &ChatRequest) -> SamplingRequest {
+    let mut messages: Vec<SamplingMessage> = Vec::new();
     for message in &request.messages {
         match message {
-            ChatMessage::User { text, .. } => messages.push(json!({
-                "role": "user",
-                "content": {"type": "text", "text": text},
-            })),
-            ChatMessage::Assistant { text, tool_calls } if tool_calls.is_empty() => {
-                messages.push(json!({
-                    "role": "assistant",
-                    "content": {"type": "text", "text": text},
-                }));
-            }
+            ChatMessage::User { text, .. } => messages.push(SamplingMessage {
+                role: SamplingRole::User,
+                content: vec![SamplingContent::Text(text.clone())],
+            }),
             ChatMessage::Assistant { text, tool_calls } => {
                 let mut content = Vec::new();
-                if !text.is_empty() {
-                    content.push(json!({"type": "text", "text": text}));
+                if !text.is_empty() || tool_calls.is_empty() {
+                    content.push(SamplingContent::Text(text.clone()));
                 }
                 content.extend(tool_calls.iter().map(|call| {
-                    json!({
-                        "type": "tool_use",
-                        "id": call.id,
-                        "name": call.name,
-                        "input": call.arguments,
+                    SamplingContent::ToolUse(SamplingToolUse {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        input: call.arguments.clone(),
                     })
                 }));
-                messages.push(json!({"role": "assistant", "content": content}));
+                messages.push(SamplingMessage {
+                    role: SamplingRole::Assistant,
+                    content,
+                });
             }
             ChatMessage::Tool {
                 call_id,
@@ -113,126 +112,69 @@ pub(crate) fn request_params(request: &ChatRequest) -> JsonObject {
                 is_error,
                 ..
             } => {
-                let block = json!({
-                    "type": "tool_result",
-                    "toolUseId": call_id,
-                    "content": [{"type": "text", "text": text}],
-                    "isError": is_error,
-                });
-                // All results of one round go in one user message, which (per the spec) holds
-                // nothing but tool results.
+                let result = SamplingContent::ToolResult {
+                    tool_use_id: call_id.clone(),
+                    content: vec![text_block(text.as_str())],
+                    is_error: *is_error,
+                };
                 match messages.last_mut() {
-                    Some(last) if is_tool_result_message(last) => {
-                        if let Some(content) = last["content"].as_array_mut() {
-                            content.push(block);
-                        }
-                    }
-                    _ => messages.push(json!({"role": "user", "content": [block]})),
+                    Some(last) if is_tool_result_message(last) => last.content.push(result),
+                    _ => messages.push(SamplingMessage {
+                        role: SamplingRole::User,
+                        content: vec![result],
+                    }),
                 }
             }
         }
     }
-    let mut params = JsonObject::new();
-    params.insert("messages".into(), Value::Array(messages));
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        params.insert("systemPrompt".into(), json!(system));
-    }
-    params.insert(
-        "maxTokens".into(),
-        json!(request.max_tokens.unwrap_or(DEFAULT_SAMPLING_MAX_TOKENS)),
-    );
-    if let Some(t) = request.temperature {
-        params.insert("temperature".into(), json_f32(t));
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name,
-                    "description": tool.description,
-                    "inputSchema": object_schema(&tool.input_schema),
-                })
-            })
-            .collect();
-        params.insert("tools".into(), Value::Array(tools));
-        params.insert("toolChoice".into(), json!({"mode": "auto"}));
-    }
-    params
-}
-
-fn is_tool_result_message(message: &Value) -> bool {
-    message["role"] == "user"
-        && message["content"]
-            .as_array()
-            .is_some_and(|blocks| blocks.first().is_some_and(|b| b["type"] == "tool_result"))
-}
-
-/// Reads a `CreateMessageResult`: `content` is one block or (with tools) an array of them.
-pub(crate) fn parse_result(result: &JsonObject) -> Result<ModelTurn, LlmError> {
-    let blocks: Vec<&Value> = match result.get("content") {
-        Some(Value::Array(blocks)) => blocks.iter().collect(),
-        Some(block @ Value::Object(_)) => vec![block],
-        _ => {
-            return Err(LlmError::Sampling {
-                detail: format!(
-                    "the client's result has no content: {}",
-                    excerpt(&Value::Object(result.clone()).to_string(), 300)
-                ),
-            });
-        }
-    };
-    let mut turn = ModelTurn {
-        stop_reason: result
-            .get("stopReason")
-            .and_then(Value::as_str)
+    let tools: Vec<SamplingTool> = request
+        .tools
+        .iter()
+        .map(|tool| SamplingTool {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            input_schema: object_schema(&tool.input_schema)
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        })
+        .collect();
+    SamplingRequest {
+        messages,
+        system_prompt: request
+            .system
+            .as_deref()
+            .filter(|s| !s.is_empty())
             .map(str::to_owned),
-        ..ModelTurn::default()
-    };
-    for block in blocks {
-        match block["type"].as_str() {
-            Some("text") => turn
-                .text
-                .push_str(block["text"].as_str().unwrap_or_default()),
-            Some("tool_use") => {
-                let name = block["name"].as_str().unwrap_or_default();
-                if name.is_empty() {
-                    return Err(LlmError::Sampling {
-                        detail: "the client's result has a tool_use block without a name"
-                            .to_owned(),
-                    });
-                }
-                let arguments = match &block["input"] {
-                    Value::Object(map) => map.clone(),
-                    Value::Null => JsonObject::new(),
-                    other => {
-                        return Err(LlmError::Sampling {
-                            detail: format!(
-                                "the client's tool_use block for {name:?} has a non-object input: {}",
-                                excerpt(&other.to_string(), 200)
-                            ),
-                        });
-                    }
-                };
-                // The id links the result back to the call; a client that leaves it out still
-                // gets distinct ones.
-                let id = match block["id"].as_str().filter(|id| !id.is_empty()) {
-                    Some(id) => id.to_owned(),
-                    None => format!("call_{}", turn.tool_calls.len() + 1),
-                };
-                turn.tool_calls.push(ToolCall {
-                    id,
-                    name: name.to_owned(),
-                    arguments,
-                });
-            }
-            // Images and audio have no place in a text agent's turn.
-            other => tracing::debug!(
-                block_type = other.unwrap_or("(none)"),
-                "ignoring a sampling result block"
-            ),
-        }
+        max_tokens: request.max_tokens.unwrap_or(DEFAULT_SAMPLING_MAX_TOKENS),
+        temperature: request.temperature,
+        tool_choice: (!tools.is_empty()).then_some(SamplingToolChoice::Auto),
+        tools,
     }
-    Ok(turn)
+}
+
+fn is_tool_result_message(message: &SamplingMessage) -> bool {
+    message.role == SamplingRole::User
+        && matches!(
+            message.content.first(),
+            Some(SamplingContent::ToolResult { .. })
+        )
+}
+
+/// The client's answer as a model turn.
+fn model_turn(answer: SamplingAnswer) -> ModelTurn {
+    ModelTurn {
+        text: answer.text,
+        tool_calls: answer
+            .tool_uses
+            .into_iter()
+            .map(|call| ToolCall {
+                id: call.id,
+                name: call.name,
+                arguments: call.input,
+            })
+            .collect(),
+        stop_reason: answer.stop_reason,
+        ..ModelTurn::default()
+    }
 }

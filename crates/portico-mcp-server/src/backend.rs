@@ -6,7 +6,7 @@ use portico_core::relay::CallContext;
 use portico_core::{
     CatalogPrompt, CatalogResource, CatalogResourceTemplate, CompletionRef, JsonObject, ToolResult,
 };
-use portico_engine::{Engine, HubError, Upstreams};
+use portico_engine::{Engine, Upstreams, UpstreamsError};
 use portico_mcp::{Upstream, UpstreamError};
 use portico_pipeline::{PipelineError, ToolContext};
 use tokio::sync::{broadcast, watch};
@@ -37,7 +37,7 @@ pub struct DaemonLink {
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     #[error(transparent)]
-    Hub(#[from] HubError),
+    Upstreams(#[from] UpstreamsError),
     #[error(transparent)]
     Daemon(#[from] UpstreamError),
     #[error(transparent)]
@@ -46,18 +46,16 @@ pub enum BackendError {
 
 impl BackendError {
     pub fn is_unknown_tool(&self) -> bool {
-        matches!(self, BackendError::Hub(HubError::UnknownTool { .. }))
-            || matches!(
-                self,
-                BackendError::Pipeline(PipelineError::UnknownTool { .. })
-            )
-            || matches!(
-                self,
-                BackendError::Daemon(UpstreamError::Remote {
-                    code: Some(-32602),
-                    ..
-                })
-            )
+        matches!(
+            self,
+            BackendError::Pipeline(PipelineError::UnknownTool { .. })
+        ) || matches!(
+            self,
+            BackendError::Daemon(UpstreamError::Remote {
+                code: Some(-32602),
+                ..
+            })
+        )
     }
 }
 

@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use portico_core::JsonObject;
-use portico_engine::HubError;
+use portico_engine::UpstreamsError;
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
@@ -450,21 +450,20 @@ fn from_object<T: DeserializeOwned>(what: &str, object: JsonObject) -> Result<T,
 
 fn backend_error(error: BackendError) -> McpError {
     match &error {
-        BackendError::Hub(HubError::UnknownTool { .. } | HubError::UnknownPrompt { .. })
+        BackendError::Upstreams(UpstreamsError::UnknownPrompt(_))
         | BackendError::Pipeline(portico_pipeline::PipelineError::UnknownTool { .. }) => {
             McpError::invalid_params(error.to_string(), None)
         }
-        BackendError::Hub(HubError::UnknownResource { .. }) => {
+        BackendError::Upstreams(UpstreamsError::UnknownResource(_)) => {
             McpError::resource_not_found(error.to_string(), None)
         }
         // The upstream's own JSON-RPC error passes through with its code.
         BackendError::Daemon(portico_mcp::UpstreamError::Remote {
             code: Some(code), ..
         })
-        | BackendError::Hub(HubError::Upstream(portico_mcp::UpstreamError::Remote {
-            code: Some(code),
-            ..
-        })) => McpError::new(rmcp::model::ErrorCode(*code), error.to_string(), None),
+        | BackendError::Upstreams(UpstreamsError::Remote { code, .. }) => {
+            McpError::new(rmcp::model::ErrorCode(*code), error.to_string(), None)
+        }
         _ => McpError::internal_error(error.to_string(), None),
     }
 }

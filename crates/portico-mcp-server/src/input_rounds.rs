@@ -26,8 +26,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use portico_core::JsonObject;
-use portico_core::relay::{BoxFuture, Caller, RelayError, RelayNotification, RelayRequest};
-use portico_mcp::request_method;
+use portico_core::relay::{
+    BoxFuture, Caller, RelayError, RelayNotification, RelayRequest, SamplingAnswer, SamplingError,
+    SamplingRequest,
+};
+use portico_mcp::{request_method, sample_through};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, InputRequest, InputRequiredResult, InputResponses};
 use serde_json::{Value, json};
@@ -396,6 +399,14 @@ impl Caller for InputRoundsCaller {
         })
     }
 
+    /// A model completion becomes an input round like any other request.
+    fn sample<'a>(
+        &'a self,
+        request: SamplingRequest,
+    ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>> {
+        sample_through(self, request)
+    }
+
     fn notify<'a>(
         &'a self,
         notification: RelayNotification,
@@ -427,6 +438,12 @@ mod tests {
             _: RelayRequest,
             _: JsonObject,
         ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
+            Box::pin(async { unreachable!("input rounds never reach the inner caller's requests") })
+        }
+        fn sample<'a>(
+            &'a self,
+            _: SamplingRequest,
+        ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>> {
             Box::pin(async { unreachable!("input rounds never reach the inner caller's requests") })
         }
         fn notify<'a>(&'a self, _: RelayNotification, _: JsonObject) -> BoxFuture<'a, ()> {

@@ -4,9 +4,12 @@
 // earlier era use them, and relaying them is the point of this module.
 #![allow(deprecated)]
 
-use portico_core::relay::{BoxFuture, Caller, RelayError, RelayNotification, RelayRequest};
+use portico_core::relay::{
+    BoxFuture, Caller, RelayError, RelayNotification, RelayRequest, SamplingAnswer, SamplingError,
+    SamplingRequest,
+};
 use portico_core::{JsonObject, to_object};
-use portico_mcp::{notification_method, request_method};
+use portico_mcp::{notification_method, request_method, sample_through};
 use rmcp::model::{
     CreateMessageRequestParams, ElicitRequestParams, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken,
@@ -91,6 +94,13 @@ impl Caller for DownstreamCaller {
                 }
             }
         })
+    }
+
+    fn sample<'a>(
+        &'a self,
+        request: SamplingRequest,
+    ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>> {
+        sample_through(self, request)
     }
 
     fn notify<'a>(

@@ -377,7 +377,7 @@ impl ClientHandler for PorticoClient {
 
 #[cfg(test)]
 mod tests {
-    use portico_core::relay::BoxFuture;
+    use portico_core::relay::{BoxFuture, SamplingAnswer, SamplingError, SamplingRequest};
     use rmcp::model::NumberOrString;
 
     use super::*;
@@ -416,6 +416,13 @@ mod tests {
                     self.name.into(),
                 )]))
             })
+        }
+
+        fn sample<'a>(
+            &'a self,
+            request: SamplingRequest,
+        ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>> {
+            crate::sample_through(self, request)
         }
 
         fn notify<'a>(

@@ -14,11 +14,13 @@ pub mod legacy_sse;
 mod methods;
 mod ordering;
 mod results;
+mod sampling;
 mod stdio;
 mod upstream;
 
 pub use client_handler::UpstreamEvent;
 pub use methods::{notification_method, request_method};
 pub use results::{tool_result_from_object, tool_result_into_object};
+pub use sampling::{sample_through, sampling_answer, sampling_params};
 pub use stdio::{StopGrace, reap_dropped_children};
 pub use upstream::{HandshakeInfo, Upstream, UpstreamError, UpstreamExit};

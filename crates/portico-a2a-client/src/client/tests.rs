@@ -706,3 +706,107 @@ async fn a_card_redirected_to_another_origin_gets_no_configured_headers() {
         "{error}"
     );
 }
+
+/// When each GetTask reached the server, by the server's own clock.
+type Arrivals = Arc<Mutex<Vec<std::time::Instant>>>;
+
+/// An agent without streaming whose first GetTask is refused with `status` and `Retry-After: 1`;
+/// the next one finds the task completed.
+async fn refusing_the_first_poll(status: StatusCode) -> (String, Arrivals) {
+    let arrivals: Arrivals = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let card = v1_card(&base, false);
+    let seen = arrivals.clone();
+    let rpc = move |body: String| {
+        let seen = seen.clone();
+        async move {
+            let request: Value = serde_json::from_str(&body).unwrap();
+            let reply = |result: Value| {
+                axum::Json(json!({"jsonrpc": "2.0", "id": request["id"], "result": result}))
+                    .into_response()
+            };
+            match request["method"].as_str().unwrap() {
+                "SendMessage" => reply(json!({"task": task("t1", "TASK_STATE_SUBMITTED", None)})),
+                "GetTask" => {
+                    let polls = {
+                        let mut seen = seen.lock().unwrap();
+                        seen.push(std::time::Instant::now());
+                        seen.len()
+                    };
+                    if polls == 1 {
+                        (status, [(header::RETRY_AFTER, "1")], "slow down").into_response()
+                    } else {
+                        reply(task("t1", "TASK_STATE_COMPLETED", Some("done")))
+                    }
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+    };
+    let router = Router::new()
+        .route(CARD_PATH, get(move || async move { axum::Json(card) }))
+        .route("/rpc", post(rpc));
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (base, arrivals)
+}
+
+async fn a_poll_refused_with_retry_after_is_retried_after_it(status: StatusCode) {
+    let (base, arrivals) = refusing_the_first_poll(status).await;
+    let client = client(&[]);
+    let card = client.discover(&base).await.unwrap();
+
+    let outcome = client
+        .send(&card, &SendRequest::new("hello"), &|_| {})
+        .await
+        .unwrap();
+
+    assert_eq!(outcome.state, "TASK_STATE_COMPLETED");
+    assert_eq!(outcome.text, "done");
+    let arrivals = arrivals.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), 2, "the refused poll, then one retry");
+    let gap = arrivals[1] - arrivals[0];
+    assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
+}
+
+#[tokio::test]
+async fn a_poll_answered_429_waits_for_retry_after_and_goes_on() {
+    a_poll_refused_with_retry_after_is_retried_after_it(StatusCode::TOO_MANY_REQUESTS).await;
+}
+
+#[tokio::test]
+async fn a_poll_answered_503_waits_for_retry_after_and_goes_on() {
+    a_poll_refused_with_retry_after_is_retried_after_it(StatusCode::SERVICE_UNAVAILABLE).await;
+}
+
+#[tokio::test]
+async fn a_poll_failing_for_good_ends_the_send_with_the_status() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let card = v1_card(&base, false);
+    let rpc = |body: String| async move {
+        let request: Value = serde_json::from_str(&body).unwrap();
+        match request["method"].as_str().unwrap() {
+            "SendMessage" => axum::Json(json!({"jsonrpc": "2.0", "id": request["id"],
+                "result": {"task": task("t1", "TASK_STATE_SUBMITTED", None)}}))
+            .into_response(),
+            _ => (StatusCode::FORBIDDEN, "no").into_response(),
+        }
+    };
+    let router = Router::new()
+        .route(CARD_PATH, get(move || async move { axum::Json(card) }))
+        .route("/rpc", post(rpc));
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let client = client(&[]);
+    let card = client.discover(&base).await.unwrap();
+
+    let error = client
+        .send(&card, &SendRequest::new("hello"), &|_| {})
+        .await
+        .unwrap_err();
+
+    assert!(
+        matches!(&error, ClientError::Status { status: 403, .. }),
+        "a 403 is not retried: {error:?}"
+    );
+}

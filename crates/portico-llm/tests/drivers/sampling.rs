@@ -1,6 +1,9 @@
 use std::sync::{Arc, Mutex};
 
-use portico_core::relay::{BoxFuture, Caller, RelayError, RelayNotification, RelayRequest};
+use portico_core::relay::{
+    BoxFuture, Caller, RelayError, RelayNotification, RelayRequest, SamplingAnswer, SamplingError,
+    SamplingRequest,
+};
 use portico_llm::{
     ChatMessage, ChatRequest, JsonObject, LlmError, ModelDriver, Sampling, StreamEvent, ToolCall,
     ToolSpec, Usage,
@@ -39,6 +42,15 @@ impl Caller for FakeCaller {
         self.asked.lock().unwrap().push((request, params));
         let answer = self.answer.clone().map(|v| v.as_object().unwrap().clone());
         Box::pin(async move { answer })
+    }
+
+    /// As the MCP edge's callers do: the request written as protocol JSON, which is what the
+    /// tests read, and the canned JSON answer read back.
+    fn sample<'a>(
+        &'a self,
+        request: SamplingRequest,
+    ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>> {
+        portico_mcp::sample_through(self, request)
     }
 
     fn notify<'a>(
