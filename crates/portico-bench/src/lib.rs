@@ -124,8 +124,9 @@ impl ServerHandler for ProxyServer {
         // A fresh request, as any gateway makes: the client's `_meta` is its own, not the upstream's.
         let mut forwarded = CallToolRequestParams::new(request.name);
         forwarded.arguments = request.arguments;
-        self.upstream
-            .call_tool_once(forwarded)
+        // Boxed, as Portico boxes its own: rmcp's request future is kilobytes, and unboxed it makes
+        // every future holding a call (and each task rmcp spawns per request) as large, and copied.
+        Box::pin(self.upstream.call_tool_once(forwarded))
             .await
             .map_err(|e| McpError::internal_error(format!("upstream: {e}"), None))
     }
