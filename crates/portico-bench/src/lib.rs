@@ -91,15 +91,14 @@ impl ProxyServer {
     {
         use rmcp::model::ProtocolVersion;
         use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
-        ()
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Auto {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
-                },
-            )
-            .await
+        ().serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            },
+        )
+        .await
     }
 }
 
@@ -113,7 +112,9 @@ impl ServerHandler for ProxyServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(vec![EchoServer::echo_tool()]))
+        Ok(ListToolsResult::with_all_items(vec![
+            EchoServer::echo_tool(),
+        ]))
     }
 
     async fn call_tool(

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use portico_bench::{EchoServer, ProxyServer};
 use portico_bench::load::{self, Call, SseSession, StdioSession};
+use portico_bench::{EchoServer, ProxyServer};
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
 /// The same allocator as the `portico` binary, so that the baselines and the embedded Portico differ
 /// only in what they do, not in how they allocate.
@@ -54,7 +54,11 @@ enum Command {
         #[arg(long)]
         json_response: bool,
         /// The upstream's Streamable HTTP endpoint.
-        #[arg(long, conflicts_with = "upstream_stdio", required_unless_present = "upstream_stdio")]
+        #[arg(
+            long,
+            conflicts_with = "upstream_stdio",
+            required_unless_present = "upstream_stdio"
+        )]
         upstream_url: Option<String>,
         /// Start the upstream as a child and speak MCP over its stdio: the command follows `--`.
         #[arg(long, requires = "command")]
@@ -221,8 +225,8 @@ async fn serve_proxy(
             };
             let mut child = tokio::process::Command::new(program);
             child.args(args);
-            let transport = TokioChildProcess::new(child)
-                .with_context(|| format!("starting {program}"))?;
+            let transport =
+                TokioChildProcess::new(child).with_context(|| format!("starting {program}"))?;
             if let Some(pid) = transport.id() {
                 println!("upstream pid {pid}");
             }

@@ -69,7 +69,12 @@ pub struct CatalogTool {
 
 impl CatalogTool {
     /// A tool exposed as `name`, with the upstream's `definition`.
-    pub fn new(name: String, server: String, upstream_name: String, definition: JsonObject) -> Self {
+    pub fn new(
+        name: String,
+        server: String,
+        upstream_name: String,
+        definition: JsonObject,
+    ) -> Self {
         let mut exposed = definition.clone();
         exposed.insert("name".into(), name.clone().into());
         CatalogTool {
