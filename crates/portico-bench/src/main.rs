@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use portico_bench::EchoServer;
 use portico_bench::load::{self, Call, SseSession, StdioSession};
+use portico_bench::{EchoServer, ProxyServer};
 use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
 /// The same allocator as the `portico` binary, so that the baselines and the embedded Portico differ
 /// only in what they do, not in how they allocate.
@@ -39,6 +41,30 @@ enum Command {
         /// Portico's /mcp does: the like-for-like baseline for that era.
         #[arg(long)]
         json_response: bool,
+    },
+    /// The thinnest gateway rmcp can build, for the "rmcp proxy, same upstream" baseline: a bare
+    /// rmcp Streamable HTTP server (the settings of `serve-http`, TCP_NODELAY on) whose one `echo`
+    /// tool forwards each call through one rmcp client to an upstream, over rmcp's Streamable HTTP
+    /// client (`--upstream-url`) or its child-process transport (`--upstream-stdio -- CMD...`).
+    /// Prints `upstream pid PID` for a stdio upstream, then `listening on ADDRESS` once bound.
+    ServeProxy {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        /// As for `serve-http`: plain stateless calls answered with one JSON body.
+        #[arg(long)]
+        json_response: bool,
+        /// The upstream's Streamable HTTP endpoint.
+        #[arg(
+            long,
+            conflicts_with = "upstream_stdio",
+            required_unless_present = "upstream_stdio"
+        )]
+        upstream_url: Option<String>,
+        /// Start the upstream as a child and speak MCP over its stdio: the command follows `--`.
+        #[arg(long, requires = "command")]
+        upstream_stdio: bool,
+        #[arg(last = true)]
+        command: Vec<String>,
     },
     /// Portico's HTTP door exactly as `portico serve` runs it, with one embedded host tool, `echo`
     /// (the same trivial tool the bare server has), registered through the embedding API. Prints
@@ -134,6 +160,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             listen,
             json_response,
         } => serve_http(listen, json_response).await?,
+        Command::ServeProxy {
+            listen,
+            json_response,
+            upstream_url,
+            upstream_stdio: _,
+            command,
+        } => serve_proxy(listen, json_response, upstream_url, command).await?,
         Command::ServePortico {
             config,
             no_audit,
@@ -183,22 +216,54 @@ async fn run(command: Command) -> anyhow::Result<()> {
 }
 
 async fn serve_http(listen: SocketAddr, json_response: bool) -> anyhow::Result<()> {
-    serve_bare_door(listen, json_response, || EchoServer).await
+    serve_streamable(listen, json_response, || Ok(EchoServer)).await
 }
 
-/// `server` at /mcp through rmcp's Streamable HTTP service and nothing else, TCP_NODELAY on. Prints
-/// `listening on ADDRESS` once bound.
-async fn serve_bare_door<S, F>(
+async fn serve_proxy(
     listen: SocketAddr,
     json_response: bool,
-    server: F,
-) -> anyhow::Result<()>
-where
-    S: rmcp::ServerHandler,
-    F: Fn() -> S + Send + Sync + 'static,
-{
+    upstream_url: Option<String>,
+    command: Vec<String>,
+) -> anyhow::Result<()> {
+    let client = match upstream_url {
+        Some(url) => {
+            let http = reqwest::Client::builder().no_proxy().build()?;
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            ProxyServer::connect(StreamableHttpClientTransport::with_client(http, config))
+                .await
+                .with_context(|| format!("connecting to {url}"))?
+        }
+        None => {
+            let Some((program, args)) = command.split_first() else {
+                bail!("--upstream-stdio needs the upstream's command after --");
+            };
+            let mut child = tokio::process::Command::new(program);
+            child.args(args);
+            let transport =
+                TokioChildProcess::new(child).with_context(|| format!("starting {program}"))?;
+            if let Some(pid) = transport.id() {
+                println!("upstream pid {pid}");
+            }
+            ProxyServer::connect(transport)
+                .await
+                .with_context(|| format!("connecting to {program}"))?
+        }
+    };
+    let proxy = ProxyServer::new(client.peer().clone());
+    let served = serve_streamable(listen, json_response, move || Ok(proxy.clone()));
+    tokio::select! {
+        served = served => served,
+        quit = client.waiting() => bail!("the upstream session ended: {quit:?}"),
+    }
+}
+
+async fn serve_streamable<S: rmcp::ServerHandler + Send + 'static>(
+    listen: SocketAddr,
+    json_response: bool,
+    make: impl Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
     let service = StreamableHttpService::new(
-        move || Ok(server()),
+        make,
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default().with_json_response(json_response),
     );
@@ -259,7 +324,7 @@ async fn serve_portico(
     engine.upstreams().wait_settled().await;
     if bare_door {
         let listen = door.listen;
-        let bare = serve_bare_door(listen, true, move || server.for_session());
+        let bare = serve_streamable(listen, true, move || Ok(server.for_session()));
         tokio::select! {
             served = bare => served?,
             _ = tokio::signal::ctrl_c() => {}

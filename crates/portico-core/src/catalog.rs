@@ -2,6 +2,7 @@
 //! collision-free exposed names, with an exact reverse map for routing.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::JsonObject;
 use crate::naming::{
@@ -61,18 +62,42 @@ pub struct CatalogTool {
     pub upstream_name: String,
     /// The upstream's definition, verbatim (its `name` is the upstream name).
     pub definition: JsonObject,
+    /// [`CatalogTool::exposed_definition`], made once with the catalog: every call looks its tool up,
+    /// and copying the definition each time cost more than the lookup.
+    exposed: Arc<JsonObject>,
 }
 
 impl CatalogTool {
+    /// A tool exposed as `name`, with the upstream's `definition`.
+    pub fn new(
+        name: String,
+        server: String,
+        upstream_name: String,
+        definition: JsonObject,
+    ) -> Self {
+        let mut exposed = definition.clone();
+        exposed.insert("name".into(), name.clone().into());
+        CatalogTool {
+            name,
+            server,
+            upstream_name,
+            definition,
+            exposed: Arc::new(exposed),
+        }
+    }
+
+    /// [`CatalogTool::exposed_definition`], shared rather than copied.
+    pub fn exposed(&self) -> Arc<JsonObject> {
+        self.exposed.clone()
+    }
+
     /// The definition as clients and models see it: unchanged but for the exposed name. The one key
     /// the catalog writes: every tool vocabulary Portico serves (MCP, the model providers' tool lists,
     /// `portico tools --json`) names a tool by `name`, and the exposed name is the catalog's own
     /// decision. Prompts', resources' and templates' exposed definitions are MCP's alone, so the MCP
     /// server edge writes those.
     pub fn exposed_definition(&self) -> JsonObject {
-        let mut definition = self.definition.clone();
-        definition.insert("name".into(), self.name.clone().into());
-        definition
+        (*self.exposed).clone()
     }
 }
 
@@ -186,12 +211,12 @@ impl Catalog {
                     continue;
                 };
                 tool_index.insert(name.clone(), tools.len());
-                tools.push(CatalogTool {
+                tools.push(CatalogTool::new(
                     name,
-                    server: server.server.clone(),
-                    upstream_name: tool.name.clone(),
-                    definition: tool.definition.clone(),
-                });
+                    server.server.clone(),
+                    tool.name.clone(),
+                    tool.definition.clone(),
+                ));
             }
         }
 

@@ -1,6 +1,5 @@
 //! The hub's aggregated upstream catalog as a tool source of the call pipeline (`mcp_*` tools).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use portico_core::context::ToolContext;
@@ -35,7 +34,7 @@ impl HubTools {
 fn entry(tool: &portico_core::CatalogTool, generation: u64) -> ToolEntry {
     ToolEntry {
         name: tool.name.clone(),
-        definition: Arc::new(tool.exposed_definition()),
+        definition: tool.exposed(),
         trust: Trust::Untrusted,
         sensitive: false,
         timeout: None,

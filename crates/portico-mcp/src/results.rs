@@ -28,6 +28,22 @@ pub fn tool_result_from_object(mut object: JsonObject) -> ToolResult {
     }
 }
 
+/// rmcp's `CallToolResult` as a [`ToolResult`], moving its fields: only the content blocks, typed by
+/// rmcp, are written out as JSON (each block whole). The same value [`tool_result_from_object`] makes
+/// of the result's JSON, without building that JSON first; `resultType` is dropped as there.
+pub fn tool_result_from_rmcp(result: rmcp::model::CallToolResult) -> ToolResult {
+    ToolResult {
+        content: result
+            .content
+            .iter()
+            .map(|block| serde_json::to_value(block).unwrap_or_default())
+            .collect(),
+        structured_content: result.structured_content,
+        is_error: result.is_error,
+        meta: result.meta.map(|meta| meta.0),
+    }
+}
+
 /// A [`ToolResult`] as a `CallToolResult` object, in the order rmcp writes one: `content`,
 /// `structuredContent`, `isError`, `_meta`.
 pub fn tool_result_into_object(result: ToolResult) -> JsonObject {
@@ -66,6 +82,30 @@ mod tests {
         assert_eq!(result.is_error, Some(false));
         let back = Value::Object(tool_result_into_object(result));
         assert_eq!(back.to_string(), wire.to_string());
+    }
+
+    #[test]
+    fn rmcp_results_convert_as_their_json_does() {
+        for wire in [
+            json!({
+                "content": [{"type": "text", "text": "hi"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+                "structuredContent": null,
+                "isError": false,
+                "_meta": {"vendor/x": 1},
+            }),
+            json!({"content": [{"type": "text", "text": "hi"}], "structuredContent": {"n": 1}}),
+            json!({"content": [], "isError": true}),
+        ] {
+            let typed: rmcp::model::CallToolResult = serde_json::from_value(wire.clone()).unwrap();
+            let Value::Object(object) = serde_json::to_value(&typed).unwrap() else {
+                unreachable!()
+            };
+            assert_eq!(
+                tool_result_from_rmcp(typed),
+                tool_result_from_object(object),
+                "{wire}"
+            );
+        }
     }
 
     #[test]

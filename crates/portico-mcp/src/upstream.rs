@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::ordering::ProgressInOrder;
-use crate::results::tool_result_from_object;
+use crate::results::tool_result_from_rmcp;
 use crate::stdio::StopGrace;
 use crate::{legacy_sse, stdio};
 use portico_core::relay::{CallContext, RelayRequest};
@@ -155,6 +155,10 @@ pub struct Upstream {
     stop: CancellationToken,
 }
 
+/// Names a request in the errors it may end with; called only to write one, so a call that succeeds
+/// formats nothing.
+type What<'a> = dyn Fn() -> String + Sync + 'a;
+
 /// How many `input_required` rounds one call may take before Portico gives up on it.
 const MAX_INPUT_ROUNDS: usize = 10;
 
@@ -222,7 +226,7 @@ impl Upstream {
                 let client = safe_client(config, url, headers)?;
                 let url = check_url(server, &client, url)?;
                 let headers = expand_headers(server, headers)?;
-                let transport = streamable_transport(&client, &url, &headers)?;
+                let transport = streamable_transport(&client, &url, &headers, config)?;
                 let service = handler()
                     .serve_with_lifecycle(
                         ProgressInOrder::new(transport, server, &active),
@@ -245,7 +249,7 @@ impl Upstream {
                 let headers = expand_headers(server, headers)?;
                 // Many URLs labelled "sse" really speak Streamable HTTP; the spec's backwards-compatibility
                 // rule is to try that first and fall back to the legacy GET stream when it fails.
-                let transport = streamable_transport(&client, &url, &headers)?;
+                let transport = streamable_transport(&client, &url, &headers, config)?;
                 let streamable_error = match handler()
                     .serve_with_lifecycle(
                         ProgressInOrder::new(transport, server, &active),
@@ -478,7 +482,7 @@ impl Upstream {
     /// Takes a place for a request in flight, waiting until `deadline` for one to be free.
     async fn place(
         &self,
-        what: &str,
+        what: &What<'_>,
         deadline: tokio::time::Instant,
     ) -> Result<tokio::sync::SemaphorePermit<'_>, UpstreamError> {
         if let Ok(place) = self.places.try_acquire() {
@@ -494,7 +498,7 @@ impl Upstream {
             // The semaphore is never closed; a timeout is the only way here.
             _ => Err(UpstreamError::Busy {
                 server: self.server.clone(),
-                what: what.to_string(),
+                what: what(),
                 max: self.max_in_flight,
                 secs: self.timeout.as_secs(),
             }),
@@ -512,24 +516,25 @@ impl Upstream {
         let future = Box::pin(future);
         let what = what.into();
         async move {
+            let what = || what.clone();
             let deadline = tokio::time::Instant::now() + self.timeout;
             let _place = self.place(&what, deadline).await?;
-            self.timed(what, deadline, future).await
+            self.timed(&what, deadline, future).await
         }
     }
 
     async fn timed<T>(
         &self,
-        what: String,
+        what: &What<'_>,
         deadline: tokio::time::Instant,
         future: impl Future<Output = Result<T, ServiceError>>,
     ) -> Result<T, UpstreamError> {
         match tokio::time::timeout_at(deadline, future).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(service_error(&self.server, what, e)),
+            Ok(Err(e)) => Err(service_error(&self.server, what(), e)),
             Err(_) => Err(UpstreamError::Timeout {
                 server: self.server.clone(),
-                what,
+                what: what(),
                 secs: self.timeout.as_secs(),
             }),
         }
@@ -618,7 +623,8 @@ impl Upstream {
         arguments: Option<JsonObject>,
         context: &CallContext,
     ) -> Result<ToolResult, UpstreamError> {
-        let what = format!("tools/call `{tool}`");
+        // What the call is called in errors, written only for one.
+        let what = || format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
         // One place for the whole call, its input rounds included.
@@ -646,13 +652,13 @@ impl Upstream {
                     .send_request_with_option(request, PeerRequestOptions::no_options()),
             )
             .await
-            .map_err(|e| service_error(&self.server, what.clone(), e))?;
+            .map_err(|e| service_error(&self.server, what(), e))?;
             let mut cancel = CancelOnDrop {
                 peer: self.peer.clone(),
                 id: Some(handle.id.clone()),
             };
             let deadline = tokio::time::Instant::now() + self.timeout;
-            let response = self.timed(what.clone(), deadline, Box::pin(handle.await_response()));
+            let response = self.timed(&what, deadline, Box::pin(handle.await_response()));
             // Progress and logs the server sends during the call reach the client in the order they
             // were sent, and those sent before the answer go out before it.
             let result = match &mut registration {
@@ -665,13 +671,13 @@ impl Upstream {
             match result? {
                 ServerResult::InputRequiredResult(input) => {
                     let answers = self
-                        .ask_caller(&what, input.input_requests.unwrap_or_default(), context)
+                        .ask_caller(&what(), input.input_requests.unwrap_or_default(), context)
                         .await?;
                     params.input_responses = (!answers.is_empty()).then_some(answers);
                     params.request_state = input.request_state;
                 }
                 ServerResult::CallToolResult(result) => {
-                    return Ok(tool_result_from_object(to_object(&result)));
+                    return Ok(tool_result_from_rmcp(result));
                 }
                 // No client could read it as a tool's answer: the server broke the protocol.
                 other => {
@@ -679,7 +685,7 @@ impl Upstream {
                     shown.truncate(shown.floor_char_boundary(200));
                     return Err(UpstreamError::Remote {
                         server: self.server.clone(),
-                        what,
+                        what: what(),
                         code: None,
                         message: format!(
                             "the server answered with something that is not a tool result: {shown}"
@@ -690,7 +696,7 @@ impl Upstream {
         }
         Err(UpstreamError::Remote {
             server: self.server.clone(),
-            what,
+            what: what(),
             code: None,
             message: format!("the server still asked for input after {MAX_INPUT_ROUNDS} rounds"),
         })
@@ -959,13 +965,19 @@ fn expand_headers(
         .collect()
 }
 
+/// rmcp's Streamable HTTP client over the server's `SafeClient`. It may have as many requests in
+/// flight as the server's `max_concurrent_calls` lets in: rmcp's own cap (16) would otherwise queue,
+/// in its one worker, calls Portico had already given a place.
 fn streamable_transport(
     client: &SafeClient,
     url: &url::Url,
     headers: &[(http::HeaderName, http::HeaderValue)],
+    server: &McpServerConfig,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, UpstreamError> {
     let custom: HashMap<_, _> = headers.iter().cloned().collect();
-    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+        .custom_headers(custom)
+        .max_concurrent_requests(server.max_concurrent_calls.max(1));
     Ok(StreamableHttpClientTransport::with_client(
         client.http().clone(),
         config,
