@@ -318,3 +318,69 @@ fn http_client(policy: NetPolicy, credentials: CredentialScope) -> LazyClient {
             .build()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `config check` and the pipeline parse `[[policies]]` with the same code: what one accepts the
+    /// other compiles, and what the check refuses would not compile.
+    #[test]
+    fn policies_config_check_accepts_compile_and_the_ones_it_refuses_would_not() {
+        let text = r#"
+[policy]
+default = "deny"
+[[policies]]
+tools = ["mcp_github_{create,delete}_*", "file_[wr]*", "a?c"]
+callers = ["client:*", "agent:code-reviewer"]
+when = [
+  { pointer = "/branch", matches = "^(main|release/.*)$" },
+  { pointer = "/a~1b/~0c/0", matches = "(?i)^yes$" },
+  { pointer = "/", matches = "" },
+]
+action = "approve"
+[[policies]]
+tools = ["*"]
+action = "allow"
+"#;
+        let config = portico_config::parse("t", text).unwrap();
+        let rules = tool_rules(&config).unwrap();
+        assert!(!rules.allows_everything());
+        let decision = rules.decide(
+            "mcp_github_create_issue",
+            "client:http",
+            &serde_json::json!({"branch": "main", "a/b": {"~c": ["YES"]}, "": "x"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        assert_eq!(
+            (decision.action, decision.rule),
+            (RuleAction::Approve, Some(1))
+        );
+
+        for (field, bad) in [
+            ("tools", r#"tools = ["file_[write"]"#),
+            (
+                "callers",
+                r#"tools = ["x"]
+callers = ["client:{a"]"#,
+            ),
+            (
+                "pointer",
+                r#"tools = ["x"]
+when = [{ pointer = "branch", matches = "x" }]"#,
+            ),
+            (
+                "regex",
+                r#"tools = ["x"]
+when = [{ pointer = "/branch", matches = "(main" }]"#,
+            ),
+        ] {
+            let text = format!("[[policies]]\n{bad}\naction = \"deny\"\n");
+            assert_eq!(portico_config::check(&text).len(), 1, "{field}: {text}");
+            let config: Config = toml::from_str(&text).unwrap();
+            assert!(tool_rules(&config).is_err(), "{field}");
+        }
+    }
+}
