@@ -241,6 +241,7 @@ impl Checker<'_> {
                 "mcp_servers" => self.mcp_servers(value),
                 "expose" => self.expose_section(value),
                 "agents" => self.agents(value),
+                "policies" => self.policies(value),
                 "builtins" | "policy" | "a2a" => self.policy_section(key.get_ref(), value),
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
@@ -569,7 +570,169 @@ impl Checker<'_> {
                     "[policy] max_result_chars",
                     "the default is 50000",
                 ),
+                "default" => self.one_of(
+                    value,
+                    "[policy] default",
+                    &["allow", "deny"],
+                    "use \"allow\" (the default) or \"deny\": what happens to a call no [[policies]] entry matches",
+                ),
                 _ => {}
+            }
+        }
+    }
+
+    /// `[[policies]]`: globs, pointers, regexes and actions are checked here with the same parsers
+    /// the pipeline compiles them with; field types by the serde pass in [`check`].
+    fn policies(&mut self, value: &Spanned<DeValue<'_>>) {
+        for (span, table) in self.array_of_tables(value, "policies") {
+            self.tool_policy(span, table);
+        }
+    }
+
+    fn tool_policy(&mut self, span: Range<usize>, table: &DeTable<'_>) {
+        let (mut has_tools, mut has_action) = (false, false);
+        for entry in table.iter() {
+            let (key, value): Entry = entry;
+            match key.get_ref().as_ref() {
+                "tools" => {
+                    has_tools = true;
+                    let patterns = self.expect_string_array(value, "policies.tools");
+                    if patterns.is_empty() && matches!(value.get_ref(), DeValue::Array(_)) {
+                        self.report(
+                            value.span(),
+                            "policies.tools is empty, so the entry matches no tool",
+                            Some("list globs over the tool names the doors serve, e.g. [\"mcp_github_create_*\", \"file_write\"]".into()),
+                        );
+                    }
+                    for (pattern, span) in patterns {
+                        self.glob(
+                            &pattern,
+                            span,
+                            "tool pattern",
+                            "e.g. \"mcp_github_*\" or \"file_write\"",
+                        );
+                    }
+                }
+                "callers" => {
+                    let patterns = self.expect_string_array(value, "policies.callers");
+                    if patterns.is_empty() && matches!(value.get_ref(), DeValue::Array(_)) {
+                        self.report(
+                            value.span(),
+                            "policies.callers is empty, so the entry matches no caller",
+                            Some("leave `callers` out to match every caller, or list globs such as \"client:*\"".into()),
+                        );
+                    }
+                    for (pattern, span) in patterns {
+                        self.glob(&pattern, span, "caller pattern", "callers are client:{door} and agent:{name}, e.g. \"client:*\" or \"agent:code-reviewer\"");
+                    }
+                }
+                "when" => self.policy_conditions(value),
+                "action" => {
+                    has_action = true;
+                    if let Some(action) = self.expect_string(value, "policies.action")
+                        && !crate::POLICY_ACTIONS.contains(&action)
+                    {
+                        self.report(
+                            value.span(),
+                            format!("policies.action `{action}` is not an action"),
+                            Some("use \"allow\", \"deny\" or \"approve\"".into()),
+                        );
+                    }
+                }
+                "reason" => {
+                    self.expect_string(value, "policies.reason");
+                }
+                // Unknown keys: `unknown_keys`, from the model.
+                _ => {}
+            }
+        }
+        if !has_tools {
+            self.report(
+                span.clone(),
+                "[[policies]] entry has no `tools`",
+                Some("add tools = [\"...\"]: globs over the tool names the doors serve".into()),
+            );
+        }
+        if !has_action {
+            self.report(
+                span,
+                "[[policies]] entry has no `action`",
+                Some("add action = \"allow\", \"deny\" or \"approve\"".into()),
+            );
+        }
+    }
+
+    /// A glob of a policy, compiled as the pipeline will.
+    fn glob(&mut self, pattern: &str, span: Range<usize>, what: &str, hint: &str) {
+        if let Err(error) = portico_core::context::ToolPatterns::new(&[pattern]) {
+            self.report(
+                span,
+                format!("{what} `{pattern}` is not a valid glob: {}", error.reason),
+                Some(format!("use names with `*`, `?` and `[abc]`, {hint}")),
+            );
+        }
+    }
+
+    /// `when = [{ pointer = "/branch", matches = "^main$" }, ...]`.
+    fn policy_conditions(&mut self, value: &Spanned<DeValue<'_>>) {
+        let DeValue::Array(items) = value.get_ref() else {
+            self.wrong_type(
+                value.span(),
+                "policies.when",
+                "an array of { pointer, matches } tables",
+                value.get_ref(),
+            );
+            return;
+        };
+        for item in items.iter() {
+            let Some(condition) = self.expect_table(item, "each item of policies.when") else {
+                continue;
+            };
+            let (mut has_pointer, mut has_matches) = (false, false);
+            for (key, value) in condition.iter() {
+                match key.get_ref().as_ref() {
+                    "pointer" => {
+                        has_pointer = true;
+                        if let Some(pointer) = self.expect_string(value, "policies.when.pointer")
+                            && let Err(error) = portico_core::pointer::JsonPointer::parse(pointer)
+                        {
+                            self.report(
+                                value.span(),
+                                error.to_string(),
+                                Some("a JSON pointer (RFC 6901) into the call's arguments".into()),
+                            );
+                        }
+                    }
+                    "matches" => {
+                        has_matches = true;
+                        if let Some(pattern) = self.expect_string(value, "policies.when.matches")
+                            && let Err(error) = regex::Regex::new(pattern)
+                        {
+                            self.report(
+                                value.span(),
+                                format!(
+                                    "policies.when.matches `{pattern}` is not a valid regex: {}",
+                                    regex_problem(&error)
+                                ),
+                                Some("Rust regex syntax, searched in the value: anchor it with ^...$ to match all of it".into()),
+                            );
+                        }
+                    }
+                    // Unknown keys: `unknown_keys`, from the model.
+                    _ => {}
+                }
+            }
+            for (present, field, example) in [
+                (has_pointer, "pointer", "pointer = \"/branch\""),
+                (has_matches, "matches", "matches = \"^main$\""),
+            ] {
+                if !present {
+                    self.report(
+                        item.span(),
+                        format!("policies.when item has no `{field}`"),
+                        Some(format!("add {example}")),
+                    );
+                }
             }
         }
     }
@@ -886,6 +1049,16 @@ impl Checker<'_> {
     }
 }
 
+/// A regex error in one line: its last line (`error: unclosed group`), not the drawing above it.
+fn regex_problem(error: &regex::Error) -> String {
+    let text = error.to_string();
+    text.lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("error: "))
+        .unwrap_or(text.trim())
+        .to_string()
+}
+
 fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
@@ -1030,6 +1203,126 @@ url = "not a url"
             ]
         );
         assert_eq!(check("[a2a]\nenabled = false\nmax_tasks = 5\n"), vec![]);
+    }
+
+    #[test]
+    fn valid_policies_load_in_order_with_their_defaults() {
+        let text = r#"
+[policy]
+default = "deny"
+
+[[policies]]
+tools = ["mcp_github_create_*", "file_write", "shell_exec"]
+callers = ["client:*", "agent:code-reviewer"]
+when = [{ pointer = "/branch", matches = "^(main|release/.*)$" }]
+action = "approve"
+reason = "writes to protected branches need an owner's approval"
+
+[[policies]]
+tools = ["file_*", "system_time"]
+action = "allow"
+"#;
+        assert_eq!(check(text), vec![]);
+        let config = crate::parse("t", text).unwrap();
+        assert_eq!(config.policy.default, crate::PolicyDefault::Deny);
+        assert_eq!(config.policies.len(), 2);
+        let first = &config.policies[0];
+        assert_eq!(first.action, crate::PolicyAction::Approve);
+        assert_eq!(
+            first.callers.as_deref(),
+            Some(&["client:*".to_string(), "agent:code-reviewer".to_string()][..])
+        );
+        assert_eq!(
+            first.when,
+            [crate::PolicyCondition {
+                pointer: "/branch".into(),
+                matches: "^(main|release/.*)$".into()
+            }]
+        );
+        let second = &config.policies[1];
+        assert_eq!(
+            (
+                second.action,
+                &second.callers,
+                second.when.len(),
+                &second.reason
+            ),
+            (crate::PolicyAction::Allow, &None, 0, &None)
+        );
+        assert_eq!(
+            crate::parse("t", "").unwrap().policy.default,
+            crate::PolicyDefault::Allow
+        );
+    }
+
+    #[test]
+    fn policies_are_checked_with_positions() {
+        let text = r#"[policy]
+default = "maybe"
+
+[[policies]]
+tools = ["file_[write", "ok_*"]
+callers = ["client:{a"]
+when = [
+  { pointer = "branch", matches = "^main$" },
+  { pointer = "/a~2", matches = "(main" },
+  { pointer = "/ok", matches = "x", flags = "i" },
+  { matches = "x" },
+]
+action = "approve-later"
+reasn = "typo"
+
+[[policies]]
+tools = []
+callers = []
+when = [{ pointer = "/ok" }]
+
+[[policies]]
+action = "deny"
+"#;
+        let rendered: Vec<String> = check(text).iter().map(|p| p.to_string()).collect();
+        let expect = [
+            "2:11: [policy] default `maybe` is not a mode (hint: use \"allow\" (the default) or \"deny\"",
+            "5:10: tool pattern `file_[write` is not a valid glob: unclosed character class; missing ']' (hint: use names with `*`",
+            "6:12: caller pattern `client:{a` is not a valid glob: unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?) (hint: use names with `*`, `?` and `[abc]`, callers are client:{door} and agent:{name}",
+            "8:15: JSON pointer `branch` does not start with `/`",
+            "9:15: JSON pointer `/a~2` has a `~` not followed by 0 or 1",
+            "9:33: policies.when.matches `(main` is not a valid regex: unclosed group (hint: Rust regex syntax",
+            "10:37: unknown key `flags` in [[policies.when]] (hint: known keys: pointer, matches)",
+            "11:3: policies.when item has no `pointer` (hint: add pointer = \"/branch\")",
+            "13:10: policies.action `approve-later` is not an action (hint: use \"allow\", \"deny\" or \"approve\")",
+            "14:1: unknown key `reasn` in [[policies]] (hint: did you mean `reason`?",
+            "17:9: policies.tools is empty, so the entry matches no tool",
+            "18:11: policies.callers is empty, so the entry matches no caller",
+            "19:9: policies.when item has no `matches` (hint: add matches = \"^main$\")",
+            "16:1: [[policies]] entry has no `action`",
+            "21:1: [[policies]] entry has no `tools`",
+        ];
+        for e in expect {
+            assert!(
+                rendered.iter().any(|r| r.starts_with(e)),
+                "missing {e:?} in {rendered:#?}"
+            );
+        }
+        assert_eq!(rendered.len(), expect.len(), "{rendered:#?}");
+        // A policies value that is no array of tables is named too.
+        let rendered: Vec<String> = check("policies = 1\n")
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(
+            rendered,
+            ["1:12: policies must be an array of tables ([[policies]]), found an integer"]
+        );
+        let rendered: Vec<String> =
+            check("[[policies]]\ntools = [\"a\"]\naction = \"deny\"\nwhen = \"/x\"\n")
+                .iter()
+                .map(|p| p.to_string())
+                .collect();
+        assert_eq!(
+            rendered,
+            ["4:8: policies.when must be an array of { pointer, matches } tables, found a string"]
+        );
     }
 
     #[test]

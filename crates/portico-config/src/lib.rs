@@ -22,8 +22,9 @@ pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
     A2aSection, AgentConfig, BuiltinsSection, Config, DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN,
     DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS, EnvEntry,
-    ExposeSection, ExternalAgentConfig, McpServerConfig, ModelConfig, PROTOCOL_VERSIONS, PROVIDERS,
-    PolicySection, RateLimitSection, ServerSection, ToolSearchMode, Transport,
+    ExposeSection, ExternalAgentConfig, McpServerConfig, ModelConfig, POLICY_ACTIONS,
+    PROTOCOL_VERSIONS, PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection,
+    RateLimitSection, ServerSection, ToolPolicyConfig, ToolSearchMode, Transport,
 };
 
 /// The MCP tool an agent is served as: `portico_agent_{name}`, hyphens becoming underscores.

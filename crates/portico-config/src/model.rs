@@ -34,8 +34,61 @@ pub struct Config {
     pub builtins: BuiltinsSection,
     #[serde(default)]
     pub policy: PolicySection,
+    /// Tool policies, first match wins; calls no entry matches get `[policy] default`.
+    #[serde(default)]
+    pub policies: Vec<ToolPolicyConfig>,
     #[serde(default)]
     pub a2a: A2aSection,
+}
+
+/// One `[[policies]]` entry: which calls it matches (tools, callers, argument conditions) and what
+/// it does with them.
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPolicyConfig {
+    /// Globs over the tool names the doors serve (`mcp_github_create_*`, `file_write`).
+    pub tools: Vec<String>,
+    /// Globs over callers: `client:{door}` (`client:*`) and `agent:{name}`. Absent: every caller.
+    #[serde(default)]
+    pub callers: Option<Vec<String>>,
+    /// Conditions on the call's (validated) arguments; all must hold.
+    #[serde(default)]
+    pub when: Vec<PolicyCondition>,
+    pub action: PolicyAction,
+    /// What the client is told when the entry denies a call or holds it for approval.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A condition on one argument: the value at `pointer` (a JSON pointer, `/branch`) must match the
+/// regex `matches` (searched: anchor it with `^...$`). A string is matched as it is, a number or
+/// boolean as its JSON text; a missing value never matches.
+#[derive(Debug, Clone, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyCondition {
+    pub pointer: String,
+    pub matches: String,
+}
+
+/// The actions a `[[policies]]` entry can take.
+pub const POLICY_ACTIONS: &[&str] = &["allow", "deny", "approve"];
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyAction {
+    Allow,
+    Deny,
+    /// Held for an owner's approval (approvals cannot be given yet: the call does not run).
+    Approve,
+}
+
+/// What `[policy] default` does with calls no `[[policies]]` entry matches.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyDefault {
+    #[default]
+    Allow,
+    Deny,
 }
 
 /// The A2A doors (serving Portico's agents to other frameworks) and external A2A agents.
@@ -282,6 +335,9 @@ pub struct PolicySection {
     /// How deep agents may call agents.
     #[serde(default = "default_max_agent_depth")]
     pub max_agent_depth: u32,
+    /// What happens to a call no `[[policies]]` entry matches: "allow" (the default) or "deny".
+    #[serde(default)]
+    pub default: PolicyDefault,
 }
 
 fn default_tool_timeout() -> u64 {
@@ -308,6 +364,7 @@ impl Default for PolicySection {
             taint: default_taint(),
             sensitive_tools: Vec::new(),
             max_agent_depth: default_max_agent_depth(),
+            default: PolicyDefault::Allow,
         }
     }
 }

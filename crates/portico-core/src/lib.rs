@@ -15,6 +15,9 @@
 //! It is not a protocol implementation and not a supervisor: it names, indexes and routes, and describes
 //! state; the hub crate drives connections.
 //!
+//! [`pointer`] is the one JSON pointer parser (policies' argument conditions, checked by `config check`
+//! with the same code).
+//!
 //! [`retry::RetryPolicy`] is arithmetic only, which callers sleep on; [`time`] is the one place
 //! timestamps (epoch milliseconds, RFC 3339) are formatted.
 
@@ -24,6 +27,7 @@ pub mod completion;
 pub mod context;
 pub mod health;
 pub mod naming;
+pub mod pointer;
 pub mod relay;
 pub mod retry;
 pub mod source;

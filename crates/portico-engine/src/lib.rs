@@ -20,7 +20,8 @@ use portico_config::{Config, agent_tool_name};
 use portico_hub::{Hub, HubSettings, HubTools, StopGrace};
 use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
-    AuditKey, LocalTools, Pipeline, PipelineSettings, TaintMode, TaintPolicy, ToolPatterns,
+    AuditKey, ConditionSpec, DefaultAction, LocalTools, Pipeline, PipelineSettings, RuleAction,
+    RuleSpec, TaintMode, TaintPolicy, ToolPatterns, ToolRules,
 };
 use portico_store::{AuditWriter, Store};
 
@@ -47,6 +48,8 @@ pub enum EngineError {
     },
     #[error("[policy] sensitive_tools: {0}")]
     SensitivePattern(#[source] portico_pipeline::PatternError),
+    #[error(transparent)]
+    Policies(#[from] portico_pipeline::RuleError),
     #[error("built-in tools: {0}")]
     Builtins(#[from] portico_builtins::BuiltinError),
 }
@@ -131,6 +134,11 @@ impl Engine {
         };
         let sensitive =
             ToolPatterns::new(&policy.sensitive_tools).map_err(EngineError::SensitivePattern)?;
+        // The config's rules first: an owner's explicit deny is the more telling refusal.
+        let rules = tool_rules(config)?;
+        if !rules.allows_everything() {
+            pipeline.add_policy(Arc::new(rules));
+        }
         pipeline.add_policy(Arc::new(TaintPolicy::new(taint, sensitive)));
 
         let local = LocalTools::default();
@@ -268,6 +276,38 @@ impl Engine {
 
 /// An outbound client built on first use (building one loads TLS roots, which start-up should not
 /// wait for).
+/// `[[policies]]` and `[policy] default`, compiled once for the pipeline.
+fn tool_rules(config: &Config) -> Result<ToolRules, portico_pipeline::RuleError> {
+    use portico_config::{PolicyAction, PolicyDefault};
+    let specs: Vec<RuleSpec> = config
+        .policies
+        .iter()
+        .map(|policy| RuleSpec {
+            tools: policy.tools.clone(),
+            callers: policy.callers.clone(),
+            when: policy
+                .when
+                .iter()
+                .map(|condition| ConditionSpec {
+                    pointer: condition.pointer.clone(),
+                    matches: condition.matches.clone(),
+                })
+                .collect(),
+            action: match policy.action {
+                PolicyAction::Allow => RuleAction::Allow,
+                PolicyAction::Deny => RuleAction::Deny,
+                PolicyAction::Approve => RuleAction::Approve,
+            },
+            reason: policy.reason.clone(),
+        })
+        .collect();
+    let default = match config.policy.default {
+        PolicyDefault::Allow => DefaultAction::Allow,
+        PolicyDefault::Deny => DefaultAction::Deny,
+    };
+    ToolRules::compile(&specs, default)
+}
+
 fn http_client(policy: NetPolicy, credentials: CredentialScope) -> LazyClient {
     LazyClient::new(move || {
         SafeClient::builder()
@@ -277,4 +317,70 @@ fn http_client(policy: NetPolicy, credentials: CredentialScope) -> LazyClient {
             .user_agent(concat!("portico/", env!("CARGO_PKG_VERSION")))
             .build()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `config check` and the pipeline parse `[[policies]]` with the same code: what one accepts the
+    /// other compiles, and what the check refuses would not compile.
+    #[test]
+    fn policies_config_check_accepts_compile_and_the_ones_it_refuses_would_not() {
+        let text = r#"
+[policy]
+default = "deny"
+[[policies]]
+tools = ["mcp_github_{create,delete}_*", "file_[wr]*", "a?c"]
+callers = ["client:*", "agent:code-reviewer"]
+when = [
+  { pointer = "/branch", matches = "^(main|release/.*)$" },
+  { pointer = "/a~1b/~0c/0", matches = "(?i)^yes$" },
+  { pointer = "/", matches = "" },
+]
+action = "approve"
+[[policies]]
+tools = ["*"]
+action = "allow"
+"#;
+        let config = portico_config::parse("t", text).unwrap();
+        let rules = tool_rules(&config).unwrap();
+        assert!(!rules.allows_everything());
+        let decision = rules.decide(
+            "mcp_github_create_issue",
+            "client:http",
+            &serde_json::json!({"branch": "main", "a/b": {"~c": ["YES"]}, "": "x"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        assert_eq!(
+            (decision.action, decision.rule),
+            (RuleAction::Approve, Some(1))
+        );
+
+        for (field, bad) in [
+            ("tools", r#"tools = ["file_[write"]"#),
+            (
+                "callers",
+                r#"tools = ["x"]
+callers = ["client:{a"]"#,
+            ),
+            (
+                "pointer",
+                r#"tools = ["x"]
+when = [{ pointer = "branch", matches = "x" }]"#,
+            ),
+            (
+                "regex",
+                r#"tools = ["x"]
+when = [{ pointer = "/branch", matches = "(main" }]"#,
+            ),
+        ] {
+            let text = format!("[[policies]]\n{bad}\naction = \"deny\"\n");
+            assert_eq!(portico_config::check(&text).len(), 1, "{field}: {text}");
+            let config: Config = toml::from_str(&text).unwrap();
+            assert!(tool_rules(&config).is_err(), "{field}");
+        }
+    }
 }

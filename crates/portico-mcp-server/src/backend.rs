@@ -150,10 +150,12 @@ impl Backend {
                 settle(engine.upstreams()).await;
                 let tools = engine
                     .pipeline()
-                    .list(&portico_pipeline::Principal::client(door))
+                    .list_marked(&portico_pipeline::Principal::client(door))
                     .await
                     .into_iter()
-                    .map(|entry| (*entry.definition).clone())
+                    .map(|(entry, mark)| {
+                        crate::host_policy::marked((*entry.definition).clone(), mark.as_ref())
+                    })
                     .collect();
                 let catalog = engine.catalog();
                 Ok(Listing {
@@ -187,7 +189,8 @@ impl Backend {
         }
     }
 
-    /// Calls a tool for a client at `door`: in process, through the call pipeline.
+    /// Calls a tool for a client at `door`: in process, through the call pipeline (a policy's
+    /// refusal answered with its envelope); before a daemon, as the daemon answers.
     pub async fn call_tool(
         &self,
         door: &str,
@@ -198,11 +201,8 @@ impl Backend {
         Ok(match self {
             Backend::Local(engine) => {
                 let context = ToolContext::client(door).with_relay(context.clone());
-                engine
-                    .pipeline()
-                    .call(name, arguments, &context)
-                    .await?
-                    .result
+                let outcome = engine.pipeline().call(name, arguments, &context).await?;
+                crate::host_policy::served(outcome)
             }
             // Boxed so the in-process arm's future (and the task rmcp spawns per request to hold it)
             // is not sized by the client side of a proxied call.

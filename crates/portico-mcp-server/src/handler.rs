@@ -257,7 +257,7 @@ impl PorticoServer {
             let context = portico_pipeline::ToolContext::client(self.options.door.clone())
                 .with_relay(call_context.clone());
             let called = self.host_pipeline.call(name, arguments, &context).await;
-            let result = called.map_err(|e| backend_error(e.into()))?.result;
+            let result = crate::host_policy::served(called.map_err(|e| backend_error(e.into()))?);
             let result: CallToolResult =
                 from_result("tool result", tool_result_into_object(result))?;
             return Ok(self.budgeted(name, result));

@@ -4,7 +4,9 @@
 //! call pipeline offers (built-ins, agents as `portico_agent_*`, upstream tools) and the catalog's
 //! resources, resource templates and prompts under their exposed names, runs calls through the pipeline,
 //! announces catalog changes as list-changed notifications, and turns results over the response budget
-//! into clear errors instead of half-written frames. Transports (stdio with dual framing, Streamable
+//! into clear errors instead of half-written frames. A call a policy refuses is answered with seed
+//! 002's failure envelope, and a tool a policy denies or holds is marked in its listing
+//! ([`host_policy`]). Transports (stdio with dual framing, Streamable
 //! HTTP) are chosen by the caller; this crate only speaks the protocol.
 //!
 //! It does not connect to upstreams (the hub does) and does not own HTTP routing or authentication (the
@@ -12,6 +14,7 @@
 
 mod backend;
 mod handler;
+pub mod host_policy;
 mod input_rounds;
 pub mod pricing;
 mod relay;

@@ -1,9 +1,9 @@
 //! `portico-pipeline` is the one call pipeline: every tool call Portico runs, from an MCP door, the HTTP
 //! API, an A2A run, the CLI or an agent's loop, goes through [`Pipeline::call`], which resolves the
 //! name, checks the caller may use the tool, validates the arguments against the tool's
-//! `inputSchema`, runs the policy hooks (the taint rule today; approvals and rate limits next), applies
-//! the timeout, executes, validates structured content against the `outputSchema`, cuts results for
-//! agents, and writes an audit record (arguments as keyed digests, [`AuditKey`]).
+//! `inputSchema`, runs the policy hooks (the config's `[[policies]]` as [`ToolRules`], and the taint
+//! rule; approvals and rate limits next), applies the timeout, executes, validates structured
+//! content against the `outputSchema`, cuts results for agents, and writes an audit record (arguments as keyed digests, [`AuditKey`]).
 //!
 //! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers), the
 //! agents (`portico-agents`), external A2A agents (`portico-a2a-client`), and the hub's `HubTools`
@@ -21,6 +21,7 @@ mod local;
 mod pipeline;
 mod policy;
 mod progress;
+mod rules;
 mod schema;
 
 // The source contract lives in core, where the hub implements it too; the old paths stay.
@@ -31,12 +32,18 @@ pub use credential::credential_identity;
 pub use local::{LocalTool, LocalTools, ToolFailure};
 pub use pipeline::{
     CallOutcome, DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT, Outcome, Pipeline, PipelineError,
-    PipelineSettings, UNTRUSTED_META, WeakPipeline, for_model, model_text,
+    PipelineSettings, PolicyRefusal, RefusalCode, UNTRUSTED_META, WeakPipeline, for_model,
+    model_text,
 };
-pub use policy::{Policy, PolicyDecision, PolicyRequest, TaintMode, TaintPolicy};
+pub use policy::{
+    MarkedAction, Policy, PolicyDecision, PolicyMark, PolicyRequest, TaintMode, TaintPolicy,
+};
 pub use portico_core::context::{
     AgentScope, PatternError, Principal, ProgressEvent, ProgressSink, ToolContext, ToolPatterns,
     TurnState, Untrusted,
 };
 pub use portico_core::source::{ToolEntry, ToolSource, Trust};
 pub use progress::{ProgressMessages, progress_messages};
+pub use rules::{
+    ConditionSpec, DefaultAction, RuleAction, RuleDecision, RuleError, RuleSpec, ToolRules,
+};

@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use portico_core::{CallError, JsonObject, ToolResult};
 use portico_store::AuditRecord;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::audit::{AuditKey, AuditSink};
 use crate::context::{Principal, ToolContext};
-use crate::policy::{Policy, PolicyDecision, PolicyRequest};
+use crate::policy::{Policy, PolicyDecision, PolicyMark, PolicyRequest};
 use crate::schema::SchemaCache;
 use crate::source::{ToolEntry, ToolSource, Trust};
 
@@ -156,14 +156,53 @@ impl PipelineError {
         }
     }
 
-    /// The error result the caller's model reads.
+    /// The error result the caller's model reads: the message as its one text block. A door adds
+    /// what its protocol carries besides (the MCP edge: a policy refusal's envelope, from
+    /// [`PipelineError::refusal`]).
     fn result(&self) -> ToolResult {
-        let mut result = ToolResult::error(self.to_string());
-        if let PipelineError::ApprovalRequired { tool, reason } = self {
-            result.structured_content =
-                Some(json!({"approvalRequired": true, "tool": tool, "reason": reason}));
+        ToolResult::error(self.to_string())
+    }
+
+    /// A policy's refusal of the call, typed for the doors: denied, or held for an approval.
+    pub fn refusal(&self) -> Option<PolicyRefusal<'_>> {
+        let (code, tool, reason) = match self {
+            PipelineError::Refused { tool, reason } => (RefusalCode::PolicyDenied, tool, reason),
+            PipelineError::ApprovalRequired { tool, reason } => {
+                (RefusalCode::ApprovalRequired, tool, reason)
+            }
+            _ => return None,
+        };
+        Some(PolicyRefusal { code, tool, reason })
+    }
+}
+
+/// A call a policy did not let run: what the doors tell the client (seed 002's failure envelope:
+/// `{"ok": false, "error": {"code", "tool", "reason"}}`, written by the MCP edge).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyRefusal<'a> {
+    pub code: RefusalCode,
+    /// The exposed name the call was for.
+    pub tool: &'a str,
+    pub reason: &'a str,
+}
+
+/// Why a policy did not let a call run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalCode {
+    /// A policy denies it (`deny`, `[policy] default = "deny"`, the taint rule's `refuse`).
+    PolicyDenied,
+    /// It needs an approval (`approve`, the taint rule's `approval`). No approval can be given yet,
+    /// so no `approvalRequestId` comes with it.
+    ApprovalRequired,
+}
+
+impl RefusalCode {
+    /// The envelope's `code`: `policy_denied`, `approval_required`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCode::PolicyDenied => "policy_denied",
+            RefusalCode::ApprovalRequired => "approval_required",
         }
-        result
     }
 }
 
@@ -223,6 +262,8 @@ impl Pipeline {
             .push(source);
     }
 
+    /// Adds a policy after those already added. Each call must pass every policy; the first that
+    /// refuses it decides what the caller is told.
     pub fn add_policy(&self, policy: Arc<dyn Policy>) {
         self.inner
             .policies
@@ -272,6 +313,30 @@ impl Pipeline {
             }
         }
         tools
+    }
+
+    /// [`Pipeline::list`], each tool with what the policies say of it to `principal` before any
+    /// call ([`Policy::mark`]: the first policy with something to say).
+    pub async fn list_marked(&self, principal: &Principal) -> Vec<(ToolEntry, Option<PolicyMark>)> {
+        let tools = self.list(principal).await;
+        let policies = self.policies();
+        tools
+            .into_iter()
+            .map(|entry| {
+                let mark = policies
+                    .iter()
+                    .find_map(|policy| policy.mark(&entry, principal));
+                (entry, mark)
+            })
+            .collect()
+    }
+
+    fn policies(&self) -> Vec<Arc<dyn Policy>> {
+        self.inner
+            .policies
+            .read()
+            .expect("pipeline policies lock")
+            .clone()
     }
 
     /// The [`ToolSource::kind`] of the source that knows `name` now, without waiting for sources
@@ -438,13 +503,7 @@ impl Pipeline {
             unreachable!("arguments were an object a moment ago")
         };
 
-        let policies = self
-            .inner
-            .policies
-            .read()
-            .expect("pipeline policies lock")
-            .clone();
-        for policy in policies {
+        for policy in self.policies() {
             let request = PolicyRequest {
                 entry,
                 arguments: &arguments,

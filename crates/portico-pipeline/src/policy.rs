@@ -1,5 +1,6 @@
 //! Policy hooks: checks that run after a call's arguments are known to be valid and before it executes.
-//! Approvals and rate limits plug in here; the taint rule is the first policy.
+//! The config's `[[policies]]` ([`crate::ToolRules`]) and the taint rule are policies; approvals and
+//! rate limits plug in here.
 
 use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;
@@ -26,6 +27,41 @@ pub enum PolicyDecision {
 
 pub trait Policy: Send + Sync {
     fn check<'a>(&'a self, request: &'a PolicyRequest<'a>) -> BoxFuture<'a, PolicyDecision>;
+
+    /// What a listing for `principal` should say of `entry` before any call: whether a call of it
+    /// may be denied or held for approval, and why. `None`: nothing to say (the default).
+    fn mark(&self, entry: &ToolEntry, principal: &Principal) -> Option<PolicyMark> {
+        let _ = (entry, principal);
+        None
+    }
+}
+
+/// A listed tool's annotation: a policy denies its calls or holds them for approval. The MCP
+/// edge shows it to clients in the tool's `_meta`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyMark {
+    pub action: MarkedAction,
+    pub reason: String,
+    /// Whether it depends on the call's arguments (a rule with `when` conditions decides it or was
+    /// passed on the way): some calls of the tool may run.
+    pub conditional: bool,
+}
+
+/// What a policy does to the calls of a marked tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkedAction {
+    Deny,
+    Approve,
+}
+
+impl MarkedAction {
+    /// The word the config uses for it: `deny`, `approve`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MarkedAction::Deny => "deny",
+            MarkedAction::Approve => "approve",
+        }
+    }
 }
 
 /// What the taint rule does with a sensitive call that follows untrusted content.

@@ -8,8 +8,9 @@ use std::time::Duration;
 use portico_core::relay::BoxFuture;
 use portico_core::{CallError, JsonObject, ToolResult};
 use portico_pipeline::{
-    AuditSink, LocalTool, LocalTools, Outcome, Pipeline, PipelineError, PipelineSettings,
-    Principal, TaintMode, TaintPolicy, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust,
+    AuditSink, ConditionSpec, DefaultAction, LocalTool, LocalTools, MarkedAction, Outcome,
+    Pipeline, PipelineError, PipelineSettings, Principal, RefusalCode, RuleAction, RuleSpec,
+    TaintMode, TaintPolicy, ToolContext, ToolEntry, ToolPatterns, ToolRules, ToolSource, Trust,
     TurnState, model_text,
 };
 use portico_store::AuditRecord;
@@ -448,8 +449,169 @@ async fn sensitive_calls_after_untrusted_content_are_refused_in_that_turn_only()
     approval.call("fetch", None, &turn).await.unwrap();
     let held = approval.call("write", None, &turn).await.unwrap();
     assert_eq!(held.outcome, Outcome::ApprovalRequired);
+    let refusal = held
+        .error
+        .as_ref()
+        .and_then(PipelineError::refusal)
+        .unwrap();
+    assert_eq!(refusal.code, RefusalCode::ApprovalRequired);
+    assert_eq!(refusal.tool, "write");
+    assert!(
+        refusal.reason.contains("untrusted content from `fetch`"),
+        "{refusal:?}"
+    );
+}
+
+fn rule(tools: &[&str], action: RuleAction, reason: &str) -> RuleSpec {
+    RuleSpec {
+        tools: tools.iter().map(|t| t.to_string()).collect(),
+        callers: None,
+        when: Vec::new(),
+        action,
+        reason: Some(reason.into()),
+    }
+}
+
+#[tokio::test]
+async fn config_rules_decide_after_the_schema_and_before_the_tool_for_every_caller() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let schema = json!({"type": "object", "properties": {"branch": {"type": "string"}}, "required": ["branch"]});
+    let (pipeline, audit) = pipeline_with(
+        vec![
+            counting_tool("push", schema, json!({}), runs.clone()),
+            counting_tool(
+                "status",
+                json!({"type": "object"}),
+                json!({}),
+                Arc::default(),
+            ),
+            counting_tool("wipe", json!({"type": "object"}), json!({}), runs.clone()),
+        ],
+        PipelineSettings::default(),
+    );
+    let mut protected = rule(&["push"], RuleAction::Approve, "main needs an owner");
+    protected.when.push(ConditionSpec {
+        pointer: "/branch".into(),
+        matches: "^main$".into(),
+    });
+    let mut agents_only = rule(&["push"], RuleAction::Deny, "agents do not push");
+    agents_only.callers = Some(vec!["agent:*".into()]);
+    let rules = ToolRules::compile(
+        &[
+            protected,
+            agents_only,
+            rule(&["push", "status"], RuleAction::Allow, ""),
+        ],
+        DefaultAction::Deny,
+    )
+    .unwrap();
+    pipeline.add_policy(Arc::new(rules));
+    let client = ToolContext::client("http");
+    let call = |name: &'static str, arguments: Value, context: ToolContext| {
+        let pipeline = pipeline.clone();
+        async move {
+            pipeline
+                .call(name, Some(object(arguments)), &context)
+                .await
+                .unwrap()
+        }
+    };
+
+    // Invalid arguments are refused by the schema; the rules (which would deny `wipe` and hold a
+    // `main` push) never see them.
+    let invalid = call("push", json!({"branch": 7}), client.clone()).await;
+    assert_eq!(invalid.outcome, Outcome::InvalidArguments);
+
+    let held = call("push", json!({"branch": "main"}), client.clone()).await;
+    assert_eq!(held.outcome, Outcome::ApprovalRequired);
     assert_eq!(
-        held.result.structured_content.as_ref().unwrap()["approvalRequired"],
-        true
+        model_text(&held.result),
+        "call to `push` requires approval and was not run: main needs an owner"
+    );
+    let refusal = held
+        .error
+        .as_ref()
+        .and_then(PipelineError::refusal)
+        .unwrap();
+    assert_eq!(
+        (refusal.code, refusal.tool, refusal.reason),
+        (RefusalCode::ApprovalRequired, "push", "main needs an owner")
+    );
+    assert_eq!(
+        call("push", json!({"branch": "dev"}), client.clone())
+            .await
+            .outcome,
+        Outcome::Ok
+    );
+    let by_agent = call("push", json!({"branch": "dev"}), agent(&["*"])).await;
+    assert_eq!(by_agent.outcome, Outcome::Denied);
+    assert_eq!(
+        by_agent
+            .error
+            .as_ref()
+            .and_then(PipelineError::refusal)
+            .map(|r| r.code),
+        Some(RefusalCode::PolicyDenied)
+    );
+    let wiped = call("wipe", json!({}), client.clone()).await;
+    assert_eq!(wiped.outcome, Outcome::Denied);
+    assert!(
+        model_text(&wiped.result).contains("[policy] default is \"deny\""),
+        "{wiped:?}"
+    );
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "only the `dev` push by a client ran"
+    );
+
+    let records: Vec<(String, String, Option<String>)> = audit
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| (r.caller.clone(), r.outcome.clone(), r.detail.clone()))
+        .collect();
+    assert_eq!(
+        records[1],
+        (
+            "client:http".into(),
+            "approval_required".into(),
+            Some("main needs an owner".into())
+        )
+    );
+    assert_eq!(
+        records[3],
+        (
+            "agent:a".into(),
+            "denied".into(),
+            Some("agents do not push".into())
+        )
+    );
+    assert_eq!(records[4].1, "denied");
+
+    // Listings carry the same rules' marks, per principal.
+    let marks = |principal: Principal| {
+        let pipeline = pipeline.clone();
+        async move {
+            pipeline
+                .list_marked(&principal)
+                .await
+                .into_iter()
+                .map(|(entry, mark)| (entry.name, mark.map(|m| (m.action, m.conditional))))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        marks(Principal::client("http")).await,
+        [
+            ("push".to_string(), Some((MarkedAction::Approve, true))),
+            ("status".to_string(), None),
+            ("wipe".to_string(), Some((MarkedAction::Deny, false))),
+        ]
+    );
+    assert_eq!(
+        marks(Principal::agent("a", ToolPatterns::new(&["*"]).unwrap())).await[0],
+        ("push".to_string(), Some((MarkedAction::Approve, true)))
     );
 }

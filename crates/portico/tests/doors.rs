@@ -15,6 +15,8 @@ mod bounds;
 mod daemon;
 #[path = "doors/legacy_sse.rs"]
 mod legacy_sse;
+#[path = "doors/policies.rs"]
+mod policies;
 #[path = "doors/sdk.rs"]
 mod sdk;
 #[path = "doors/stdio.rs"]
