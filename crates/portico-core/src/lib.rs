@@ -44,6 +44,18 @@ pub use health::{ServerState, ServerStatus};
 /// A JSON object as received from an upstream, kept verbatim.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;
 
+/// A model setting such as a temperature as a JSON number. `f32 -> f64` widening turns 0.7 into
+/// 0.699999988079071; going through the shortest decimal form sends what the user wrote.
+pub fn json_f32(value: f32) -> serde_json::Value {
+    value
+        .to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map(serde_json::Value::Number)
+        .unwrap_or(serde_json::Value::Null)
+}
+
 /// Serialises a protocol value into the JSON object the core carries. A value that is not an object
 /// (which no MCP result is) is wrapped as `{"value": ...}` rather than lost.
 pub fn to_object<T: serde::Serialize>(value: &T) -> JsonObject {

@@ -8,7 +8,7 @@ use portico_core::relay::BoxFuture;
 use portico_net::SafeClient;
 use serde_json::{Value, json};
 
-use crate::openai::{json_f32, object_schema};
+use crate::openai::object_schema;
 use crate::retry::RetryPolicy;
 use crate::transport::{self, Endpoint, header, join_url, present_key, redact_url};
 use crate::types::{
@@ -16,6 +16,7 @@ use crate::types::{
     excerpt, parse_tool_arguments,
 };
 use crate::{JsonObject, LlmError};
+use portico_core::json_f32;
 
 /// The API version we speak (streaming events and tool blocks as of this version).
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

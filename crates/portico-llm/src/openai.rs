@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use http::header::{AUTHORIZATION, HeaderMap};
+use portico_core::json_f32;
 use portico_core::relay::BoxFuture;
 use portico_net::SafeClient;
 use serde_json::{Value, json};
@@ -289,18 +290,6 @@ pub(crate) fn object_schema(schema: &JsonObject) -> Value {
     } else {
         Value::Object(schema.clone())
     }
-}
-
-/// `f32 -> f64` widening turns 0.7 into 0.699999988079071; going through the shortest decimal
-/// form sends what the user wrote.
-pub(crate) fn json_f32(value: f32) -> Value {
-    value
-        .to_string()
-        .parse::<f64>()
-        .ok()
-        .and_then(serde_json::Number::from_f64)
-        .map(Value::Number)
-        .unwrap_or(Value::Null)
 }
 
 /// A tool call being assembled from `delta.tool_calls` fragments.

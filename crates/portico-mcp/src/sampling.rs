@@ -3,11 +3,11 @@
 //! [`SamplingAnswer`]. Shared with the server edge, whose callers send it (as [`crate::request_method`]
 //! is).
 
-use portico_core::JsonObject;
 use portico_core::relay::{
     BoxFuture, Caller, RelayRequest, SamplingAnswer, SamplingContent, SamplingError,
     SamplingMessage, SamplingRequest, SamplingRole, SamplingToolChoice, SamplingToolUse,
 };
+use portico_core::{JsonObject, json_f32};
 use serde_json::{Value, json};
 
 /// [`Caller::sample`] for a caller that relays requests as protocol JSON: the request written as
@@ -93,18 +93,6 @@ fn block(content: &SamplingContent) -> Value {
             "isError": is_error,
         }),
     }
-}
-
-/// `f32 -> f64` widening turns 0.7 into 0.699999988079071; going through the shortest decimal
-/// form sends what the user wrote.
-fn json_f32(value: f32) -> Value {
-    value
-        .to_string()
-        .parse::<f64>()
-        .ok()
-        .and_then(serde_json::Number::from_f64)
-        .map(Value::Number)
-        .unwrap_or(Value::Null)
 }
 
 /// Reads a `CreateMessageResult`: `content` is one block or (with tools) an array of them. The
