@@ -32,6 +32,10 @@ use crate::wire::{is_interrupted, is_terminal, message_text};
 /// The artifact an agent's answer goes into.
 pub const RESPONSE_ARTIFACT: &str = "response";
 
+/// How long a cancel waits for the task's run to stop and store `TASK_STATE_CANCELED` itself. Past it,
+/// the cancel stores it without the run (whose later writes are then dropped) and answers.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A task that is not finished: its cancel switch and its event stream. It is in the live table while
 /// a run of this process drives the task or someone listens to it, and no longer.
 struct Live {
@@ -58,6 +62,9 @@ struct Known {
     unstored: Option<Unstored>,
     /// Storing the task failed: its send fails with this.
     lost: Option<A2aError>,
+    /// A terminal status was planned for the task: every later write is dropped, so a run that stops
+    /// late (after its cancel gave up waiting) cannot undo the end of the task.
+    finished: bool,
 }
 
 /// A task that is not stored yet (see the module docs).
@@ -80,6 +87,8 @@ enum Write {
         limits: TaskLimits,
     },
     Update(TaskUpdate),
+    /// Not at all: the task has finished.
+    Dropped,
 }
 
 impl Live {
@@ -88,10 +97,20 @@ impl Live {
     }
 
     /// Decides how `update` is written. A task not stored yet keeps it, until a status that settles the
-    /// task (finished, or waiting for input) makes it the task's first write.
-    fn plan(&self, update: TaskUpdate) -> Write {
-        let mut known = self.known();
-        let Known { task, unstored, .. } = &mut *known;
+    /// task (finished, or waiting for input) makes it the task's first write. Nothing is written after
+    /// a terminal status.
+    fn plan(known: &mut Known, update: TaskUpdate) -> Write {
+        if known.finished {
+            return Write::Dropped;
+        }
+        if update
+            .status
+            .as_ref()
+            .is_some_and(|change| is_terminal(&change.state))
+        {
+            known.finished = true;
+        }
+        let Known { task, unstored, .. } = known;
         let (Some(task), Some(pending)) = (task.as_mut(), unstored.as_mut()) else {
             return Write::Update(update);
         };
@@ -747,7 +766,7 @@ impl Tasks {
         let known = Known {
             task: Some(record),
             unstored,
-            lost: None,
+            ..Known::default()
         };
         Ok(Opened {
             task_id,
@@ -880,7 +899,9 @@ impl Tasks {
             }),
             ..also
         };
-        self.write(run, update, "its status").await;
+        if !self.write(run, update, "its status").await {
+            return;
+        }
         let event = || {
             json!({"statusUpdate": {
                 "taskId": run.task_id, "contextId": run.context_id, "status": status,
@@ -904,38 +925,52 @@ impl Tasks {
     }
 
     /// Writes `update` to the task as [`Live::plan`] says; `what` names it in the log if that fails.
-    async fn write(&self, run: &Run, update: TaskUpdate, what: &str) {
-        match run.live.plan(update) {
-            Write::Held => {}
-            Write::Create {
-                task,
-                earlier,
-                limits,
-            } => {
-                let created = self
-                    .inner
-                    .writer
-                    .create_task_with_history(task, earlier, limits)
-                    .await;
-                if let Err(error) = created {
+    /// False if it was dropped, the task having finished. The write is queued while the plan is held,
+    /// so the writes of one task reach the store in the order they were planned.
+    async fn write(&self, run: &Run, update: TaskUpdate, what: &str) -> bool {
+        enum Queued<C, U> {
+            Held,
+            Create(C),
+            Update(U, TaskUpdate),
+        }
+        let queued = {
+            let mut known = run.live.known();
+            match Live::plan(&mut known, update) {
+                Write::Dropped => return false,
+                Write::Held => Queued::Held,
+                Write::Create {
+                    task,
+                    earlier,
+                    limits,
+                } => Queued::Create(
+                    self.inner
+                        .writer
+                        .create_task_with_history(task, earlier, limits),
+                ),
+                Write::Update(update) => Queued::Update(
+                    self.inner
+                        .writer
+                        .update_task(run.task_id.clone(), update.clone()),
+                    update,
+                ),
+            }
+        };
+        match queued {
+            Queued::Held => {}
+            Queued::Create(created) => {
+                if let Err(error) = created.await {
                     tracing::warn!("task {}: could not store it: {error}", run.task_id);
                     run.live.known().lost = Some(store_error(error));
                 }
             }
-            Write::Update(update) => {
-                let written = self
-                    .inner
-                    .writer
-                    .update_task(run.task_id.clone(), update.clone())
-                    .await;
-                match written {
-                    Ok(_) => run.live.committed(update),
-                    Err(error) => {
-                        tracing::warn!("task {}: could not store {what}: {error}", run.task_id);
-                    }
+            Queued::Update(written, update) => match written.await {
+                Ok(_) => run.live.committed(update),
+                Err(error) => {
+                    tracing::warn!("task {}: could not store {what}: {error}", run.task_id);
                 }
-            }
+            },
         }
+        true
     }
 
     async fn run(&self, run: Run) {
@@ -1176,7 +1211,10 @@ impl Tasks {
         blocking(move || store.delete_push_config(&id, &config)).await
     }
 
-    /// Cancels a task: a running agent is stopped; a task waiting for input is closed.
+    /// Cancels a task: a running agent is stopped; a task waiting for input, or one no run of this
+    /// process drives, is closed. A cancel answers within about [`CANCEL_GRACE`]: a run that has not
+    /// stopped by then is left to stop on its own, and the task is stored canceled without it (the
+    /// run's later writes are dropped).
     pub async fn cancel(&self, owner: &str, id: &str) -> Result<TaskRecord, A2aError> {
         let task = self.get(owner, id).await?;
         if is_terminal(&task.state) {
@@ -1185,29 +1223,61 @@ impl Tasks {
                 state: crate::wire::state_to_v03(&task.state).to_string(),
             });
         }
-        let running = self.table().tasks.get(id).cloned();
+        // Only a run moves a task on when cancelled: the table also holds tasks that someone merely
+        // listens to, whose entries nothing drives.
+        let running = self
+            .table()
+            .tasks
+            .get(id)
+            .filter(|live| live.running.load(Ordering::Relaxed))
+            .cloned();
         match running {
-            Some(live) if !is_interrupted(&task.state) => {
+            Some(live) => {
                 let mut state = live.state.subscribe();
                 live.cancel.cancel();
-                let _ = state.wait_for(|s| is_terminal(s)).await;
+                // A run heeds its cancel switch only while its agent runs: one that has just
+                // answered goes on to store its answer, and if that leaves the task waiting for
+                // input, nothing will end the task but this cancel.
+                let seen = tokio::time::timeout(
+                    CANCEL_GRACE,
+                    state.wait_for(|s| is_terminal(s) || is_interrupted(s)),
+                )
+                .await
+                .ok()
+                .and_then(|seen| seen.ok().map(|state| state.clone()));
+                if !seen.as_deref().is_some_and(is_terminal) {
+                    if seen.is_none() {
+                        tracing::warn!(
+                            "task {id}: its run did not stop within {CANCEL_GRACE:?} of being cancelled; storing it canceled without the run"
+                        );
+                    }
+                    let run = closing_run(id, &task, live);
+                    // The run takes its entry out of the table when it ends.
+                    self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                }
+                // The run's own terminal write, if it planned one first, is committed by now.
+                self.inner.writer.flush().await;
             }
-            _ => {
-                let live = self.live_for_run(id);
-                let run = Run {
-                    task_id: id.to_string(),
-                    context_id: task.context_id.clone(),
-                    tool: String::new(),
-                    text: String::new(),
-                    conversation: None,
-                    untrusted: None,
-                    live,
-                };
+            None => {
+                let run = closing_run(id, &task, self.live_for_run(id));
                 self.set_status(&run, "TASK_STATE_CANCELED", None).await;
                 self.run_ended(id, &run.live);
             }
         }
         self.get(owner, id).await
+    }
+}
+
+/// A run that only closes `task` (a cancel): it writes through `live` and runs no agent.
+fn closing_run(id: &str, task: &TaskRecord, live: Arc<Live>) -> Run {
+    Run {
+        task_id: id.to_string(),
+        context_id: task.context_id.clone(),
+        tool: String::new(),
+        text: String::new(),
+        conversation: None,
+        untrusted: None,
+        live,
     }
 }
 
@@ -1458,6 +1528,114 @@ rules = [
             refused,
             A2aError::Unsupported(format!("task `{id}` has finished; poll it"))
         );
+        assert_eq!(tasks.live_counts(), (0, 0));
+    }
+
+    /// A task stored as working, of alice's, that no run of this process drives.
+    fn working_task(engine: &Engine, text: &str) -> String {
+        let id = random_id();
+        let now = portico_core::time::now_ms();
+        let record = TaskRecord {
+            id: id.clone(),
+            context_id: random_id(),
+            owner: "alice".into(),
+            agent: "echo".into(),
+            state: "TASK_STATE_WORKING".into(),
+            status: json!({"state": "TASK_STATE_WORKING"}),
+            history: vec![message(text)],
+            artifacts: Vec::new(),
+            metadata: json!({}),
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        engine
+            .store()
+            .create_task(&record, &TaskLimits::default())
+            .unwrap();
+        id
+    }
+
+    /// fuzz/findings `a2a_jsonrpc/timeout-*`: a cancel waited without a bound for the task to be
+    /// moved on, which never happened when nothing drove its live entry (only a listener held it) or
+    /// its run did not stop.
+    #[tokio::test]
+    async fn a_cancel_answers_even_when_no_run_moves_the_task_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let tasks = Tasks::new(engine.clone(), TaskLimits::default(), None);
+        // Listened to, and driven by no run.
+        let listened = working_task(&engine, "listened");
+        let (_, subscription) = tasks
+            .subscribe("alice", &listened, "poll it")
+            .await
+            .unwrap();
+        // Driven by a run that never stops (it ignores its cancel switch).
+        let stuck = working_task(&engine, "stuck");
+        let live = tasks.live_for_run(&stuck);
+        // Driven by a run that has just answered and, missing the cancel, stores that it waits
+        // for input.
+        let settling = working_task(&engine, "settling");
+        let settles = tasks.live_for_run(&settling);
+        let run = closing_run(
+            &settling,
+            &engine.store().task(&settling).unwrap().unwrap(),
+            settles.clone(),
+        );
+        let (this, asked) = (tasks.clone(), settling.clone());
+        let answering = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            this.set_status(&run, "TASK_STATE_INPUT_REQUIRED", None)
+                .await;
+            this.run_ended(&asked, &run.live);
+        });
+        let started = std::time::Instant::now();
+        let answered = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            tasks.cancel("alice", &settling),
+        )
+        .await
+        .expect("a cancel answers")
+        .unwrap();
+        assert!(started.elapsed() < CANCEL_GRACE, "{:?}", started.elapsed());
+        assert_eq!(answered.state, "TASK_STATE_CANCELED");
+        answering.await.unwrap();
+        assert_eq!(
+            states(engine.store(), &settling),
+            [
+                "TASK_STATE_WORKING",
+                "TASK_STATE_INPUT_REQUIRED",
+                "TASK_STATE_CANCELED"
+            ]
+        );
+        for id in [&listened, &stuck] {
+            let answered = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                tasks.cancel("alice", id),
+            )
+            .await
+            .expect("a cancel answers")
+            .unwrap();
+            assert_eq!(answered.state, "TASK_STATE_CANCELED");
+            let stored = engine.store().task(id).unwrap().unwrap();
+            assert_eq!(stored.state, "TASK_STATE_CANCELED");
+        }
+        // The stuck run's late update does not undo the cancel, in the store or for waiters.
+        let task = engine.store().task(&stuck).unwrap().unwrap();
+        let run = closing_run(&stuck, &task, live.clone());
+        tasks.set_status(&run, "TASK_STATE_WORKING", None).await;
+        tasks.inner.writer.flush().await;
+        assert_eq!(
+            engine.store().task(&stuck).unwrap().unwrap().state,
+            "TASK_STATE_CANCELED"
+        );
+        assert_eq!(
+            states(engine.store(), &stuck),
+            ["TASK_STATE_WORKING", "TASK_STATE_CANCELED"]
+        );
+        assert_eq!(*live.state.borrow(), "TASK_STATE_CANCELED");
+        // Nothing is left behind once the listener and the run are gone.
+        drop(subscription);
+        tasks.run_ended(&stuck, &live);
         assert_eq!(tasks.live_counts(), (0, 0));
     }
 
