@@ -931,7 +931,7 @@ impl Tasks {
         enum Queued<C, U> {
             Held,
             Create(C),
-            Update(U, TaskUpdate),
+            Update(U, Box<TaskUpdate>),
         }
         let queued = {
             let mut known = run.live.known();
@@ -951,7 +951,7 @@ impl Tasks {
                     self.inner
                         .writer
                         .update_task(run.task_id.clone(), update.clone()),
-                    update,
+                    Box::new(update),
                 ),
             }
         };
@@ -964,7 +964,7 @@ impl Tasks {
                 }
             }
             Queued::Update(written, update) => match written.await {
-                Ok(_) => run.live.committed(update),
+                Ok(_) => run.live.committed(*update),
                 Err(error) => {
                     tracing::warn!("task {}: could not store {what}: {error}", run.task_id);
                 }
