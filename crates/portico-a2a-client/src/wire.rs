@@ -71,7 +71,7 @@ pub fn is_interrupted(state: &str) -> bool {
     )
 }
 
-fn object(value: &Value) -> Map<String, Value> {
+pub(crate) fn object(value: &Value) -> Map<String, Value> {
     value.as_object().cloned().unwrap_or_default()
 }
 
@@ -106,20 +106,24 @@ fn part_to_v03(part: &Value) -> Value {
     Value::Object(out)
 }
 
-fn part_from_v03(part: &Value) -> Value {
-    let mut out = Map::new();
-    match part
+/// A 0.3 part (`kind` text/file/data) as a 1.0 part; a 1.0 part (no `kind`) passes through.
+pub(crate) fn part_from_v03(part: &Value) -> Value {
+    let Some(kind) = part
         .get("kind")
         .or_else(|| part.get("type"))
         .and_then(Value::as_str)
-    {
-        Some("data") => {
+    else {
+        return part.clone();
+    };
+    let mut out = Map::new();
+    match kind {
+        "data" => {
             out.insert(
                 "data".into(),
                 part.get("data").cloned().unwrap_or(Value::Null),
             );
         }
-        Some("file") => {
+        "file" => {
             let file = part.get("file").cloned().unwrap_or_default();
             if let Some(bytes) = file.get("bytes") {
                 out.insert("raw".into(), bytes.clone());
@@ -147,7 +151,7 @@ fn part_from_v03(part: &Value) -> Value {
     Value::Object(out)
 }
 
-fn parts(value: &Value, convert: fn(&Value) -> Value) -> Value {
+pub(crate) fn parts(value: &Value, convert: fn(&Value) -> Value) -> Value {
     Value::Array(
         value
             .get("parts")
@@ -295,6 +299,17 @@ pub fn message_text(message: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_1_0_part_in_a_0_3_message_passes_through_whole() {
+        let mixed = json!({"role": "user", "parts": [{"kind": "text", "text": "hi"},
+            {"data": {"a": 1}}, {"url": "https://x/y.pdf", "mediaType": "application/pdf"}]});
+        assert_eq!(
+            message_from_any(&mixed)["parts"],
+            json!([{"text": "hi"}, {"data": {"a": 1}},
+                   {"url": "https://x/y.pdf", "mediaType": "application/pdf"}])
+        );
+    }
 
     #[test]
     fn messages_cross_between_forms() {

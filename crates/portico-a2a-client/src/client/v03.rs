@@ -1,73 +1,14 @@
 //! What a 0.3 server answers, in the 1.0 form the client works in: the reverse of the
 //! `wire::*_to_v03` functions the server uses (messages reuse `wire::message_from_any`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::wire;
-
-fn object(value: &Value) -> Map<String, Value> {
-    value.as_object().cloned().unwrap_or_default()
-}
-
-/// A 0.3 part (`kind` text/file/data) as a 1.0 part; a 1.0 part passes through.
-pub fn part_from_v03(part: &Value) -> Value {
-    let Some(kind) = part
-        .get("kind")
-        .or_else(|| part.get("type"))
-        .and_then(Value::as_str)
-    else {
-        return part.clone();
-    };
-    let mut out = Map::new();
-    match kind {
-        "data" => {
-            out.insert(
-                "data".into(),
-                part.get("data").cloned().unwrap_or(Value::Null),
-            );
-        }
-        "file" => {
-            let file = part.get("file").cloned().unwrap_or_default();
-            for (from, to) in [
-                ("bytes", "raw"),
-                ("uri", "url"),
-                ("mimeType", "mediaType"),
-                ("name", "filename"),
-            ] {
-                if let Some(value) = file.get(from) {
-                    out.insert(to.into(), value.clone());
-                }
-            }
-        }
-        _ => {
-            out.insert(
-                "text".into(),
-                part.get("text").cloned().unwrap_or(json!("")),
-            );
-        }
-    }
-    if let Some(metadata) = part.get("metadata") {
-        out.insert("metadata".into(), metadata.clone());
-    }
-    Value::Object(out)
-}
-
-fn parts_from_v03(value: &Value) -> Value {
-    Value::Array(
-        value
-            .get("parts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(part_from_v03)
-            .collect(),
-    )
-}
+use crate::wire::{self, object};
 
 pub fn artifact_from_v03(artifact: &Value) -> Value {
     let mut out = object(artifact);
     out.remove("kind");
-    out.insert("parts".into(), parts_from_v03(artifact));
+    out.insert("parts".into(), wire::parts(artifact, wire::part_from_v03));
     Value::Object(out)
 }
 
