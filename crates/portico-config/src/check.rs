@@ -8,6 +8,7 @@ use toml::de::{DeTable, DeValue};
 
 use portico_core::naming::normalize_segment;
 
+mod clients;
 mod unknown_keys;
 
 /// One problem in a config file.
@@ -336,24 +337,33 @@ impl Checker<'_> {
         let Some(table) = self.expect_table(value, "[server]") else {
             return;
         };
+        let mut door = clients::DoorTokens {
+            listen: None,
+            server_token: None,
+            clients: None,
+        };
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
                 "listen" => {
-                    if let Some(listen) = self.expect_string(value, "[server] listen")
-                        && listen.parse::<std::net::SocketAddr>().is_err()
-                    {
-                        self.report(
-                            value.span(),
-                            format!("[server] listen `{listen}` is not an IP address and port"),
-                            Some("write it like \"127.0.0.1:4200\"".into()),
-                        );
+                    if let Some(listen) = self.expect_string(value, "[server] listen") {
+                        match listen.parse::<std::net::SocketAddr>() {
+                            Ok(address) => door.listen = Some((address, value.span())),
+                            Err(_) => self.report(
+                                value.span(),
+                                format!("[server] listen `{listen}` is not an IP address and port"),
+                                Some("write it like \"127.0.0.1:4200\"".into()),
+                            ),
+                        }
                     }
                 }
+                "clients" => door.clients = Some(value),
                 "instructions" => {
                     self.expect_string(value, "[server] instructions");
                 }
                 "token" => {
-                    if let Some(token) = self.expect_string(value, "[server] token")
+                    let token = self.expect_string(value, "[server] token");
+                    door.server_token = token;
+                    if let Some(token) = token
                         && token.trim().is_empty()
                     {
                         self.report(
@@ -425,6 +435,7 @@ impl Checker<'_> {
                 _ => {}
             }
         }
+        self.door_tokens(door);
     }
 
     /// `[[agents]]`: names, providers and patterns here; field types by the serde pass in [`check`].

@@ -12,11 +12,13 @@
 //! [`locate`].
 
 mod check;
+mod clients;
 mod expand;
 mod locate;
 mod model;
 
 pub use check::{Problem, check, check_agent_file};
+pub use clients::{ClientConfig, is_client_name, parse_sha256_hex, token_sha256_hex};
 pub use expand::{ExpandError, expand_vars};
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{

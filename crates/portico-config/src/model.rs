@@ -465,6 +465,9 @@ pub struct ServerSection {
     /// it, new connections get only the health check; every other request gets 503.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// Named clients, each with its own token and tool scope (`[[server.clients]]`).
+    #[serde(default)]
+    pub clients: Vec<crate::ClientConfig>,
 }
 
 fn default_max_sessions() -> usize {
@@ -539,6 +542,7 @@ impl Default for ServerSection {
             max_sessions_per_client: default_max_sessions_per_client(),
             session_idle_secs: default_session_idle_secs(),
             max_connections: default_max_connections(),
+            clients: Vec::new(),
         }
     }
 }
