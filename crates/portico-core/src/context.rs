@@ -6,12 +6,17 @@ use crate::relay::CallContext;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 /// The identity a call is made under. Capabilities hang off it: a client of a door sees everything
-/// the door exposes; an agent sees only the tools its patterns name, whichever door it was reached
-/// through.
+/// the door exposes, or, when its `[[server.clients]]` entry has a `tools` scope, only what the scope
+/// names; an agent sees only the tools its patterns name, whichever door it was reached through.
 #[derive(Clone, Debug)]
 pub enum Principal {
-    /// A person or program at a door: an MCP client, the HTTP API, the CLI. `id` says which door.
-    Client { id: String },
+    /// A person or program at a door: an MCP client, the HTTP API, the CLI. `id` is the client's
+    /// name when its token identified it (`laptop`, `default` for `[server] token`), else the door
+    /// (`http`, `stdio`, `cli`). `scope`, when set, is all it may list and call.
+    Client {
+        id: String,
+        scope: Option<Arc<ToolPatterns>>,
+    },
     /// An agent running its loop.
     Agent(Arc<AgentScope>),
 }
@@ -24,8 +29,20 @@ pub struct AgentScope {
 }
 
 impl Principal {
+    /// A client with the door's whole catalog.
     pub fn client(id: impl Into<String>) -> Self {
-        Principal::Client { id: id.into() }
+        Principal::Client {
+            id: id.into(),
+            scope: None,
+        }
+    }
+
+    /// A named client limited to `scope` (`None`: the door's whole catalog).
+    pub fn scoped_client(name: impl Into<String>, scope: Option<Arc<ToolPatterns>>) -> Self {
+        Principal::Client {
+            id: name.into(),
+            scope,
+        }
     }
 
     pub fn agent(name: impl Into<String>, patterns: ToolPatterns) -> Self {
@@ -35,10 +52,10 @@ impl Principal {
         }))
     }
 
-    /// How audit records name the caller: `client:{door}` or `agent:{name}`.
+    /// How audit records name the caller: `client:{name}` (or `client:{door}`) or `agent:{name}`.
     pub fn label(&self) -> String {
         match self {
-            Principal::Client { id } => format!("client:{id}"),
+            Principal::Client { id, .. } => format!("client:{id}"),
             Principal::Agent(scope) => format!("agent:{}", scope.name),
         }
     }
@@ -46,8 +63,21 @@ impl Principal {
     /// Whether this principal may see and call `tool`.
     pub fn may_use(&self, tool: &str) -> bool {
         match self {
-            Principal::Client { .. } => true,
+            Principal::Client { scope, .. } => {
+                scope.as_ref().is_none_or(|scope| scope.matches(tool))
+            }
             Principal::Agent(scope) => scope.patterns.matches(tool),
+        }
+    }
+
+    /// A scoped client's name and scope: the client a refusal outside the scope names.
+    pub fn client_scope(&self) -> Option<(&str, &ToolPatterns)> {
+        match self {
+            Principal::Client {
+                id,
+                scope: Some(scope),
+            } => Some((id, scope)),
+            _ => None,
         }
     }
 
@@ -237,6 +267,15 @@ impl ToolContext {
         }
     }
 
+    /// A context for `principal` (a client its token identified, with its scope), with nothing to
+    /// relay to.
+    pub fn of(principal: Principal) -> Self {
+        ToolContext {
+            principal,
+            ..ToolContext::client("")
+        }
+    }
+
     pub fn with_relay(mut self, relay: CallContext) -> Self {
         self.relay = relay;
         self
@@ -273,6 +312,21 @@ mod tests {
         assert!(!agent.may_use("file_write"));
         assert_eq!(agent.label(), "agent:a");
         assert!(Principal::client("stdio").may_use("anything"));
+    }
+
+    #[test]
+    fn a_scoped_client_uses_only_its_scope_and_keeps_its_label() {
+        let scope = Arc::new(ToolPatterns::new(&["time_*"]).unwrap());
+        let laptop = Principal::scoped_client("laptop", Some(scope));
+        assert_eq!(laptop.label(), "client:laptop");
+        assert!(laptop.may_use("time_now"));
+        assert!(!laptop.may_use("file_read"));
+        let (name, scope) = laptop.client_scope().unwrap();
+        assert_eq!((name, scope.patterns()), ("laptop", &["time_*".to_string()][..]));
+        let ci = Principal::scoped_client("ci", None);
+        assert!(ci.may_use("file_read"));
+        assert!(ci.client_scope().is_none());
+        assert_eq!(ci.label(), "client:ci");
     }
 
     #[test]

@@ -105,6 +105,15 @@ pub enum PipelineError {
         "tool `{tool}` is not available to agent `{agent}`: it is outside the agent's `tools` patterns"
     )]
     NotPermitted { tool: String, agent: String },
+    /// A client whose `[[server.clients]]` entry has a `tools` scope called a tool outside it.
+    #[error(
+        "tool `{tool}` is not available to client `{client}`: it is outside the client's `tools` scope ({scope}); widen that [[server.clients]] entry's `tools` to allow it"
+    )]
+    OutsideClientScope {
+        tool: String,
+        client: String,
+        scope: String,
+    },
     #[error("invalid arguments for `{tool}`: {problems}")]
     InvalidArguments { tool: String, problems: String },
     /// A policy refused the call.
@@ -130,7 +139,9 @@ impl PipelineError {
     pub fn outcome(&self) -> Outcome {
         match self {
             PipelineError::UnknownTool { .. } => Outcome::UnknownTool,
-            PipelineError::NotPermitted { .. } | PipelineError::Refused { .. } => Outcome::Denied,
+            PipelineError::NotPermitted { .. }
+            | PipelineError::OutsideClientScope { .. }
+            | PipelineError::Refused { .. } => Outcome::Denied,
             PipelineError::InvalidArguments { .. } => Outcome::InvalidArguments,
             PipelineError::ApprovalRequired { .. } => Outcome::ApprovalRequired,
             PipelineError::Timeout { .. } => Outcome::Timeout,
@@ -473,6 +484,15 @@ impl Pipeline {
         context: &ToolContext,
     ) -> Result<ToolResult, PipelineError> {
         let name = entry.name.as_str();
+        if let Some((client, scope)) = context.principal.client_scope()
+            && !scope.matches(name)
+        {
+            return Err(PipelineError::OutsideClientScope {
+                tool: name.to_string(),
+                client: client.to_string(),
+                scope: scope.patterns().join(", "),
+            });
+        }
         if !context.principal.may_use(name) {
             return Err(PipelineError::NotPermitted {
                 tool: name.to_string(),
