@@ -37,6 +37,9 @@ pub enum A2aError {
     /// Every event stream Portico allows (in all, or to this caller) is open.
     #[error("{0}")]
     TooManyStreams(String),
+    /// The caller's `[[server.clients]]` scope does not reach the agent (the pipeline's refusal).
+    #[error("{0}")]
+    PermissionDenied(String),
 }
 
 impl A2aError {
@@ -53,6 +56,8 @@ impl A2aError {
             A2aError::Unsupported(_) => -32004,
             A2aError::ExtendedCardNotConfigured => -32007,
             A2aError::VersionNotSupported(_) => -32009,
+            // A2A names no JSON-RPC code for it: one of the implementation-defined server errors.
+            A2aError::PermissionDenied(_) => -32000,
         }
     }
 
@@ -72,6 +77,7 @@ impl A2aError {
             A2aError::Unsupported(_) => "UNSUPPORTED_OPERATION",
             A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
+            A2aError::PermissionDenied(_) => "PERMISSION_DENIED",
         }
     }
 
@@ -88,6 +94,7 @@ impl A2aError {
             A2aError::ExtendedCardNotConfigured => 400,
             A2aError::Busy(_) | A2aError::TooManyStreams(_) => 503,
             A2aError::Internal(_) => 500,
+            A2aError::PermissionDenied(_) => 403,
         }
     }
 
@@ -95,6 +102,7 @@ impl A2aError {
         match self.http_status() {
             400 => "INVALID_ARGUMENT",
             404 => "NOT_FOUND",
+            403 => "PERMISSION_DENIED",
             409 => "FAILED_PRECONDITION",
             503 => "UNAVAILABLE",
             _ => "INTERNAL",

@@ -32,7 +32,7 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
 use crate::error::A2aError;
-use crate::server::{self, A2aState};
+use crate::server::{self, A2aState, Caller};
 use crate::tasks::task_json;
 use crate::wire::{Version, is_interrupted, is_terminal};
 
@@ -75,6 +75,8 @@ fn sdk_error_type(error: &A2aError) -> &'static str {
         A2aError::Unsupported(_) => "UnsupportedOperationError",
         A2aError::ExtendedCardNotConfigured => "ExtendedAgentCardNotConfiguredError",
         A2aError::VersionNotSupported(_) => "VersionNotSupportedError",
+        // The SDKs have no class of their own for it.
+        A2aError::PermissionDenied(_) => "InvalidRequestError",
     }
 }
 
@@ -105,22 +107,24 @@ fn caller(
     state: &A2aState,
     agent: &str,
     headers: &HeaderMap,
-) -> Result<(String, String), A2aError> {
+    caller: Caller,
+) -> Result<(String, Caller), A2aError> {
     server::requested_version(headers)?;
-    Ok((state.agent_name(agent)?, server::owner(headers)))
+    Ok((state.agent_name(agent)?, caller))
 }
 
 async fn send(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
+    who: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     respond(
         async {
-            let (agent, owner) = caller(&state, &agent, &headers)?;
+            let (agent, who) = caller(&state, &agent, &headers, who)?;
             let params = send_params(&server::rest_body(&body)?);
-            let task = server::send(&state, &owner, &agent, &params).await?;
+            let task = server::send(&state, &who, &agent, &params).await?;
             Ok(Json(json!({"task": task_to_rest03(&task)})).into_response())
         }
         .await,
@@ -130,14 +134,15 @@ async fn send(
 async fn stream(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
+    who: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     respond(
         async {
-            let (agent, owner) = caller(&state, &agent, &headers)?;
+            let (agent, who) = caller(&state, &agent, &headers, who)?;
             let params = send_params(&server::rest_body(&body)?);
-            let (task, receiver) = server::send_streaming(&state, &owner, &agent, &params).await?;
+            let (task, receiver) = server::send_streaming(&state, &who, &agent, &params).await?;
             Ok(server::sse(server::event_stream(
                 json!({"task": task}),
                 receiver,
@@ -164,11 +169,13 @@ async fn task_get(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
+    who: Caller,
     headers: HeaderMap,
 ) -> Response {
     respond(
         async {
-            let (_, owner) = caller(&state, &agent, &headers)?;
+            let (_, who) = caller(&state, &agent, &headers, who)?;
+            let owner = who.owner;
             if let Some(id) = task.strip_suffix(":subscribe") {
                 return subscribe(&state, &owner, id).await;
             }
@@ -192,11 +199,13 @@ async fn task_get(
 async fn task_post(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
+    who: Caller,
     headers: HeaderMap,
 ) -> Response {
     respond(
         async {
-            let (_, owner) = caller(&state, &agent, &headers)?;
+            let (_, who) = caller(&state, &agent, &headers, who)?;
+            let owner = who.owner;
             if let Some(id) = task.strip_suffix(":subscribe") {
                 return subscribe(&state, &owner, id).await;
             }
@@ -213,12 +222,14 @@ async fn task_post(
 async fn push_create(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
+    who: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     respond(
         async {
-            let (_, owner) = caller(&state, &agent, &headers)?;
+            let (_, who) = caller(&state, &agent, &headers, who)?;
+            let owner = who.owner;
             let config = push_config_from_rest03(&server::rest_body(&body)?);
             let config = crate::push::normalise_config(&task, &config, Version::V03)?;
             let stored = state.tasks.put_push_config(&owner, &task, config).await?;
@@ -231,11 +242,13 @@ async fn push_create(
 async fn push_list(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
+    who: Caller,
     headers: HeaderMap,
 ) -> Response {
     respond(
         async {
-            let (_, owner) = caller(&state, &agent, &headers)?;
+            let (_, who) = caller(&state, &agent, &headers, who)?;
+            let owner = who.owner;
             let configs: Vec<Value> = state
                 .tasks
                 .push_configs(&owner, &task)
@@ -252,11 +265,13 @@ async fn push_list(
 async fn push_get(
     State(state): State<A2aState>,
     Path((agent, task, id)): Path<(String, String, String)>,
+    who: Caller,
     headers: HeaderMap,
 ) -> Response {
     respond(
         async {
-            let (_, owner) = caller(&state, &agent, &headers)?;
+            let (_, who) = caller(&state, &agent, &headers, who)?;
+            let owner = who.owner;
             let config = state
                 .tasks
                 .push_configs(&owner, &task)
@@ -277,11 +292,13 @@ async fn push_get(
 async fn push_delete(
     State(state): State<A2aState>,
     Path((agent, task, id)): Path<(String, String, String)>,
+    who: Caller,
     headers: HeaderMap,
 ) -> Response {
     respond(
         async {
-            let (_, owner) = caller(&state, &agent, &headers)?;
+            let (_, who) = caller(&state, &agent, &headers, who)?;
+            let owner = who.owner;
             if !state.tasks.delete_push_config(&owner, &task, &id).await? {
                 return Err(A2aError::InvalidParams(format!(
                     "task `{task}` has no push notification config `{id}`"
@@ -296,9 +313,10 @@ async fn push_delete(
 async fn extended_card(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
+    who: Caller,
     headers: HeaderMap,
 ) -> Response {
-    respond(caller(&state, &agent, &headers).and(Err(A2aError::ExtendedCardNotConfigured)))
+    respond(caller(&state, &agent, &headers, who).and(Err(A2aError::ExtendedCardNotConfigured)))
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -146,12 +146,42 @@ pub(crate) fn routes_and_tasks(engine: Engine, options: A2aOptions) -> (Router, 
     (router, tasks)
 }
 
-/// Who is calling: tasks are visible only to the identity that created them. Today that is the
-/// credential presented (hashed), or `anonymous` on a door without one.
-pub(crate) fn owner(headers: &HeaderMap) -> String {
-    match headers.get(header::AUTHORIZATION) {
-        Some(value) => portico_pipeline::credential_identity(value.as_bytes()),
-        None => "anonymous".into(),
+/// Who is calling: tasks are visible only to the identity that created them. That is the client
+/// the door's token check identified (`client:laptop`), whose principal (with its tool scope) the
+/// agent's run is called as; on a door without tokens, the credential presented (hashed), or
+/// `anonymous`, calling as `client:a2a`.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub(crate) owner: String,
+    pub(crate) principal: Principal,
+}
+
+impl Caller {
+    fn of(parts: &axum::http::request::Parts) -> Caller {
+        match parts.extensions.get::<Principal>() {
+            Some(principal) => Caller {
+                owner: principal.label(),
+                principal: principal.clone(),
+            },
+            None => Caller {
+                owner: match parts.headers.get(header::AUTHORIZATION) {
+                    Some(value) => portico_pipeline::credential_identity(value.as_bytes()),
+                    None => "anonymous".into(),
+                },
+                principal: Principal::client("a2a"),
+            },
+        }
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Caller::of(parts))
     }
 }
 
@@ -220,10 +250,19 @@ impl A2aState {
 /// Serves a card with an ETag; a matching If-None-Match gets 304.
 async fn serve_card(
     state: &A2aState,
+    caller: &Caller,
     agent: Option<String>,
     version: Option<Version>,
     headers: &HeaderMap,
 ) -> Response {
+    // An agent outside the client's scope is not there for it, card included.
+    let agent = agent.filter(|name| {
+        state
+            .engine
+            .agents()
+            .agent(name)
+            .is_some_and(|a| caller.principal.may_use(&a.tool_name))
+    });
     let Some(agent) = agent else {
         return (
             StatusCode::NOT_FOUND,
@@ -278,25 +317,27 @@ struct CardQuery {
 async fn primary_card(
     State(state): State<A2aState>,
     Query(query): Query<CardQuery>,
+    caller: Caller,
     headers: HeaderMap,
 ) -> Response {
     let version = card_version(&headers, &query);
-    serve_card(&state, state.primary(), version, &headers).await
+    serve_card(&state, &caller, state.primary(), version, &headers).await
 }
 
-async fn legacy_card(State(state): State<A2aState>, headers: HeaderMap) -> Response {
-    serve_card(&state, state.primary(), Some(Version::V03), &headers).await
+async fn legacy_card(State(state): State<A2aState>, caller: Caller, headers: HeaderMap) -> Response {
+    serve_card(&state, &caller, state.primary(), Some(Version::V03), &headers).await
 }
 
 async fn agent_card(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
     Query(query): Query<CardQuery>,
+    caller: Caller,
     headers: HeaderMap,
 ) -> Response {
     let version = card_version(&headers, &query);
     let name = state.agent_name(&agent).ok();
-    serve_card(&state, name, version, &headers).await
+    serve_card(&state, &caller, name, version, &headers).await
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -306,10 +347,11 @@ async fn agent_card(
 /// waiting for input.
 pub(crate) async fn send(
     state: &A2aState,
-    owner: &str,
+    caller: &Caller,
     agent: &str,
     params: &Value,
 ) -> Result<Value, A2aError> {
+    let owner = caller.owner.as_str();
     let configuration = params.get("configuration").cloned().unwrap_or_default();
     // `returnImmediately` (1.0) or `blocking: false` (0.3) answers at once.
     let immediately = configuration
@@ -322,7 +364,7 @@ pub(crate) async fn send(
     } else {
         Answer::WhenSettled
     };
-    let (sent, history_length) = start(state, owner, agent, params, answer).await?;
+    let (sent, history_length) = start(state, caller, agent, params, answer).await?;
     if answer == Answer::WhenSettled {
         sent.settled().await;
     }
@@ -332,11 +374,12 @@ pub(crate) async fn send(
 /// A send that answers with the task at once, then streams its events.
 pub(crate) async fn send_streaming(
     state: &A2aState,
-    owner: &str,
+    caller: &Caller,
     agent: &str,
     params: &Value,
 ) -> Result<(Value, Subscription), A2aError> {
-    let (mut sent, history_length) = start(state, owner, agent, params, Answer::Stream).await?;
+    let owner = caller.owner.as_str();
+    let (mut sent, history_length) = start(state, caller, agent, params, Answer::Stream).await?;
     let events = sent
         .events
         .take()
@@ -350,7 +393,7 @@ pub(crate) async fn send_streaming(
 /// Starts the task a send's `params` describe; also returns the history length it asks for.
 async fn start(
     state: &A2aState,
-    owner: &str,
+    caller: &Caller,
     agent: &str,
     params: &Value,
     answer: Answer,
@@ -381,7 +424,7 @@ async fn start(
         .filter(|(c, _)| c.is_object());
     let sent = state
         .tasks
-        .send(owner, agent, message, push, answer)
+        .send(&caller.owner, &caller.principal, agent, message, push, answer)
         .await?;
     Ok((sent, history_length))
 }
@@ -607,6 +650,7 @@ const V1_METHODS: &[&str] = &[
 async fn jsonrpc(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
+    caller: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -644,8 +688,7 @@ async fn jsonrpc(
         Err(error) => return rpc_error(&id, &error),
     };
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    let owner = owner(&headers);
-    match dispatch(&state, &owner, &agent, &method, &params, version, &id).await {
+    match dispatch(&state, &caller, &agent, &method, &params, version, &id).await {
         Ok(response) => response,
         Err(error) => rpc_error(&id, &error),
     }
@@ -653,13 +696,14 @@ async fn jsonrpc(
 
 async fn dispatch(
     state: &A2aState,
-    owner: &str,
+    caller: &Caller,
     agent: &str,
     method: &str,
     params: &Value,
     version: Version,
     id: &Value,
 ) -> Result<Response, A2aError> {
+    let owner = caller.owner.as_str();
     let shape_task = |task: Value| match version {
         Version::V1 => task,
         Version::V03 => wire::task_to_v03(&task),
@@ -667,14 +711,14 @@ async fn dispatch(
     let ok = |result: Value| Ok(axum::Json(rpc_result(id, result)).into_response());
     match (version, method) {
         (Version::V1, "SendMessage") | (Version::V03, "message/send") => {
-            let task = send(state, owner, agent, params).await?;
+            let task = send(state, caller, agent, params).await?;
             match version {
                 Version::V1 => ok(json!({"task": task})),
                 Version::V03 => ok(wire::task_to_v03(&task)),
             }
         }
         (Version::V1, "SendStreamingMessage") | (Version::V03, "message/stream") => {
-            let (task, receiver) = send_streaming(state, owner, agent, params).await?;
+            let (task, receiver) = send_streaming(state, caller, agent, params).await?;
             let id = id.clone();
             Ok(sse(event_stream(
                 json!({"task": task}),
@@ -839,6 +883,7 @@ fn rest_version(headers: &HeaderMap) -> Result<Version, A2aError> {
 async fn rest_send(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
+    caller: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -847,8 +892,7 @@ async fn rest_send(
             let version = rest_version(&headers)?;
             let agent = state.agent_name(&agent)?;
             let params = rest_body(&body)?;
-            let owner = owner(&headers);
-            let task = send(&state, &owner, &agent, &params).await?;
+            let task = send(&state, &caller, &agent, &params).await?;
             Ok(axum::Json(match version {
                 Version::V1 => json!({"task": task}),
                 Version::V03 => wire::task_to_v03(&task),
@@ -861,6 +905,7 @@ async fn rest_send(
 async fn rest_stream(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
+    caller: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -869,8 +914,7 @@ async fn rest_stream(
             let version = rest_version(&headers)?;
             let agent = state.agent_name(&agent)?;
             let params = rest_body(&body)?;
-            let owner = owner(&headers);
-            let (task, receiver) = send_streaming(&state, &owner, &agent, &params).await?;
+            let (task, receiver) = send_streaming(&state, &caller, &agent, &params).await?;
             Ok(sse(event_stream(
                 json!({"task": task}),
                 receiver,
@@ -886,7 +930,7 @@ async fn rest_list(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
     Query(query): Query<std::collections::HashMap<String, String>>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Response {
     rest(
         async {
@@ -906,7 +950,7 @@ async fn rest_list(
                 })
                 .collect();
             Ok(axum::Json(
-                list(&state, &owner(&headers), &Value::Object(params)).await?,
+                list(&state, &caller.owner, &Value::Object(params)).await?,
             ))
         }
         .await,
@@ -918,13 +962,14 @@ async fn rest_task(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
     Query(query): Query<std::collections::HashMap<String, String>>,
+    caller: Caller,
     headers: HeaderMap,
 ) -> Response {
     rest(
         async {
             state.agent_name(&agent)?;
             let version = rest_version(&headers)?;
-            let owner = owner(&headers);
+            let owner = caller.owner.clone();
             if let Some(id) = task.strip_suffix(":subscribe") {
                 let (record, receiver) =
                     state.tasks.subscribe(&owner, id, "GET it instead").await?;
@@ -951,6 +996,7 @@ async fn rest_task(
 async fn rest_task_action(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
+    caller: Caller,
     headers: HeaderMap,
 ) -> Response {
     rest(
@@ -960,7 +1006,7 @@ async fn rest_task_action(
             let Some(id) = task.strip_suffix(":cancel") else {
                 return Err(A2aError::MethodNotFound(format!("POST /tasks/{task}")));
             };
-            let record = state.tasks.cancel(&owner(&headers), id).await?;
+            let record = state.tasks.cancel(&caller.owner, id).await?;
             let task = task_json(&record, None);
             Ok(axum::Json(match version {
                 Version::V1 => task,
@@ -976,6 +1022,7 @@ async fn rest_push(
     State(state): State<A2aState>,
     method: axum::http::Method,
     Path(path): Path<Vec<(String, String)>>,
+    caller: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -985,7 +1032,7 @@ async fn rest_push(
             let agent = param("agent").unwrap_or_default();
             state.agent_name(&agent)?;
             let version = rest_version(&headers)?;
-            let owner = owner(&headers);
+            let owner = caller.owner.clone();
             let task_id = param("task").unwrap_or_default();
             let config_id = param("id");
             let response = match (method.as_str(), config_id) {
@@ -1053,7 +1100,7 @@ async fn rest_extended_card() -> Response {
 
 /// Accepts the draft's JSON-RPC envelope (`method: "tasks/send"`) or its bare params, runs the message
 /// to completion, and answers in the draft's shape (`sessionId`, parts typed with `type`).
-async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn legacy_send(State(state): State<A2aState>, caller: Caller, body: Bytes) -> Response {
     let request = match rest_body(&body) {
         Ok(request) => request,
         Err(error) => return rest_error(&error),
@@ -1082,9 +1129,8 @@ async fn legacy_send(State(state): State<A2aState>, headers: HeaderMap, body: By
         if let Some(session) = params.get("sessionId").and_then(Value::as_str) {
             message.insert("contextId".into(), json!(session));
         }
-        let owner = owner(&headers);
         let send_params = json!({"message": message});
-        let task = send(&state, &owner, &agent, &send_params).await?;
+        let task = send(&state, &caller, &agent, &send_params).await?;
         let v03 = wire::task_to_v03(&task);
         let typed = |parts: &Value| -> Value {
             Value::Array(parts.as_array().into_iter().flatten().map(|p| {

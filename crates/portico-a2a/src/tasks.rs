@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 
 use portico_core::ToolResult;
 use portico_engine::Engine;
-use portico_pipeline::{CallOutcome, PipelineError, ProgressEvent, ToolContext, model_text};
+use portico_pipeline::{
+    CallOutcome, PipelineError, Principal, ProgressEvent, ToolContext, model_text,
+};
 use portico_store::{
     BatchWriter, EarlierStatus, Store, StoreError, TaskLimits, TaskPage, TaskQuery, TaskRecord,
     TaskStatusUpdate, TaskUpdate,
@@ -576,6 +578,7 @@ impl Tasks {
     pub async fn send(
         &self,
         owner: &str,
+        principal: &Principal,
         agent: &str,
         mut message: Value,
         push: Option<(Value, crate::wire::Version)>,
@@ -587,6 +590,9 @@ impl Tasks {
             Answer::AtOnce | Answer::WhenSettled => None,
         };
         let tool = self.check_send(agent, &message, push.as_ref())?;
+        if !principal.may_use(&tool) {
+            return Err(self.refused(principal, &tool).await);
+        }
         let continued = message
             .get("taskId")
             .and_then(Value::as_str)
@@ -622,6 +628,7 @@ impl Tasks {
         };
         let this = self.clone();
         let run = Run {
+            principal: principal.clone(),
             task_id,
             context_id,
             tool,
@@ -632,6 +639,21 @@ impl Tasks {
         };
         tokio::spawn(async move { this.run(run).await });
         Ok(sent)
+    }
+
+    /// A send to an agent outside the caller's scope, refused before anything is stored: the
+    /// pipeline refuses the agent's tool (so the refusal is audited like any other) and says why.
+    async fn refused(&self, principal: &Principal, tool: &str) -> A2aError {
+        let called = self
+            .inner
+            .engine
+            .pipeline()
+            .call(tool, None, &ToolContext::of(principal.clone()))
+            .await;
+        A2aError::PermissionDenied(match called {
+            Ok(outcome) => model_text(&outcome.result),
+            Err(error) => error.to_string(),
+        })
     }
 
     /// Refuses a send before anything is stored: a webhook the SSRF rules refuse, a message without
@@ -1026,7 +1048,7 @@ impl Tasks {
             arguments["conversation_id"] = json!(conversation);
         }
         let (progress, reports) = tokio::sync::mpsc::unbounded_channel::<ProgressEvent>();
-        let mut context = ToolContext::client("a2a").with_progress(Arc::new(move |event| {
+        let mut context = ToolContext::of(run.principal.clone()).with_progress(Arc::new(move |event| {
             let _ = progress.send(event);
         }));
         // The sender acts for a tainted turn: the agent's run starts tainted, as a sub-agent's would.
@@ -1271,6 +1293,8 @@ impl Tasks {
 /// A run that only closes `task` (a cancel): it writes through `live` and runs no agent.
 fn closing_run(id: &str, task: &TaskRecord, live: Arc<Live>) -> Run {
     Run {
+        // Calls nothing.
+        principal: Principal::client("a2a"),
         task_id: id.to_string(),
         context_id: task.context_id.clone(),
         tool: String::new(),
@@ -1314,6 +1338,8 @@ struct Reported {
 type AgentCall = Result<CallOutcome, PipelineError>;
 
 struct Run {
+    /// Who the agent's run calls as: the sender's client, within its scope.
+    principal: Principal,
     task_id: String,
     context_id: String,
     tool: String,
@@ -1387,6 +1413,7 @@ rules = [
         let sent = tasks
             .send(
                 "alice",
+                &Principal::client("a2a"),
                 "echo",
                 message("think hard"),
                 None,
@@ -1426,7 +1453,7 @@ rules = [
         let engine = engine(dir.path());
         let tasks = Tasks::new(engine.clone(), TaskLimits::default(), None);
         let sent = tasks
-            .send("alice", "echo", message("think"), None, Answer::AtOnce)
+            .send("alice", &Principal::client("a2a"), "echo", message("think"), None, Answer::AtOnce)
             .await
             .unwrap();
         let created = engine
@@ -1463,11 +1490,11 @@ rules = [
         let engine = engine(dir.path());
         let tasks = Tasks::new(engine.clone(), TaskLimits { max_tasks: 1 }, None);
         let running = tasks
-            .send("alice", "echo", message("hang on"), None, Answer::AtOnce)
+            .send("alice", &Principal::client("a2a"), "echo", message("hang on"), None, Answer::AtOnce)
             .await
             .unwrap();
         let refused = tasks
-            .send("alice", "echo", message("hello"), None, Answer::WhenSettled)
+            .send("alice", &Principal::client("a2a"), "echo", message("hello"), None, Answer::WhenSettled)
             .await
             .err()
             .expect("no room: the only stored task is running");
@@ -1488,7 +1515,7 @@ rules = [
         let engine = engine(dir.path());
         let tasks = Tasks::new(engine.clone(), TaskLimits::default(), None);
         let mut sent = tasks
-            .send("alice", "echo", message("ask me"), None, Answer::Stream)
+            .send("alice", &Principal::client("a2a"), "echo", message("ask me"), None, Answer::Stream)
             .await
             .unwrap();
         assert_eq!(tasks.live_counts(), (1, 1));
@@ -1517,7 +1544,7 @@ rules = [
         let mut done = message("red");
         done["taskId"] = json!(id);
         let sent = tasks
-            .send("alice", "echo", done, None, Answer::WhenSettled)
+            .send("alice", &Principal::client("a2a"), "echo", done, None, Answer::WhenSettled)
             .await
             .unwrap();
         sent.settled().await;

@@ -3,6 +3,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -12,7 +13,7 @@ use axum::{Json, Router};
 use portico_config::{Config, EnvEntry, Transport};
 use portico_core::ServerState;
 use portico_engine::{Engine, Upstreams};
-use portico_pipeline::{ProgressEvent, ToolContext, model_text};
+use portico_pipeline::{Principal, ProgressEvent, ToolContext, model_text};
 use serde::Deserialize;
 
 use crate::info::{IdentityKey, MAX_CHALLENGE_CHARS};
@@ -45,8 +46,22 @@ pub(crate) fn routes(engine: Engine, config: &Config, identity: IdentityKey) -> 
         .with_state(state)
 }
 
-async fn agents(State(state): State<ApiState>) -> Json<Value> {
-    Json(json!({"agents": state.engine.agents().infos()}))
+/// The client a request's token identified (with its scope), else the API as one client.
+fn caller(client: Option<Extension<Principal>>) -> Principal {
+    match client {
+        Some(Extension(principal)) => principal,
+        None => Principal::client("api"),
+    }
+}
+
+async fn agents(
+    State(state): State<ApiState>,
+    client: Option<Extension<Principal>>,
+) -> Json<Value> {
+    let caller = caller(client);
+    let mut agents = state.engine.agents().infos();
+    agents.retain(|agent| caller.may_use(&agent.tool));
+    Json(json!({"agents": agents}))
 }
 
 #[derive(Deserialize)]
@@ -69,8 +84,10 @@ fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
 async fn agent_message(
     State(state): State<ApiState>,
     Path(name): Path<String>,
+    client: Option<Extension<Principal>>,
     Json(request): Json<MessageRequest>,
 ) -> Response {
+    let caller = caller(client);
     let Some(agent) = state.engine.agents().agent(&name) else {
         return api_error(
             StatusCode::NOT_FOUND,
@@ -83,8 +100,19 @@ async fn agent_message(
         arguments["conversation_id"] = Value::String(id);
     }
     let pipeline = state.engine.pipeline().clone();
+    // Outside the client's scope: the pipeline refuses (and audits) it, answered as 403 before any
+    // stream opens.
+    if !caller.may_use(&tool) {
+        let refused = pipeline
+            .call(&tool, arguments.as_object().cloned(), &ToolContext::of(caller))
+            .await;
+        return match refused {
+            Ok(outcome) => api_error(StatusCode::FORBIDDEN, model_text(&outcome.result)),
+            Err(error) => api_error(StatusCode::NOT_FOUND, error.to_string()),
+        };
+    }
     if !request.stream {
-        let context = ToolContext::client("api");
+        let context = ToolContext::of(caller);
         return match pipeline
             .call(&tool, arguments.as_object().cloned(), &context)
             .await
@@ -98,7 +126,7 @@ async fn agent_message(
     }
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let progress_sender = sender.clone();
-    let context = ToolContext::client("api").with_progress(std::sync::Arc::new(move |event| {
+    let context = ToolContext::of(caller).with_progress(std::sync::Arc::new(move |event| {
         let event = match event {
             ProgressEvent::Text(text) => Event::default()
                 .event("text")
@@ -180,8 +208,15 @@ async fn conversation(State(state): State<ApiState>, Path(id): Path<String>) -> 
 
 async fn audit(
     State(state): State<ApiState>,
-    Query(query): Query<portico_store::AuditQuery>,
+    client: Option<Extension<Principal>>,
+    Query(mut query): Query<portico_store::AuditQuery>,
 ) -> Response {
+    // A client limited to a scope reads only its own records: others' show tools and calls
+    // outside what it may see.
+    let caller = caller(client);
+    if caller.client_scope().is_some() {
+        query.caller = Some(caller.label());
+    }
     state.engine.flush_audit().await;
     let store = state.engine.store().clone();
     match tokio::task::spawn_blocking(move || store.audit(&query)).await {
@@ -224,7 +259,11 @@ async fn health(State(state): State<ApiState>, Query(query): Query<HealthQuery>)
 
 /// The reference shape: `configured` (what the config says) and `connected` (live sessions with their
 /// tools), extended with state, protocol version and last error.
-async fn servers(State(state): State<ApiState>) -> Json<Value> {
+async fn servers(
+    State(state): State<ApiState>,
+    client: Option<Extension<Principal>>,
+) -> Json<Value> {
+    let caller = caller(client);
     let catalog = state.hub.catalog();
     let connected: Vec<Value> = state
         .hub
@@ -233,6 +272,7 @@ async fn servers(State(state): State<ApiState>) -> Json<Value> {
         .map(|s| {
             let tools: Vec<Value> = catalog
                 .tools_of(&s.name)
+                .filter(|t| caller.may_use(&t.name))
                 .map(|t| {
                     let description = t.definition.get("description").and_then(Value::as_str).unwrap_or("");
                     // A restarting server's tools stay listed; calls to them fail until it is back.

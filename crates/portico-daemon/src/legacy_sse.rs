@@ -29,7 +29,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
+use axum::{Extension, Router};
 use axum::body::Body;
 use axum::extract::{OriginalUri, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -38,12 +38,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
 use portico_mcp_server::PorticoServer;
+use portico_pipeline::Principal;
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::security::ClientIdentity;
 
 /// Concurrent sessions allowed; each holds a task and two channels, so an unbounded number would let
 /// a client that never closes its streams grow the daemon without limit.
@@ -60,6 +63,8 @@ const CHANNEL_CAPACITY: usize = 64;
 /// One open session, as the POST route needs it: where to deliver client messages.
 struct Session {
     inbound: mpsc::Sender<ClientJsonRpcMessage>,
+    /// Who opened it: only they may post to it.
+    owner: ClientIdentity,
 }
 
 type Sessions = Arc<Mutex<HashMap<String, Session>>>;
@@ -102,7 +107,16 @@ fn routes_with_limit(
 }
 
 /// `GET /sse`: registers a session, starts its rmcp server, and streams its messages.
-async fn open_session(State(state): State<LegacySse>, OriginalUri(uri): OriginalUri) -> Response {
+async fn open_session(
+    State(state): State<LegacySse>,
+    OriginalUri(uri): OriginalUri,
+    identity: Option<Extension<ClientIdentity>>,
+    client: Option<Extension<Principal>>,
+) -> Response {
+    let owner = match identity {
+        Some(Extension(identity)) => identity,
+        None => ClientIdentity("anonymous".into()),
+    };
     let id = format!("{:032x}", rand::random::<u128>());
     let (inbound_tx, inbound_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let (outbound_tx, outbound_rx) = mpsc::channel(CHANNEL_CAPACITY);
@@ -124,6 +138,7 @@ async fn open_session(State(state): State<LegacySse>, OriginalUri(uri): Original
             id.clone(),
             Session {
                 inbound: inbound_tx,
+                owner,
             },
         );
     }
@@ -141,7 +156,12 @@ async fn open_session(State(state): State<LegacySse>, OriginalUri(uri): Original
         inbound: inbound_rx,
         ct: session_ct.clone(),
     };
-    let handler = state.server.for_session();
+    // Messages arrive through a channel, not as HTTP requests the handler could read the client
+    // from, so the session is given the client that opened it.
+    let handler = match client {
+        Some(Extension(principal)) => state.server.for_session().with_principal(principal),
+        None => state.server.for_session(),
+    };
     let ct = session_ct.clone();
     let log_id = id.clone();
     tokio::spawn(async move {
@@ -194,7 +214,11 @@ async fn open_session(State(state): State<LegacySse>, OriginalUri(uri): Original
 }
 
 /// `POST /message?sessionId=<id>`: delivers one message (or a batch) to the session.
-async fn post_message(State(state): State<LegacySse>, request: Request) -> Response {
+async fn post_message(
+    State(state): State<LegacySse>,
+    identity: Option<Extension<ClientIdentity>>,
+    request: Request,
+) -> Response {
     let id = request.uri().query().and_then(|query| {
         url::form_urlencoded::parse(query.as_bytes())
             .find(|(key, _)| key == "sessionId")
@@ -212,10 +236,18 @@ async fn post_message(State(state): State<LegacySse>, request: Request) -> Respo
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&id)
-        .map(|session| session.inbound.clone());
-    let Some(inbound) = inbound else {
+        .map(|session| (session.inbound.clone(), session.owner.clone()));
+    let Some((inbound, owner)) = inbound else {
         return session_not_found();
     };
+    let poster = identity.map(|Extension(identity)| identity);
+    if poster.as_ref().unwrap_or(&ClientIdentity("anonymous".into())) != &owner {
+        tracing::warn!("a POST to another client's legacy SSE session was refused");
+        return error(
+            StatusCode::FORBIDDEN,
+            "this SSE session belongs to another client; open your own with GET /sse".into(),
+        );
+    }
 
     let declared = request
         .headers()

@@ -37,6 +37,7 @@ use axum::Router;
 use portico_config::Config;
 use portico_engine::Engine;
 use portico_mcp_server::{Backend, PorticoServer, ServerOptions};
+use sha2::Digest;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -44,7 +45,7 @@ use in_flight::InFlight;
 pub use info::{
     DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS, new_challenge,
 };
-pub use security::DoorPolicy;
+pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
 
 /// How long shutdown waits for calls in progress.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
@@ -60,6 +61,8 @@ pub enum DaemonError {
     TokenRequired(SocketAddr),
     #[error("[server] token: {0}")]
     Token(String),
+    #[error("[[server.clients]] `{client}`: {problem}")]
+    Client { client: String, problem: String },
     #[error(
         "cannot listen on {addr}: {source} (is another Portico or program using the port? change [server] listen)"
     )]
@@ -108,7 +111,12 @@ impl DoorConfig {
             }
             None => None,
         };
-        if !listen.ip().is_loopback() && token.is_none() {
+        let clients = section
+            .clients
+            .iter()
+            .map(door_client)
+            .collect::<Result<Vec<_>, _>>()?;
+        if !listen.ip().is_loopback() && token.is_none() && clients.is_empty() {
             return Err(DaemonError::TokenRequired(listen));
         }
         let policy = DoorPolicy::new(
@@ -116,7 +124,8 @@ impl DoorConfig {
             token,
             section.allowed_origins.clone(),
             section.allowed_hosts.clone(),
-        );
+        )
+        .with_clients(clients);
         Ok(DoorConfig {
             listen,
             policy: Arc::new(policy),
@@ -135,6 +144,40 @@ impl DoorConfig {
         self.policy = Arc::new(policy);
         self
     }
+}
+
+/// One `[[server.clients]]` entry as the door knows it: its token's digest (a `token` expanded from
+/// the environment and hashed at once) and its compiled scope.
+fn door_client(client: &portico_config::ClientConfig) -> Result<DoorClient, DaemonError> {
+    let problem = |problem: String| DaemonError::Client {
+        client: client.name.clone(),
+        problem,
+    };
+    let digest = match (&client.token, &client.token_sha256) {
+        (Some(raw), None) => {
+            let token = portico_config::expand_vars(raw, |v| std::env::var(v).ok())
+                .map_err(|e| problem(format!("token: {e}")))?;
+            if token.trim().is_empty() {
+                return Err(problem("token expands to an empty value".into()));
+            }
+            sha2::Sha256::digest(token.trim().as_bytes()).into()
+        }
+        (None, Some(hex)) => portico_config::parse_sha256_hex(hex)
+            .ok_or_else(|| problem("token_sha256 is not 64 hex digits".into()))?,
+        _ => {
+            return Err(problem(
+                "give exactly one of `token` and `token_sha256` (`portico clients add NAME` prints both)"
+                    .into(),
+            ));
+        }
+    };
+    let scope = match &client.tools {
+        Some(patterns) => Some(
+            portico_pipeline::ToolPatterns::new(patterns).map_err(|e| problem(e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok(DoorClient::new(client.name.clone(), digest, scope))
 }
 
 /// The router: `/api/*` and `/mcp`, behind the door policy. `shutdown` ends open MCP streams.

@@ -7,15 +7,52 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use portico_pipeline::{Principal, ToolPatterns};
 use sha2::{Digest, Sha256};
 
 use crate::listener::PeerAddr;
+
+/// One client the door knows by its token: `[[server.clients]]`, or `[server] token` as `default`.
+#[derive(Debug, Clone)]
+pub struct DoorClient {
+    name: String,
+    /// Only the token's SHA-256 is kept: what `token_sha256` gives, and all a comparison needs.
+    digest: [u8; 32],
+    scope: Option<Arc<ToolPatterns>>,
+}
+
+impl DoorClient {
+    /// A client whose token has the SHA-256 `digest`; `scope` is all it may list and call.
+    pub fn new(name: impl Into<String>, digest: [u8; 32], scope: Option<ToolPatterns>) -> Self {
+        DoorClient {
+            name: name.into(),
+            digest,
+            scope: scope.map(Arc::new),
+        }
+    }
+
+    /// A client known by its token itself.
+    pub fn with_token(name: impl Into<String>, token: &str, scope: Option<ToolPatterns>) -> Self {
+        DoorClient::new(name, Sha256::digest(token.as_bytes()).into(), scope)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn principal(&self) -> Principal {
+        Principal::scoped_client(self.name.clone(), self.scope.clone())
+    }
+}
 
 /// Who may talk to the door.
 #[derive(Debug, Clone)]
 pub struct DoorPolicy {
     listen: SocketAddr,
     token: Option<String>,
+    /// Everyone with a token: `[server] token` as `default`, then `[[server.clients]]`. Empty: the
+    /// door takes no tokens (loopback only).
+    clients: Vec<DoorClient>,
     allowed_origins: Vec<String>,
     extra_hosts: Vec<String>,
     /// Derived from `listen` and `extra_hosts`; kept because every request checks against it.
@@ -29,9 +66,14 @@ impl DoorPolicy {
         allowed_origins: Vec<String>,
         extra_hosts: Vec<String>,
     ) -> Self {
+        let clients = token
+            .iter()
+            .map(|token| DoorClient::with_token(DEFAULT_CLIENT, token, None))
+            .collect();
         DoorPolicy {
             listen,
             token,
+            clients,
             allowed_origins: allowed_origins
                 .into_iter()
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
@@ -43,6 +85,17 @@ impl DoorPolicy {
             hosts: Vec::new(),
         }
         .with_hosts()
+    }
+
+    /// The door with `[[server.clients]]` as well (after `[server] token`'s `default`, if any).
+    pub fn with_clients(mut self, clients: impl IntoIterator<Item = DoorClient>) -> Self {
+        self.clients.extend(clients);
+        self
+    }
+
+    /// Whether a request must present a token: some token is configured.
+    pub fn takes_tokens(&self) -> bool {
+        !self.clients.is_empty()
     }
 
     pub fn with_listen(mut self, listen: SocketAddr) -> Self {
@@ -98,10 +151,17 @@ impl DoorPolicy {
             .any(|h| origin == format!("http://{h}:{port}"))
     }
 
+    #[cfg(test)]
     fn token_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(expected) = &self.token else {
-            return true;
-        };
+        self.authenticate(headers).is_ok()
+    }
+
+    /// The client whose token the request presents: `Ok(None)` on a door without tokens, `Err` when
+    /// the door takes tokens and the request has none of them.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<&DoorClient>, Unauthorized> {
+        if self.clients.is_empty() {
+            return Ok(None);
+        }
         let Some(given) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -110,12 +170,32 @@ impl DoorPolicy {
                     .or_else(|| v.strip_prefix("bearer "))
             })
         else {
-            return false;
+            return Err(Unauthorized);
         };
-        // Compare digests so the comparison time does not depend on how many leading bytes match.
-        Sha256::digest(given.trim().as_bytes()) == Sha256::digest(expected.as_bytes())
+        // Compare digests so the comparison time does not depend on how many leading bytes match,
+        // and every client's, without stopping at a match, so it does not depend on which one it is.
+        let given: [u8; 32] = Sha256::digest(given.trim().as_bytes()).into();
+        let mut found = None;
+        for client in &self.clients {
+            let difference = client
+                .digest
+                .iter()
+                .zip(given.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            if difference == 0 && found.is_none() {
+                found = Some(client);
+            }
+        }
+        found.map(Some).ok_or(Unauthorized)
     }
 }
+
+/// The name `[server] token`'s client goes by: `client:default`.
+pub const DEFAULT_CLIENT: &str = "default";
+
+/// A door that takes tokens was given none of them.
+#[derive(Debug)]
+struct Unauthorized;
 
 /// The name in a `Host` value: `name`, `name:port` or `[v6]:port`. Anything after the name that is
 /// not a port makes the whole value unusable: `[::1]evil.example` must not pass as `::1`.
@@ -148,13 +228,12 @@ fn refuse(status: StatusCode, message: String) -> Response {
 pub(crate) struct ClientIdentity(pub(crate) String);
 
 impl ClientIdentity {
-    /// On a door with a token, the token the request proved it has (every accepted spelling is one
-    /// identity); without one, an `Authorization` header proves nothing, so the peer's address.
-    fn of(policy: &DoorPolicy, request: &Request) -> Self {
-        if policy.token.is_some()
-            && let Some(value) = request.headers().get(header::AUTHORIZATION)
-        {
-            return ClientIdentity(portico_pipeline::credential_identity(value.as_bytes()));
+    /// On a door with tokens, the client whose token the request proved it has (every accepted
+    /// spelling of it is one identity); without, an `Authorization` header proves nothing, so the
+    /// peer's address.
+    fn of(client: Option<&DoorClient>, request: &Request) -> Self {
+        if let Some(client) = client {
+            return ClientIdentity(format!("client:{}", client.name));
         }
         let extensions = request.extensions();
         let address = match extensions.get::<ConnectInfo<PeerAddr>>() {
@@ -218,18 +297,27 @@ pub(crate) async fn check(
         }
     }
     let public = request.uri().path() == "/api/health";
-    if !public && !policy.token_ok(headers) {
-        let mut response = refuse(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value".into(),
-        );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            http::HeaderValue::from_static("Bearer"),
-        );
-        return response;
+    let client = match policy.authenticate(headers) {
+        Ok(client) => client,
+        // The health check answers anyone; with a wrong token it is simply nobody's.
+        Err(Unauthorized) if public => None,
+        Err(Unauthorized) => {
+            let mut response = refuse(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value or a [[server.clients]] token".into(),
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        }
+    };
+    let identity = ClientIdentity::of(client, &request);
+    if let Some(client) = client {
+        // Every door behind this (MCP, the API, A2A) calls as this principal, within its scope.
+        request.extensions_mut().insert(client.principal());
     }
-    let identity = ClientIdentity::of(&policy, &request);
     // The MCP handler bounds per-client work (input rounds) by the same identity.
     request
         .extensions_mut()
@@ -317,6 +405,37 @@ mod tests {
         assert!(!p.origin_allowed("http://localhost:3000"));
         assert!(!p.origin_allowed("https://evil.com"));
         assert!(!p.origin_allowed("null"));
+    }
+
+    #[test]
+    fn client_tokens_identify_their_client_and_nothing_else_passes() {
+        let laptop_scope = ToolPatterns::new(&["time_*"]).unwrap();
+        let ci_digest: [u8; 32] = Sha256::digest(b"ci-secret").into();
+        let p = policy(Some("s3cret")).with_clients([
+            DoorClient::with_token("laptop", "laptop-secret", Some(laptop_scope)),
+            DoorClient::new("ci", ci_digest, None),
+        ]);
+        let named = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            p.authenticate(&headers).map(|c| c.map(|c| c.principal().label()))
+        };
+        assert_eq!(named("Bearer s3cret").unwrap().as_deref(), Some("client:default"));
+        assert_eq!(named("Bearer laptop-secret").unwrap().as_deref(), Some("client:laptop"));
+        assert_eq!(named("bearer  ci-secret ").unwrap().as_deref(), Some("client:ci"));
+        assert!(named("Bearer laptop-secre").is_err());
+        assert!(named("Basic laptop-secret").is_err());
+        assert!(p.authenticate(&HeaderMap::new()).is_err());
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, "Bearer laptop-secret".parse().unwrap());
+        let laptop = p.authenticate(&headers).unwrap().unwrap().principal();
+        assert!(laptop.may_use("time_now"));
+        assert!(!laptop.may_use("file_read"));
+        // Clients alone make a door take tokens.
+        let only_clients = policy(None).with_clients([DoorClient::with_token("ci", "x", None)]);
+        assert!(only_clients.takes_tokens());
+        assert!(!only_clients.token_ok(&HeaderMap::new()));
+        assert!(!policy(None).takes_tokens());
     }
 
     #[test]

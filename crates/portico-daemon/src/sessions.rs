@@ -192,6 +192,17 @@ impl Sessions {
         }
     }
 
+    /// Whether a request from `identity` may use session `id`: only its creator may, so one client
+    /// cannot ride another's session (and its relayed requests, its subscriptions) with a stolen or
+    /// guessed id. An unknown id is rmcp's to answer (404).
+    fn may_use(&self, id: &str, identity: &str) -> bool {
+        let counts = self.lock();
+        match counts.owners.get(id) {
+            Some(owner) => owner == identity,
+            None => true,
+        }
+    }
+
     /// Gives a closed session's place back; closing twice gives it back once.
     fn forget(&self, id: &SessionId) {
         let mut counts = self.lock();
@@ -287,7 +298,22 @@ pub(crate) async fn admit(
     request: Request,
     next: Next,
 ) -> Response {
-    if request.method() != Method::POST || request.headers().contains_key("mcp-session-id") {
+    if let Some(id) = request.headers().get("mcp-session-id") {
+        let identity = match request.extensions().get::<ClientIdentity>() {
+            Some(ClientIdentity(identity)) => identity.as_str(),
+            None => "anonymous",
+        };
+        if !sessions.may_use(id.to_str().unwrap_or_default(), identity) {
+            tracing::warn!("a request on another client's MCP session was refused");
+            return (
+                StatusCode::FORBIDDEN,
+                axum::Json(json!({"error": "this MCP session belongs to another client; send initialize without Mcp-Session-Id to start a session of your own"})),
+            )
+                .into_response();
+        }
+        return next.run(request).await;
+    }
+    if request.method() != Method::POST {
         return next.run(request).await;
     }
     let max_body = sessions.limits.max_body;

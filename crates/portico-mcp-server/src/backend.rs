@@ -8,7 +8,7 @@ use portico_core::{
 };
 use portico_engine::{Engine, Upstreams, UpstreamsError};
 use portico_mcp::{Upstream, UpstreamError};
-use portico_pipeline::{PipelineError, ToolContext};
+use portico_pipeline::{PipelineError, Principal, ToolContext};
 use tokio::sync::{broadcast, watch};
 
 /// How long a listing waits for servers still making their first connection attempt.
@@ -136,21 +136,21 @@ fn digest_of(lists: &[&[JsonObject]]) -> u64 {
 }
 
 impl Backend {
-    /// What `door` (a label for audit records: "stdio", "http") may list.
-    pub async fn listing(&self, door: &str) -> Result<Listing, BackendError> {
+    /// What `principal` (a door's client: `client:stdio`, `client:laptop`) may list.
+    pub async fn listing(&self, principal: &Principal) -> Result<Listing, BackendError> {
         // Boxed, so that the ~10 KB of state a listing needs while it runs is allocated only then:
         // every session has a task waiting to list again on the next change, and inline that state
         // would be kept by each of them for as long as they idle.
-        Box::pin(self.listing_now(door)).await
+        Box::pin(self.listing_now(principal)).await
     }
 
-    async fn listing_now(&self, door: &str) -> Result<Listing, BackendError> {
+    async fn listing_now(&self, principal: &Principal) -> Result<Listing, BackendError> {
         match self {
             Backend::Local(engine) => {
                 settle(engine.upstreams()).await;
                 let tools = engine
                     .pipeline()
-                    .list_marked(&portico_pipeline::Principal::client(door))
+                    .list_marked(principal)
                     .await
                     .into_iter()
                     .map(|(entry, mark)| {
@@ -189,18 +189,19 @@ impl Backend {
         }
     }
 
-    /// Calls a tool for a client at `door`: in process, through the call pipeline (a policy's
-    /// refusal answered with its envelope); before a daemon, as the daemon answers.
+    /// Calls a tool for `principal`: in process, through the call pipeline (a policy's refusal
+    /// answered with its envelope); before a daemon, as the daemon answers (for the client its
+    /// token makes this door).
     pub async fn call_tool(
         &self,
-        door: &str,
+        principal: &Principal,
         name: &str,
         arguments: Option<JsonObject>,
         context: &CallContext,
     ) -> Result<ToolResult, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
-                let context = ToolContext::client(door).with_relay(context.clone());
+                let context = ToolContext::of(principal.clone()).with_relay(context.clone());
                 let outcome = engine.pipeline().call(name, arguments, &context).await?;
                 crate::host_policy::served(outcome)
             }

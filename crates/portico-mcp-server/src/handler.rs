@@ -27,7 +27,7 @@ use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
 use portico_mcp::tool_result_into_object;
 use portico_pipeline::LocalTools as HostTools;
-use portico_pipeline::{Pipeline, PipelineSettings};
+use portico_pipeline::{Pipeline, PipelineSettings, Principal};
 
 /// The default cap on one response, serialised: big enough for real tool output, small enough that a
 /// runaway upstream cannot make Portico write a frame a client will choke on.
@@ -111,6 +111,9 @@ pub struct PorticoServer {
     session: Option<Arc<SessionEnd>>,
     /// Relay tasks alive across all sessions: a gauge tests and the door's stats read.
     relays: Arc<AtomicUsize>,
+    /// The client of a session whose requests carry no HTTP request to read it from (legacy SSE,
+    /// where messages arrive through a channel): set when the session is opened.
+    principal: Option<Principal>,
 }
 
 /// Cancels a session's relay task when dropped. rmcp drops a session's server when the session ends
@@ -162,6 +165,7 @@ impl PorticoServer {
             parked: ParkedCalls::default(),
             session: Some(Arc::default()),
             relays: Arc::default(),
+            principal: None,
         }
     }
 
@@ -183,6 +187,13 @@ impl PorticoServer {
         &self.host_pipeline
     }
 
+    /// This session's server calling as `principal` whatever request it serves: for transports whose
+    /// messages carry no HTTP request with the client on it.
+    pub fn with_principal(mut self, principal: Principal) -> Self {
+        self.principal = Some(principal);
+        self
+    }
+
     /// A handler for a new client session: same backend and options, its own subscriptions.
     pub fn for_session(&self) -> Self {
         PorticoServer {
@@ -194,6 +205,7 @@ impl PorticoServer {
             parked: self.parked.clone(),
             session: Some(Arc::default()),
             relays: self.relays.clone(),
+            principal: None,
         }
     }
 
@@ -207,10 +219,10 @@ impl PorticoServer {
 
     /// Everything served: host tools first, then the backend's catalog. A catalog tool with a host
     /// tool's name is left out, since the host program chose that name deliberately.
-    async fn listing(&self) -> Result<Listing, McpError> {
+    async fn listing(&self, principal: &Principal) -> Result<Listing, McpError> {
         let mut listing = self
             .backend
-            .listing(&self.options.door)
+            .listing(principal)
             .await
             .map_err(backend_error)?;
         let host = match self.backend {
@@ -246,6 +258,7 @@ impl PorticoServer {
     /// failure, which the model should see, so it becomes an isError result.
     async fn forward_call(
         &self,
+        principal: &Principal,
         name: &str,
         arguments: Option<JsonObject>,
         call_context: &CallContext,
@@ -254,8 +267,8 @@ impl PorticoServer {
         if let Backend::Daemon(_) = self.backend
             && self.host_tools.get(name).is_some()
         {
-            let context = portico_pipeline::ToolContext::client(self.options.door.clone())
-                .with_relay(call_context.clone());
+            let context =
+                portico_pipeline::ToolContext::of(principal.clone()).with_relay(call_context.clone());
             let called = self.host_pipeline.call(name, arguments, &context).await;
             let result = crate::host_policy::served(called.map_err(|e| backend_error(e.into()))?);
             let result: CallToolResult =
@@ -263,7 +276,7 @@ impl PorticoServer {
             return Ok(self.budgeted(name, result));
         }
         let result = tokio::select! {
-            result = self.backend.call_tool(&self.options.door, name, arguments, call_context) => result,
+            result = self.backend.call_tool(principal, name, arguments, call_context) => result,
             _ = cancelled.cancelled() => {
                 return Err(McpError::internal_error("cancelled by the client", None));
             }
@@ -289,6 +302,26 @@ impl PorticoServer {
                 CallToolResult::error(vec![ContentBlock::text(too_big.message.to_string())]).into()
             }
         }
+    }
+
+    /// Who is calling: the client the door's token check identified (`client:laptop`, with its
+    /// scope), else the door itself (`client:stdio`, `client:http` on a door without tokens).
+    fn principal_of(&self, context: &RequestContext<RoleServer>) -> Principal {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+            .or(self.principal.as_ref())
+            .cloned()
+            .unwrap_or_else(|| self.door_principal())
+    }
+
+    /// The session's client when it is fixed, else the door as a client: for what runs outside any
+    /// request (a session's list-change relay).
+    fn door_principal(&self) -> Principal {
+        self.principal
+            .clone()
+            .unwrap_or_else(|| Principal::client(self.options.door.clone()))
     }
 
     /// Wraps the requesting client so the upstream's progress, logs and requests reach it.
@@ -317,6 +350,7 @@ impl PorticoServer {
     /// A call, whether to a meta-tool or a catalog tool.
     async fn run_call(
         &self,
+        principal: &Principal,
         request: CallToolRequestParams,
         call_context: CallContext,
         cancelled: tokio_util::sync::CancellationToken,
@@ -324,22 +358,29 @@ impl PorticoServer {
         if self.options.tool_search != ToolSearch::Off && tool_search::is_meta_tool(&request.name) {
             // Boxed: the meta-tools' future holds a listing and a forwarded call, and would size
             // every plain call's future (and the task rmcp spawns for it) too.
-            return Box::pin(self.call_meta_tool(request, call_context, cancelled)).await;
+            return Box::pin(self.call_meta_tool(principal, request, call_context, cancelled)).await;
         }
-        self.forward_call(&request.name, request.arguments, &call_context, &cancelled)
-            .await
+        self.forward_call(
+            principal,
+            &request.name,
+            request.arguments,
+            &call_context,
+            &cancelled,
+        )
+        .await
     }
 
     /// Runs one of the tool-search meta-tools. Calls made through `portico_call_tool` go the same way as
     /// direct calls.
     async fn call_meta_tool(
         &self,
+        principal: &Principal,
         request: CallToolRequestParams,
         call_context: CallContext,
         cancelled: tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.clone().unwrap_or_default();
-        let listing = self.listing().await?;
+        let listing = self.listing(principal).await?;
         let result = match request.name.as_ref() {
             tool_search::SEARCH_TOOL => tool_search::search_result(&listing.tools, &arguments),
             tool_search::DESCRIBE_TOOL => tool_search::describe_result(&listing.tools, &arguments),
@@ -361,7 +402,7 @@ impl PorticoServer {
                     }
                 };
                 return self
-                    .forward_call(name, inner_arguments, &call_context, &cancelled)
+                    .forward_call(principal, name, inner_arguments, &call_context, &cancelled)
                     .await;
             }
         };
@@ -511,12 +552,12 @@ impl ServerHandler for PorticoServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         if !self.exposed(Kind::Tools) {
             return Ok(ListToolsResult::with_all_items(Vec::new()));
         }
-        let listing = self.listing().await?;
+        let listing = self.listing(&self.principal_of(&context)).await?;
         let tools = if self.options.tool_search.active(listing.tools.len()) {
             tool_search::meta_tools(listing.tools.len())
         } else {
@@ -577,7 +618,7 @@ impl ServerHandler for PorticoServer {
         if !self.exposed(Kind::Resources) {
             return Ok(ListResourcesResult::with_all_items(Vec::new()));
         }
-        let resources: Vec<Resource> = parse_all("resource", self.listing().await?.resources)?;
+        let resources: Vec<Resource> = parse_all("resource", self.listing(&self.door_principal()).await?.resources)?;
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -591,7 +632,7 @@ impl ServerHandler for PorticoServer {
         }
         let templates: Vec<ResourceTemplate> = parse_all(
             "resource template",
-            self.listing().await?.resource_templates,
+            self.listing(&self.door_principal()).await?.resource_templates,
         )?;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
@@ -612,7 +653,7 @@ impl ServerHandler for PorticoServer {
         if !self.exposed(Kind::Prompts) {
             return Ok(ListPromptsResult::with_all_items(Vec::new()));
         }
-        let prompts: Vec<Prompt> = parse_all("prompt", self.listing().await?.prompts)?;
+        let prompts: Vec<Prompt> = parse_all("prompt", self.listing(&self.door_principal()).await?.prompts)?;
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -668,6 +709,7 @@ impl PorticoServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.require_exposed(Kind::Tools)?;
+        let principal = self.principal_of(&context);
         // A 2026-07-28 client cannot be sent requests during its call: run the call apart and put
         // what it asks for to the client as input rounds.
         if takes_input_rounds(&context) {
@@ -695,20 +737,24 @@ impl PorticoServer {
             // `input_rounds`).
             let cancelled = tokio_util::sync::CancellationToken::new();
             let cancel = cancelled.clone().drop_guard();
-            let call =
-                Box::pin(async move { server.run_call(request, call_context, cancelled).await });
+            let call = Box::pin(async move {
+                server
+                    .run_call(&principal, request, call_context, cancelled)
+                    .await
+            });
             return self
                 .parked
                 .run(&name, place, call, events, receiver, cancel)
                 .await;
         }
         let call_context = self.call_context(&context);
-        self.run_call(request, call_context, context.ct).await
+        self.run_call(&principal, request, call_context, context.ct)
+            .await
     }
 
     async fn serve_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut changes = self.changes();
-        let mut last = self.listing().await.unwrap_or_default().digest();
+        let mut last = self.listing(&self.door_principal()).await.unwrap_or_default().digest();
         let accepted = context.accepted().clone();
         let sink = context.sink();
         loop {
@@ -720,7 +766,7 @@ impl PorticoServer {
                     }
                 }
             }
-            let Ok(now) = self.listing().await.map(|l| l.digest()) else {
+            let Ok(now) = self.listing(&self.door_principal()).await.map(|l| l.digest()) else {
                 continue;
             };
             let changed = ChangedKinds::between(&last, &now, &self.options.exposure);
@@ -904,10 +950,10 @@ impl PorticoServer {
 
     async fn relay_list_changes(&self, peer: rmcp::service::Peer<RoleServer>) {
         let mut changes = self.changes();
-        let mut last = self.listing().await.unwrap_or_default().digest();
+        let mut last = self.listing(&self.door_principal()).await.unwrap_or_default().digest();
         let exposure = &self.options.exposure;
         while changes.changed().await {
-            let Ok(now) = self.listing().await.map(|l| l.digest()) else {
+            let Ok(now) = self.listing(&self.door_principal()).await.map(|l| l.digest()) else {
                 continue;
             };
             let changed = ChangedKinds::between(&last, &now, exposure);

@@ -85,6 +85,11 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::a2a_cli::A2aCommand,
     },
+    /// The HTTP door's named clients ([[server.clients]]): add one (a new token), list them.
+    Clients {
+        #[command(subcommand)]
+        command: crate::clients_cli::ClientsCommand,
+    },
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -119,6 +124,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Serve => serve(cli.config.as_deref()).await,
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
+        Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
         Command::Mcp { standalone } => {
             crate::stdio_door::run(cli.config.as_deref(), standalone).await
         }

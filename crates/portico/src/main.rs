@@ -3,6 +3,7 @@
 
 mod a2a_cli;
 mod chat;
+mod clients_cli;
 mod cli;
 mod output;
 mod progress;

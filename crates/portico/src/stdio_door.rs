@@ -58,6 +58,9 @@ pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow
     outcome
 }
 
+/// The environment variable with the `[[server.clients]]` token `portico mcp` presents to a daemon.
+pub const CLIENT_TOKEN_ENV: &str = "PORTICO_CLIENT_TOKEN";
+
 /// Finds a live daemon through its info file and opens an MCP session with it. A stale file (the daemon
 /// died), a process on the recorded port that cannot prove it is the daemon, or a daemon that does not
 /// answer means `None`: serve in-process instead. The token is sent only after the proof.
@@ -85,8 +88,14 @@ async fn connect_daemon() -> Option<DaemonLink> {
         }
     }
     let mut headers = std::collections::BTreeMap::new();
-    if let Some(token) = &info.token {
-        headers.insert("Authorization".to_string(), format!("Bearer {token}"));
+    // A `[[server.clients]]` token makes this door that client (its name, its scope); without
+    // one, the daemon's own `[server] token` makes it `client:default`.
+    let token = std::env::var(CLIENT_TOKEN_ENV)
+        .ok()
+        .filter(|token| !token.trim().is_empty())
+        .or_else(|| info.token.clone());
+    if let Some(token) = &token {
+        headers.insert("Authorization".to_string(), format!("Bearer {}", token.trim()));
     }
     let config = McpServerConfig {
         name: "daemon".into(),
