@@ -11,6 +11,8 @@ mod client;
 mod agents_sdk;
 #[path = "doors/bounds.rs"]
 mod bounds;
+#[path = "doors/clients.rs"]
+mod clients;
 #[path = "doors/daemon.rs"]
 mod daemon;
 #[path = "doors/legacy_sse.rs"]
