@@ -292,3 +292,354 @@ async fn mcp_lists_and_calls_within_each_clients_scope_and_sessions_are_their_cr
     assert_eq!(wrong.headers()["www-authenticate"], "Bearer");
     assert!(daemon.stop().success());
 }
+
+/// A legacy `GET /sse` stream, read event by event.
+struct Legacy {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Legacy {
+    async fn open(base: &str, token: &str) -> (Legacy, String) {
+        let response = http()
+            .get(format!("{base}/sse"))
+            .header("accept", "text/event-stream")
+            .header("authorization", bearer(token))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut stream = Legacy {
+            response,
+            buffer: String::new(),
+        };
+        let (name, endpoint) = stream.next_event().await;
+        assert_eq!(name, "endpoint");
+        (stream, endpoint)
+    }
+
+    async fn next_event(&mut self) -> (String, String) {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut name = "message".to_string();
+                let mut data = Vec::new();
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("event:") {
+                        name = value.trim_start().to_string();
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data.push(value.strip_prefix(' ').unwrap_or(value).to_string());
+                    }
+                }
+                if !data.is_empty() {
+                    return (name, data.join("\n"));
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(
+                std::time::Duration::from_secs(60),
+                self.response.chunk(),
+            )
+            .await
+            .expect("no SSE event within 60s (test guard)")
+            .unwrap()
+            .expect("stream ended");
+            self.buffer
+                .push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+        }
+    }
+
+    async fn answer(&mut self, id: u64) -> Value {
+        loop {
+            let (_, data) = self.next_event().await;
+            let message: Value = serde_json::from_str(&data).unwrap();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+}
+
+async fn post_legacy(base: &str, endpoint: &str, token: &str, message: Value) -> reqwest::Response {
+    http()
+        .post(format!("{base}{endpoint}"))
+        .header("authorization", bearer(token))
+        .json(&message)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sse_sessions_call_as_the_client_that_opened_them() {
+    let (_home, mut daemon) = start("");
+    let base = daemon.base.clone();
+    let (mut stream, endpoint) = Legacy::open(&base, LAPTOP).await;
+    let accepted = post_legacy(
+        &base,
+        &endpoint,
+        LAPTOP,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "legacy-clients", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(accepted.status(), 202);
+    stream.answer(1).await;
+    let accepted = post_legacy(
+        &base,
+        &endpoint,
+        LAPTOP,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(accepted.status(), 202);
+
+    post_legacy(
+        &base,
+        &endpoint,
+        LAPTOP,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+    )
+    .await;
+    let listed = stream.answer(2).await;
+    let mut names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["portico_agent_echo", "system_time"]);
+
+    post_legacy(
+        &base,
+        &endpoint,
+        LAPTOP,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "file_list", "arguments": {}}}),
+    )
+    .await;
+    let refused = stream.answer(3).await;
+    assert_eq!(
+        refused["result"],
+        json!({"content": [{"type": "text", "text": outside_scope("file_list")}], "isError": true})
+    );
+
+    // ci cannot post to laptop's session; a wrong token cannot open or post at all.
+    let ridden = post_legacy(
+        &base,
+        &endpoint,
+        CI,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "file_list", "arguments": {}}}),
+    )
+    .await;
+    assert_eq!(ridden.status(), 403);
+    assert_eq!(
+        ridden.json::<Value>().await.unwrap(),
+        json!({"error": "this SSE session belongs to another client; open your own with GET /sse"})
+    );
+    let wrong = post_legacy(&base, &endpoint, "not-a-token", json!({})).await;
+    assert_eq!(wrong.status(), 401);
+    let wrong = get(&base, "/sse", "not-a-token").await;
+    assert_eq!(wrong.status(), 401);
+
+    assert_eq!(
+        audit(&base, "file_list", DEFAULT).await,
+        pairs(&[("client:laptop", "denied")])
+    );
+    assert!(daemon.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_serves_each_client_its_scope() {
+    let (_home, mut daemon) = start("");
+    let base = daemon.base.clone();
+    let agents = |body: Value| -> Vec<String> {
+        body["agents"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{body}"))
+            .iter()
+            .map(|a| a["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mine: Value = get(&base, "/api/agents", LAPTOP).await.json().await.unwrap();
+    assert_eq!(agents(mine), ["echo"]);
+    let all: Value = get(&base, "/api/agents", CI).await.json().await.unwrap();
+    let mut all = agents(all);
+    all.sort();
+    assert_eq!(all, ["echo", "vault"]);
+
+    let send = |agent: &str, token: &str| {
+        http()
+            .post(format!("{base}/api/agents/{agent}/message"))
+            .header("authorization", bearer(token))
+            .json(&json!({"message": "hi"}))
+            .send()
+    };
+    let refused = send("vault", LAPTOP).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert_eq!(
+        refused.json::<Value>().await.unwrap(),
+        json!({"error": outside_scope("portico_agent_vault")})
+    );
+    // The streaming form is refused the same way, before any stream opens.
+    let refused = http()
+        .post(format!("{base}/api/agents/vault/message"))
+        .header("authorization", bearer(LAPTOP))
+        .json(&json!({"message": "hi", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let answered = send("echo", LAPTOP).await.unwrap();
+    assert_eq!(answered.status(), 200);
+    let answered: Value = answered.json().await.unwrap();
+    assert_eq!(answered["reply"], "echo: hi", "{answered}");
+    let answered = send("vault", CI).await.unwrap();
+    assert_eq!(answered.status(), 200);
+
+    assert_eq!(
+        audit(&base, "portico_agent_vault", DEFAULT).await,
+        pairs(&[
+            ("client:ci", "ok"),
+            ("client:laptop", "denied"),
+            ("client:laptop", "denied")
+        ])
+    );
+    assert_eq!(
+        audit(&base, "portico_agent_vault", LAPTOP).await,
+        pairs(&[("client:laptop", "denied"), ("client:laptop", "denied")])
+    );
+    for path in ["/api/agents", "/api/audit", "/api/mcp/servers"] {
+        assert_eq!(get(&base, path, "not-a-token").await.status(), 401, "{path}");
+    }
+    assert!(daemon.stop().success());
+}
+
+/// One A2A 1.0 JSON-RPC call to `agent` as `token`.
+async fn a2a(base: &str, agent: &str, token: &str, method: &str, params: Value) -> Value {
+    let response = http()
+        .post(format!("{base}/a2a/{agent}"))
+        .header("A2A-Version", "1.0")
+        .header("authorization", bearer(token))
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+fn message(text: &str) -> Value {
+    json!({"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2a_tasks_and_agents_are_per_client() {
+    let (_home, mut daemon) = start("");
+    let base = daemon.base.clone();
+
+    // An agent outside laptop's scope: no card, and a message is refused before any task exists.
+    let card = get(&base, "/a2a/vault/.well-known/agent-card.json", LAPTOP).await;
+    assert_eq!(card.status(), 404);
+    assert_eq!(
+        get(&base, "/a2a/vault/.well-known/agent-card.json", CI)
+            .await
+            .status(),
+        200
+    );
+    let refused = a2a(
+        &base,
+        "vault",
+        LAPTOP,
+        "SendMessage",
+        json!({"message": message("tell me")}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert_eq!(refused["error"]["message"], outside_scope("portico_agent_vault"));
+    assert_eq!(refused["error"]["data"][0]["reason"], "PERMISSION_DENIED");
+    let listed = a2a(&base, "vault", LAPTOP, "ListTasks", json!({})).await;
+    assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
+
+    // laptop's task is laptop's: ci can neither read nor cancel it.
+    let started = a2a(
+        &base,
+        "echo",
+        LAPTOP,
+        "SendMessage",
+        json!({"message": message("hang on"), "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    let id = started["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_string();
+    for method in ["GetTask", "CancelTask"] {
+        let foreign = a2a(&base, "echo", CI, method, json!({"id": id})).await;
+        assert_eq!(foreign["error"]["code"], -32001, "{method}: {foreign}");
+        assert_eq!(
+            foreign["error"]["message"],
+            format!("task `{id}` not found")
+        );
+    }
+    let theirs = a2a(&base, "echo", CI, "ListTasks", json!({})).await;
+    assert_eq!(theirs["result"]["tasks"], json!([]), "{theirs}");
+    let mine = a2a(&base, "echo", LAPTOP, "GetTask", json!({"id": id})).await;
+    assert_eq!(mine["result"]["id"], id.as_str(), "{mine}");
+    let canceled = a2a(&base, "echo", LAPTOP, "CancelTask", json!({"id": id})).await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    let answered = a2a(
+        &base,
+        "echo",
+        LAPTOP,
+        "SendMessage",
+        json!({"message": message("hello")}),
+    )
+    .await;
+    assert_eq!(
+        answered["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answered}"
+    );
+
+    assert_eq!(
+        audit(&base, "portico_agent_vault", DEFAULT).await,
+        pairs(&[("client:laptop", "denied")])
+    );
+    let echoes = audit(&base, "portico_agent_echo", DEFAULT).await;
+    assert!(
+        echoes.iter().all(|(caller, _)| caller == "client:laptop") && echoes.len() == 2,
+        "{echoes:?}"
+    );
+    let wrong = http()
+        .post(format!("{base}/a2a/echo"))
+        .header("authorization", bearer("not-a-token"))
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": id}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert_eq!(
+        get(&base, "/.well-known/agent-card.json", "not-a-token")
+            .await
+            .status(),
+        401
+    );
+    assert!(daemon.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_client_has_its_own_rate_limit_bucket() {
+    let (_home, mut daemon) = start("[server.rate_limit]\nper_second = 1\nburst = 2\n");
+    let base = daemon.base.clone();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(get(&base, "/api/agents", LAPTOP).await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    // laptop's empty bucket is not ci's, nor the default client's.
+    assert_eq!(get(&base, "/api/agents", CI).await.status(), 200);
+    assert_eq!(get(&base, "/api/agents", DEFAULT).await.status(), 200);
+    assert!(daemon.stop().success());
+}
