@@ -62,8 +62,13 @@ pub struct StdioSession {
 
 impl StdioSession {
     pub fn start(home: &Home, args: &[&str]) -> StdioSession {
+        Self::start_with_env(home, args, &[])
+    }
+
+    pub fn start_with_env(home: &Home, args: &[&str], envs: &[(&str, &str)]) -> StdioSession {
         let mut child = home
             .command(&[&["mcp"], args].concat())
+            .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

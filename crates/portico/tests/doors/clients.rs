@@ -643,3 +643,50 @@ async fn each_client_has_its_own_rate_limit_bucket() {
     assert_eq!(get(&base, "/api/agents", DEFAULT).await.status(), 200);
     assert!(daemon.stop().success());
 }
+
+/// `portico mcp` proxying to the daemon is the client whose token it is given
+/// (`PORTICO_CLIENT_TOKEN`), and without one the daemon's own `[server] token`: `client:default`.
+#[test]
+fn portico_mcp_proxies_as_the_client_its_token_names() {
+    let home = Home::new(&config(""));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+
+    let mut laptop = StdioSession::start_with_env(&home, &[], &[("PORTICO_CLIENT_TOKEN", LAPTOP)]);
+    laptop.initialize("2025-11-25");
+    let mut names = laptop.tool_names(1);
+    names.sort();
+    assert_eq!(names, ["portico_agent_echo", "system_time"]);
+    let (refused, _) = laptop.request(
+        2,
+        "tools/call",
+        json!({"name": "file_list", "arguments": {}}),
+    );
+    assert_eq!(
+        refused["result"]["content"][0]["text"],
+        outside_scope("file_list")
+    );
+    assert!(laptop.finish().success());
+
+    let mut default = StdioSession::start(&home, &[]);
+    default.initialize("2025-11-25");
+    assert!(default.tool_names(1).iter().any(|n| n == "file_list"));
+    let (listed, _) = default.request(
+        2,
+        "tools/call",
+        json!({"name": "file_list", "arguments": {}}),
+    );
+    assert_eq!(listed["result"].get("isError"), None, "{listed}");
+    assert!(default.finish().success());
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(
+        runtime.block_on(audit(&base, "file_list", DEFAULT)),
+        pairs(&[("client:default", "ok"), ("client:laptop", "denied")])
+    );
+    assert!(daemon.stop().success());
+}
