@@ -690,3 +690,66 @@ fn portico_mcp_proxies_as_the_client_its_token_names() {
     );
     assert!(daemon.stop().success());
 }
+
+/// A stateless (2026-07-28) request on `/mcp` as `token`: its JSON answer.
+async fn stateless(base: &str, token: &str, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}});
+    let mut request = http()
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", bearer(token))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params["name"].as_str() {
+        request = request.header("mcp-name", name);
+    }
+    let response = request
+        .json(&json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_mcp_requests_are_scoped_too() {
+    let (_home, mut daemon) = start("");
+    let base = daemon.base.clone();
+    let listed = stateless(&base, LAPTOP, "tools/list", json!({})).await;
+    let mut names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["portico_agent_echo", "system_time"]);
+    let refused = stateless(
+        &base,
+        LAPTOP,
+        "tools/call",
+        json!({"name": "file_list", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(
+        refused["result"]["content"][0]["text"],
+        outside_scope("file_list")
+    );
+    let ran = stateless(
+        &base,
+        CI,
+        "tools/call",
+        json!({"name": "file_list", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(ran["result"].get("isError"), None, "{ran}");
+    assert_eq!(
+        audit(&base, "file_list", DEFAULT).await,
+        pairs(&[("client:ci", "ok"), ("client:laptop", "denied")])
+    );
+    assert!(daemon.stop().success());
+}
