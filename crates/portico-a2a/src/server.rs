@@ -324,8 +324,19 @@ async fn primary_card(
     serve_card(&state, &caller, state.primary(), version, &headers).await
 }
 
-async fn legacy_card(State(state): State<A2aState>, caller: Caller, headers: HeaderMap) -> Response {
-    serve_card(&state, &caller, state.primary(), Some(Version::V03), &headers).await
+async fn legacy_card(
+    State(state): State<A2aState>,
+    caller: Caller,
+    headers: HeaderMap,
+) -> Response {
+    serve_card(
+        &state,
+        &caller,
+        state.primary(),
+        Some(Version::V03),
+        &headers,
+    )
+    .await
 }
 
 async fn agent_card(
@@ -424,7 +435,14 @@ async fn start(
         .filter(|(c, _)| c.is_object());
     let sent = state
         .tasks
-        .send(&caller.owner, &caller.principal, agent, message, push, answer)
+        .send(
+            &caller.owner,
+            &caller.principal,
+            agent,
+            message,
+            push,
+            answer,
+        )
         .await?;
     Ok((sent, history_length))
 }

@@ -1048,9 +1048,10 @@ impl Tasks {
             arguments["conversation_id"] = json!(conversation);
         }
         let (progress, reports) = tokio::sync::mpsc::unbounded_channel::<ProgressEvent>();
-        let mut context = ToolContext::of(run.principal.clone()).with_progress(Arc::new(move |event| {
-            let _ = progress.send(event);
-        }));
+        let mut context =
+            ToolContext::of(run.principal.clone()).with_progress(Arc::new(move |event| {
+                let _ = progress.send(event);
+            }));
         // The sender acts for a tainted turn: the agent's run starts tainted, as a sub-agent's would.
         if let Some(tool) = &run.untrusted {
             let via = context.principal.label();
@@ -1453,7 +1454,14 @@ rules = [
         let engine = engine(dir.path());
         let tasks = Tasks::new(engine.clone(), TaskLimits::default(), None);
         let sent = tasks
-            .send("alice", &Principal::client("a2a"), "echo", message("think"), None, Answer::AtOnce)
+            .send(
+                "alice",
+                &Principal::client("a2a"),
+                "echo",
+                message("think"),
+                None,
+                Answer::AtOnce,
+            )
             .await
             .unwrap();
         let created = engine
@@ -1490,11 +1498,25 @@ rules = [
         let engine = engine(dir.path());
         let tasks = Tasks::new(engine.clone(), TaskLimits { max_tasks: 1 }, None);
         let running = tasks
-            .send("alice", &Principal::client("a2a"), "echo", message("hang on"), None, Answer::AtOnce)
+            .send(
+                "alice",
+                &Principal::client("a2a"),
+                "echo",
+                message("hang on"),
+                None,
+                Answer::AtOnce,
+            )
             .await
             .unwrap();
         let refused = tasks
-            .send("alice", &Principal::client("a2a"), "echo", message("hello"), None, Answer::WhenSettled)
+            .send(
+                "alice",
+                &Principal::client("a2a"),
+                "echo",
+                message("hello"),
+                None,
+                Answer::WhenSettled,
+            )
             .await
             .err()
             .expect("no room: the only stored task is running");
@@ -1515,7 +1537,14 @@ rules = [
         let engine = engine(dir.path());
         let tasks = Tasks::new(engine.clone(), TaskLimits::default(), None);
         let mut sent = tasks
-            .send("alice", &Principal::client("a2a"), "echo", message("ask me"), None, Answer::Stream)
+            .send(
+                "alice",
+                &Principal::client("a2a"),
+                "echo",
+                message("ask me"),
+                None,
+                Answer::Stream,
+            )
             .await
             .unwrap();
         assert_eq!(tasks.live_counts(), (1, 1));
@@ -1544,7 +1573,14 @@ rules = [
         let mut done = message("red");
         done["taskId"] = json!(id);
         let sent = tasks
-            .send("alice", &Principal::client("a2a"), "echo", done, None, Answer::WhenSettled)
+            .send(
+                "alice",
+                &Principal::client("a2a"),
+                "echo",
+                done,
+                None,
+                Answer::WhenSettled,
+            )
             .await
             .unwrap();
         sent.settled().await;

@@ -634,7 +634,7 @@ impl Checker<'_> {
                         );
                     }
                     for (pattern, span) in patterns {
-                        self.glob(&pattern, span, "caller pattern", "callers are client:{door} and agent:{name}, e.g. \"client:*\" or \"agent:code-reviewer\"");
+                        self.glob(&pattern, span, "caller pattern", "callers are client:{name} (a [[server.clients]] name, `default`, or the door: stdio, http, api, a2a) and agent:{name}, e.g. \"client:*\" or \"agent:code-reviewer\"");
                     }
                 }
                 "when" => self.policy_conditions(value),
@@ -1295,7 +1295,7 @@ action = "deny"
         let expect = [
             "2:11: [policy] default `maybe` is not a mode (hint: use \"allow\" (the default) or \"deny\"",
             "5:10: tool pattern `file_[write` is not a valid glob: unclosed character class; missing ']' (hint: use names with `*`",
-            "6:12: caller pattern `client:{a` is not a valid glob: unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?) (hint: use names with `*`, `?` and `[abc]`, callers are client:{door} and agent:{name}",
+            "6:12: caller pattern `client:{a` is not a valid glob: unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?) (hint: use names with `*`, `?` and `[abc]`, callers are client:{name} (a [[server.clients]] name",
             "8:15: JSON pointer `branch` does not start with `/`",
             "9:15: JSON pointer `/a~2` has a `~` not followed by 0 or 1",
             "9:33: policies.when.matches `(main` is not a valid regex: unclosed group (hint: Rust regex syntax",

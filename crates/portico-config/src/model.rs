@@ -48,7 +48,8 @@ pub struct Config {
 pub struct ToolPolicyConfig {
     /// Globs over the tool names the doors serve (`mcp_github_create_*`, `file_write`).
     pub tools: Vec<String>,
-    /// Globs over callers: `client:{door}` (`client:*`) and `agent:{name}`. Absent: every caller.
+    /// Globs over callers: `client:{name}` (a `[[server.clients]]` name, `default` for `[server]
+    /// token`, or the door: `client:stdio`), `client:*`, and `agent:{name}`. Absent: every caller.
     #[serde(default)]
     pub callers: Option<Vec<String>>,
     /// Conditions on the call's (validated) arguments; all must hold.

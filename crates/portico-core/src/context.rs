@@ -322,7 +322,10 @@ mod tests {
         assert!(laptop.may_use("time_now"));
         assert!(!laptop.may_use("file_read"));
         let (name, scope) = laptop.client_scope().unwrap();
-        assert_eq!((name, scope.patterns()), ("laptop", &["time_*".to_string()][..]));
+        assert_eq!(
+            (name, scope.patterns()),
+            ("laptop", &["time_*".to_string()][..])
+        );
         let ci = Principal::scoped_client("ci", None);
         assert!(ci.may_use("file_read"));
         assert!(ci.client_scope().is_none());

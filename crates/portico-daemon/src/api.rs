@@ -104,7 +104,11 @@ async fn agent_message(
     // stream opens.
     if !caller.may_use(&tool) {
         let refused = pipeline
-            .call(&tool, arguments.as_object().cloned(), &ToolContext::of(caller))
+            .call(
+                &tool,
+                arguments.as_object().cloned(),
+                &ToolContext::of(caller),
+            )
             .await;
         return match refused {
             Ok(outcome) => api_error(StatusCode::FORBIDDEN, model_text(&outcome.result)),

@@ -29,13 +29,13 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::{Extension, Router};
 use axum::body::Body;
 use axum::extract::{OriginalUri, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use futures::StreamExt;
 use portico_mcp_server::PorticoServer;
 use portico_pipeline::Principal;
@@ -241,7 +241,11 @@ async fn post_message(
         return session_not_found();
     };
     let poster = identity.map(|Extension(identity)| identity);
-    if poster.as_ref().unwrap_or(&ClientIdentity("anonymous".into())) != &owner {
+    if poster
+        .as_ref()
+        .unwrap_or(&ClientIdentity("anonymous".into()))
+        != &owner
+    {
         tracing::warn!("a POST to another client's legacy SSE session was refused");
         return error(
             StatusCode::FORBIDDEN,

@@ -6,7 +6,8 @@
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
 //! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
-//! request, and requires the token, when one is set, everywhere but the health check. Every resource a
+//! request, and requires a token, when any is set (`[server] token`, `[[server.clients]]`, each naming
+//! the client a request calls as), everywhere but the health check. Every resource a
 //! client can make it hold is bounded: connections (its own accept loop, with head deadlines), request
 //! bodies (`max_message_bytes`), MCP sessions in all and per client, and GCRA rate limits per client
 //! identity, where a request that runs an agent costs more, as the door that understands it (its
@@ -37,8 +38,8 @@ use axum::Router;
 use portico_config::Config;
 use portico_engine::Engine;
 use portico_mcp_server::{Backend, PorticoServer, ServerOptions};
-use sha2::Digest;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use sha2::Digest;
 use tokio_util::sync::CancellationToken;
 
 use in_flight::InFlight;

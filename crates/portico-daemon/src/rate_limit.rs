@@ -1,8 +1,8 @@
 //! GCRA rate limiting per client on every route of the HTTP door (MCP, API, A2A).
 //!
-//! A client is the identity the door's checks established ([`ClientIdentity`]: the token it proved, or
-//! its machine's address), never a header it could respell for a fresh bucket. Each request costs 1,
-//! except one that runs an agent (an A2A send, an agent message on the API, an MCP call of a
+//! A client is the identity the door's checks established ([`ClientIdentity`]: `client:{name}` for the
+//! token it proved, or its machine's address), never a header it could respell for a fresh bucket.
+//! Each request costs 1, except one that runs an agent (an A2A send, an agent message on the API, an MCP call of a
 //! `portico_agent_*` tool, on whatever path it is sent to), which costs `agent_cost`: reading cards and
 //! polling tasks must not be starved by, nor starve, the expensive work. Over the limit a request gets
 //! 429 with `Retry-After`. The health check is never limited, so monitoring keeps working. Keys whose

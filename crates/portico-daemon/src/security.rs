@@ -418,16 +418,29 @@ mod tests {
         let named = |value: &str| {
             let mut headers = HeaderMap::new();
             headers.insert(header::AUTHORIZATION, value.parse().unwrap());
-            p.authenticate(&headers).map(|c| c.map(|c| c.principal().label()))
+            p.authenticate(&headers)
+                .map(|c| c.map(|c| c.principal().label()))
         };
-        assert_eq!(named("Bearer s3cret").unwrap().as_deref(), Some("client:default"));
-        assert_eq!(named("Bearer laptop-secret").unwrap().as_deref(), Some("client:laptop"));
-        assert_eq!(named("bearer  ci-secret ").unwrap().as_deref(), Some("client:ci"));
+        assert_eq!(
+            named("Bearer s3cret").unwrap().as_deref(),
+            Some("client:default")
+        );
+        assert_eq!(
+            named("Bearer laptop-secret").unwrap().as_deref(),
+            Some("client:laptop")
+        );
+        assert_eq!(
+            named("bearer  ci-secret ").unwrap().as_deref(),
+            Some("client:ci")
+        );
         assert!(named("Bearer laptop-secre").is_err());
         assert!(named("Basic laptop-secret").is_err());
         assert!(p.authenticate(&HeaderMap::new()).is_err());
         let mut headers = HeaderMap::new();
-        headers.insert(header::AUTHORIZATION, "Bearer laptop-secret".parse().unwrap());
+        headers.insert(
+            header::AUTHORIZATION,
+            "Bearer laptop-secret".parse().unwrap(),
+        );
         let laptop = p.authenticate(&headers).unwrap().unwrap().principal();
         assert!(laptop.may_use("time_now"));
         assert!(!laptop.may_use("file_read"));

@@ -267,8 +267,8 @@ impl PorticoServer {
         if let Backend::Daemon(_) = self.backend
             && self.host_tools.get(name).is_some()
         {
-            let context =
-                portico_pipeline::ToolContext::of(principal.clone()).with_relay(call_context.clone());
+            let context = portico_pipeline::ToolContext::of(principal.clone())
+                .with_relay(call_context.clone());
             let called = self.host_pipeline.call(name, arguments, &context).await;
             let result = crate::host_policy::served(called.map_err(|e| backend_error(e.into()))?);
             let result: CallToolResult =
@@ -358,7 +358,8 @@ impl PorticoServer {
         if self.options.tool_search != ToolSearch::Off && tool_search::is_meta_tool(&request.name) {
             // Boxed: the meta-tools' future holds a listing and a forwarded call, and would size
             // every plain call's future (and the task rmcp spawns for it) too.
-            return Box::pin(self.call_meta_tool(principal, request, call_context, cancelled)).await;
+            return Box::pin(self.call_meta_tool(principal, request, call_context, cancelled))
+                .await;
         }
         self.forward_call(
             principal,
@@ -618,7 +619,10 @@ impl ServerHandler for PorticoServer {
         if !self.exposed(Kind::Resources) {
             return Ok(ListResourcesResult::with_all_items(Vec::new()));
         }
-        let resources: Vec<Resource> = parse_all("resource", self.listing(&self.door_principal()).await?.resources)?;
+        let resources: Vec<Resource> = parse_all(
+            "resource",
+            self.listing(&self.door_principal()).await?.resources,
+        )?;
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -632,7 +636,9 @@ impl ServerHandler for PorticoServer {
         }
         let templates: Vec<ResourceTemplate> = parse_all(
             "resource template",
-            self.listing(&self.door_principal()).await?.resource_templates,
+            self.listing(&self.door_principal())
+                .await?
+                .resource_templates,
         )?;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
@@ -653,7 +659,10 @@ impl ServerHandler for PorticoServer {
         if !self.exposed(Kind::Prompts) {
             return Ok(ListPromptsResult::with_all_items(Vec::new()));
         }
-        let prompts: Vec<Prompt> = parse_all("prompt", self.listing(&self.door_principal()).await?.prompts)?;
+        let prompts: Vec<Prompt> = parse_all(
+            "prompt",
+            self.listing(&self.door_principal()).await?.prompts,
+        )?;
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -754,7 +763,11 @@ impl PorticoServer {
 
     async fn serve_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut changes = self.changes();
-        let mut last = self.listing(&self.door_principal()).await.unwrap_or_default().digest();
+        let mut last = self
+            .listing(&self.door_principal())
+            .await
+            .unwrap_or_default()
+            .digest();
         let accepted = context.accepted().clone();
         let sink = context.sink();
         loop {
@@ -766,7 +779,11 @@ impl PorticoServer {
                     }
                 }
             }
-            let Ok(now) = self.listing(&self.door_principal()).await.map(|l| l.digest()) else {
+            let Ok(now) = self
+                .listing(&self.door_principal())
+                .await
+                .map(|l| l.digest())
+            else {
                 continue;
             };
             let changed = ChangedKinds::between(&last, &now, &self.options.exposure);
@@ -950,10 +967,18 @@ impl PorticoServer {
 
     async fn relay_list_changes(&self, peer: rmcp::service::Peer<RoleServer>) {
         let mut changes = self.changes();
-        let mut last = self.listing(&self.door_principal()).await.unwrap_or_default().digest();
+        let mut last = self
+            .listing(&self.door_principal())
+            .await
+            .unwrap_or_default()
+            .digest();
         let exposure = &self.options.exposure;
         while changes.changed().await {
-            let Ok(now) = self.listing(&self.door_principal()).await.map(|l| l.digest()) else {
+            let Ok(now) = self
+                .listing(&self.door_principal())
+                .await
+                .map(|l| l.digest())
+            else {
                 continue;
             };
             let changed = ChangedKinds::between(&last, &now, exposure);

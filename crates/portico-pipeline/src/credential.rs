@@ -1,8 +1,8 @@
-//! The one hash of a credential that rate limits, session caps and A2A task ownership share.
+//! The one hash of a credential no token check identified: A2A task ownership on a door without
+//! tokens keys on it (a door with tokens keys everything on the client they identify).
 
 /// The identity a credential (an `Authorization` header's value) stands for: a short hash, so the
-/// secret itself is never kept, logged or compared. Rate limits, session caps and A2A task ownership
-/// all key on it, so one client is one identity everywhere.
+/// secret itself is never kept, logged or compared.
 ///
 /// Spellings the door's token check accepts as the same token (`bearer`, extra spaces around the
 /// token) are one identity: the hash is of the canonical `Bearer <token>`, or a client could take a

@@ -21,7 +21,8 @@ impl AuditSink for Collected {
 }
 
 fn tool(name: &str, runs: Arc<AtomicUsize>) -> LocalTool {
-    let definition = json!({"name": name, "description": "test", "inputSchema": {"type": "object"}});
+    let definition =
+        json!({"name": name, "description": "test", "inputSchema": {"type": "object"}});
     LocalTool::raw(
         definition.as_object().cloned().unwrap(),
         move |_arguments, _context| {
@@ -66,7 +67,10 @@ async fn a_scoped_client_lists_only_its_scope_and_a_call_outside_it_is_refused_a
     else {
         panic!("expected a scope refusal, got {:?}", refused.error);
     };
-    assert_eq!((tool.as_str(), client.as_str(), scope.as_str()), ("file_read", "laptop", "time_*"));
+    assert_eq!(
+        (tool.as_str(), client.as_str(), scope.as_str()),
+        ("file_read", "laptop", "time_*")
+    );
     assert_eq!(
         model_text(&refused.result),
         "tool `file_read` is not available to client `laptop`: it is outside the client's `tools` scope (time_*); widen that [[server.clients]] entry's `tools` to allow it"

@@ -78,9 +78,7 @@ pub fn run(explicit: Option<&Path>, command: ClientsCommand) -> anyhow::Result<E
 /// A fresh token and the config block that names its digest.
 fn new_client(name: &str, tools: &[String]) -> anyhow::Result<(String, String)> {
     if !portico_config::is_client_name(name) {
-        bail!(
-            "client name `{name}` must be 1 to 64 of `a-z`, `0-9`, `-` and `_`, e.g. `laptop`"
-        );
+        bail!("client name `{name}` must be 1 to 64 of `a-z`, `0-9`, `-` and `_`, e.g. `laptop`");
     }
     if name == portico_daemon::DEFAULT_CLIENT {
         bail!("client name `default` is taken: it names the client of [server] token");

@@ -3,8 +3,8 @@
 
 mod a2a_cli;
 mod chat;
-mod clients_cli;
 mod cli;
+mod clients_cli;
 mod output;
 mod progress;
 mod stdio_door;

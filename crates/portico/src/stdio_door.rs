@@ -95,7 +95,10 @@ async fn connect_daemon() -> Option<DaemonLink> {
         .filter(|token| !token.trim().is_empty())
         .or_else(|| info.token.clone());
     if let Some(token) = &token {
-        headers.insert("Authorization".to_string(), format!("Bearer {}", token.trim()));
+        headers.insert(
+            "Authorization".to_string(),
+            format!("Bearer {}", token.trim()),
+        );
     }
     let config = McpServerConfig {
         name: "daemon".into(),

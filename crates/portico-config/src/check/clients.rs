@@ -110,7 +110,8 @@ impl Checker<'_> {
                         }
                     }
                     "token_sha256" => {
-                        if let Some(given) = self.expect_string(value, "server.clients.token_sha256")
+                        if let Some(given) =
+                            self.expect_string(value, "server.clients.token_sha256")
                         {
                             match crate::parse_sha256_hex(given) {
                                 Some(digest) => token_sha256 = Some((digest, value.span())),
@@ -332,7 +333,9 @@ token = "${{SAME}}"
         ));
         assert_eq!(
             rendered,
-            ["4:16: client `x` has both `token` and `token_sha256` (hint: keep one: token_sha256 keeps the secret out of the file)"]
+            [
+                "4:16: client `x` has both `token` and `token_sha256` (hint: keep one: token_sha256 keeps the secret out of the file)"
+            ]
         );
     }
 
@@ -340,12 +343,17 @@ token = "${{SAME}}"
     fn a_door_off_loopback_needs_a_token_or_clients() {
         assert_eq!(
             rendered("[server]\nlisten = \"0.0.0.0:4200\"\n"),
-            ["2:10: [server] listen is 0.0.0.0:4200, which is not a loopback address, and no token is set: anyone who can reach it could use every tool (hint: set [server] token = \"${PORTICO_TOKEN}\", add [[server.clients]] with tokens (`portico clients add NAME`), or listen on 127.0.0.1)"]
+            [
+                "2:10: [server] listen is 0.0.0.0:4200, which is not a loopback address, and no token is set: anyone who can reach it could use every tool (hint: set [server] token = \"${PORTICO_TOKEN}\", add [[server.clients]] with tokens (`portico clients add NAME`), or listen on 127.0.0.1)"
+            ]
         );
         assert_eq!(
             rendered("[server]\nlisten = \"0.0.0.0:4200\"\ntoken = \"${T}\"\n"),
             Vec::<String>::new()
         );
-        assert_eq!(rendered("[server]\nlisten = \"127.0.0.1:4200\"\n"), Vec::<String>::new());
+        assert_eq!(
+            rendered("[server]\nlisten = \"127.0.0.1:4200\"\n"),
+            Vec::<String>::new()
+        );
     }
 }

@@ -94,9 +94,11 @@ impl Session {
             .post(format!("{base}/mcp"))
             .header("accept", "application/json, text/event-stream")
             .header("authorization", bearer(token))
-            .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "clients-test", "version": "1"}}}))
+                "clientInfo": {"name": "clients-test", "version": "1"}}}),
+            )
             .send()
             .await
             .unwrap();
@@ -221,8 +223,16 @@ async fn mcp_lists_and_calls_within_each_clients_scope_and_sessions_are_their_cr
         ["portico_agent_echo", "system_time"]
     );
     let everything = ci.tool_names(1).await;
-    for name in ["file_list", "system_time", "portico_agent_echo", "portico_agent_vault"] {
-        assert!(everything.iter().any(|n| n == name), "{name}: {everything:?}");
+    for name in [
+        "file_list",
+        "system_time",
+        "portico_agent_echo",
+        "portico_agent_vault",
+    ] {
+        assert!(
+            everything.iter().any(|n| n == name),
+            "{name}: {everything:?}"
+        );
     }
 
     let refused = laptop.call(2, "file_list", json!({})).await;
@@ -336,14 +346,12 @@ impl Legacy {
                 }
                 continue;
             }
-            let chunk = tokio::time::timeout(
-                std::time::Duration::from_secs(60),
-                self.response.chunk(),
-            )
-            .await
-            .expect("no SSE event within 60s (test guard)")
-            .unwrap()
-            .expect("stream ended");
+            let chunk =
+                tokio::time::timeout(std::time::Duration::from_secs(60), self.response.chunk())
+                    .await
+                    .expect("no SSE event within 60s (test guard)")
+                    .unwrap()
+                    .expect("stream ended");
             self.buffer
                 .push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
         }
@@ -460,7 +468,11 @@ async fn the_api_serves_each_client_its_scope() {
             .map(|a| a["name"].as_str().unwrap().to_string())
             .collect()
     };
-    let mine: Value = get(&base, "/api/agents", LAPTOP).await.json().await.unwrap();
+    let mine: Value = get(&base, "/api/agents", LAPTOP)
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(agents(mine), ["echo"]);
     let all: Value = get(&base, "/api/agents", CI).await.json().await.unwrap();
     let mut all = agents(all);
@@ -509,7 +521,11 @@ async fn the_api_serves_each_client_its_scope() {
         pairs(&[("client:laptop", "denied"), ("client:laptop", "denied")])
     );
     for path in ["/api/agents", "/api/audit", "/api/mcp/servers"] {
-        assert_eq!(get(&base, path, "not-a-token").await.status(), 401, "{path}");
+        assert_eq!(
+            get(&base, path, "not-a-token").await.status(),
+            401,
+            "{path}"
+        );
     }
     assert!(daemon.stop().success());
 }
@@ -555,7 +571,10 @@ async fn a2a_tasks_and_agents_are_per_client() {
     )
     .await;
     assert_eq!(refused["error"]["code"], -32000, "{refused}");
-    assert_eq!(refused["error"]["message"], outside_scope("portico_agent_vault"));
+    assert_eq!(
+        refused["error"]["message"],
+        outside_scope("portico_agent_vault")
+    );
     assert_eq!(refused["error"]["data"][0]["reason"], "PERMISSION_DENIED");
     let listed = a2a(&base, "vault", LAPTOP, "ListTasks", json!({})).await;
     assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
