@@ -189,7 +189,12 @@ async fn agent_message(
         .into_response()
 }
 
-async fn conversation(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+async fn conversation(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    client: Option<Extension<Principal>>,
+) -> Response {
+    let caller = caller(client);
     let store = state.engine.store().clone();
     let found = tokio::task::spawn_blocking(move || {
         let conversation = store.conversation(&id)?;
@@ -201,9 +206,13 @@ async fn conversation(State(state): State<ApiState>, Path(id): Path<String>) -> 
     })
     .await;
     match found {
-        Ok(Ok((Some(conversation), messages))) => {
+        // A conversation with an agent outside the client's scope is not there for it.
+        Ok(Ok((Some(conversation), messages)))
+            if caller.may_use(&portico_config::agent_tool_name(&conversation.agent)) =>
+        {
             Json(json!({"conversation": conversation, "messages": messages})).into_response()
         }
+        Ok(Ok((Some(_), _))) => api_error(StatusCode::NOT_FOUND, "no such conversation"),
         Ok(Ok((None, _))) => api_error(StatusCode::NOT_FOUND, "no such conversation"),
         Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),

@@ -679,7 +679,16 @@ impl ServerHandler for PorticoServer {
             return;
         };
         let ended = session.0.clone();
-        let server = self.detached();
+        // The relay lists what this session's client sees: the client the door identified on the
+        // request that finished the handshake.
+        let mut server = self.detached();
+        if let Some(principal) = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+        {
+            server.principal = Some(principal.clone());
+        }
         let counted = RelayCounted::new(&self.relays);
         // One task per session relays both kinds of events while the session lives, and ends with it.
         tokio::spawn(async move {
@@ -763,11 +772,8 @@ impl PorticoServer {
 
     async fn serve_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut changes = self.changes();
-        let mut last = self
-            .listing(&self.door_principal())
-            .await
-            .unwrap_or_default()
-            .digest();
+        let principal = self.principal_of(context.request_context());
+        let mut last = self.listing(&principal).await.unwrap_or_default().digest();
         let accepted = context.accepted().clone();
         let sink = context.sink();
         loop {
@@ -779,11 +785,7 @@ impl PorticoServer {
                     }
                 }
             }
-            let Ok(now) = self
-                .listing(&self.door_principal())
-                .await
-                .map(|l| l.digest())
-            else {
+            let Ok(now) = self.listing(&principal).await.map(|l| l.digest()) else {
                 continue;
             };
             let changed = ChangedKinds::between(&last, &now, &self.options.exposure);

@@ -51,6 +51,12 @@ tools = ["system_time", "portico_agent_echo"]
 [[server.clients]]
 name = "ci"
 token_sha256 = "{}"
+
+[[policies]]
+tools = ["file_read"]
+callers = ["client:ci"]
+action = "deny"
+reason = "ci reads no files"
 {AGENTS}"#,
         portico_config::token_sha256_hex(CI)
     )
@@ -252,6 +258,13 @@ async fn mcp_lists_and_calls_within_each_clients_scope_and_sessions_are_their_cr
     assert_eq!(ran["result"].get("isError"), None, "{ran}");
     let listed = ci.call(2, "file_list", json!({})).await;
     assert_eq!(listed["result"].get("isError"), None, "{listed}");
+    // `[[policies]] callers` see the client's name.
+    let denied = ci.call(3, "file_read", json!({"path": "x.txt"})).await;
+    assert_eq!(
+        denied["result"]["structuredContent"],
+        json!({"ok": false, "error": {"code": "policy_denied", "tool": "file_read", "reason": "ci reads no files"}}),
+        "{denied}"
+    );
 
     // The session is laptop's: ci's token on it is refused, and nothing ran for ci.
     let ridden = laptop
@@ -266,10 +279,16 @@ async fn mcp_lists_and_calls_within_each_clients_scope_and_sessions_are_their_cr
         json!({"error": "this MCP session belongs to another client; send initialize without Mcp-Session-Id to start a session of your own"})
     );
 
-    // `[server] token` is `client:default`, with every tool.
+    // `[server] token` is `client:default`, with every tool, and the policy for ci is not its.
     let default = Session::open(&base, DEFAULT).await;
     let ran = default.call(1, "file_list", json!({})).await;
     assert_eq!(ran["result"].get("isError"), None, "{ran}");
+    let read = default.call(2, "file_read", json!({"path": "x.txt"})).await;
+    assert_eq!(read["result"].get("structuredContent"), None, "{read}");
+    assert_eq!(
+        audit(&base, "file_read", DEFAULT).await,
+        pairs(&[("client:default", "error"), ("client:ci", "denied")])
+    );
 
     // The audit log names each client; a scoped client reads only its own records.
     assert_eq!(
@@ -507,6 +526,22 @@ async fn the_api_serves_each_client_its_scope() {
     assert_eq!(answered["reply"], "echo: hi", "{answered}");
     let answered = send("vault", CI).await.unwrap();
     assert_eq!(answered.status(), 200);
+    let answered: Value = answered.json().await.unwrap();
+    let conversation = answered["conversation_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answered}"));
+    // ci's conversation with vault is not there for laptop, whose scope leaves vault out.
+    let path = format!("/api/conversations/{conversation}");
+    let read = get(&base, &path, CI).await;
+    assert_eq!(read.status(), 200);
+    let read: Value = read.json().await.unwrap();
+    assert_eq!(read["conversation"]["agent"], "vault", "{read}");
+    let hidden = get(&base, &path, LAPTOP).await;
+    assert_eq!(hidden.status(), 404);
+    assert_eq!(
+        hidden.json::<Value>().await.unwrap(),
+        json!({"error": "no such conversation"})
+    );
 
     assert_eq!(
         audit(&base, "portico_agent_vault", DEFAULT).await,
