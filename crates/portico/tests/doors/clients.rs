@@ -807,3 +807,46 @@ async fn stateless_mcp_requests_are_scoped_too() {
     );
     assert!(daemon.stop().success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_search_finds_and_calls_only_within_the_scope() {
+    let (_home, mut daemon) = start("[expose]\ntool_search = \"on\"");
+    let base = daemon.base.clone();
+    let laptop = Session::open(&base, LAPTOP).await;
+    let ci = Session::open(&base, CI).await;
+    let found = |answer: Value| -> Vec<String> {
+        let mut names: Vec<String> = answer["result"]["structuredContent"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    // "file" matches the file tools by name: none of them is laptop's.
+    let query = json!({"query": "file", "limit": 50});
+    assert_eq!(
+        found(laptop.call(1, "portico_search_tools", query.clone()).await),
+        Vec::<String>::new()
+    );
+    assert!(
+        found(ci.call(1, "portico_search_tools", query).await)
+            .iter()
+            .any(|n| n == "file_list")
+    );
+    let refused = laptop
+        .call(
+            2,
+            "portico_call_tool",
+            json!({"name": "file_list", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(
+        refused["result"]["content"][0]["text"],
+        outside_scope("file_list"),
+        "{refused}"
+    );
+    assert_eq!(refused["result"]["isError"], true);
+    assert!(daemon.stop().success());
+}
