@@ -850,3 +850,91 @@ async fn tool_search_finds_and_calls_only_within_the_scope() {
     assert_eq!(refused["result"]["isError"], true);
     assert!(daemon.stop().success());
 }
+
+/// `portico clients add` prints a token once and the block with its digest; the block, added to
+/// the config, makes that token the client; `portico clients list` shows names and scopes only.
+#[test]
+fn clients_add_prints_a_token_and_the_block_that_admits_it() {
+    let home = Home::new("[server]\nlisten = \"127.0.0.1:0\"\n");
+    let added = home
+        .command(&["clients", "add", "laptop", "--tools", "system_time"])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let stdout = String::from_utf8(added.stdout).unwrap();
+    let (token, block) = stdout.split_once("\n\n").unwrap();
+    assert!(
+        token.starts_with("portico_") && token.len() == 72,
+        "{token}"
+    );
+    assert_eq!(
+        block,
+        format!(
+            "[[server.clients]]\nname = \"laptop\"\ntoken_sha256 = \"{}\"\ntools = [\"system_time\"]\n\n",
+            portico_config::token_sha256_hex(token)
+        )
+    );
+    let stderr = String::from_utf8(added.stderr).unwrap();
+    assert!(stderr.contains("it is shown only now"), "{stderr}");
+    assert!(!stderr.contains(token), "the token goes to stdout only");
+
+    std::fs::write(
+        home.config(),
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{block}"),
+    )
+    .unwrap();
+    let listed = home.command(&["clients", "list"]).output().unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    assert_eq!(
+        String::from_utf8(listed.stdout).unwrap(),
+        "client:laptop  system_time\n"
+    );
+    let listed = home
+        .command(&["clients", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(
+        listed,
+        json!([{"name": "laptop", "principal": "client:laptop", "token": "token_sha256", "tools": ["system_time"]}])
+    );
+
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mine: Value = get(&daemon.base, "/api/agents", token)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(mine, json!({"agents": []}));
+        assert_eq!(
+            get(&daemon.base, "/api/agents", "other").await.status(),
+            401
+        );
+        // Clients make the door take tokens: none at all is refused too.
+        let bare = http()
+            .get(format!("{}/api/agents", daemon.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bare.status(), 401);
+    });
+    assert!(daemon.stop().success());
+
+    let refused = home
+        .command(&["clients", "add", "Bad Name"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(refused.stdout.is_empty());
+    assert!(
+        String::from_utf8(refused.stderr)
+            .unwrap()
+            .contains("client name `Bad Name` must be 1 to 64 of `a-z`, `0-9`, `-` and `_`")
+    );
+}
