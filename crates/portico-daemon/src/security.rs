@@ -36,10 +36,6 @@ impl DoorClient {
         DoorClient::new(name, Sha256::digest(token.as_bytes()).into(), scope)
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     fn principal(&self) -> Principal {
         Principal::scoped_client(self.name.clone(), self.scope.clone())
     }
