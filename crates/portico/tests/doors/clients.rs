@@ -627,7 +627,12 @@ async fn a2a_tasks_and_agents_are_per_client() {
         .as_str()
         .unwrap_or_else(|| panic!("{started}"))
         .to_string();
-    for method in ["GetTask", "CancelTask"] {
+    for method in [
+        "GetTask",
+        "CancelTask",
+        "SubscribeToTask",
+        "ListTaskPushNotificationConfigs",
+    ] {
         let foreign = a2a(&base, "echo", CI, method, json!({"id": id})).await;
         assert_eq!(foreign["error"]["code"], -32001, "{method}: {foreign}");
         assert_eq!(
