@@ -378,3 +378,61 @@ pub async fn serve_with_server(
     info_file.remove_if_ours(&info);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(
+        token: Option<&str>,
+        sha: Option<&str>,
+        tools: Option<&[&str]>,
+    ) -> portico_config::ClientConfig {
+        portico_config::ClientConfig {
+            name: "laptop".into(),
+            token: token.map(str::to_string),
+            token_sha256: sha.map(str::to_string),
+            tools: tools.map(|t| t.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn a_client_entry_is_its_tokens_digest_and_its_compiled_scope() {
+        let sha = portico_config::token_sha256_hex("s3cret");
+        let literal = door_client(&client(Some("s3cret"), None, Some(&["time_*"]))).unwrap();
+        let hashed = door_client(&client(None, Some(&sha.to_uppercase()), None)).unwrap();
+        assert!(format!("{literal:?}").contains("time_*"));
+        // The same secret, written either way, is the same digest.
+        assert_eq!(
+            DoorClient::with_token("laptop", "s3cret", None).digest_for_test(),
+            hashed.digest_for_test()
+        );
+        assert_eq!(literal.digest_for_test(), hashed.digest_for_test());
+        let problem = |entry| door_client(&entry).unwrap_err().to_string();
+        assert_eq!(
+            problem(client(Some("a"), Some(&sha), None)),
+            "[[server.clients]] `laptop`: give exactly one of `token` and `token_sha256` (`portico clients add NAME` prints both)"
+        );
+        assert_eq!(
+            problem(client(None, Some("abc"), None)),
+            "[[server.clients]] `laptop`: token_sha256 is not 64 hex digits"
+        );
+        assert_eq!(
+            problem(client(Some("  "), None, None)),
+            "[[server.clients]] `laptop`: token expands to an empty value"
+        );
+        assert!(
+            problem(client(Some("x"), None, Some(&["time_[now"]))).starts_with(
+                "[[server.clients]] `laptop`: tool pattern `time_[now` is not a valid glob"
+            )
+        );
+        assert!(
+            problem(client(
+                Some("${PORTICO_TEST_SURELY_UNSET_VARIABLE}"),
+                None,
+                None
+            ))
+            .starts_with("[[server.clients]] `laptop`: token: ")
+        );
+    }
+}

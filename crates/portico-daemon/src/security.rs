@@ -39,6 +39,11 @@ impl DoorClient {
     fn principal(&self) -> Principal {
         Principal::scoped_client(self.name.clone(), self.scope.clone())
     }
+
+    #[cfg(test)]
+    pub(crate) fn digest_for_test(&self) -> [u8; 32] {
+        self.digest
+    }
 }
 
 /// Who may talk to the door.
