@@ -86,8 +86,8 @@ impl ApprovalChannel {
 /// The audit log's outcomes of approval decisions (beside each call's own record).
 pub mod outcome {
     pub const REQUESTED: &str = "approval_requested";
-    pub const APPROVED: &str = "approved";
-    pub const DENIED: &str = "denied";
+    pub const APPROVED: &str = "approval_granted";
+    pub const DENIED: &str = "approval_denied";
     pub const CONSUMED: &str = "approval_consumed";
     pub const EXPIRED: &str = "approval_expired";
 }

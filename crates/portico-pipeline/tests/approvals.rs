@@ -206,11 +206,11 @@ async fn a_grant_runs_one_retry_of_exactly_the_approved_call() {
     let outcomes = s.audit.outcomes();
     let count = |outcome: &str| outcomes.iter().filter(|(_, o)| o == outcome).count();
     assert_eq!(count("approval_requested"), 4, "{outcomes:?}");
-    assert_eq!(count("approved"), 1, "{outcomes:?}");
+    assert_eq!(count("approval_granted"), 1, "{outcomes:?}");
     assert_eq!(count("approval_consumed"), 1, "{outcomes:?}");
     assert_eq!(count("approval_required"), 5, "{outcomes:?}");
     assert_eq!(count("ok"), 1, "{outcomes:?}");
-    assert!(outcomes.contains(&("client:default".into(), "approved".into())));
+    assert!(outcomes.contains(&("client:default".into(), "approval_granted".into())));
     // No argument value reaches the audit log.
     let records = s.audit.0.lock().unwrap();
     assert!(records.iter().all(|r| !format!("{r:?}").contains("other")));
