@@ -19,6 +19,7 @@
 //! run tools itself: every call goes to the engine's pipeline.
 
 mod api;
+mod approvals_api;
 mod body_limit;
 mod in_flight;
 mod info;
@@ -242,6 +243,10 @@ fn router(
         ));
     }
     let mut router = router
+        .merge(approvals_api::routes(
+            &engine,
+            door.policy.token().is_some(),
+        ))
         .merge(api::routes(engine, config, door.identity.clone()))
         .merge(session_stats)
         .merge(legacy)
