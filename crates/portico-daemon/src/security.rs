@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 
 use crate::listener::PeerAddr;
 
+mod approval_session;
+
 /// Who may talk to the door.
 #[derive(Debug, Clone)]
 pub struct DoorPolicy {
@@ -20,6 +22,8 @@ pub struct DoorPolicy {
     extra_hosts: Vec<String>,
     /// Derived from `listen` and `extra_hosts`; kept because every request checks against it.
     hosts: Vec<String>,
+    /// Made fresh for every start: the approval page's session cookies (`approval_session`).
+    session_key: approval_session::SessionKey,
 }
 
 impl DoorPolicy {
@@ -41,6 +45,7 @@ impl DoorPolicy {
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
             hosts: Vec::new(),
+            session_key: approval_session::SessionKey::generate(),
         }
         .with_hosts()
     }
@@ -218,7 +223,16 @@ pub(crate) async fn check(
         }
     }
     let public = request.uri().path() == "/api/health";
-    if !public && !policy.token_ok(headers) {
+    // The approval page and its API are the one place a browser session (cookie) is accepted.
+    let mut by_session = false;
+    if let Some(scope) = approval_session::Scope::of(request.uri().path()) {
+        match approval_session::admit(&policy, scope, &request) {
+            approval_session::Admission::TokenCheck => {}
+            approval_session::Admission::Admitted => by_session = true,
+            approval_session::Admission::Answer(response) => return response,
+        }
+    }
+    if !public && !by_session && !policy.token_ok(headers) {
         let mut response = refuse(
             StatusCode::UNAUTHORIZED,
             "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value".into(),
