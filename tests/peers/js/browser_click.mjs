@@ -3,7 +3,7 @@
 // button found by its accessible name, optionally waits for a text to appear, and prints ONE JSON
 // line on stdout saying what happened:
 //
-//   {"ok": true|false, "status": <HTTP status of the navigation>, "url": <final URL>,
+//   {"ok": true|false, "status": <HTTP status of the navigation>, "url": <final URL>, "title",
 //    "clicked": <label or null>, "found": <whether --expect-text appeared>,
 //    "text": <the page's visible text at the end>, "cookies": [{name, httpOnly, sameSite, path}],
 //    "requests": [<every URL the page asked for>], "blocked": [<URLs refused for leaving the origin>],
@@ -55,7 +55,7 @@ function usage(message) {
 const options = parseArgs(process.argv.slice(2));
 const origin = new URL(options.url).origin;
 const report = {
-  ok: false, status: null, url: null, clicked: null, found: null, text: null,
+  ok: false, status: null, url: null, title: null, clicked: null, found: null, text: null,
   cookies: [], requests: [], blocked: [], consoleErrors: [],
 };
 
@@ -116,6 +116,7 @@ try {
     }
   }
   report.url = page.url();
+  report.title = await page.title();
   report.text = await page.locator('body').innerText();
   report.cookies = (await context.cookies()).map(({ name, httpOnly, sameSite, path }) => ({
     name, httpOnly, sameSite, path,
