@@ -338,6 +338,17 @@ pub struct PolicySection {
     /// What happens to a call no `[[policies]]` entry matches: "allow" (the default) or "deny".
     #[serde(default)]
     pub default: PolicyDefault,
+    /// How long an approval request waits for an answer, and an approved grant for its retry
+    /// (the grant's clock starts at the approval).
+    #[serde(default = "default_approval_ttl")]
+    pub approval_ttl_secs: u64,
+    /// How long a held call waits for an answer before it returns `approval_required` (0: not at all).
+    #[serde(default)]
+    pub approval_wait_secs: u64,
+}
+
+fn default_approval_ttl() -> u64 {
+    600
 }
 
 fn default_tool_timeout() -> u64 {
@@ -365,6 +376,8 @@ impl Default for PolicySection {
             sensitive_tools: Vec::new(),
             max_agent_depth: default_max_agent_depth(),
             default: PolicyDefault::Allow,
+            approval_ttl_secs: default_approval_ttl(),
+            approval_wait_secs: 0,
         }
     }
 }

@@ -20,6 +20,7 @@
 
 mod api;
 mod approval_page;
+mod approvals_api;
 mod body_limit;
 mod in_flight;
 mod info;
@@ -200,6 +201,10 @@ fn router(
         ));
     }
     let mut router = router
+        .merge(approvals_api::routes(
+            &engine,
+            door.policy.token().is_some(),
+        ))
         .merge(api::routes(engine, config, door.identity.clone()))
         .merge(approval_page::routes())
         .merge(session_stats)

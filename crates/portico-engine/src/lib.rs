@@ -20,8 +20,8 @@ use portico_config::{Config, agent_tool_name};
 use portico_hub::{Hub, HubSettings, HubTools, StopGrace};
 use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
-    AuditKey, ConditionSpec, DefaultAction, LocalTools, Pipeline, PipelineSettings, RuleAction,
-    RuleSpec, TaintMode, TaintPolicy, ToolPatterns, ToolRules,
+    ApprovalSettings, Approvals, AuditKey, ConditionSpec, DefaultAction, LocalTools, Pipeline,
+    PipelineSettings, RuleAction, RuleSpec, TaintMode, TaintPolicy, ToolPatterns, ToolRules,
 };
 use portico_store::{AuditWriter, Store};
 
@@ -66,7 +66,11 @@ pub struct Engine {
     /// Built-ins and tools an embedder registers; served to every door.
     local: LocalTools,
     audit: AuditWriter,
+    approvals: Approvals,
 }
+
+/// How often expired approval requests are marked and old ones deleted.
+const APPROVAL_SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// Where the engine keeps its data, and how it reads the environment.
 pub struct EngineOptions {
@@ -140,6 +144,17 @@ impl Engine {
             pipeline.add_policy(Arc::new(rules));
         }
         pipeline.add_policy(Arc::new(TaintPolicy::new(taint, sensitive)));
+        let approvals = Approvals::new(
+            store.clone(),
+            ApprovalSettings {
+                ttl: Duration::from_secs(policy.approval_ttl_secs.max(1)),
+                wait: Duration::from_secs(policy.approval_wait_secs),
+                ..ApprovalSettings::default()
+            },
+        );
+        approvals.set_audit(Arc::new(audit.clone()));
+        approvals.sweep_every(APPROVAL_SWEEP_EVERY);
+        pipeline.set_approvals(approvals.clone());
 
         let local = LocalTools::default();
         if config.builtins.enabled {
@@ -211,7 +226,13 @@ impl Engine {
             store,
             local,
             audit,
+            approvals,
         })
+    }
+
+    /// Approval requests and grants: listing and answering them (the daemon's `/api/approvals`).
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
     }
 
     /// The one way to call a tool, from every door and agent.

@@ -4,7 +4,7 @@
 //! ([`PolicyRefusal`], [`PolicyMark`]); the JSON is written here, at the edge.
 
 use portico_core::{JsonObject, ToolResult};
-use portico_pipeline::{CallOutcome, PipelineError, PolicyMark, PolicyRefusal};
+use portico_pipeline::{CallOutcome, PipelineError, PolicyMark, PolicyRefusal, approval_path};
 use serde_json::{Value, json};
 
 /// The `_meta` key of a listed tool that a policy denies or holds for approval.
@@ -23,17 +23,18 @@ pub(crate) fn served(outcome: CallOutcome) -> ToolResult {
 }
 
 /// Seed 002's failure envelope: `{"ok": false, "error": {"code", "tool", "reason"}}`, `code` being
-/// `policy_denied` or `approval_required`. An approval cannot be requested yet, so the
-/// `approval_required` envelope has no `approvalRequestId` or `approvalPath`.
+/// `policy_denied` or `approval_required`. A held call's envelope also names its approval request:
+/// `approvalRequestId` and `approvalPath` (where the daemon shows it), when one was made.
 pub fn envelope(refusal: PolicyRefusal<'_>) -> Value {
-    json!({
-        "ok": false,
-        "error": {
-            "code": refusal.code.as_str(),
-            "tool": refusal.tool,
-            "reason": refusal.reason,
-        },
-    })
+    let mut error = JsonObject::new();
+    error.insert("code".into(), refusal.code.as_str().into());
+    if let Some(id) = refusal.approval_request_id {
+        error.insert("approvalRequestId".into(), id.into());
+        error.insert("approvalPath".into(), approval_path(id).into());
+    }
+    error.insert("tool".into(), refusal.tool.into());
+    error.insert("reason".into(), refusal.reason.into());
+    json!({"ok": false, "error": error})
 }
 
 /// A listed tool's definition with its policy mark, if it has one, in its `_meta`:
@@ -105,16 +106,35 @@ mod tests {
         let held = served(outcome(PipelineError::ApprovalRequired {
             tool: "shell_exec".into(),
             reason: "owners approve".into(),
+            request_id: None,
         }));
         assert_eq!(
             serde_json::to_string(&held.structured_content).unwrap(),
             r#"{"ok":false,"error":{"code":"approval_required","tool":"shell_exec","reason":"owners approve"}}"#
         );
+        let requested = served(outcome(PipelineError::ApprovalRequired {
+            tool: "shell_exec".into(),
+            reason: "owners approve".into(),
+            request_id: Some("apr_1".into()),
+        }));
+        assert_eq!(
+            serde_json::to_string(&requested.structured_content).unwrap(),
+            r#"{"ok":false,"error":{"code":"approval_required","approvalRequestId":"apr_1","approvalPath":"/approvals/apr_1","tool":"shell_exec","reason":"owners approve"}}"#
+        );
+        assert_eq!(
+            requested.first_text(),
+            Some(
+                "call to `shell_exec` requires approval and was not run: owners approve; approve it \
+                 with `portico approvals approve apr_1` or open /approvals/apr_1 on the daemon, then \
+                 retry the same call"
+            )
+        );
         assert_eq!(
             envelope(PolicyRefusal {
                 code: RefusalCode::PolicyDenied,
                 tool: "t",
-                reason: "r"
+                reason: "r",
+                approval_request_id: None,
             })["error"]["code"],
             "policy_denied"
         );

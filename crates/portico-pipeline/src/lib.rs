@@ -2,7 +2,8 @@
 //! API, an A2A run, the CLI or an agent's loop, goes through [`Pipeline::call`], which resolves the
 //! name, checks the caller may use the tool, validates the arguments against the tool's
 //! `inputSchema`, runs the policy hooks (the config's `[[policies]]` as [`ToolRules`], and the taint
-//! rule; approvals and rate limits next), applies the timeout, executes, validates structured
+//! rule; a call they hold for approval runs once with a grant for exactly that call, [`Approvals`]),
+//! applies the timeout, executes, validates structured
 //! content against the `outputSchema`, cuts results for agents, and writes an audit record (arguments as keyed digests, [`AuditKey`]).
 //!
 //! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers), the
@@ -15,6 +16,7 @@
 //! [`PipelineError`]s; no crate here speaks a wire format), the agent loop (`portico-agents`), or the built-in tools
 //! themselves (`portico-builtins`).
 
+mod approvals;
 mod audit;
 mod credential;
 mod local;
@@ -27,6 +29,10 @@ mod schema;
 // The source contract lives in core, where the hub implements it too; the old paths stay.
 use portico_core::{context, source};
 
+pub use approvals::{
+    ApprovalChannel, ApprovalError, ApprovalSettings, Approvals, DEFAULT_APPROVAL_TTL,
+    KEEP_DECIDED, approval_path, outcome as approval_outcome,
+};
 pub use audit::{AuditKey, AuditSink, arguments_digest};
 pub use credential::credential_identity;
 pub use local::{LocalTool, LocalTools, ToolFailure};
@@ -36,13 +42,15 @@ pub use pipeline::{
     model_text,
 };
 pub use policy::{
-    MarkedAction, Policy, PolicyDecision, PolicyMark, PolicyRequest, TaintMode, TaintPolicy,
+    MarkedAction, Policy, PolicyDecision, PolicyMark, PolicyRequest, TAINT_POLICY_ID, TaintMode,
+    TaintPolicy,
 };
 pub use portico_core::context::{
     AgentScope, PatternError, Principal, ProgressEvent, ProgressSink, ToolContext, ToolPatterns,
     TurnState, Untrusted,
 };
 pub use portico_core::source::{ToolEntry, ToolSource, Trust};
+pub use portico_store::{ApprovalAnswer, ApprovalLimits, ApprovalRecord, ApprovalStatus};
 pub use progress::{ProgressMessages, progress_messages};
 pub use rules::{
     ConditionSpec, DefaultAction, RuleAction, RuleDecision, RuleError, RuleSpec, ToolRules,

@@ -7,6 +7,7 @@ use portico_core::{CallError, JsonObject, ToolResult};
 use portico_store::AuditRecord;
 use serde_json::Value;
 
+use crate::approvals::{Approvals, Hold};
 use crate::audit::{AuditKey, AuditSink};
 use crate::context::{Principal, ToolContext};
 use crate::policy::{Policy, PolicyDecision, PolicyMark, PolicyRequest};
@@ -110,9 +111,17 @@ pub enum PipelineError {
     /// A policy refused the call.
     #[error("call to `{tool}` refused: {reason}")]
     Refused { tool: String, reason: String },
-    /// A policy holds the call until someone approves it.
-    #[error("call to `{tool}` requires approval and was not run: {reason}")]
-    ApprovalRequired { tool: String, reason: String },
+    /// A policy holds the call until someone approves it. `request_id` names the approval request
+    /// when the pipeline has approvals (`Pipeline::set_approvals`); without them nothing can approve.
+    #[error(
+        "call to `{tool}` requires approval and was not run: {reason}{}",
+        how_to_approve(.request_id.as_deref())
+    )]
+    ApprovalRequired {
+        tool: String,
+        reason: String,
+        request_id: Option<String>,
+    },
     /// The pipeline's own timeout (the tool's, or `PipelineSettings::tool_timeout`) ran out.
     #[error("tool `{tool}` did not finish within {}s and was cancelled", .after.as_secs_f64())]
     Timeout { tool: String, after: Duration },
@@ -165,14 +174,40 @@ impl PipelineError {
 
     /// A policy's refusal of the call, typed for the doors: denied, or held for an approval.
     pub fn refusal(&self) -> Option<PolicyRefusal<'_>> {
-        let (code, tool, reason) = match self {
-            PipelineError::Refused { tool, reason } => (RefusalCode::PolicyDenied, tool, reason),
-            PipelineError::ApprovalRequired { tool, reason } => {
-                (RefusalCode::ApprovalRequired, tool, reason)
+        let (code, tool, reason, approval_request_id) = match self {
+            PipelineError::Refused { tool, reason } => {
+                (RefusalCode::PolicyDenied, tool, reason, None)
             }
+            PipelineError::ApprovalRequired {
+                tool,
+                reason,
+                request_id,
+            } => (
+                RefusalCode::ApprovalRequired,
+                tool,
+                reason,
+                request_id.as_deref(),
+            ),
             _ => return None,
         };
-        Some(PolicyRefusal { code, tool, reason })
+        Some(PolicyRefusal {
+            code,
+            tool,
+            reason,
+            approval_request_id,
+        })
+    }
+}
+
+/// What the message of a held call adds to say how to approve it.
+fn how_to_approve(request_id: Option<&str>) -> String {
+    match request_id {
+        Some(id) => format!(
+            "; approve it with `portico approvals approve {id}` or open {} on the daemon, then \
+             retry the same call",
+            crate::approvals::approval_path(id)
+        ),
+        None => String::new(),
     }
 }
 
@@ -184,6 +219,8 @@ pub struct PolicyRefusal<'a> {
     /// The exposed name the call was for.
     pub tool: &'a str,
     pub reason: &'a str,
+    /// The approval request of a held call, when one was made.
+    pub approval_request_id: Option<&'a str>,
 }
 
 /// Why a policy did not let a call run.
@@ -191,8 +228,8 @@ pub struct PolicyRefusal<'a> {
 pub enum RefusalCode {
     /// A policy denies it (`deny`, `[policy] default = "deny"`, the taint rule's `refuse`).
     PolicyDenied,
-    /// It needs an approval (`approve`, the taint rule's `approval`). No approval can be given yet,
-    /// so no `approvalRequestId` comes with it.
+    /// It needs an approval (`approve`, the taint rule's `approval`); the request's id comes with
+    /// it when the pipeline has approvals.
     ApprovalRequired,
 }
 
@@ -227,6 +264,7 @@ struct Inner {
     policies: RwLock<Vec<Arc<dyn Policy>>>,
     audit: RwLock<Option<Arc<dyn AuditSink>>>,
     audit_key: RwLock<AuditKey>,
+    approvals: RwLock<Option<Approvals>>,
     schemas: SchemaCache,
     settings: PipelineSettings,
 }
@@ -239,6 +277,7 @@ impl Pipeline {
                 policies: RwLock::default(),
                 audit: RwLock::default(),
                 audit_key: RwLock::new(AuditKey::ephemeral()),
+                approvals: RwLock::default(),
                 schemas: SchemaCache::default(),
                 settings,
             }),
@@ -283,6 +322,23 @@ impl Pipeline {
             .audit_key
             .write()
             .expect("pipeline audit key lock") = key;
+    }
+
+    /// Where calls a policy holds get their approvals. Without, such a call never runs.
+    pub fn set_approvals(&self, approvals: Approvals) {
+        *self
+            .inner
+            .approvals
+            .write()
+            .expect("pipeline approvals lock") = Some(approvals);
+    }
+
+    pub fn approvals(&self) -> Option<Approvals> {
+        self.inner
+            .approvals
+            .read()
+            .expect("pipeline approvals lock")
+            .clone()
     }
 
     fn sources(&self) -> Vec<Arc<dyn ToolSource>> {
@@ -422,7 +478,9 @@ impl Pipeline {
             started,
             armed: true,
         };
-        let finished = self.run(&*source, &entry, arguments, context).await;
+        let finished = self
+            .run(&*source, &entry, arguments, &digest, context)
+            .await;
         unfinished.armed = false;
         let (mut result, outcome, detail, error) = match finished {
             Ok(result) if result.is_error() => {
@@ -470,6 +528,7 @@ impl Pipeline {
         source: &dyn ToolSource,
         entry: &ToolEntry,
         arguments: JsonObject,
+        digest: &str,
         context: &ToolContext,
     ) -> Result<ToolResult, PipelineError> {
         let name = entry.name.as_str();
@@ -503,6 +562,10 @@ impl Pipeline {
             unreachable!("arguments were an object a moment ago")
         };
 
+        // Every policy is asked before an approval is used: a call another policy denies must not
+        // spend a grant (or ask someone to approve it). The first policy that holds it decides
+        // which approval it needs.
+        let mut held: Option<(String, String)> = None;
         for policy in self.policies() {
             let request = PolicyRequest {
                 entry,
@@ -518,13 +581,27 @@ impl Pipeline {
                         reason,
                     });
                 }
-                PolicyDecision::RequireApproval(reason) => {
-                    return Err(PipelineError::ApprovalRequired {
-                        tool: name.to_string(),
-                        reason,
-                    });
+                PolicyDecision::RequireApproval { policy, reason } => {
+                    held.get_or_insert((policy, reason));
                 }
             }
+        }
+        if let Some((policy, reason)) = held {
+            let Some(approvals) = self.approvals() else {
+                return Err(PipelineError::ApprovalRequired {
+                    tool: name.to_string(),
+                    reason,
+                    request_id: None,
+                });
+            };
+            let hold = Hold {
+                entry,
+                arguments: &arguments,
+                arguments_digest: digest,
+                policy: &policy,
+                reason: &reason,
+            };
+            approvals.gate(hold, context).await?;
         }
 
         let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);

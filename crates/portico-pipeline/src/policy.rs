@@ -1,6 +1,6 @@
 //! Policy hooks: checks that run after a call's arguments are known to be valid and before it executes.
-//! The config's `[[policies]]` ([`crate::ToolRules`]) and the taint rule are policies; approvals and
-//! rate limits plug in here.
+//! The config's `[[policies]]` ([`crate::ToolRules`]) and the taint rule are policies; a call one
+//! holds for approval goes to the pipeline's approvals (`crate::approvals`).
 
 use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;
@@ -20,9 +20,15 @@ pub struct PolicyRequest<'a> {
 pub enum PolicyDecision {
     Allow,
     Deny(String),
-    /// The call may run only once someone approves it. Until approvals exist, such a call does not run;
-    /// the caller is told it needs approval and why.
-    RequireApproval(String),
+    /// The call may run only once someone approves it: with the pipeline's approvals, a grant for
+    /// exactly this call lets it run once; otherwise it does not run, and the caller is told why.
+    RequireApproval {
+        /// Which policy holds it, in a form that changes when the policy's config changes (an
+        /// approval given under one version of a policy does not pass another): `taint`, or a
+        /// `[[policies]]` entry's [`crate::ToolRules`] id.
+        policy: String,
+        reason: String,
+    },
 }
 
 pub trait Policy: Send + Sync {
@@ -63,6 +69,9 @@ impl MarkedAction {
         }
     }
 }
+
+/// The policy id of approvals the taint rule asks for.
+pub const TAINT_POLICY_ID: &str = "taint";
 
 /// What the taint rule does with a sensitive call that follows untrusted content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +138,10 @@ impl Policy for TaintPolicy {
                 ),
             };
             match self.mode {
-                TaintMode::RequireApproval => PolicyDecision::RequireApproval(reason),
+                TaintMode::RequireApproval => PolicyDecision::RequireApproval {
+                    policy: TAINT_POLICY_ID.to_string(),
+                    reason,
+                },
                 _ => PolicyDecision::Deny(reason),
             }
         })();

@@ -20,7 +20,7 @@ use crate::source::ToolEntry;
 pub enum RuleAction {
     Allow,
     Deny,
-    /// The call needs someone's approval. Approvals cannot be given yet: such a call does not run.
+    /// The call needs someone's approval: a grant for exactly this call lets it run once.
     Approve,
 }
 
@@ -93,6 +93,9 @@ pub struct ToolRules {
 
 #[derive(Debug)]
 struct Rule {
+    /// `policies[i]@digest`: the entry's place and a digest of what it says, so an approval given
+    /// under it does not pass once the entry is edited.
+    id: String,
     tools: ToolPatterns,
     callers: Option<ToolPatterns>,
     when: Vec<Condition>,
@@ -113,6 +116,9 @@ pub struct RuleDecision<'r> {
     pub reason: &'r str,
     /// The 1-based number of the `[[policies]]` entry that decided, `None` for the default.
     pub rule: Option<usize>,
+    /// The deciding entry's id (`policies[0]@1f2e...`, 0-based like the TOML array), `default` for
+    /// the default.
+    pub id: &'r str,
 }
 
 impl ToolRules {
@@ -150,6 +156,7 @@ impl ToolRules {
                     action: rule.action,
                     reason: &rule.reason,
                     rule: Some(index + 1),
+                    id: &rule.id,
                 };
             }
         }
@@ -158,11 +165,13 @@ impl ToolRules {
                 action: RuleAction::Allow,
                 reason: "",
                 rule: None,
+                id: "default",
             },
             DefaultAction::Deny => RuleDecision {
                 action: RuleAction::Deny,
                 reason: &self.default_reason,
                 rule: None,
+                id: "default",
             },
         }
     }
@@ -244,6 +253,7 @@ impl Rule {
             RuleAction::Approve => format!("[[policies]] entry {rule} requires an approval"),
         });
         Ok(Rule {
+            id: format!("policies[{}]@{}", rule - 1, &spec_digest(spec)[..12]),
             tools,
             callers,
             when,
@@ -256,6 +266,22 @@ impl Rule {
     fn applies_to(&self, tool: &str, caller: &str) -> bool {
         self.tools.matches(tool) && self.callers.as_ref().is_none_or(|c| c.matches(caller))
     }
+}
+
+/// A digest of everything a rule says, so editing any of it changes the rule's id.
+fn spec_digest(spec: &RuleSpec) -> String {
+    let when: Vec<Value> = spec
+        .when
+        .iter()
+        .map(|c| Value::from(vec![c.pointer.clone(), c.matches.clone()]))
+        .collect();
+    crate::audit::arguments_digest(&Value::from(vec![
+        Value::from(spec.tools.clone()),
+        spec.callers.clone().map(Value::from).unwrap_or(Value::Null),
+        Value::from(when),
+        Value::from(format!("{:?}", spec.action)),
+        spec.reason.clone().map(Value::from).unwrap_or(Value::Null),
+    ]))
 }
 
 impl Condition {
@@ -282,7 +308,10 @@ impl Policy for ToolRules {
         let decision = match decision.action {
             RuleAction::Allow => PolicyDecision::Allow,
             RuleAction::Deny => PolicyDecision::Deny(decision.reason.to_string()),
-            RuleAction::Approve => PolicyDecision::RequireApproval(decision.reason.to_string()),
+            RuleAction::Approve => PolicyDecision::RequireApproval {
+                policy: decision.id.to_string(),
+                reason: decision.reason.to_string(),
+            },
         };
         Box::pin(async move { decision })
     }

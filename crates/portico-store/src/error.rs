@@ -83,6 +83,20 @@ pub enum StoreError {
     },
 
     #[error(
+        "cannot hold another call of {principal} for approval in {path}: {pending} of its calls are \
+         pending (at most {per_principal}) and {total_pending} in all (at most {total}); answer or \
+         let pending requests expire (`portico approvals list`, GET /api/approvals) before retrying"
+    )]
+    ApprovalsFull {
+        path: PathBuf,
+        principal: String,
+        pending: usize,
+        per_principal: usize,
+        total_pending: usize,
+        total: usize,
+    },
+
+    #[error(
         "the page token is not one that the A2A task store {path} issues (damaged or truncated?); \
          list again without a page token"
     )]

@@ -1,5 +1,5 @@
 //! Portico's embedded SQLite store: conversations and their messages, per-agent memory, the audit log of
-//! tool calls, and the tasks of Portico's A2A server, in one file under the data directory.
+//! tool calls, the tasks of Portico's A2A server, and approval requests with their single-use grants, in one file under the data directory.
 //!
 //! It is a persistence layer and nothing more: it does not decide who may call what, does not talk to
 //! models or upstreams, and does not interpret message content (kept as opaque JSON). The schema is
@@ -16,6 +16,7 @@
 //! store's writer thread, which group-commits everything queued at the same time, and resolve once that
 //! commit is done. [`AuditWriter`] queues onto the same thread without waiting.
 
+mod approvals;
 mod audit;
 mod batch;
 mod checkpoint;
@@ -33,6 +34,10 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+pub use approvals::{
+    ApprovalAnswer, ApprovalBinding, ApprovalLimits, ApprovalRecord, ApprovalStatus, Decided,
+    NewApproval, Requested,
+};
 pub use audit::{AuditQuery, AuditRecord, AuditWriter};
 pub use batch::BatchWriter;
 pub use conversations::{Conversation, NewMessage, StoredMessage};

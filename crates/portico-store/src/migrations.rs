@@ -109,6 +109,35 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         UNIQUE (task_id, config_id)
     ) STRICT;
     "#,
+    // 3: approval requests and their single-use grants. A request binds principal, tool, argument
+    // digest, policy and definition digest; `arguments` is the validated arguments as JSON text, kept
+    // for the approver until the row is swept. `status` is pending, approved, denied, consumed or
+    // expired.
+    r#"
+    CREATE TABLE approvals (
+        id                TEXT    NOT NULL PRIMARY KEY,
+        principal         TEXT    NOT NULL,
+        tool              TEXT    NOT NULL,
+        arguments_digest  TEXT    NOT NULL,
+        policy            TEXT    NOT NULL,
+        definition_digest TEXT    NOT NULL,
+        arguments         TEXT    NOT NULL,
+        reason            TEXT    NOT NULL,
+        status            TEXT    NOT NULL,
+        created_at_ms     INTEGER NOT NULL,
+        expires_at_ms     INTEGER NOT NULL,
+        decided_at_ms     INTEGER,
+        decided_by        TEXT,
+        decided_via       TEXT,
+        deny_reason       TEXT,
+        consumed_at_ms    INTEGER
+    ) STRICT;
+    -- Finding a call's request or grant (reuse, consume, a standing denial), listing and counting by
+    -- status, and sweeping by age.
+    CREATE INDEX approvals_by_binding
+        ON approvals (principal, tool, arguments_digest, policy, definition_digest, status);
+    CREATE INDEX approvals_by_status ON approvals (status, created_at_ms);
+    "#,
 ];
 
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {

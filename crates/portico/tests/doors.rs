@@ -9,6 +9,8 @@ mod client;
 
 #[path = "doors/agents_sdk.rs"]
 mod agents_sdk;
+#[path = "doors/approvals.rs"]
+mod approvals;
 #[path = "doors/bounds.rs"]
 mod bounds;
 #[path = "doors/daemon.rs"]

@@ -188,7 +188,7 @@ async fn policies_allow_deny_and_hold_calls_with_the_seeds_envelope_and_mark_the
         "{text}"
     );
 
-    // Held for an approval nobody can give yet: the call does not run.
+    // Held for an approval: the call does not run (approvals.rs answers them).
     let (raw, held) = session
         .call(
             4,
@@ -196,16 +196,21 @@ async fn policies_allow_deny_and_hold_calls_with_the_seeds_envelope_and_mark_the
             json!({"key": "k", "value": "remembered-secret"}),
         )
         .await;
+    let id = held["result"]["structuredContent"]["error"]["approvalRequestId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{raw}"));
     assert!(
-        raw.contains(
-            r#""structuredContent":{"ok":false,"error":{"code":"approval_required","tool":"memory_store","reason":"an owner approves what clients remember"}}"#
-        ),
+        raw.contains(&format!(
+            r#""structuredContent":{{"ok":false,"error":{{"code":"approval_required","approvalRequestId":"{id}","approvalPath":"/approvals/{id}","tool":"memory_store","reason":"an owner approves what clients remember"}}}}"#
+        )),
         "{raw}"
     );
     assert_eq!(held["result"]["isError"], true);
     assert_eq!(
         held["result"]["content"][0]["text"],
-        "call to `memory_store` requires approval and was not run: an owner approves what clients remember"
+        format!(
+            "call to `memory_store` requires approval and was not run: an owner approves what clients remember; approve it with `portico approvals approve {id}` or open /approvals/{id} on the daemon, then retry the same call"
+        )
     );
     let (_, recalled) = session.call(5, "memory_recall", json!({})).await;
     assert_eq!(recalled["result"].get("isError"), None, "{recalled}");
@@ -250,7 +255,8 @@ async fn policies_allow_deny_and_hold_calls_with_the_seeds_envelope_and_mark_the
     );
     assert_eq!(writes[2], (json!("client:http"), json!("ok"), Value::Null));
     let stores = audit(&daemon.base, "memory_store").await;
-    assert_eq!(stores.len(), 1, "{stores:?}");
+    assert_eq!(stores.len(), 2, "{stores:?}");
+    assert_eq!(stores[1]["outcome"], "approval_requested");
     assert_eq!(stores[0]["outcome"], "approval_required");
     assert_eq!(
         stores[0]["detail"],

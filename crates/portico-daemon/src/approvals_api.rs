@@ -1,0 +1,249 @@
+//! `/api/approvals`: listing, showing and answering the approval requests of calls a policy holds
+//! (the contract the web page and `portico approvals` are built on). Behind the door's usual
+//! checks; whoever answers is the principal the request authenticated as.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use portico_engine::Engine;
+use portico_pipeline::{
+    ApprovalAnswer, ApprovalChannel, ApprovalError, ApprovalRecord, ApprovalStatus, Approvals,
+    approval_path,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// Requests a listing shows unless asked for fewer, and at most.
+const DEFAULT_LIST_LIMIT: usize = 100;
+const MAX_LIST_LIMIT: usize = 1000;
+
+/// Longer than any id Portico makes (`apr_` and 32 hex digits): answered 404 without a lookup.
+const MAX_ID_CHARS: usize = 64;
+
+#[derive(Clone)]
+struct ApprovalsState {
+    approvals: Approvals,
+    /// Who answers: `client:default` on a door with a token, else `client:http` (every client of
+    /// such a door is the same anonymous identity).
+    answerer: &'static str,
+}
+
+pub(crate) fn routes(engine: &Engine, door_has_token: bool) -> Router {
+    let state = ApprovalsState {
+        approvals: engine.approvals().clone(),
+        answerer: if door_has_token {
+            "client:default"
+        } else {
+            "client:http"
+        },
+    };
+    Router::new()
+        .route("/api/approvals", get(list))
+        .route("/api/approvals/{id}", get(show))
+        .route("/api/approvals/{id}/approve", post(approve))
+        .route("/api/approvals/{id}/deny", post(deny))
+        .with_state(state)
+}
+
+fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"error": message.into()}))).into_response()
+}
+
+/// A request as the API shows it (camelCase, RFC 3339 times, the arguments as JSON).
+pub(crate) fn view(record: &ApprovalRecord) -> Value {
+    let time = portico_core::time::rfc3339;
+    // The stored policy id carries a digest of the entry after `@`; people read which entry.
+    let policy = record
+        .binding
+        .policy
+        .split_once('@')
+        .map_or(record.binding.policy.as_str(), |(label, _)| label);
+    let arguments = serde_json::from_str::<Value>(&record.arguments).unwrap_or(Value::Null);
+    let mut view = json!({
+        "id": record.id,
+        "kind": "call",
+        "status": record.status.as_str(),
+        "tool": record.binding.tool,
+        "principal": record.binding.principal,
+        "arguments": arguments,
+        "reason": record.reason,
+        "policy": policy,
+        "path": approval_path(&record.id),
+        "createdAt": time(record.created_at_ms),
+        "expiresAt": time(record.expires_at_ms),
+    });
+    let fields = [
+        ("decidedAt", record.decided_at_ms.map(time)),
+        ("decidedBy", record.decided_by.clone()),
+        ("decidedVia", record.decided_via.clone()),
+        ("denyReason", record.deny_reason.clone()),
+        ("consumedAt", record.consumed_at_ms.map(time)),
+    ];
+    for (key, value) in fields {
+        if let Some(value) = value {
+            view[key] = Value::String(value);
+        }
+    }
+    view
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+    limit: Option<String>,
+}
+
+async fn list(State(state): State<ApprovalsState>, Query(query): Query<ListQuery>) -> Response {
+    let status = match query.status.as_deref() {
+        None => Some(ApprovalStatus::Pending),
+        Some("all") => None,
+        Some(text) => match ApprovalStatus::parse(text) {
+            Some(status) => Some(status),
+            None => {
+                return api_error(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "status `{text}` is not one of pending, approved, denied, consumed, \
+                         expired, all"
+                    ),
+                );
+            }
+        },
+    };
+    let limit = match query.limit.as_deref() {
+        None => DEFAULT_LIST_LIMIT,
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => limit,
+            _ => {
+                return api_error(
+                    StatusCode::BAD_REQUEST,
+                    format!("limit `{text}` must be a whole number from 1 to {MAX_LIST_LIMIT}"),
+                );
+            }
+        },
+    };
+    let approvals = state.approvals.clone();
+    match tokio::task::spawn_blocking(move || approvals.list(status, limit)).await {
+        Ok(Ok(records)) => {
+            Json(json!({"approvals": records.iter().map(view).collect::<Vec<_>>()})).into_response()
+        }
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
+}
+
+fn not_found(id: &str) -> Response {
+    api_error(
+        StatusCode::NOT_FOUND,
+        ApprovalError::NotFound { id: id.to_string() }.to_string(),
+    )
+}
+
+async fn show(State(state): State<ApprovalsState>, Path(id): Path<String>) -> Response {
+    if id.len() > MAX_ID_CHARS {
+        return not_found(&id.chars().take(MAX_ID_CHARS).collect::<String>());
+    }
+    let approvals = state.approvals.clone();
+    let lookup = id.clone();
+    match tokio::task::spawn_blocking(move || approvals.get(&lookup)).await {
+        Ok(Ok(Some(record))) => Json(view(&record)).into_response(),
+        Ok(Ok(None)) => not_found(&id),
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
+}
+
+/// The optional body of an answer.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    via: Option<String>,
+    reason: Option<String>,
+}
+
+/// Longest deny reason kept; longer ones are refused rather than cut, so nobody's words change.
+const MAX_REASON_CHARS: usize = 1000;
+
+fn parse_answer(body: &Bytes, deny: bool) -> Result<(ApprovalChannel, Option<String>), Response> {
+    let bad = |message: String| api_error(StatusCode::BAD_REQUEST, message);
+    let body: AnswerBody = if body.iter().all(u8::is_ascii_whitespace) {
+        AnswerBody::default()
+    } else {
+        serde_json::from_slice(body).map_err(|error| {
+            bad(format!(
+                "the body must be empty or a JSON object like {{\"via\": \"api\"{}}}: {error}",
+                if deny { ", \"reason\": \"...\"" } else { "" }
+            ))
+        })?
+    };
+    let via = match body.via.as_deref() {
+        None => ApprovalChannel::Api,
+        Some(text @ ("api" | "cli" | "web")) => {
+            ApprovalChannel::parse(text).unwrap_or(ApprovalChannel::Api)
+        }
+        Some(other) => {
+            return Err(bad(format!("via `{other}` is not one of api, cli, web")));
+        }
+    };
+    if !deny && body.reason.is_some() {
+        return Err(bad("an approval takes no reason; only a denial does".into()));
+    }
+    if body
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
+    {
+        return Err(bad(format!(
+            "reason is longer than {MAX_REASON_CHARS} characters"
+        )));
+    }
+    Ok((via, body.reason))
+}
+
+async fn answer(state: ApprovalsState, id: String, body: Bytes, deny: bool) -> Response {
+    let (via, reason) = match parse_answer(&body, deny) {
+        Ok(parsed) => parsed,
+        Err(response) => return response,
+    };
+    if id.len() > MAX_ID_CHARS {
+        return not_found(&id.chars().take(MAX_ID_CHARS).collect::<String>());
+    }
+    let answer = if deny {
+        ApprovalAnswer::Deny { reason }
+    } else {
+        ApprovalAnswer::Approve
+    };
+    let approvals = state.approvals.clone();
+    let by = state.answerer;
+    let lookup = id.clone();
+    match tokio::task::spawn_blocking(move || approvals.decide(&lookup, answer, by, via)).await {
+        Ok(Ok(record)) => Json(view(&record)).into_response(),
+        Ok(Err(error @ ApprovalError::NotFound { .. })) => {
+            api_error(StatusCode::NOT_FOUND, error.to_string())
+        }
+        Ok(Err(error @ ApprovalError::NotPending { .. })) => {
+            api_error(StatusCode::CONFLICT, error.to_string())
+        }
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
+}
+
+async fn approve(
+    State(state): State<ApprovalsState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    answer(state, id, body, false).await
+}
+
+async fn deny(
+    State(state): State<ApprovalsState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    answer(state, id, body, true).await
+}

@@ -1,0 +1,837 @@
+//! Approval requests and their single-use grants: a call a policy holds is stored as a request bound
+//! to exactly that call (principal, tool, argument digest, policy, definition digest); someone
+//! approves or denies it; an approved request is a grant that one retry of the same call consumes.
+//!
+//! States: `pending` -> `approved` | `denied` | `expired`; `approved` -> `consumed` | `expired`.
+//! `denied`, `consumed` and `expired` are final. Every transition is one conditional `UPDATE` whose
+//! changed-row count says whether it happened, so two processes or two concurrent retries cannot both
+//! move the same request (two retries of one grant: one consumes it, the other finds none).
+//!
+//! Unlike the audit log, a request keeps the call's arguments (the approver must see what they
+//! approve) until it is swept ([`Store::approvals_sweep`]).
+
+use rusqlite::{OptionalExtension, Row, params};
+
+use crate::{Store, StoreError};
+
+/// A request's status, as stored and shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Denied,
+    Consumed,
+    Expired,
+}
+
+impl ApprovalStatus {
+    pub const ALL: [ApprovalStatus; 5] = [
+        ApprovalStatus::Pending,
+        ApprovalStatus::Approved,
+        ApprovalStatus::Denied,
+        ApprovalStatus::Consumed,
+        ApprovalStatus::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Denied => "denied",
+            ApprovalStatus::Consumed => "consumed",
+            ApprovalStatus::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ApprovalStatus> {
+        ApprovalStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// What a request (and its grant) is bound to: a grant is used only by a call that matches all of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalBinding {
+    /// The caller's label (`client:http`, `agent:x`).
+    pub principal: String,
+    /// The exposed tool name.
+    pub tool: String,
+    /// The keyed digest of the canonical arguments (the audit log's).
+    pub arguments_digest: String,
+    /// Which policy required it, in a form that changes when that policy's config changes.
+    pub policy: String,
+    /// A digest of the tool's definition when the request was made.
+    pub definition_digest: String,
+}
+
+/// A request to store.
+#[derive(Debug, Clone)]
+pub struct NewApproval {
+    pub binding: ApprovalBinding,
+    /// The validated arguments, as JSON text.
+    pub arguments: String,
+    pub reason: String,
+    pub now_ms: i64,
+    /// How long it may wait for an answer.
+    pub ttl_ms: i64,
+}
+
+/// How many pending requests the store keeps: a flood of held calls is refused, not stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApprovalLimits {
+    pub per_principal: usize,
+    pub total: usize,
+}
+
+impl Default for ApprovalLimits {
+    fn default() -> Self {
+        ApprovalLimits {
+            per_principal: 64,
+            total: 1024,
+        }
+    }
+}
+
+/// One stored request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRecord {
+    pub id: String,
+    pub binding: ApprovalBinding,
+    pub arguments: String,
+    pub reason: String,
+    pub status: ApprovalStatus,
+    pub created_at_ms: i64,
+    /// Until when a pending request may be answered, an approved one used, a denial stands.
+    pub expires_at_ms: i64,
+    pub decided_at_ms: Option<i64>,
+    pub decided_by: Option<String>,
+    pub decided_via: Option<String>,
+    pub deny_reason: Option<String>,
+    pub consumed_at_ms: Option<i64>,
+}
+
+/// What [`Store::approval_request`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requested {
+    /// A new pending request.
+    Created(ApprovalRecord),
+    /// The same call was already pending: its request, unchanged.
+    Reused(ApprovalRecord),
+}
+
+impl Requested {
+    pub fn record(&self) -> &ApprovalRecord {
+        match self {
+            Requested::Created(record) | Requested::Reused(record) => record,
+        }
+    }
+}
+
+/// An answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    Approve,
+    Deny { reason: Option<String> },
+}
+
+/// What [`Store::approval_decide`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    /// The request was pending and now carries the answer.
+    Done(ApprovalRecord),
+    /// No request has that id.
+    NotFound,
+    /// The request was not pending (answered, used or expired): it is unchanged.
+    NotPending(ApprovalRecord),
+}
+
+const COLUMNS: &str = "id, principal, tool, arguments_digest, policy, definition_digest, arguments, \
+     reason, status, created_at_ms, expires_at_ms, decided_at_ms, decided_by, decided_via, \
+     deny_reason, consumed_at_ms";
+
+/// The binding as a `WHERE` clause over parameters ?1..?5.
+const SAME_BINDING: &str = "principal = ?1 AND tool = ?2 AND arguments_digest = ?3 AND policy = ?4 \
+     AND definition_digest = ?5";
+
+fn record_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let status: String = row.get(8)?;
+    Ok(ApprovalRecord {
+        id: row.get(0)?,
+        binding: ApprovalBinding {
+            principal: row.get(1)?,
+            tool: row.get(2)?,
+            arguments_digest: row.get(3)?,
+            policy: row.get(4)?,
+            definition_digest: row.get(5)?,
+        },
+        arguments: row.get(6)?,
+        reason: row.get(7)?,
+        // Only this module writes `status`; an unknown word can only be a damaged row, and
+        // reading it as expired makes it unusable rather than unreadable.
+        status: ApprovalStatus::parse(&status).unwrap_or(ApprovalStatus::Expired),
+        created_at_ms: row.get(9)?,
+        expires_at_ms: row.get(10)?,
+        decided_at_ms: row.get(11)?,
+        decided_by: row.get(12)?,
+        decided_via: row.get(13)?,
+        deny_reason: row.get(14)?,
+        consumed_at_ms: row.get(15)?,
+    })
+}
+
+/// A new request id: `apr_` and 128 random bits in hex (URL-safe).
+fn new_id() -> String {
+    format!("apr_{:032x}", rand::random::<u128>())
+}
+
+impl Store {
+    /// Stores a pending request for `new`'s call, or returns the one already pending for the same
+    /// binding. Refused with [`StoreError::ApprovalsFull`] when the caller, or everyone together, has
+    /// as many pending requests as `limits` allow.
+    pub fn approval_request(
+        &self,
+        new: &NewApproval,
+        limits: ApprovalLimits,
+    ) -> Result<Requested, StoreError> {
+        let binding = &new.binding;
+        self.in_immediate_transaction("storing an approval request", |conn| {
+            let sql_error = self.sql_error("storing an approval request");
+            let existing = conn
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM approvals WHERE {SAME_BINDING} \
+                     AND status = 'pending' AND expires_at_ms > ?6 \
+                     ORDER BY created_at_ms DESC LIMIT 1"
+                ))
+                .and_then(|mut stmt| {
+                    stmt.query_row(
+                        params![
+                            binding.principal,
+                            binding.tool,
+                            binding.arguments_digest,
+                            binding.policy,
+                            binding.definition_digest,
+                            new.now_ms
+                        ],
+                        record_from_row,
+                    )
+                    .optional()
+                })
+                .map_err(self.sql_error("storing an approval request"))?;
+            if let Some(existing) = existing {
+                return Ok(Requested::Reused(existing));
+            }
+            let (mine, all): (i64, i64) = conn
+                .prepare_cached(
+                    "SELECT coalesce(sum(principal = ?1), 0), count(*) FROM approvals \
+                     WHERE status = 'pending' AND expires_at_ms > ?2",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![binding.principal, new.now_ms], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                })
+                .map_err(self.sql_error("counting pending approval requests"))?;
+            let (mine, all) = (
+                usize::try_from(mine).unwrap_or(0),
+                usize::try_from(all).unwrap_or(0),
+            );
+            if mine >= limits.per_principal || all >= limits.total {
+                return Err(StoreError::ApprovalsFull {
+                    path: self.label().to_path_buf(),
+                    principal: binding.principal.clone(),
+                    pending: mine,
+                    per_principal: limits.per_principal,
+                    total_pending: all,
+                    total: limits.total,
+                });
+            }
+            let record = ApprovalRecord {
+                id: new_id(),
+                binding: binding.clone(),
+                arguments: new.arguments.clone(),
+                reason: new.reason.clone(),
+                status: ApprovalStatus::Pending,
+                created_at_ms: new.now_ms,
+                expires_at_ms: new.now_ms.saturating_add(new.ttl_ms),
+                decided_at_ms: None,
+                decided_by: None,
+                decided_via: None,
+                deny_reason: None,
+                consumed_at_ms: None,
+            };
+            conn.prepare_cached(
+                "INSERT INTO approvals (id, principal, tool, arguments_digest, policy, \
+                   definition_digest, arguments, reason, status, created_at_ms, expires_at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    record.id,
+                    binding.principal,
+                    binding.tool,
+                    binding.arguments_digest,
+                    binding.policy,
+                    binding.definition_digest,
+                    record.arguments,
+                    record.reason,
+                    record.created_at_ms,
+                    record.expires_at_ms
+                ])
+            })
+            .map_err(sql_error)?;
+            Ok(Requested::Created(record))
+        })
+    }
+
+    pub fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"))
+            .and_then(|mut stmt| stmt.query_row([id], record_from_row).optional())
+            .map_err(self.sql_error("reading an approval request"))
+    }
+
+    /// Requests with `status` (all when `None`), newest first, at most `limit`.
+    pub fn approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let conn = self.conn();
+        let rows = match status {
+            Some(status) => conn
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM approvals WHERE status = ?1 \
+                     ORDER BY created_at_ms DESC, id LIMIT ?2"
+                ))
+                .and_then(|mut stmt| {
+                    stmt.query_map(params![status.as_str(), limit], record_from_row)?
+                        .collect()
+                }),
+            None => conn
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM approvals ORDER BY created_at_ms DESC, id LIMIT ?1"
+                ))
+                .and_then(|mut stmt| stmt.query_map([limit], record_from_row)?.collect()),
+        };
+        rows.map_err(self.sql_error("listing approval requests"))
+    }
+
+    /// Answers a pending, unexpired request. An approval starts the grant's own clock: it may be used
+    /// for `ttl_ms` from now. A denial stands (refusing retries of the same call) for `ttl_ms` from now.
+    pub fn approval_decide(
+        &self,
+        id: &str,
+        answer: &ApprovalAnswer,
+        decided_by: &str,
+        decided_via: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Decided, StoreError> {
+        let (status, deny_reason) = match answer {
+            ApprovalAnswer::Approve => (ApprovalStatus::Approved, None),
+            ApprovalAnswer::Deny { reason } => (ApprovalStatus::Denied, reason.as_deref()),
+        };
+        let changed = self
+            .conn()
+            .prepare_cached(&format!(
+                "UPDATE approvals SET status = ?2, decided_at_ms = ?3, decided_by = ?4, \
+                   decided_via = ?5, deny_reason = ?6, expires_at_ms = ?7 \
+                 WHERE id = ?1 AND status = 'pending' AND expires_at_ms > ?3 \
+                 RETURNING {COLUMNS}"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![
+                        id,
+                        status.as_str(),
+                        now_ms,
+                        decided_by,
+                        decided_via,
+                        deny_reason,
+                        now_ms.saturating_add(ttl_ms)
+                    ],
+                    record_from_row,
+                )
+                .optional()
+            })
+            .map_err(self.sql_error("answering an approval request"))?;
+        self.committed();
+        if let Some(record) = changed {
+            return Ok(Decided::Done(record));
+        }
+        // Not pending, or pending past its time: the latter is expired now, and says so.
+        self.approvals_expire(now_ms)?;
+        Ok(match self.approval(id)? {
+            Some(record) => Decided::NotPending(record),
+            None => Decided::NotFound,
+        })
+    }
+
+    /// Uses the grant for `binding`, if there is an approved, unexpired one: one conditional `UPDATE`,
+    /// so of two concurrent callers exactly one gets it.
+    pub fn approval_consume(
+        &self,
+        binding: &ApprovalBinding,
+        now_ms: i64,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let consumed = self
+            .conn()
+            .prepare_cached(&format!(
+                "UPDATE approvals SET status = 'consumed', consumed_at_ms = ?6 \
+                 WHERE id = (SELECT id FROM approvals WHERE {SAME_BINDING} \
+                             AND status = 'approved' AND expires_at_ms > ?6 \
+                             ORDER BY decided_at_ms LIMIT 1) \
+                   AND status = 'approved' AND expires_at_ms > ?6 \
+                 RETURNING {COLUMNS}"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![
+                        binding.principal,
+                        binding.tool,
+                        binding.arguments_digest,
+                        binding.policy,
+                        binding.definition_digest,
+                        now_ms
+                    ],
+                    record_from_row,
+                )
+                .optional()
+            })
+            .map_err(self.sql_error("using an approval"))?;
+        if consumed.is_some() {
+            self.committed();
+        }
+        Ok(consumed)
+    }
+
+    /// The denial that still stands for `binding`, if any: the newest denied request whose time has
+    /// not run out.
+    pub fn approval_denial(
+        &self,
+        binding: &ApprovalBinding,
+        now_ms: i64,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM approvals WHERE {SAME_BINDING} \
+                 AND status = 'denied' AND expires_at_ms > ?6 \
+                 ORDER BY decided_at_ms DESC LIMIT 1"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![
+                        binding.principal,
+                        binding.tool,
+                        binding.arguments_digest,
+                        binding.policy,
+                        binding.definition_digest,
+                        now_ms
+                    ],
+                    record_from_row,
+                )
+                .optional()
+            })
+            .map_err(self.sql_error("reading approval denials"))
+    }
+
+    /// Marks every pending request and unused grant whose time has run out as expired, and returns
+    /// them (so each expiry can be audited once).
+    pub fn approvals_expire(&self, now_ms: i64) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let expired: Vec<ApprovalRecord> = self
+            .conn()
+            .prepare_cached(&format!(
+                "UPDATE approvals SET status = 'expired' \
+                 WHERE status IN ('pending', 'approved') AND expires_at_ms <= ?1 \
+                 RETURNING {COLUMNS}"
+            ))
+            .and_then(|mut stmt| stmt.query_map([now_ms], record_from_row)?.collect())
+            .map_err(self.sql_error("expiring approval requests"))?;
+        if !expired.is_empty() {
+            self.committed();
+        }
+        Ok(expired)
+    }
+
+    /// Deletes final requests (denied, consumed, expired) whose time ran out before `before_ms`, and
+    /// with them the arguments they kept. Returns how many.
+    pub fn approvals_sweep(&self, before_ms: i64) -> Result<usize, StoreError> {
+        let deleted = self
+            .conn()
+            .prepare_cached(
+                "DELETE FROM approvals WHERE status IN ('denied', 'consumed', 'expired') \
+                 AND max(expires_at_ms, coalesce(consumed_at_ms, 0)) < ?1",
+            )
+            .and_then(|mut stmt| stmt.execute([before_ms]))
+            .map_err(self.sql_error("sweeping old approval requests"))?;
+        if deleted > 0 {
+            self.committed();
+        }
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binding(principal: &str, digest: &str) -> ApprovalBinding {
+        ApprovalBinding {
+            principal: principal.into(),
+            tool: "memory_store".into(),
+            arguments_digest: digest.into(),
+            policy: "policies[0]@aa".into(),
+            definition_digest: "dd".into(),
+        }
+    }
+
+    fn new(principal: &str, digest: &str, now_ms: i64) -> NewApproval {
+        NewApproval {
+            binding: binding(principal, digest),
+            arguments: r#"{"key":"k"}"#.into(),
+            reason: "owners approve".into(),
+            now_ms,
+            ttl_ms: 1_000,
+        }
+    }
+
+    fn request(store: &Store, new: &NewApproval) -> Requested {
+        store
+            .approval_request(new, ApprovalLimits::default())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_request_is_approved_then_consumed_once_by_its_exact_binding() {
+        let store = Store::open_in_memory().unwrap();
+        let Requested::Created(created) = request(&store, &new("client:a", "d1", 100)) else {
+            panic!("not created")
+        };
+        assert_eq!(created.id.len(), 4 + 32);
+        assert!(created.id.starts_with("apr_"));
+        assert_eq!(
+            (created.status, created.expires_at_ms),
+            (ApprovalStatus::Pending, 1_100)
+        );
+        // The same call again, still pending: the same request.
+        assert_eq!(
+            request(&store, &new("client:a", "d1", 200)),
+            Requested::Reused(created.clone())
+        );
+        // Nothing to consume before an answer.
+        assert_eq!(
+            store
+                .approval_consume(&binding("client:a", "d1"), 300)
+                .unwrap(),
+            None
+        );
+        let Decided::Done(approved) = store
+            .approval_decide(
+                &created.id,
+                &ApprovalAnswer::Approve,
+                "client:default",
+                "api",
+                500,
+                1_000,
+            )
+            .unwrap()
+        else {
+            panic!("not approved")
+        };
+        assert_eq!(approved.status, ApprovalStatus::Approved);
+        // The grant's clock starts at the approval.
+        assert_eq!(approved.expires_at_ms, 1_500);
+        assert_eq!(approved.decided_by.as_deref(), Some("client:default"));
+        assert_eq!(approved.decided_via.as_deref(), Some("api"));
+        // Another caller, other arguments, another policy or definition: not this grant.
+        for other in [
+            binding("client:b", "d1"),
+            binding("client:a", "d2"),
+            ApprovalBinding {
+                policy: "policies[0]@bb".into(),
+                ..binding("client:a", "d1")
+            },
+            ApprovalBinding {
+                definition_digest: "ee".into(),
+                ..binding("client:a", "d1")
+            },
+        ] {
+            assert_eq!(store.approval_consume(&other, 600).unwrap(), None);
+        }
+        let consumed = store
+            .approval_consume(&binding("client:a", "d1"), 1_200)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (
+                consumed.id.as_str(),
+                consumed.status,
+                consumed.consumed_at_ms
+            ),
+            (created.id.as_str(), ApprovalStatus::Consumed, Some(1_200))
+        );
+        assert_eq!(
+            store
+                .approval_consume(&binding("client:a", "d1"), 1_201)
+                .unwrap(),
+            None
+        );
+        // A consumed grant cannot be answered again.
+        assert!(matches!(
+            store.approval_decide(&created.id, &ApprovalAnswer::Approve, "x", "api", 1_300, 1_000).unwrap(),
+            Decided::NotPending(r) if r.status == ApprovalStatus::Consumed
+        ));
+        assert_eq!(
+            store
+                .approval_decide(
+                    "apr_nope",
+                    &ApprovalAnswer::Approve,
+                    "x",
+                    "api",
+                    1_300,
+                    1_000
+                )
+                .unwrap(),
+            Decided::NotFound
+        );
+    }
+
+    #[test]
+    fn a_denied_request_never_becomes_approved_and_its_denial_stands_until_it_runs_out() {
+        let store = Store::open_in_memory().unwrap();
+        let id = request(&store, &new("client:a", "d1", 0))
+            .record()
+            .id
+            .clone();
+        let answer = ApprovalAnswer::Deny {
+            reason: Some("no".into()),
+        };
+        let Decided::Done(denied) = store
+            .approval_decide(&id, &answer, "client:default", "web", 10, 1_000)
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                denied.status,
+                denied.deny_reason.as_deref(),
+                denied.expires_at_ms
+            ),
+            (ApprovalStatus::Denied, Some("no"), 1_010)
+        );
+        assert!(matches!(
+            store.approval_decide(&id, &ApprovalAnswer::Approve, "x", "api", 20, 1_000).unwrap(),
+            Decided::NotPending(r) if r.status == ApprovalStatus::Denied
+        ));
+        assert_eq!(
+            store
+                .approval_consume(&binding("client:a", "d1"), 30)
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            store
+                .approval_denial(&binding("client:a", "d1"), 1_000)
+                .unwrap()
+                .map(|r| r.id),
+            Some(id.clone())
+        );
+        assert_eq!(
+            store
+                .approval_denial(&binding("client:a", "d1"), 1_010)
+                .unwrap(),
+            None
+        );
+        // Expiry never touches a denial; the sweep removes it once it is old.
+        assert!(store.approvals_expire(5_000).unwrap().is_empty());
+        assert_eq!(store.approvals_sweep(1_010).unwrap(), 0);
+        assert_eq!(store.approvals_sweep(1_011).unwrap(), 1);
+        assert_eq!(store.approval(&id).unwrap(), None);
+    }
+
+    #[test]
+    fn pending_requests_and_unused_grants_expire_and_cannot_be_answered_or_used() {
+        let store = Store::open_in_memory().unwrap();
+        let pending = request(&store, &new("client:a", "d1", 0))
+            .record()
+            .id
+            .clone();
+        let granted = request(&store, &new("client:a", "d2", 0))
+            .record()
+            .id
+            .clone();
+        store
+            .approval_decide(
+                &granted,
+                &ApprovalAnswer::Approve,
+                "client:default",
+                "api",
+                500,
+                1_000,
+            )
+            .unwrap();
+        // At 1_000 the pending one's time is out; the grant has until 1_500.
+        assert!(matches!(
+            store.approval_decide(&pending, &ApprovalAnswer::Approve, "x", "api", 1_000, 1_000).unwrap(),
+            Decided::NotPending(r) if r.status == ApprovalStatus::Expired
+        ));
+        assert_eq!(
+            store
+                .approval_consume(&binding("client:a", "d2"), 1_500)
+                .unwrap(),
+            None
+        );
+        let expired = store.approvals_expire(1_500).unwrap();
+        assert_eq!(
+            expired.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            [granted.as_str()]
+        );
+        assert!(store.approvals_expire(1_500).unwrap().is_empty());
+        // An expired request no longer counts as pending: the same call makes a new one.
+        let again = request(&store, &new("client:a", "d1", 2_000));
+        assert!(matches!(&again, Requested::Created(r) if r.id != pending));
+        let statuses = |status| {
+            store
+                .approvals(Some(status), 100)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            statuses(ApprovalStatus::Pending),
+            [again.record().id.clone()]
+        );
+        assert_eq!(statuses(ApprovalStatus::Expired).len(), 2);
+        assert_eq!(store.approvals(None, 100).unwrap().len(), 3);
+        assert_eq!(store.approvals(None, 1).unwrap()[0].id, again.record().id);
+    }
+
+    #[test]
+    fn pending_requests_are_bounded_per_principal_and_in_total() {
+        let store = Store::open_in_memory().unwrap();
+        let limits = ApprovalLimits {
+            per_principal: 2,
+            total: 3,
+        };
+        for digest in ["d1", "d2"] {
+            store
+                .approval_request(&new("client:a", digest, 0), limits)
+                .unwrap();
+        }
+        let full = store
+            .approval_request(&new("client:a", "d3", 0), limits)
+            .unwrap_err();
+        assert!(
+            matches!(
+                &full,
+                StoreError::ApprovalsFull {
+                    pending: 2,
+                    per_principal: 2,
+                    ..
+                }
+            ),
+            "{full}"
+        );
+        assert!(full.to_string().contains("client:a"), "{full}");
+        // A retry of a pending call still reuses its request at the bound.
+        assert!(matches!(
+            store
+                .approval_request(&new("client:a", "d1", 0), limits)
+                .unwrap(),
+            Requested::Reused(_)
+        ));
+        store
+            .approval_request(&new("client:b", "d1", 0), limits)
+            .unwrap();
+        assert!(matches!(
+            store
+                .approval_request(&new("client:c", "d1", 0), limits)
+                .unwrap_err(),
+            StoreError::ApprovalsFull {
+                total_pending: 3,
+                total: 3,
+                ..
+            }
+        ));
+        assert_eq!(
+            store
+                .approvals(Some(ApprovalStatus::Pending), 100)
+                .unwrap()
+                .len(),
+            3
+        );
+    }
+
+    #[test]
+    fn concurrent_consumers_of_one_grant_get_it_exactly_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("portico.db");
+        let store = Store::open(&path).unwrap();
+        let id = request(&store, &new("client:a", "d1", 0))
+            .record()
+            .id
+            .clone();
+        store
+            .approval_decide(
+                &id,
+                &ApprovalAnswer::Approve,
+                "client:default",
+                "api",
+                1,
+                1_000,
+            )
+            .unwrap();
+        // Separate connections, as separate processes would have.
+        let winners: usize = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    let store = Store::open(&path).unwrap();
+                    scope.spawn(move || {
+                        store
+                            .approval_consume(&binding("client:a", "d1"), 2)
+                            .unwrap()
+                            .is_some() as usize
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(winners, 1);
+    }
+
+    #[test]
+    fn requests_and_grants_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("portico.db");
+        let store = Store::open(&path).unwrap();
+        let id = request(&store, &new("client:a", "d1", 0))
+            .record()
+            .id
+            .clone();
+        store
+            .approval_decide(
+                &id,
+                &ApprovalAnswer::Approve,
+                "client:default",
+                "cli",
+                1,
+                1_000,
+            )
+            .unwrap();
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        let record = store.approval(&id).unwrap().unwrap();
+        assert_eq!(record.status, ApprovalStatus::Approved);
+        assert_eq!(record.arguments, r#"{"key":"k"}"#);
+        assert!(
+            store
+                .approval_consume(&binding("client:a", "d1"), 2)
+                .unwrap()
+                .is_some()
+        );
+    }
+}

@@ -1,0 +1,373 @@
+//! Approvals at the daemon's `/mcp`, driven by the official Python `mcp` SDK's client, answered
+//! through `/api/approvals`: the held call's envelope, a grant that runs one retry, replays and
+//! changed arguments refused, concurrent retries of one grant running once, denial, expiry, and a
+//! grant surviving a restart. Runs are counted by the audit log's `ok` records of the gated tool
+//! (every run records one) and checked against what the tool stored.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::client::*;
+use crate::support::*;
+
+const REASON: &str = "an owner approves what clients remember";
+
+fn config(ttl_secs: u64) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+
+[policy]
+approval_ttl_secs = {ttl_secs}
+
+[[policies]]
+tools = ["memory_store"]
+action = "approve"
+reason = "{REASON}"
+"#
+    )
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// One `tools/call` through the SDK's Streamable HTTP client (its own session): the result as the
+/// SDK parsed it.
+async fn sdk_call(base: &str, name: &str, arguments: Value) -> Value {
+    let url = format!("{base}/mcp");
+    let name = name.to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(venv_python())
+            .arg(python_peer("sdk_client.py"))
+            .args(["--era", "legacy", "--http", &url, "--call", &name, "--args"])
+            .arg(arguments.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "sdk_client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut report: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    report["calls"][0]["result"].take()
+}
+
+/// The held call's request id, after checking the envelope and text byte for byte.
+fn held_id(result: &Value) -> String {
+    let id = result["structuredContent"]["error"]["approvalRequestId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not held: {result}"))
+        .to_string();
+    assert!(id.starts_with("apr_") && id.len() == 36, "{id}");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"ok": false, "error": {
+            "code": "approval_required", "approvalRequestId": id,
+            "approvalPath": format!("/approvals/{id}"),
+            "tool": "memory_store", "reason": REASON}}),
+    );
+    assert_eq!(result["isError"], true);
+    assert_eq!(
+        result["content"],
+        json!([{"type": "text", "text": format!(
+            "call to `memory_store` requires approval and was not run: {REASON}; approve it with \
+             `portico approvals approve {id}` or open /approvals/{id} on the daemon, then retry \
+             the same call")}])
+    );
+    id
+}
+
+fn ran(result: &Value) {
+    assert_eq!(result.get("isError"), Some(&json!(false)), "{result}");
+}
+
+async fn api(base: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let url = format!("{base}{path}");
+    let request = match method {
+        "GET" => http().get(url),
+        _ => http().post(url),
+    };
+    let request = match body {
+        Some(body) => request.json(&body),
+        None => request,
+    };
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// How many times `memory_store` really ran: its audit records with outcome `ok`.
+async fn runs(base: &str) -> usize {
+    let (status, body) = api(base, "GET", "/api/audit?tool=memory_store&limit=1000", None).await;
+    assert_eq!(status, 200);
+    body["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["outcome"] == "ok")
+        .count()
+}
+
+async fn audit_outcomes(base: &str) -> Vec<(String, String, String)> {
+    let (_, body) = api(base, "GET", "/api/audit?tool=memory_store&limit=1000", None).await;
+    body["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["caller"].as_str().unwrap().to_string(),
+                r["outcome"].as_str().unwrap().to_string(),
+                r["detail"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_approval_round_trips_over_mcp_with_the_api() {
+    let home = Home::new(&config(600));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let args = json!({"key": "k", "value": "v1"});
+
+    // Held: the exact envelope, and the request as the API shows it.
+    let id = held_id(&sdk_call(&base, "memory_store", args.clone()).await);
+    let (status, listed) = api(&base, "GET", "/api/approvals", None).await;
+    assert_eq!(status, 200);
+    let view = &listed["approvals"][0];
+    assert_eq!(listed["approvals"].as_array().unwrap().len(), 1, "{listed}");
+    for (key, expected) in [
+        ("id", json!(id)),
+        ("kind", json!("call")),
+        ("status", json!("pending")),
+        ("tool", json!("memory_store")),
+        ("principal", json!("client:http")),
+        ("arguments", args.clone()),
+        ("reason", json!(REASON)),
+        ("policy", json!("policies[0]")),
+        ("path", json!(format!("/approvals/{id}"))),
+    ] {
+        assert_eq!(view[key], expected, "{key}: {view}");
+    }
+    assert!(view["createdAt"].as_str().unwrap().ends_with('Z'), "{view}");
+    assert_eq!(view.get("decidedAt"), None);
+    let (status, shown) = api(&base, "GET", &format!("/api/approvals/{id}"), None).await;
+    assert_eq!((status, &shown), (200, view));
+    for (path, code) in [
+        ("/api/approvals?status=maybe", 400),
+        ("/api/approvals?limit=0", 400),
+        ("/api/approvals?limit=1001", 400),
+        ("/api/approvals/apr_unknown", 404),
+    ] {
+        let (status, body) = api(&base, "GET", path, None).await;
+        assert_eq!(status, code, "{path}: {body}");
+        assert!(body["error"].is_string(), "{body}");
+    }
+
+    // Approved through the API.
+    let (status, approved) =
+        api(&base, "POST", &format!("/api/approvals/{id}/approve"), None).await;
+    assert_eq!(status, 200, "{approved}");
+    assert_eq!(
+        (
+            &approved["status"],
+            &approved["decidedBy"],
+            &approved["decidedVia"]
+        ),
+        (&json!("approved"), &json!("client:http"), &json!("api"))
+    );
+    let (status, again) = api(
+        &base,
+        "POST",
+        &format!("/api/approvals/{id}/approve"),
+        Some(json!({"via": "cli"})),
+    )
+    .await;
+    assert_eq!(status, 409);
+    assert_eq!(
+        again["error"],
+        format!(
+            "approval {id} is approved, not pending: it was already approved; retry the call to use it"
+        )
+    );
+
+    // Changed arguments do not use the grant.
+    let changed =
+        held_id(&sdk_call(&base, "memory_store", json!({"key": "k", "value": "v2"})).await);
+    assert_ne!(changed, id);
+    assert_eq!(runs(&base).await, 0);
+
+    // The retry runs once; a replay of it needs a new approval.
+    ran(&sdk_call(&base, "memory_store", args.clone()).await);
+    assert_eq!(runs(&base).await, 1);
+    let (_, consumed) = api(&base, "GET", &format!("/api/approvals/{id}"), None).await;
+    assert_eq!(consumed["status"], "consumed");
+    assert!(consumed["consumedAt"].is_string(), "{consumed}");
+    let replay = held_id(&sdk_call(&base, "memory_store", args.clone()).await);
+    assert!(replay != id && replay != changed);
+    assert_eq!(runs(&base).await, 1);
+
+    // Two concurrent retries of one grant: exactly one runs.
+    let (status, _) = api(
+        &base,
+        "POST",
+        &format!("/api/approvals/{replay}/approve"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (first, second) = tokio::join!(
+        sdk_call(&base, "memory_store", args.clone()),
+        sdk_call(&base, "memory_store", args.clone())
+    );
+    let held: Vec<&Value> = [&first, &second]
+        .into_iter()
+        .filter(|r| r["isError"] == true)
+        .collect();
+    assert_eq!(held.len(), 1, "{first}\n{second}");
+    assert_ne!(held_id(held[0]), replay);
+    assert_eq!(runs(&base).await, 2);
+
+    // Denied: a later approve is a conflict, the retry is refused naming the denial.
+    let denied_args = json!({"key": "d", "value": "never"});
+    let denied = held_id(&sdk_call(&base, "memory_store", denied_args.clone()).await);
+    let (status, view) = api(
+        &base,
+        "POST",
+        &format!("/api/approvals/{denied}/deny"),
+        Some(json!({"reason": "not this one"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(
+        (&view["status"], &view["denyReason"]),
+        (&json!("denied"), &json!("not this one"))
+    );
+    let (status, conflict) = api(
+        &base,
+        "POST",
+        &format!("/api/approvals/{denied}/approve"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 409);
+    assert!(
+        conflict["error"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("approval {denied} is denied, not pending")),
+        "{conflict}"
+    );
+    let refused = sdk_call(&base, "memory_store", denied_args).await;
+    assert_eq!(
+        refused["structuredContent"]["error"]["code"], "policy_denied",
+        "{refused}"
+    );
+    assert!(
+        refused["structuredContent"]["error"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(
+                "approval {denied} of this exact call was denied by client:http via api (not this one); the same call is refused until "
+            )),
+        "{refused}"
+    );
+    assert_eq!(runs(&base).await, 2);
+
+    // Approved, then the daemon restarts: the grant survives and runs the retry once.
+    let restart_args = json!({"key": "r", "value": "after restart"});
+    let before = held_id(&sdk_call(&base, "memory_store", restart_args.clone()).await);
+    let (status, _) = api(
+        &base,
+        "POST",
+        &format!("/api/approvals/{before}/approve"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(daemon.stop().success());
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    ran(&sdk_call(&base, "memory_store", restart_args.clone()).await);
+    assert_eq!(runs(&base).await, 3);
+    held_id(&sdk_call(&base, "memory_store", restart_args).await);
+
+    // Every decision is in the audit log, with who and through what, and no argument value.
+    let outcomes = audit_outcomes(&base).await;
+    let count = |outcome: &str| outcomes.iter().filter(|(_, o, _)| o == outcome).count();
+    assert_eq!(count("approval_granted"), 3, "{outcomes:#?}");
+    assert_eq!(count("approval_denied"), 1, "{outcomes:#?}");
+    assert_eq!(count("approval_consumed"), 3, "{outcomes:#?}");
+    assert_eq!(count("approval_requested"), 7, "{outcomes:#?}");
+    assert!(outcomes.contains(&(
+        "client:http".into(),
+        "approval_granted".into(),
+        format!("{id} approved by client:http via api")
+    )));
+    assert!(
+        outcomes
+            .iter()
+            .all(|(_, _, detail)| !detail.contains("v1") && !detail.contains("after restart")),
+        "{outcomes:#?}"
+    );
+    assert!(daemon.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_request_expires_and_its_call_needs_a_new_one() {
+    let home = Home::new(&config(1));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let args = json!({"key": "k", "value": "late"});
+    let id = held_id(&sdk_call(&base, "memory_store", args.clone()).await);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, view) = api(&base, "GET", &format!("/api/approvals/{id}"), None).await;
+        assert_eq!(status, 200);
+        if view["status"] == "expired" {
+            break;
+        }
+        assert_eq!(view["status"], "pending");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never expired: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, conflict) =
+        api(&base, "POST", &format!("/api/approvals/{id}/approve"), None).await;
+    assert_eq!(status, 409);
+    assert_eq!(
+        conflict["error"],
+        format!(
+            "approval {id} is expired, not pending: its time ran out; retry the call to request a new approval"
+        )
+    );
+    let retry = held_id(&sdk_call(&base, "memory_store", args).await);
+    assert_ne!(retry, id);
+    assert_eq!(runs(&base).await, 0);
+    let outcomes = audit_outcomes(&base).await;
+    assert!(
+        outcomes.contains(&(
+            "client:http".into(),
+            "approval_expired".into(),
+            format!("{id} expired: nobody answered in time")
+        )),
+        "{outcomes:#?}"
+    );
+    assert!(daemon.stop().success());
+}
