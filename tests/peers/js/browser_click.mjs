@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Opens one URL in headless Chromium (Debian's, driven by playwright-core), optionally clicks a
-// button found by its accessible name, optionally waits for a text to appear, and prints ONE JSON
+// Opens one URL in headless Chromium (Debian's, driven by playwright-core), optionally types into
+// inputs found by their label (accessible name), optionally clicks a button found by its accessible
+// name, optionally waits for a text to appear, and prints ONE JSON
 // line on stdout saying what happened:
 //
 //   {"ok": true|false, "status": <HTTP status of the navigation>, "url": <final URL>, "title",
@@ -9,7 +10,7 @@
 //    "requests": [<every URL the page asked for>], "blocked": [<URLs refused for leaving the origin>],
 //    "consoleErrors": [...], "error": <message, when ok is false>}
 //
-//   node js/browser_click.mjs --url URL [--click LABEL] [--fill SELECTOR=TEXT]... \
+//   node js/browser_click.mjs --url URL [--fill LABEL=TEXT]... [--click LABEL] \
 //        [--expect-text TEXT] [--timeout-ms N]
 //
 // Chromium is given only this URL and may reach only its origin (127.0.0.1 in the tests): every
@@ -35,7 +36,7 @@ function parseArgs(argv) {
       case '--timeout-ms': options.timeoutMs = Number(value); break;
       case '--fill': {
         const at = value.indexOf('=');
-        if (at < 1) usage(`--fill wants SELECTOR=TEXT, got ${value}`);
+        if (at < 1) usage(`--fill wants LABEL=TEXT, got ${value}`);
         options.fills.push([value.slice(0, at), value.slice(at + 1)]);
         break;
       }
@@ -100,8 +101,8 @@ try {
   page.on('pageerror', (error) => report.consoleErrors.push(String(error)));
   const response = await page.goto(options.url, { waitUntil: 'load' });
   report.status = response ? response.status() : null;
-  for (const [selector, text] of options.fills) {
-    await page.fill(selector, text);
+  for (const [label, text] of options.fills) {
+    await page.getByLabel(label, { exact: true }).fill(text);
   }
   if (options.click) {
     await page.getByRole('button', { name: options.click, exact: true }).click();
