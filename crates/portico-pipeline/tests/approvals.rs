@@ -479,3 +479,60 @@ async fn a_flood_of_held_calls_is_refused_at_the_bound() {
     );
     assert_eq!(s.approvals.list(None, 100).unwrap().len(), 2);
 }
+
+/// A client that asked for progress and records what it is sent.
+#[derive(Default)]
+struct Recording(Mutex<Vec<JsonObject>>);
+
+impl portico_core::relay::Caller for Recording {
+    fn accepts(&self, _: portico_core::relay::RelayRequest) -> bool {
+        false
+    }
+    fn request<'a>(
+        &'a self,
+        _: portico_core::relay::RelayRequest,
+        _: JsonObject,
+    ) -> portico_core::relay::BoxFuture<'a, Result<JsonObject, portico_core::relay::RelayError>>
+    {
+        Box::pin(async { unreachable!("a held call asks its client nothing") })
+    }
+    fn sample<'a>(
+        &'a self,
+        _: portico_core::relay::SamplingRequest,
+    ) -> portico_core::relay::BoxFuture<
+        'a,
+        Result<portico_core::relay::SamplingAnswer, portico_core::relay::SamplingError>,
+    > {
+        Box::pin(async { unreachable!("a held call asks its client nothing") })
+    }
+    fn notify<'a>(
+        &'a self,
+        _: portico_core::relay::RelayNotification,
+        params: JsonObject,
+    ) -> portico_core::relay::BoxFuture<'a, ()> {
+        self.0.lock().unwrap().push(params);
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_waiting_call_tells_its_client_where_to_approve_it_before_it_answers() {
+    let s = setup(ApprovalSettings {
+        wait: Duration::from_millis(100),
+        ..ApprovalSettings::default()
+    });
+    let client = Arc::new(Recording::default());
+    let context = ToolContext::client("http").with_relay(portico_core::relay::CallContext {
+        caller: Some(client.clone()),
+        progress: true,
+    });
+    let held = s.call(json!({"key": "k"}), &context).await;
+    let id = request_id(&held);
+    // Flushed before the answer: the notice is there when the call returns.
+    assert_eq!(
+        *client.0.lock().unwrap(),
+        vec![object(
+            json!({"progress": 1, "message": format!("waiting for approval at /approvals/{id}")})
+        )]
+    );
+}

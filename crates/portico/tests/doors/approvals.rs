@@ -371,3 +371,91 @@ async fn an_unanswered_request_expires_and_its_call_needs_a_new_one() {
     );
     assert!(daemon.stop().success());
 }
+
+/// An agent's gated call with `approval_wait_secs`: the call waits while the agent's run goes on
+/// holding it, an approval through the API wakes it, the tool runs once and the agent's answer
+/// carries the tool's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_held_call_waits_for_an_approval_and_then_runs_once() {
+    let home = Home::new(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+
+[policy]
+approval_wait_secs = 60
+
+[[policies]]
+tools = ["memory_store"]
+callers = ["agent:*"]
+action = "approve"
+reason = "agents ask before they remember"
+
+[[agents]]
+name = "keeper"
+tools = ["memory_*"]
+[agents.model]
+provider = "scripted"
+rules = [
+  { when = {}, steps = [
+      { call_tool = { name = "memory_store", arguments = { key = "colour", value = "teal" } } },
+      { reply = "keeper: {{last_tool_result}}" } ] },
+]
+"#,
+    );
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let message = tokio::spawn({
+        let base = base.clone();
+        async move {
+            let response = http()
+                .post(format!("{base}/api/agents/keeper/message"))
+                .json(&json!({"message": "remember teal"}))
+                .send()
+                .await
+                .unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    });
+    // The held call's request appears while the agent's call waits.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let id = loop {
+        let (_, listed) = api(&base, "GET", "/api/approvals", None).await;
+        if let Some(view) = listed["approvals"].as_array().unwrap().first() {
+            assert_eq!(
+                (&view["principal"], &view["arguments"]),
+                (
+                    &json!("agent:keeper"),
+                    &json!({"key": "colour", "value": "teal"})
+                )
+            );
+            break view["id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no request appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!message.is_finished(), "the agent did not wait");
+    assert_eq!(runs(&base).await, 0);
+    let (status, _) = api(&base, "POST", &format!("/api/approvals/{id}/approve"), None).await;
+    assert_eq!(status, 200);
+    let (status, reply) = tokio::time::timeout(Duration::from_secs(30), message)
+        .await
+        .expect("the approval did not wake the waiting call")
+        .unwrap();
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        reply["reply"], r#"keeper: {"key":"colour","stored":true}"#,
+        "{reply}"
+    );
+    assert_eq!(runs(&base).await, 1);
+    let (_, view) = api(&base, "GET", &format!("/api/approvals/{id}"), None).await;
+    assert_eq!(view["status"], "consumed");
+    assert!(daemon.stop().success());
+}
