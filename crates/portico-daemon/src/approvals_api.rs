@@ -167,8 +167,9 @@ struct AnswerBody {
 /// Longest deny reason kept; longer ones are refused rather than cut, so nobody's words change.
 const MAX_REASON_CHARS: usize = 1000;
 
-fn parse_answer(body: &Bytes, deny: bool) -> Result<(ApprovalChannel, Option<String>), Response> {
-    let bad = |message: String| api_error(StatusCode::BAD_REQUEST, message);
+/// The channel and reason of an answer's body, or why it is not one (a 400).
+fn parse_answer(body: &Bytes, deny: bool) -> Result<(ApprovalChannel, Option<String>), String> {
+    let bad = |message: String| message;
     let body: AnswerBody = if body.iter().all(u8::is_ascii_whitespace) {
         AnswerBody::default()
     } else {
@@ -206,7 +207,7 @@ fn parse_answer(body: &Bytes, deny: bool) -> Result<(ApprovalChannel, Option<Str
 async fn answer(state: ApprovalsState, id: String, body: Bytes, deny: bool) -> Response {
     let (via, reason) = match parse_answer(&body, deny) {
         Ok(parsed) => parsed,
-        Err(response) => return response,
+        Err(message) => return api_error(StatusCode::BAD_REQUEST, message),
     };
     if id.len() > MAX_ID_CHARS {
         return not_found(&id.chars().take(MAX_ID_CHARS).collect::<String>());
