@@ -316,6 +316,26 @@ mod tests {
             send(&router, "GET", "/api/approvals", &read).await.status,
             403
         );
+        // Opening the page from a link elsewhere is a navigation, which cannot read the page: fine.
+        let open = [
+            ("cookie", cookie.as_str()),
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "navigate"),
+        ];
+        assert_eq!(
+            send(&router, "GET", "/approvals/apr_abc", &open)
+                .await
+                .status,
+            200
+        );
+        // But a navigation is no way into the API, nor a way to answer.
+        assert_eq!(
+            send(&router, "GET", "/api/approvals", &open).await.status,
+            403
+        );
+        let mut posted = open.to_vec();
+        posted.push(("origin", OWN_ORIGIN));
+        assert_eq!(send(&router, "POST", path, &posted).await.status, 403);
         // A program with the bearer token is not a browser: no Origin needed.
         let bearer = format!("Bearer {TOKEN}");
         let program = [("authorization", bearer.as_str())];
@@ -337,6 +357,26 @@ mod tests {
         }
         let sent = send(&router, "POST", path, &[("sec-fetch-site", "cross-site")]).await;
         assert_eq!(sent.status, 403);
+        let linked = [
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "navigate"),
+        ];
+        assert_eq!(
+            send(&router, "GET", "/approvals", &linked).await.status,
+            200
+        );
+        let fetched = [
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "no-cors"),
+        ];
+        assert_eq!(
+            send(&router, "GET", "/approvals", &fetched).await.status,
+            403
+        );
+        assert_eq!(
+            send(&router, "GET", "/api/approvals", &linked).await.status,
+            403
+        );
         // A token in the link of a door that has none is only tidied away.
         let sent = send(&router, "GET", "/approvals?token=x", &[]).await;
         assert_eq!(sent.status, 303);

@@ -9,7 +9,7 @@
 //!
 //! What a browser sends is then held to the page's own origin: `Sec-Fetch-Site`, when present,
 //! must be `same-origin` or `none` (another port on localhost is "same-site", and SameSite cookies
-//! go there too), and a request that changes state must carry an `Origin` equal to the daemon's
+//! go there too; only a top-level navigation to the page itself may come from elsewhere), and a request that changes state must carry an `Origin` equal to the daemon's
 //! own (`http(s)://` and the `Host` the door already checked). Without `[server] token` no cookie
 //! is needed, but the same browser rules apply to whatever sends them. A request with an
 //! `Authorization` header is a program's, not a browser's: the door's usual token check decides it.
@@ -120,6 +120,16 @@ pub(crate) fn admit(policy: &DoorPolicy, scope: Scope, request: &Request) -> Adm
         if !valid {
             return Admission::Answer(unauthorized(scope, cookie.is_some()));
         }
+    }
+    // Opening the page from a link elsewhere is fine: a navigation cannot read what it opens, the page
+    // refuses to be framed, and its data comes only through its own same-origin requests.
+    let navigation = scope == Scope::Page
+        && reading
+        && headers
+            .get("sec-fetch-mode")
+            .is_some_and(|mode| mode.as_bytes() == b"navigate");
+    if navigation {
+        return Admission::Admitted;
     }
     if let Err(why) = browser_rules(headers, reading, policy.token().is_some()) {
         return Admission::Answer(refuse(StatusCode::FORBIDDEN, why));
