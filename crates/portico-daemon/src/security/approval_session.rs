@@ -9,10 +9,11 @@
 //!
 //! What a browser sends is then held to the page's own origin: `Sec-Fetch-Site`, when present,
 //! must be `same-origin` or `none` (another port on localhost is "same-site", and SameSite cookies
-//! go there too; only a top-level navigation to the page itself may come from elsewhere), and a request that changes state must carry an `Origin` equal to the daemon's
-//! own (`http(s)://` and the `Host` the door already checked). Without `[server] token` no cookie
-//! is needed, but the same browser rules apply to whatever sends them. A request with an
-//! `Authorization` header is a program's, not a browser's: the door's usual token check decides it.
+//! go there too; only a top-level navigation to the page itself may come from elsewhere), and a
+//! request that changes state must carry an `Origin` equal to the daemon's own (`http(s)://` and
+//! the `Host` the door already checked). Without `[server] token` no cookie is needed, but the same
+//! browser rules apply to whatever sends them. A request with an `Authorization` header is a
+//! program's, not a browser's: the door's usual token check decides it.
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
