@@ -192,6 +192,8 @@ async fn a_call_held_over_http_is_approved_and_denied_by_clicking_the_page_in_ch
     let approved = view(&daemon.base, &id).await;
     assert_eq!(approved["status"], "approved", "{approved:#}");
     assert_eq!(approved["decidedVia"], "web", "{approved:#}");
+    // The page's cookie stands for the door's token.
+    assert_eq!(approved["decidedBy"], "client:default", "{approved:#}");
 
     // The same call, retried, runs once; a second retry needs a new approval.
     let ran = sdk_call(&home, &http, &command);
@@ -359,6 +361,10 @@ async fn a_call_held_through_portico_mcp_is_approved_with_the_cli_and_runs_once(
     assert_eq!(approvals[0]["id"], id);
     assert_eq!(approvals[0]["status"], "consumed", "{listed:#}");
     assert_eq!(approvals[0]["decidedVia"], "cli", "{listed:#}");
+    // Held by the daemon's HTTP door, which `portico mcp` proxied to (served in-process, the caller
+    // would have been `client:stdio`).
+    assert_eq!(approvals[0]["principal"], "client:http", "{listed:#}");
+    assert_eq!(approvals[0]["decidedBy"], "client:default", "{listed:#}");
     assert_eq!(approvals[0]["arguments"], json!({"command": command}));
     assert!(approvals[0]["consumedAt"].is_string(), "{listed:#}");
     let pending = stdout_of(&portico(&home, &["approvals", "list"]));
