@@ -74,6 +74,20 @@ impl DoorPolicy {
         self.token.as_deref()
     }
 
+    /// Whether requests must prove a token (the approval page's session stands in for one).
+    pub fn takes_tokens(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The SHA-256 of every token the door takes: what the approval page's session cookies are
+    /// made from (`approval_session`).
+    fn token_digests(&self) -> Vec<[u8; 32]> {
+        self.token
+            .iter()
+            .map(|token| Sha256::digest(token.as_bytes()).into())
+            .collect()
+    }
+
     /// Host names accepted in `Host`: loopback names always, the listen address when it is a specific
     /// non-loopback one, and what the config adds.
     pub fn allowed_hosts(&self) -> &[String] {

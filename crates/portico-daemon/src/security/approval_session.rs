@@ -76,13 +76,13 @@ impl SessionKey {
         SessionKey(key)
     }
 
-    /// The cookie value for a holder of `token`: keyed by the digest, which is all a door that
-    /// keeps only token digests would have.
-    fn cookie_for(&self, token: &str) -> String {
+    /// The cookie value for a holder of the token with SHA-256 `digest`: made from the digest,
+    /// which is all a door that keeps only token digests has.
+    fn cookie_for(&self, digest: &[u8; 32]) -> String {
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
             .expect("HMAC takes a key of any length");
         mac.update(b"portico approvals session v1\0");
-        mac.update(&Sha256::digest(token.as_bytes()));
+        mac.update(digest);
         hex(&mac.finalize().into_bytes())
     }
 }
@@ -102,6 +102,23 @@ fn same_secret(given: &str, expected: &str) -> bool {
     Sha256::digest(given.as_bytes()) == Sha256::digest(expected.as_bytes())
 }
 
+/// The digest among `digests` equal to `given`'s, comparing with every one without stopping, so the
+/// time says neither whether nor which one matched.
+fn matching_digest(digests: &[[u8; 32]], given: &str) -> Option<[u8; 32]> {
+    let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+    let mut found = None;
+    for digest in digests {
+        let difference = digest
+            .iter()
+            .zip(given.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if difference == 0 && found.is_none() {
+            found = Some(*digest);
+        }
+    }
+    found
+}
+
 pub(crate) fn admit(policy: &DoorPolicy, scope: Scope, request: &Request) -> Admission {
     let headers = request.headers();
     if headers.contains_key(header::AUTHORIZATION) {
@@ -114,10 +131,16 @@ pub(crate) fn admit(policy: &DoorPolicy, scope: Scope, request: &Request) -> Adm
     {
         return Admission::Answer(token_link(policy, request, &given));
     }
-    if let Some(expected) = policy.token() {
+    let takes_tokens = policy.takes_tokens();
+    if takes_tokens {
         let cookie = session_cookie(headers);
-        let valid =
-            cookie.is_some_and(|c| same_secret(c, &policy.session_key.cookie_for(expected)));
+        let digests = policy.token_digests();
+        // Every token's cookie is compared, so the time does not say which one it was.
+        let valid = cookie.is_some_and(|cookie| {
+            digests.iter().fold(false, |valid, digest| {
+                same_secret(cookie, &policy.session_key.cookie_for(digest)) | valid
+            })
+        });
         if !valid {
             return Admission::Answer(unauthorized(scope, cookie.is_some()));
         }
@@ -132,7 +155,7 @@ pub(crate) fn admit(policy: &DoorPolicy, scope: Scope, request: &Request) -> Adm
     if navigation {
         return Admission::Admitted;
     }
-    if let Err(why) = browser_rules(headers, reading, policy.token().is_some()) {
+    if let Err(why) = browser_rules(headers, reading, takes_tokens) {
         return Admission::Answer(refuse(StatusCode::FORBIDDEN, why));
     }
     Admission::Admitted
@@ -152,19 +175,19 @@ fn token_link(policy: &DoorPolicy, request: &Request, given: &str) -> Response {
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
-    let Some(expected) = policy.token() else {
+    if !policy.takes_tokens() {
         // Nothing to prove on a door without a token; the URL is only tidied.
         return response;
-    };
-    if !same_secret(given, expected) {
+    }
+    let Some(digest) = matching_digest(&policy.token_digests(), given.trim()) else {
         return refuse(
             StatusCode::UNAUTHORIZED,
             "the token in this approval link is wrong; use [server] token's value (it is in daemon.json, or ask whoever runs the daemon), or answer with `portico approvals`".into(),
         );
-    }
+    };
     let cookie = format!(
         "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-        policy.session_key.cookie_for(expected)
+        policy.session_key.cookie_for(&digest)
     );
     match HeaderValue::from_str(&cookie) {
         Ok(value) => {
@@ -319,11 +342,24 @@ mod tests {
     #[test]
     fn cookies_depend_on_the_start_and_the_token() {
         let key = SessionKey::generate();
-        assert_eq!(key.cookie_for("a"), key.cookie_for("a"));
-        assert_ne!(key.cookie_for("a"), key.cookie_for("b"));
-        assert_ne!(key.cookie_for("a"), SessionKey::generate().cookie_for("a"));
-        assert_eq!(key.cookie_for("a").len(), 64);
-        assert!(!key.cookie_for("secret").contains("secret"));
+        let digest = |token: &str| -> [u8; 32] { Sha256::digest(token.as_bytes()).into() };
+        let (a, b) = (digest("a"), digest("b"));
+        assert_eq!(key.cookie_for(&a), key.cookie_for(&a));
+        assert_ne!(key.cookie_for(&a), key.cookie_for(&b));
+        assert_ne!(key.cookie_for(&a), SessionKey::generate().cookie_for(&a));
+        assert_eq!(key.cookie_for(&a).len(), 64);
+        assert_ne!(key.cookie_for(&a), hex(&a));
+    }
+
+    #[test]
+    fn a_link_token_matches_exactly_one_of_the_doors_tokens() {
+        let digest = |token: &str| -> [u8; 32] { Sha256::digest(token.as_bytes()).into() };
+        let digests = [digest("one"), digest("two")];
+        assert_eq!(matching_digest(&digests, "two"), Some(digests[1]));
+        assert_eq!(matching_digest(&digests, "one"), Some(digests[0]));
+        assert_eq!(matching_digest(&digests, "tw"), None);
+        assert_eq!(matching_digest(&digests, ""), None);
+        assert_eq!(matching_digest(&[], "one"), None);
     }
 
     #[test]
