@@ -144,11 +144,13 @@ impl Engine {
             pipeline.add_policy(Arc::new(rules));
         }
         pipeline.add_policy(Arc::new(TaintPolicy::new(taint, sensitive)));
+        // A call waits no longer than its request can be answered.
+        let approval_ttl_secs = policy.approval_ttl_secs.max(1);
         let approvals = Approvals::new(
             store.clone(),
             ApprovalSettings {
-                ttl: Duration::from_secs(policy.approval_ttl_secs.max(1)),
-                wait: Duration::from_secs(policy.approval_wait_secs),
+                ttl: Duration::from_secs(approval_ttl_secs),
+                wait: Duration::from_secs(policy.approval_wait_secs.min(approval_ttl_secs)),
                 ..ApprovalSettings::default()
             },
         );

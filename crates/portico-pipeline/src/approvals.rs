@@ -353,6 +353,10 @@ impl Approvals {
             reason: hold.reason.to_string(),
             request_id: Some(id.clone()),
         };
+        // The seam for asking the calling client itself (`elicitation/create`, `[policy]
+        // approval_via`): here, with the pending request made, a typed question to
+        // `context.relay.caller` written by the MCP edge, whose answer would decide the request
+        // through `decide` with `ApprovalChannel::Elicitation`, as the out-of-band answers do.
         let wait = self.inner.settings.wait;
         if wait.is_zero() {
             return Err(held());
@@ -382,10 +386,12 @@ impl Approvals {
                 }
                 _ => break Err(held()),
             }
-            if let Some(progress) = &progress
-                && tokio::time::Instant::now() >= next_notice
-            {
-                progress.send(notice.clone());
+            // The notice's clock runs whether or not anyone listens: it is also what the sleep
+            // below waits for, and must not stay in the past.
+            if tokio::time::Instant::now() >= next_notice {
+                if let Some(progress) = &progress {
+                    progress.send(notice.clone());
+                }
                 next_notice = tokio::time::Instant::now() + WAITING_NOTICE_EVERY;
             }
             tokio::select! {
