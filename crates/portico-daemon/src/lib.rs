@@ -1,8 +1,9 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
 //! `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
 //! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
-//! routes, all behind the door's checks; plus the daemon info file that lets `portico mcp` find a
-//! running daemon and check its identity.
+//! routes, all behind the door's checks; the approval page (`/approvals`), the one place a browser
+//! session cookie is accepted (with its API, `/api/approvals`); plus the daemon info file that lets
+//! `portico mcp` find a running daemon and check its identity.
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
 //! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
@@ -19,6 +20,7 @@
 //! run tools itself: every call goes to the engine's pipeline.
 
 mod api;
+mod approval_page;
 mod approvals_api;
 mod body_limit;
 mod in_flight;
@@ -248,6 +250,7 @@ fn router(
             door.policy.token().is_some(),
         ))
         .merge(api::routes(engine, config, door.identity.clone()))
+        .merge(approval_page::routes())
         .merge(session_stats)
         .merge(legacy)
         .nest_service("/mcp", mcp);

@@ -90,6 +90,11 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::clients_cli::ClientsCommand,
     },
+    /// Answer the running daemon's approval requests: list, show, approve, deny.
+    Approvals {
+        #[command(subcommand)]
+        command: crate::approvals_cli::ApprovalsCommand,
+    },
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -125,6 +130,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => serve(cli.config.as_deref()).await,
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
+        Command::Approvals { command } => crate::approvals_cli::run(command).await,
         Command::Mcp { standalone } => {
             crate::stdio_door::run(cli.config.as_deref(), standalone).await
         }

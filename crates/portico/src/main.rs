@@ -2,6 +2,7 @@
 //! domain logic lives here; see ARCHITECTURE.md for where it does.
 
 mod a2a_cli;
+mod approvals_cli;
 mod chat;
 mod cli;
 mod clients_cli;

@@ -150,7 +150,7 @@ async fn connect_daemon() -> Option<DaemonLink> {
 
 /// What answers at a daemon info file's address.
 #[derive(Debug)]
-enum DaemonCheck {
+pub(crate) enum DaemonCheck {
     /// The daemon that wrote the file: it answered a fresh challenge with the file's identity key.
     Proven,
     /// Nothing, or nothing that speaks HTTP: the usual stale file.
@@ -159,7 +159,7 @@ enum DaemonCheck {
     Impostor(String),
 }
 
-async fn check_daemon(info: &DaemonInfo) -> DaemonCheck {
+pub(crate) async fn check_daemon(info: &DaemonInfo) -> DaemonCheck {
     let Ok(client) = portico_net::SafeClient::builder()
         .policy(portico_net::NetPolicy {
             allow_private: true,

@@ -11,6 +11,8 @@ mod client;
 mod agents_sdk;
 #[path = "doors/approvals.rs"]
 mod approvals;
+#[path = "doors/approvals_web.rs"]
+mod approvals_web;
 #[path = "doors/bounds.rs"]
 mod bounds;
 #[path = "doors/clients.rs"]

@@ -1,0 +1,388 @@
+//! `portico approvals`: answer the running daemon's approval requests from the terminal, over its
+//! `/api/approvals` routes. The daemon is found as `portico mcp` finds it (the owner-only
+//! `daemon.json` in the data dir), proves its identity before it is sent the token, and holds the
+//! requests: nothing here reads the store.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use portico_daemon::{DaemonInfo, InfoFile};
+use serde_json::{Value, json};
+
+use crate::stdio_door::{DaemonCheck, check_daemon};
+
+/// How long one request to the daemon may take; the routes answer from the store at once.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List approval requests, newest first: id, status, tool, caller, expiry, reason.
+    List {
+        /// pending, approved, denied, consumed, expired or all.
+        #[arg(long, default_value = "pending")]
+        status: String,
+        /// At most this many (the daemon's default is 100, its maximum 1000).
+        #[arg(long, value_name = "N")]
+        limit: Option<u32>,
+        /// Print the daemon's views as JSON: {"approvals": [...]}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one request: tool, caller, reason, policy, times and the exact arguments.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending request: the same call, retried by the same caller, then runs once.
+    Approve {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deny a pending request: its retry gets policy_denied, and it cannot be approved later.
+    Deny {
+        id: String,
+        /// Told to the caller with the denial.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
+    let daemon = Daemon::find().await?;
+    let (view, json) = match command {
+        ApprovalsCommand::List {
+            status,
+            limit,
+            json,
+        } => {
+            let mut path = format!("/api/approvals?status={}", query_value(&status));
+            if let Some(limit) = limit {
+                path.push_str(&format!("&limit={limit}"));
+            }
+            let listed = daemon.get(&path, None).await?;
+            if json {
+                (listed, true)
+            } else {
+                let approvals = listed
+                    .get("approvals")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                print!("{}", approvals_table(&approvals, &status));
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+        ApprovalsCommand::Show { id, json } => {
+            let id = checked_id(&id)?;
+            (
+                daemon
+                    .get(&format!("/api/approvals/{id}"), Some(id))
+                    .await?,
+                json,
+            )
+        }
+        ApprovalsCommand::Approve { id, json } => {
+            let id = checked_id(&id)?;
+            let path = format!("/api/approvals/{id}/approve");
+            (daemon.post(&path, id, json!({"via": "cli"})).await?, json)
+        }
+        ApprovalsCommand::Deny { id, reason, json } => {
+            let id = checked_id(&id)?;
+            let mut body = json!({"via": "cli"});
+            if let Some(reason) = reason
+                && let Some(fields) = body.as_object_mut()
+            {
+                fields.insert("reason".into(), Value::String(reason));
+            }
+            let path = format!("/api/approvals/{id}/deny");
+            (daemon.post(&path, id, body).await?, json)
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&view)?);
+    } else {
+        print!("{}", approval_text(&view, &daemon.base));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ids are URL-safe by the contract; anything else would change the path it is put in.
+fn checked_id(id: &str) -> anyhow::Result<&str> {
+    let fine = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !fine {
+        bail!(
+            "`{id}` is not an approval id (ids look like apr_...; `portico approvals list` shows them)"
+        );
+    }
+    Ok(id)
+}
+
+fn query_value(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+/// The running daemon, proven to be the one that wrote `daemon.json`.
+struct Daemon {
+    base: String,
+    token: Option<String>,
+    client: portico_net::SafeClient,
+}
+
+impl Daemon {
+    async fn find() -> anyhow::Result<Daemon> {
+        let file = InfoFile::in_dir(&portico_config::data_dir());
+        let Some(info) = file.read() else {
+            bail!(
+                "no daemon is running (no {}); approvals are held and answered by the daemon: start it with `portico serve` (with the same PORTICO_HOME)",
+                file.path().display()
+            );
+        };
+        match check_daemon(&info).await {
+            DaemonCheck::Proven => {}
+            DaemonCheck::NoAnswer => bail!(
+                "the daemon in {} (pid {} at {}) does not answer; is it still running? start it with `portico serve`",
+                file.path().display(),
+                info.pid,
+                info.address
+            ),
+            DaemonCheck::Impostor(what) => bail!(
+                "{} names a daemon with pid {} at {}, but {what}; not sending it the token. If the daemon is gone, remove that file; if it runs, restart it",
+                file.path().display(),
+                info.pid,
+                info.address
+            ),
+        }
+        Daemon::at(&info)
+    }
+
+    fn at(info: &DaemonInfo) -> anyhow::Result<Daemon> {
+        let client = portico_net::SafeClient::builder()
+            // The daemon listens on this machine: loopback by design.
+            .policy(portico_net::NetPolicy {
+                allow_private: true,
+            })
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .context("cannot build the HTTP client to reach the daemon")?;
+        Ok(Daemon {
+            base: info.base_url(),
+            token: info.token.clone(),
+            client,
+        })
+    }
+
+    async fn get(&self, path: &str, id: Option<&str>) -> anyhow::Result<Value> {
+        let request = self.client.http().get(format!("{}{path}", self.base));
+        self.answer(request, path, id).await
+    }
+
+    async fn post(&self, path: &str, id: &str, body: Value) -> anyhow::Result<Value> {
+        let request = self
+            .client
+            .http()
+            .post(format!("{}{path}", self.base))
+            .json(&body);
+        self.answer(request, path, Some(id)).await
+    }
+
+    async fn answer(
+        &self,
+        request: reqwest::RequestBuilder,
+        path: &str,
+        id: Option<&str>,
+    ) -> anyhow::Result<Value> {
+        let request = match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("the daemon at {} did not answer {path}", self.base))?;
+        let status = response.status().as_u16();
+        let body: Option<Value> = response.json().await.ok();
+        let error = body
+            .as_ref()
+            .and_then(|b| b.get("error"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        match (status, error, body) {
+            (200, _, Some(body)) => Ok(body),
+            (404, Some(error), _) => match id {
+                Some(id) => bail!(
+                    "no approval request `{id}` ({error}); `portico approvals list --status all` shows the ones the daemon has"
+                ),
+                None => bail!("{error}"),
+            },
+            // The route itself is missing: a daemon from before approvals.
+            (404, None, _) => bail!(
+                "the daemon at {} has no approvals API; restart it with this version of portico",
+                self.base
+            ),
+            (409, Some(error), _) => {
+                bail!(
+                    "{error}; only a pending request can be answered (see `portico approvals show ID`)"
+                )
+            }
+            (401, _, _) => bail!(
+                "the daemon at {} refused the token in daemon.json; restart the daemon so it writes the current one",
+                self.base
+            ),
+            (_, Some(error), _) => bail!("the daemon answered {path} with HTTP {status}: {error}"),
+            (_, None, _) => bail!(
+                "the daemon answered {path} with HTTP {status} and no JSON error; check its log"
+            ),
+        }
+    }
+}
+
+fn text<'a>(view: &'a Value, key: &str) -> &'a str {
+    view.get(key).and_then(Value::as_str).unwrap_or("-")
+}
+
+/// The list as a table; one line per request, the reason last so it may run long.
+fn approvals_table(approvals: &[Value], status: &str) -> String {
+    if approvals.is_empty() {
+        return match status {
+            "all" => "no approval requests\n".into(),
+            status => format!("no {status} approval requests\n"),
+        };
+    }
+    let mut rows = vec![[
+        "ID".to_string(),
+        "STATUS".into(),
+        "TOOL".into(),
+        "CALLER".into(),
+        "EXPIRES".into(),
+        "REASON".into(),
+    ]];
+    for view in approvals {
+        rows.push([
+            text(view, "id").to_string(),
+            text(view, "status").to_string(),
+            text(view, "tool").to_string(),
+            text(view, "principal").to_string(),
+            text(view, "expiresAt").to_string(),
+            text(view, "reason").to_string(),
+        ]);
+    }
+    let columns = rows[0].len() - 1;
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        for (c, cell) in row.iter().enumerate() {
+            if c < columns {
+                out.push_str(&format!("{cell:<width$}  ", width = widths[c]));
+            } else {
+                out.push_str(cell);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// One request, readably, with its exact arguments as pretty JSON.
+fn approval_text(view: &Value, base: &str) -> String {
+    let mut out = format!("{}  {}\n", text(view, "id"), text(view, "status"));
+    for (label, key) in [
+        ("tool", "tool"),
+        ("caller", "principal"),
+        ("reason", "reason"),
+        ("policy", "policy"),
+        ("requested", "createdAt"),
+        ("expires", "expiresAt"),
+        ("decided", "decidedAt"),
+        ("decided by", "decidedBy"),
+        ("decided via", "decidedVia"),
+        ("deny reason", "denyReason"),
+        ("consumed", "consumedAt"),
+    ] {
+        if let Some(value) = view.get(key).and_then(Value::as_str) {
+            out.push_str(&format!("  {label:<12} {value}\n"));
+        }
+    }
+    if let Some(path) = view.get("path").and_then(Value::as_str) {
+        out.push_str(&format!(
+            "  {:<12} {base}{path} (add ?token=<[server] token> on a door with a token)\n",
+            "page"
+        ));
+    }
+    let arguments = view.get("arguments").cloned().unwrap_or(Value::Null);
+    let pretty = serde_json::to_string_pretty(&arguments).unwrap_or_default();
+    out.push_str("  arguments:\n");
+    for line in pretty.lines() {
+        out.push_str(&format!("    {line}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> Value {
+        json!({
+            "id": "apr_abc", "kind": "call", "status": "pending", "tool": "file_write",
+            "principal": "client:default", "arguments": {"path": "a.txt", "content": "<b>hi</b>"},
+            "reason": "writes need an owner", "policy": "policies[0]", "path": "/approvals/apr_abc",
+            "createdAt": "2026-12-01T20:00:00Z", "expiresAt": "2026-12-01T20:10:00Z"
+        })
+    }
+
+    #[test]
+    fn the_table_has_one_aligned_line_per_request() {
+        let table = approvals_table(&[view()], "pending");
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0],
+            "ID       STATUS   TOOL        CALLER          EXPIRES               REASON"
+        );
+        assert_eq!(
+            lines[1],
+            "apr_abc  pending  file_write  client:default  2026-12-01T20:10:00Z  writes need an owner"
+        );
+        assert_eq!(
+            approvals_table(&[], "pending"),
+            "no pending approval requests\n"
+        );
+        assert_eq!(approvals_table(&[], "all"), "no approval requests\n");
+    }
+
+    #[test]
+    fn one_request_shows_its_exact_arguments_and_its_page() {
+        let text = approval_text(&view(), "http://127.0.0.1:4200");
+        assert!(text.starts_with("apr_abc  pending\n"), "{text}");
+        assert!(text.contains("  caller       client:default\n"), "{text}");
+        assert!(
+            text.contains("  page         http://127.0.0.1:4200/approvals/apr_abc "),
+            "{text}"
+        );
+        assert!(
+            text.contains("      \"content\": \"<b>hi</b>\"\n"),
+            "{text}"
+        );
+        assert!(!text.contains("decided"), "{text}");
+    }
+
+    #[test]
+    fn ids_that_would_change_the_path_are_refused() {
+        assert!(checked_id("apr_AZaz09-_").is_ok());
+        for bad in ["", "../health", "apr_x/approve", "apr x", "apr_%2e"] {
+            assert!(checked_id(bad).is_err(), "{bad}");
+        }
+    }
+}
