@@ -33,7 +33,10 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub use audit::{AuditQuery, AuditRecord, AuditWriter};
+pub use audit::{
+    AuditEntry, AuditQuery, AuditRecord, AuditVerification, AuditWriter, BrokenLink, ChainProblem,
+    GENESIS_HASH,
+};
 pub use batch::BatchWriter;
 pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
@@ -68,6 +71,8 @@ struct Inner {
     queue_bound: std::sync::atomic::AtomicUsize,
     /// Transactions that thread has committed.
     committed_batches: AtomicU64,
+    /// The audit chain's head within the transaction appending records (see `audit::chain`).
+    audit_head: Mutex<audit::ChainHead>,
     /// Background WAL checkpoints; `None` for an in-memory store (or if the thread could not start).
     checkpointer: Option<checkpoint::Checkpointer>,
 }
@@ -162,6 +167,7 @@ impl Store {
                 writes: OnceLock::new(),
                 queue_bound: std::sync::atomic::AtomicUsize::new(batch::MAX_QUEUED),
                 committed_batches: AtomicU64::new(0),
+                audit_head: Mutex::default(),
                 checkpointer,
             }),
         })

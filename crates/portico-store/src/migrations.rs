@@ -109,6 +109,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         UNIQUE (task_id, config_id)
     ) STRICT;
     "#,
+    // The audit log's hash chain (see `audit::chain`): each record's own hash and the hash of the
+    // record before it, hex. Records written before this migration have neither and stay unchained.
+    r#"
+    ALTER TABLE audit ADD COLUMN prev_hash TEXT;
+    ALTER TABLE audit ADD COLUMN hash TEXT;
+    "#,
 ];
 
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {

@@ -1999,7 +1999,7 @@ mod tests {
 
         let store = Store::open(&path).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as u32);
-        assert_eq!(MIGRATIONS.len(), 2);
+        assert!(MIGRATIONS.len() >= 2);
         let conversation = store.conversation("c_old").unwrap().unwrap();
         assert_eq!(
             (

@@ -85,6 +85,8 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::a2a_cli::A2aCommand,
     },
+    /// The audit log of tool calls, newest first; `portico audit verify` checks its hash chain.
+    Audit(crate::audit_cli::AuditArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -118,6 +120,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => serve(cli.config.as_deref()).await,
+        Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Mcp { standalone } => {
             crate::stdio_door::run(cli.config.as_deref(), standalone).await
@@ -225,7 +228,7 @@ fn print_call_result(result: ToolResult, json: bool) -> anyhow::Result<ExitCode>
 
 /// Writes a one-shot command's answer to stdout and flushes it, so it is out before the command stops
 /// its upstreams.
-fn print_now(text: String) -> anyhow::Result<()> {
+pub(crate) fn print_now(text: String) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())

@@ -2,6 +2,7 @@
 //! domain logic lives here; see ARCHITECTURE.md for where it does.
 
 mod a2a_cli;
+mod audit_cli;
 mod chat;
 mod cli;
 mod output;
