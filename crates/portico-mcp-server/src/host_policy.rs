@@ -1,7 +1,11 @@
 //! What MCP clients see of Portico's own policies (seed 002's "Host" policies, in front of every
-//! tool): a refused call's failure envelope as the result's `structuredContent`, and a listed
-//! tool's `_meta["portico/hostPolicy"]`. The pipeline decides and says so in types
-//! ([`PolicyRefusal`], [`PolicyMark`]); the JSON is written here, at the edge.
+//! tool): a refused call's failure envelope as the result's `structuredContent` (or a host
+//! policy's own failure value), a listed tool's `_meta["portico/hostPolicy"]`, and its
+//! `outputSchema` widened to admit the failure branch. The pipeline decides and says so in types
+//! ([`PolicyRefusal`], [`PolicyMark`], declared failure schemas); the JSON is written here, at the
+//! edge.
+
+use std::sync::Arc;
 
 use portico_core::{JsonObject, ToolResult};
 use portico_pipeline::{CallOutcome, PipelineError, PolicyMark, PolicyRefusal};
@@ -18,6 +22,12 @@ pub(crate) fn served(outcome: CallOutcome) -> ToolResult {
     let mut result = outcome.result;
     if let Some(refusal) = outcome.error.as_ref().and_then(PipelineError::refusal) {
         result.structured_content = Some(envelope(refusal));
+    } else if let Some(failure) = outcome
+        .error
+        .as_ref()
+        .and_then(PipelineError::policy_failure)
+    {
+        result.structured_content = Some(failure.clone());
     }
     result
 }
@@ -36,8 +46,117 @@ pub fn envelope(refusal: PolicyRefusal<'_>) -> Value {
     })
 }
 
+/// A listed tool as a client sees it: its definition with the failure branch and the mark.
+pub(crate) fn advertised(listed: portico_pipeline::ListedTool) -> JsonObject {
+    let definition = with_failure_branch(
+        (*listed.entry.definition).clone(),
+        listed.mark.as_ref(),
+        &listed.failure_schemas,
+    );
+    marked(definition, listed.mark.as_ref())
+}
+
+/// The schema of every refusal envelope [`envelope`] writes: what a tool's advertised output
+/// admits besides its own when a policy may stop its calls. Extra keys are allowed, in the
+/// envelope and its `error`, so an approval's id and path fit it too.
+pub fn envelope_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["ok", "error"],
+        "properties": {
+            "ok": {"const": false},
+            "error": {
+                "type": "object",
+                "required": ["code", "tool", "reason"],
+                "properties": {
+                    "code": {"enum": ["policy_denied", "approval_required", "policy_error"]},
+                    "tool": {"type": "string"},
+                    "reason": {"type": "string"},
+                },
+            },
+        },
+    })
+}
+
+const OUTPUT_SCHEMA: &str = "outputSchema";
+
+/// A listed definition whose `outputSchema` admits the failure branch as well, when a policy may
+/// stop its calls (`mark`) or a host policy declares failures for it: `{"type": "object",
+/// "anyOf": [its own, the refusal envelope, each declared failure]}` (MCP wants an object root).
+/// Each branch's `$defs` move to the root under a prefix of its own, with its `$ref`s rewritten,
+/// so that no branch's references resolve into another's. A tool without an `outputSchema` is
+/// left so. Only the listing changes: the pipeline still validates the tool's own results
+/// against its own schema.
+pub(crate) fn with_failure_branch(
+    mut definition: JsonObject,
+    mark: Option<&PolicyMark>,
+    declared: &[Arc<Value>],
+) -> JsonObject {
+    if mark.is_none() && declared.is_empty() {
+        return definition;
+    }
+    let Some(own) = definition.get(OUTPUT_SCHEMA) else {
+        return definition;
+    };
+    let mut defs = JsonObject::new();
+    let mut branches = vec![hoisted(own, "tool_", &mut defs), envelope_schema()];
+    for (n, schema) in declared.iter().enumerate() {
+        branches.push(hoisted(schema, &format!("failure{n}_"), &mut defs));
+    }
+    let mut widened = JsonObject::new();
+    widened.insert("type".into(), "object".into());
+    widened.insert("anyOf".into(), Value::Array(branches));
+    if !defs.is_empty() {
+        widened.insert("$defs".into(), Value::Object(defs));
+    }
+    definition.insert(OUTPUT_SCHEMA.into(), Value::Object(widened));
+    definition
+}
+
+/// `schema` as a branch: without `$schema`, its `$defs` (or draft-07 `definitions`) moved into
+/// `defs` under `prefix`, and its local references pointed there.
+fn hoisted(schema: &Value, prefix: &str, defs: &mut JsonObject) -> Value {
+    let mut schema = schema.clone();
+    if let Value::Object(object) = &mut schema {
+        object.remove("$schema");
+        for key in ["$defs", "definitions"] {
+            if let Some(Value::Object(moved)) = object.remove(key) {
+                for (name, mut def) in moved {
+                    rewrite_refs(&mut def, key, prefix);
+                    defs.insert(format!("{prefix}{name}"), def);
+                }
+            }
+        }
+    }
+    rewrite_refs(&mut schema, "$defs", prefix);
+    rewrite_refs(&mut schema, "definitions", prefix);
+    schema
+}
+
+fn rewrite_refs(value: &mut Value, key: &str, prefix: &str) {
+    let local = format!("#/{key}/");
+    match value {
+        Value::Object(object) => {
+            for (name, inner) in object.iter_mut() {
+                match inner {
+                    Value::String(target) if name == "$ref" => {
+                        if let Some(rest) = target.strip_prefix(&local) {
+                            *target = format!("#/$defs/{prefix}{rest}");
+                        }
+                    }
+                    other => rewrite_refs(other, key, prefix),
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| rewrite_refs(item, key, prefix)),
+        _ => {}
+    }
+}
+
 /// A listed tool's definition with its policy mark, if it has one, in its `_meta`:
-/// `{"action": "deny" | "approve", "reason": ..., "conditional": true}` (`conditional` only when the
+/// `{"action": "deny" | "approve" | "host", "reason": ..., "conditional": true}` (`conditional` only when the
 /// call's arguments decide). The definition's own `_meta` keys are kept.
 pub(crate) fn marked(mut definition: JsonObject, mark: Option<&PolicyMark>) -> JsonObject {
     let Some(mark) = mark else {
@@ -170,6 +289,86 @@ mod tests {
             json!({"name": "t", "_meta": {
                 "portico/hostPolicy": {"action": "deny", "reason": "owners approve", "conditional": true},
             }})
+        );
+    }
+
+    #[test]
+    fn a_marked_tools_output_schema_admits_the_envelope_and_keeps_its_own_references() {
+        let mark = PolicyMark {
+            action: MarkedAction::Deny,
+            reason: "no".into(),
+            conditional: false,
+        };
+        let own = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"item": {"$ref": "#/$defs/Item"}},
+            "$defs": {"Item": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Item"}}}},
+        });
+        let definition = object(json!({"name": "t", "outputSchema": own}));
+        let widened = with_failure_branch(definition, Some(&mark), &[]);
+        assert_eq!(
+            widened["outputSchema"],
+            json!({
+                "type": "object",
+                "anyOf": [
+                    {"type": "object", "properties": {"item": {"$ref": "#/$defs/tool_Item"}}},
+                    envelope_schema(),
+                ],
+                "$defs": {"tool_Item": {"type": "object", "properties": {"next": {"$ref": "#/$defs/tool_Item"}}}},
+            })
+        );
+        // A draft-07 schema's `definitions` move the same way.
+        let draft7 = json!({"definitions": {"N": {"type": "integer"}}, "properties": {"n": {"$ref": "#/definitions/N"}}});
+        let declared = [Arc::new(draft7)];
+        let widened = with_failure_branch(
+            object(json!({"name": "t", "outputSchema": {"type": "object"}})),
+            None,
+            &declared,
+        );
+        assert_eq!(
+            widened["outputSchema"]["anyOf"][2],
+            json!({"properties": {"n": {"$ref": "#/$defs/failure0_N"}}})
+        );
+        assert_eq!(
+            widened["outputSchema"]["$defs"],
+            json!({"failure0_N": {"type": "integer"}})
+        );
+    }
+
+    #[test]
+    fn tools_without_an_output_schema_or_a_policy_are_listed_unchanged() {
+        let mark = PolicyMark {
+            action: MarkedAction::Approve,
+            reason: "r".into(),
+            conditional: false,
+        };
+        let bare = object(json!({"name": "t", "inputSchema": {"type": "object"}}));
+        assert_eq!(with_failure_branch(bare.clone(), Some(&mark), &[]), bare);
+        let unguarded = object(json!({"name": "t", "outputSchema": {"type": "object"}}));
+        assert_eq!(with_failure_branch(unguarded.clone(), None, &[]), unguarded);
+    }
+
+    #[test]
+    fn a_host_policys_failure_is_the_structured_content_and_its_json_the_text() {
+        let failure = json!({"ok": false, "error": {"code": "mine"}});
+        let error = PipelineError::PolicyFailed {
+            tool: "t".into(),
+            failure: failure.clone(),
+        };
+        let result = served(outcome(error));
+        assert_eq!(result.structured_content, Some(failure));
+        assert_eq!(
+            result.first_text(),
+            Some(r#"{"ok":false,"error":{"code":"mine"}}"#)
+        );
+        let error = PipelineError::PolicyError {
+            tool: "t".into(),
+            problem: "panicked".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&served(outcome(error)).structured_content).unwrap(),
+            r#"{"ok":false,"error":{"code":"policy_error","tool":"t","reason":"panicked"}}"#
         );
     }
 }

@@ -16,13 +16,19 @@ pub struct PolicyRequest<'a> {
     pub turn: Option<&'a TurnState>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum PolicyDecision {
     Allow,
     Deny(String),
     /// The call may run only once someone approves it. Until approvals exist, such a call does not run;
     /// the caller is told it needs approval and why.
     RequireApproval(String),
+    /// A host policy ([`crate::ToolPolicy`]) stopped the call with its own failure value, already
+    /// checked against its declared schema; the caller gets that value.
+    Fail(serde_json::Value),
+    /// The policy could not decide (it failed, panicked, or answered outside its declared
+    /// schema): the call is stopped, and the caller is told why (`policy_error`).
+    Error(String),
 }
 
 pub trait Policy: Send + Sync {
@@ -31,6 +37,18 @@ pub trait Policy: Send + Sync {
     /// What a listing for `principal` should say of `entry` before any call: whether a call of it
     /// may be denied or held for approval, and why. `None`: nothing to say (the default).
     fn mark(&self, entry: &ToolEntry, principal: &Principal) -> Option<PolicyMark> {
+        let _ = (entry, principal);
+        None
+    }
+
+    /// The JSON Schema of the failure values this policy may stop `entry`'s calls with, beyond
+    /// the refusal envelopes every policy shares: what a listing advertises as the tool's failure
+    /// branch. `None` (the default): only those envelopes.
+    fn failure_schema(
+        &self,
+        entry: &ToolEntry,
+        principal: &Principal,
+    ) -> Option<std::sync::Arc<serde_json::Value>> {
         let _ = (entry, principal);
         None
     }
@@ -52,14 +70,17 @@ pub struct PolicyMark {
 pub enum MarkedAction {
     Deny,
     Approve,
+    /// A host policy ([`crate::ToolPolicy`]) decides each call.
+    Host,
 }
 
 impl MarkedAction {
-    /// The word the config uses for it: `deny`, `approve`.
+    /// The word the config uses for it: `deny`, `approve`; `host` for a host policy.
     pub fn as_str(self) -> &'static str {
         match self {
             MarkedAction::Deny => "deny",
             MarkedAction::Approve => "approve",
+            MarkedAction::Host => "host",
         }
     }
 }
