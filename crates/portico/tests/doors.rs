@@ -13,6 +13,8 @@ mod agents_sdk;
 mod bounds;
 #[path = "doors/daemon.rs"]
 mod daemon;
+#[path = "doors/failure_branch.rs"]
+mod failure_branch;
 #[path = "doors/legacy_sse.rs"]
 mod legacy_sse;
 #[path = "doors/policies.rs"]
