@@ -1,6 +1,6 @@
 //! Policy hooks: checks that run after a call's arguments are known to be valid and before it executes.
-//! The config's `[[policies]]` ([`crate::ToolRules`]) and the taint rule are policies; approvals and
-//! rate limits plug in here.
+//! The config's `[[policies]]` ([`crate::ToolRules`]), the taint rule and an embedder's tool
+//! policies ([`crate::ToolPolicies`]) are policies; approvals and rate limits plug in here.
 
 use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;

@@ -1,5 +1,6 @@
-//! Portico's embedded SQLite store: conversations and their messages, per-agent memory, the audit log of
-//! tool calls, and the tasks of Portico's A2A server, in one file under the data directory.
+//! Portico's embedded SQLite store: conversations and their messages, per-agent memory, the audit log
+//! of tool calls (hash-chained, so edits show: [`Store::verify_audit`]), and the tasks of Portico's
+//! A2A server, in one file under the data directory.
 //!
 //! It is a persistence layer and nothing more: it does not decide who may call what, does not talk to
 //! models or upstreams, and does not interpret message content (kept as opaque JSON). The schema is

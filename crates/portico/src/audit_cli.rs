@@ -3,7 +3,7 @@
 //! without a daemon running (SQLite's WAL lets a reader beside the daemon's writer); records the
 //! daemon queued in the last few milliseconds may not be committed yet.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -60,14 +60,14 @@ fn open(path: &Path) -> anyhow::Result<Option<Store>> {
         .with_context(|| format!("cannot read the audit log in {}", path.display()))
 }
 
-fn no_store(path: &PathBuf) -> String {
+fn no_store(path: &Path) -> String {
     format!(
         "no audit log yet: {} does not exist (nothing has been called with this data directory; PORTICO_HOME sets it)\n",
         path.display()
     )
 }
 
-fn list(path: &PathBuf, args: &AuditArgs) -> anyhow::Result<ExitCode> {
+fn list(path: &Path, args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let since_ms = args
         .since
         .as_deref()
@@ -150,7 +150,7 @@ fn table(entries: &[AuditEntry]) -> String {
     out
 }
 
-fn verify(path: &PathBuf, json: bool) -> anyhow::Result<ExitCode> {
+fn verify(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let Some(store) = open(path)? else {
         eprint!("{}", no_store(path));
         return Ok(ExitCode::SUCCESS);
