@@ -83,8 +83,9 @@ const OUTPUT_SCHEMA: &str = "outputSchema";
 /// A listed definition whose `outputSchema` admits the failure branch as well, when a policy may
 /// stop its calls (`mark`) or a host policy declares failures for it: `{"type": "object",
 /// "anyOf": [its own, the refusal envelope, each declared failure]}` (MCP wants an object root).
-/// Each branch's `$defs` move to the root under a prefix of its own, with its `$ref`s rewritten,
-/// so that no branch's references resolve into another's. A tool without an `outputSchema` is
+/// Each branch's local references (`#`, `#/$defs/...`, any `#/...` pointer) are rewritten to
+/// point into the branch where it now sits (`#/anyOf/N/...`), and its `$schema` and `$id` are
+/// dropped, so no branch's references land in another's. A tool without an `outputSchema` is
 /// left so. Only the listing changes: the pipeline still validates the tool's own results
 /// against its own schema.
 pub(crate) fn with_failure_branch(
@@ -98,59 +99,50 @@ pub(crate) fn with_failure_branch(
     let Some(own) = definition.get(OUTPUT_SCHEMA) else {
         return definition;
     };
-    let mut defs = JsonObject::new();
-    let mut branches = vec![hoisted(own, "tool_", &mut defs), envelope_schema()];
-    for (n, schema) in declared.iter().enumerate() {
-        branches.push(hoisted(schema, &format!("failure{n}_"), &mut defs));
-    }
+    let envelope = envelope_schema();
+    let schemas = std::iter::once(own)
+        .chain(std::iter::once(&envelope))
+        .chain(declared.iter().map(|schema| &**schema));
+    let branches = schemas
+        .enumerate()
+        .map(|(n, schema)| branch(schema, &format!("#/anyOf/{n}")))
+        .collect();
     let mut widened = JsonObject::new();
     widened.insert("type".into(), "object".into());
     widened.insert("anyOf".into(), Value::Array(branches));
-    if !defs.is_empty() {
-        widened.insert("$defs".into(), Value::Object(defs));
-    }
     definition.insert(OUTPUT_SCHEMA.into(), Value::Object(widened));
     definition
 }
 
-/// `schema` as a branch: without `$schema`, its `$defs` (or draft-07 `definitions`) moved into
-/// `defs` under `prefix`, and its local references pointed there.
-fn hoisted(schema: &Value, prefix: &str, defs: &mut JsonObject) -> Value {
+/// `schema` as the branch at `base`: without the keys only a document root may carry, and its
+/// local references pointed at where it now is.
+fn branch(schema: &Value, base: &str) -> Value {
     let mut schema = schema.clone();
     if let Value::Object(object) = &mut schema {
         object.remove("$schema");
-        for key in ["$defs", "definitions"] {
-            if let Some(Value::Object(moved)) = object.remove(key) {
-                for (name, mut def) in moved {
-                    rewrite_refs(&mut def, key, prefix);
-                    defs.insert(format!("{prefix}{name}"), def);
-                }
-            }
-        }
+        object.remove("$id");
     }
-    rewrite_refs(&mut schema, "$defs", prefix);
-    rewrite_refs(&mut schema, "definitions", prefix);
+    rebase_refs(&mut schema, base);
     schema
 }
 
-fn rewrite_refs(value: &mut Value, key: &str, prefix: &str) {
-    let local = format!("#/{key}/");
+fn rebase_refs(value: &mut Value, base: &str) {
     match value {
         Value::Object(object) => {
-            for (name, inner) in object.iter_mut() {
+            for (key, inner) in object.iter_mut() {
                 match inner {
-                    Value::String(target) if name == "$ref" => {
-                        if let Some(rest) = target.strip_prefix(&local) {
-                            *target = format!("#/$defs/{prefix}{rest}");
+                    Value::String(target) if key == "$ref" => {
+                        if target == "#" {
+                            *target = base.to_string();
+                        } else if let Some(pointer) = target.strip_prefix("#/") {
+                            *target = format!("{base}/{pointer}");
                         }
                     }
-                    other => rewrite_refs(other, key, prefix),
+                    other => rebase_refs(other, base),
                 }
             }
         }
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|item| rewrite_refs(item, key, prefix)),
+        Value::Array(items) => items.iter_mut().for_each(|item| rebase_refs(item, base)),
         _ => {}
     }
 }
@@ -301,8 +293,9 @@ mod tests {
         };
         let own = json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://example.com/out",
             "type": "object",
-            "properties": {"item": {"$ref": "#/$defs/Item"}},
+            "properties": {"item": {"$ref": "#/$defs/Item"}, "again": {"$ref": "#"}},
             "$defs": {"Item": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Item"}}}},
         });
         let definition = object(json!({"name": "t", "outputSchema": own}));
@@ -312,13 +305,24 @@ mod tests {
             json!({
                 "type": "object",
                 "anyOf": [
-                    {"type": "object", "properties": {"item": {"$ref": "#/$defs/tool_Item"}}},
+                    {
+                        "type": "object",
+                        "properties": {"item": {"$ref": "#/anyOf/0/$defs/Item"}, "again": {"$ref": "#/anyOf/0"}},
+                        "$defs": {"Item": {"type": "object", "properties": {"next": {"$ref": "#/anyOf/0/$defs/Item"}}}},
+                    },
                     envelope_schema(),
                 ],
-                "$defs": {"tool_Item": {"type": "object", "properties": {"next": {"$ref": "#/$defs/tool_Item"}}}},
             })
         );
-        // A draft-07 schema's `definitions` move the same way.
+        // The references still resolve, to the same subschemas.
+        let validator = jsonschema::validator_for(&widened["outputSchema"]).unwrap();
+        assert!(validator.is_valid(&json!({"item": {"next": {}}, "again": {"item": {}}})));
+        assert!(!validator.is_valid(&json!({"item": {"next": 3}})));
+        assert!(validator.is_valid(
+            &json!({"ok": false, "error": {"code": "policy_denied", "tool": "t", "reason": "no"}})
+        ));
+
+        // A declared failure's draft-07 `definitions` move with it.
         let draft7 = json!({"definitions": {"N": {"type": "integer"}}, "properties": {"n": {"$ref": "#/definitions/N"}}});
         let declared = [Arc::new(draft7)];
         let widened = with_failure_branch(
@@ -328,11 +332,7 @@ mod tests {
         );
         assert_eq!(
             widened["outputSchema"]["anyOf"][2],
-            json!({"properties": {"n": {"$ref": "#/$defs/failure0_N"}}})
-        );
-        assert_eq!(
-            widened["outputSchema"]["$defs"],
-            json!({"failure0_N": {"type": "integer"}})
+            json!({"definitions": {"N": {"type": "integer"}}, "properties": {"n": {"$ref": "#/anyOf/2/definitions/N"}}})
         );
     }
 

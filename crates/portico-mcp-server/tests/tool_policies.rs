@@ -415,13 +415,13 @@ async fn the_listing_advertises_the_failure_branch_and_marks_the_tool() {
         branches[1]["properties"]["error"]["properties"]["code"]["enum"],
         json!(["policy_denied", "approval_required", "policy_error"])
     );
-    // The declared failure's own definitions moved to the root, its references with them.
+    // The declared failure's references point into its own branch.
     assert_eq!(
         branches[2]["properties"]["error"]["$ref"],
-        "#/$defs/failure0_ApprovalError"
+        "#/anyOf/2/$defs/ApprovalError"
     );
     assert_eq!(
-        schema["$defs"]["failure0_ApprovalError"]["properties"]["approval_request_id"]["minLength"],
+        branches[2]["$defs"]["ApprovalError"]["properties"]["approval_request_id"]["minLength"],
         1
     );
     assert_eq!(branches[2].get("$schema"), None);
@@ -433,6 +433,10 @@ async fn the_listing_advertises_the_failure_branch_and_marks_the_tool() {
     assert!(validator.is_valid(&json!({"ok": false, "error": {
         "code": "policy_error", "tool": "save", "reason": "panicked"}})));
     assert!(!validator.is_valid(&json!({"saved": 1})));
+    assert!(
+        !validator.is_valid(&serde_json::to_value(needs_approval("")).unwrap()),
+        "the declared failure's own constraints hold through its references"
+    );
 
     // The tool's own answer is checked against its own schema, not the widened one, even though
     // the widened one would admit it.

@@ -294,3 +294,145 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{ToolContext, ToolPatterns};
+    use crate::local::{LocalTool, LocalTools};
+    use crate::pipeline::{Outcome, PipelineError, PipelineSettings};
+    use serde_json::json;
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Input {
+        text: String,
+    }
+
+    #[derive(serde::Serialize, schemars::JsonSchema)]
+    struct Output {
+        echoed: String,
+    }
+
+    #[derive(serde::Serialize, schemars::JsonSchema)]
+    struct Refusal {
+        ok: bool,
+        why: String,
+    }
+
+    struct Refuses(usize);
+
+    impl ToolPolicy for Refuses {
+        type Failure = Refusal;
+        type Error = String;
+
+        async fn before_call(&self, _call: PolicyCall) -> Result<BeforeCall<Refusal>, String> {
+            Ok(BeforeCall::Fail(Refusal {
+                ok: false,
+                why: "w".repeat(self.0),
+            }))
+        }
+    }
+
+    async fn pipeline(max_result_chars: usize, policies: ToolPolicies) -> Pipeline {
+        let pipeline = Pipeline::new(PipelineSettings {
+            max_result_chars,
+            ..PipelineSettings::default()
+        });
+        let tools = LocalTools::default();
+        tools.register(LocalTool::typed(
+            "echo",
+            "Echoes",
+            |input: Input| async move {
+                Ok::<_, std::convert::Infallible>(Output { echoed: input.text })
+            },
+        ));
+        pipeline.add_source(Arc::new(tools));
+        pipeline.add_tool_policies(policies).await.unwrap();
+        pipeline
+    }
+
+    #[tokio::test]
+    async fn an_agent_reads_a_policy_failure_cut_like_any_result() {
+        let pipeline = pipeline(100, ToolPolicies::new().with("echo", Refuses(5_000))).await;
+        let agent = ToolContext {
+            principal: Principal::agent("a", ToolPatterns::new(&["*"]).unwrap()),
+            ..ToolContext::client("unused")
+        };
+        let arguments = json!({"text": "hi"}).as_object().cloned();
+        let outcome = pipeline
+            .call("echo", arguments.clone(), &agent)
+            .await
+            .unwrap();
+        assert_eq!(outcome.outcome, Outcome::PolicyFailed);
+        assert!(outcome.truncated);
+        assert!(outcome.result.is_error());
+        assert_eq!(outcome.result.structured_content, None);
+        let text = outcome.result.first_text().unwrap();
+        assert!(text.starts_with(r#"{"ok":false,"why":"www"#), "{text}");
+        assert!(
+            text.contains("showing the first 100 of 5021 characters"),
+            "{text}"
+        );
+
+        // A client gets it whole, as the error the doors turn into structured content.
+        let client = ToolContext::client("stdio");
+        let outcome = pipeline.call("echo", arguments, &client).await.unwrap();
+        assert!(!outcome.truncated);
+        let failure = outcome
+            .error
+            .as_ref()
+            .and_then(PipelineError::policy_failure);
+        assert_eq!(
+            failure,
+            Some(&json!({"ok": false, "why": "w".repeat(5_000)}))
+        );
+    }
+
+    #[tokio::test]
+    async fn the_failure_bound_is_the_policies_own_setting() {
+        let policies = ToolPolicies::new()
+            .with("echo", Refuses(100))
+            .max_failure_bytes(64);
+        let pipeline = pipeline(50_000, policies).await;
+        let outcome = pipeline
+            .call(
+                "echo",
+                json!({"text": "hi"}).as_object().cloned(),
+                &ToolContext::client("stdio"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome.outcome, Outcome::PolicyError);
+        assert!(matches!(
+            outcome.error,
+            Some(PipelineError::PolicyError { ref problem, .. })
+                if problem == "returned a failure of 121 bytes, over the 64 bytes a failure may take"
+        ));
+    }
+
+    #[tokio::test]
+    async fn tools_without_a_policy_are_not_asked_about() {
+        let pipeline = pipeline(50_000, ToolPolicies::new()).await;
+        let outcome = pipeline
+            .call(
+                "echo",
+                json!({"text": "hi"}).as_object().cloned(),
+                &ToolContext::client("stdio"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome.outcome, Outcome::Ok);
+        assert_eq!(
+            outcome.result.structured_content,
+            Some(json!({"echoed": "hi"}))
+        );
+        let listed = pipeline
+            .list_with_failures(&Principal::client("stdio"))
+            .await;
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            (listed[0].mark.clone(), listed[0].failure_schemas.len()),
+            (None, 0)
+        );
+    }
+}

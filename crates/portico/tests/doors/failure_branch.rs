@@ -72,6 +72,7 @@ fn the_python_sdk_accepts_answers_under_the_widened_schema_and_gets_the_envelope
         .command(&["mcp", "--standalone"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let listed = list_over_stdio(&mut child);
