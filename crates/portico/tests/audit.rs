@@ -2,10 +2,16 @@
 //! printed readably and as JSON, the filters, and a store tampered with through SQLite found
 //! broken at the exact record, with a non-zero exit.
 
+#[path = "upstreams/support.rs"]
+mod support;
+
+#[path = "doors/client.rs"]
+mod client;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const CONFIG: &str = r#"
 [[policies]]
@@ -246,4 +252,134 @@ fn audit_prints_what_real_calls_recorded_and_verify_finds_a_tampered_record() {
         "broken: record 3: it does not follow record 1: 1 record(s) between them were deleted\n\
          1 record(s) before it are whole (ids 1 to 1)\n"
     );
+}
+
+/// One tools/call on the daemon's `/mcp` (2025-06-18), as a client there would make it.
+async fn call_over_http(base: &str, tool: &str) {
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(format!("{base}/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "audit-test", "version": "1"}}}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    drop(init.text().await.unwrap());
+    let initialized = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(&session),
+    )
+    .await
+    .unwrap();
+    assert_eq!(initialized.status(), 202);
+    let called = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": tool, "arguments": {}}}),
+        Some(&session),
+    )
+    .await
+    .unwrap();
+    let body = called.text().await.unwrap();
+    assert!(body.contains(r#""id":1"#), "{body}");
+}
+
+/// The daemon and a one-shot CLI command append to the same store file, one chain between them,
+/// and `portico audit` reads it while the daemon holds it open. `/api/audit` takes the same
+/// filters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_reads_beside_a_running_daemon_and_both_processes_extend_one_chain() {
+    let home = client::Home::new("[server]\nlisten = \"127.0.0.1:0\"\n");
+    let mut daemon = client::Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    call_over_http(&daemon.base, "system_time").await;
+
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let api = |query: &'static str| {
+        let http = http.clone();
+        let base = daemon.base.clone();
+        async move {
+            let response = http
+                .get(format!("{base}/api/audit?{query}"))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    // The API flushes the daemon's queue before it reads, so the record is committed now.
+    let (status, body) = api("principal=client:http&since=1h&tool=system_time").await;
+    assert_eq!(status, 200, "{body}");
+    let records = body["records"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{body}");
+    assert_eq!(
+        (records[0]["id"].clone(), records[0]["caller"].clone()),
+        (json!(1), json!("client:http"))
+    );
+    assert_eq!(records[0]["prev_hash"], "0".repeat(64));
+    let (_, none) = api("principal=client:cli").await;
+    assert_eq!(none["records"], json!([]));
+    let (_, none) = api("since=2999-01-01T00:00:00Z").await;
+    assert_eq!(none["records"], json!([]));
+    let (status, refused) = api("since=soon").await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("`since`: `soon` is neither a duration"),
+        "{refused}"
+    );
+
+    // The CLI reads the file the daemon has open...
+    let run = |args: &[&str]| {
+        let output = home.command(args).stdin(Stdio::null()).output().unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).to_string(),
+        )
+    };
+    let (code, listed) = run(&["audit", "--json", "--principal", "client:http"]);
+    assert_eq!(code, 0);
+    let listed: Vec<Value> = listed
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(listed, records.clone());
+
+    // ...and a one-shot call, a second process, appends to the same chain.
+    let (code, _) = run(&["call", "system_time"]);
+    assert_eq!(code, 0);
+    call_over_http(&daemon.base, "system_time").await;
+    let (_, body) = api("tool=system_time").await;
+    let callers: Vec<&str> = body["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["caller"].as_str().unwrap())
+        .collect();
+    assert_eq!(callers, ["client:http", "client:cli", "client:http"]);
+    let (code, verified) = run(&["audit", "verify"]);
+    assert_eq!(code, 0, "{verified}");
+    assert!(
+        verified.starts_with("ok: 3 record(s) chained (ids 1 to 3)\n"),
+        "{verified}"
+    );
+    assert!(daemon.stop().success());
 }
