@@ -182,6 +182,10 @@ pub enum ChainProblem {
     /// The link holds but ids between `after` and this record are missing: records were deleted
     /// from the end of the log and later records appended.
     Gap { after: i64, missing: i64 },
+    /// The chain's first hashed record follows a hashed record, but the record before it, `after`,
+    /// has none: its hash was removed (records from before the chain are followed by the genesis
+    /// hash).
+    HashRemoved { after: i64 },
 }
 
 impl std::fmt::Display for BrokenLink {
@@ -211,6 +215,10 @@ impl std::fmt::Display for BrokenLink {
             ChainProblem::Inserted { follows } => write!(
                 f,
                 "record {id}: it follows record {follows}, so the records between {follows} and {id} were inserted"
+            ),
+            ChainProblem::HashRemoved { after } => write!(
+                f,
+                "record {id}: it follows a hashed record, but record {after} before it has no hash: its hash was removed"
             ),
             ChainProblem::Gap { after, missing } => write!(
                 f,
@@ -245,6 +253,7 @@ fn verify(conn: &Connection) -> rusqlite::Result<AuditVerification> {
     let mut rows = stmt.query([])?;
     // The previous record's id and hash, once the chain has started.
     let mut previous: Option<(i64, String)> = None;
+    let mut last_unchained: Option<i64> = None;
     while let Some(row) = rows.next()? {
         let row = Row {
             id: row.get(0)?,
@@ -260,8 +269,19 @@ fn verify(conn: &Connection) -> rusqlite::Result<AuditVerification> {
             prev_hash: row.get(8)?,
             hash: row.get(9)?,
         };
-        match check_row(conn, &row, previous.as_ref())? {
-            Check::Unchained => verification.unchained += 1,
+        let mut checked = check_row(conn, &row, previous.as_ref())?;
+        // Records from before the chain are followed by a record at the genesis hash; one that
+        // follows anything else had a hashed record before it.
+        if let (Check::Whole(_), None, Some(after)) = (&checked, &previous, last_unchained)
+            && row.prev_hash.as_deref() != Some(GENESIS_HASH)
+        {
+            checked = Check::Broken(ChainProblem::HashRemoved { after });
+        }
+        match checked {
+            Check::Unchained => {
+                verification.unchained += 1;
+                last_unchained = Some(row.id);
+            }
             Check::Broken(problem) => {
                 verification.broken = Some(BrokenLink {
                     id: row.id,
@@ -736,6 +756,32 @@ mod tests {
         let verification = store.verify_audit().unwrap();
         assert!(verification.is_ok(), "{verification:?}");
         assert_eq!((verification.checked, verification.last_id), (6, Some(6)));
+    }
+
+    #[test]
+    fn a_removed_hash_at_the_start_is_not_taken_for_a_record_from_before_the_chain() {
+        let store = store_with(4);
+        sql(
+            &store,
+            "UPDATE audit SET hash = NULL, prev_hash = NULL WHERE id = 1",
+        );
+        assert_eq!(
+            broken(&store),
+            BrokenLink {
+                id: 2,
+                problem: ChainProblem::HashRemoved { after: 1 }
+            }
+        );
+        // Further in, it is a record without a hash after the chain started.
+        let store = store_with(4);
+        sql(&store, "UPDATE audit SET hash = NULL WHERE id = 3");
+        assert_eq!(
+            broken(&store),
+            BrokenLink {
+                id: 3,
+                problem: ChainProblem::Unhashed
+            }
+        );
     }
 
     #[test]
