@@ -24,7 +24,7 @@ pub struct AuditArgs {
     /// Only records since then: a duration back from now (90s, 15m, 2h, 7d) or an RFC 3339 time.
     #[arg(long, value_name = "DURATION|RFC3339")]
     pub since: Option<String>,
-    /// At most this many records, the newest (default 100).
+    /// At most this many records, the newest.
     #[arg(long, value_name = "N", default_value_t = portico_store::DEFAULT_LIMIT)]
     pub limit: usize,
     /// One JSON object per record, one per line, as the store keeps it.
