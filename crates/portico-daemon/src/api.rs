@@ -219,11 +219,38 @@ async fn conversation(
     }
 }
 
+/// `/api/audit`'s query: the store's filters, with `since` as `portico audit --since` takes it (a
+/// duration back from now, or an RFC 3339 time). `caller` and `principal` are one filter.
+#[derive(Deserialize)]
+struct AuditParams {
+    #[serde(alias = "principal")]
+    caller: Option<String>,
+    tool: Option<String>,
+    since: Option<String>,
+    #[serde(default)]
+    limit: usize,
+}
+
 async fn audit(
     State(state): State<ApiState>,
     client: Option<Extension<Principal>>,
-    Query(mut query): Query<portico_store::AuditQuery>,
+    Query(params): Query<AuditParams>,
 ) -> Response {
+    let since_ms = match params
+        .since
+        .as_deref()
+        .map(|since| portico_core::time::parse_since(since, portico_core::time::now_ms()))
+        .transpose()
+    {
+        Ok(since_ms) => since_ms,
+        Err(error) => return api_error(StatusCode::BAD_REQUEST, format!("`since`: {error}")),
+    };
+    let mut query = portico_store::AuditQuery {
+        caller: params.caller,
+        tool: params.tool,
+        since_ms,
+        limit: params.limit,
+    };
     // A client limited to a scope reads only its own records: others' show tools and calls
     // outside what it may see.
     let caller = caller(client);
@@ -232,7 +259,7 @@ async fn audit(
     }
     state.engine.flush_audit().await;
     let store = state.engine.store().clone();
-    match tokio::task::spawn_blocking(move || store.audit(&query)).await {
+    match tokio::task::spawn_blocking(move || store.audit_entries(&query)).await {
         Ok(Ok(records)) => Json(json!({"records": records})).into_response(),
         Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),

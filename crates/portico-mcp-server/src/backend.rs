@@ -150,12 +150,10 @@ impl Backend {
                 settle(engine.upstreams()).await;
                 let tools = engine
                     .pipeline()
-                    .list_marked(principal)
+                    .list_with_failures(principal)
                     .await
                     .into_iter()
-                    .map(|(entry, mark)| {
-                        crate::host_policy::marked((*entry.definition).clone(), mark.as_ref())
-                    })
+                    .map(crate::host_policy::advertised)
                     .collect();
                 let catalog = engine.catalog();
                 Ok(Listing {

@@ -194,6 +194,18 @@ impl PorticoServer {
         self
     }
 
+    /// Puts an embedder's tool policies in front of their tools, on the pipeline this server's
+    /// calls go through (the engine's in process, so every door of the engine is guarded; before
+    /// a daemon, the host pipeline, whose host tools are the only ones it can guard). Register
+    /// host tools first: a policy for a name the pipeline does not know fails, naming it.
+    pub async fn with_tool_policies(
+        self,
+        policies: portico_pipeline::ToolPolicies,
+    ) -> Result<Self, portico_pipeline::ToolPolicyError> {
+        self.host_pipeline.add_tool_policies(policies).await?;
+        Ok(self)
+    }
+
     /// A handler for a new client session: same backend and options, its own subscriptions.
     pub fn for_session(&self) -> Self {
         PorticoServer {
@@ -227,7 +239,14 @@ impl PorticoServer {
             .map_err(backend_error)?;
         let host = match self.backend {
             Backend::Local(_) => Vec::new(),
-            Backend::Daemon(_) => self.host_tools.definitions(),
+            // Through the host pipeline, so its tool policies mark them as in process.
+            Backend::Daemon(_) => self
+                .host_pipeline
+                .list_with_failures(&portico_pipeline::Principal::client(&self.options.door))
+                .await
+                .into_iter()
+                .map(crate::host_policy::advertised)
+                .collect(),
         };
         if !host.is_empty() {
             let names: HashSet<&str> = host

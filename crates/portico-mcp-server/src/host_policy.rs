@@ -1,7 +1,11 @@
 //! What MCP clients see of Portico's own policies (seed 002's "Host" policies, in front of every
-//! tool): a refused call's failure envelope as the result's `structuredContent`, and a listed
-//! tool's `_meta["portico/hostPolicy"]`. The pipeline decides and says so in types
-//! ([`PolicyRefusal`], [`PolicyMark`]); the JSON is written here, at the edge.
+//! tool): a refused call's failure envelope as the result's `structuredContent` (or a host
+//! policy's own failure value), a listed tool's `_meta["portico/hostPolicy"]`, and its
+//! `outputSchema` widened to admit the failure branch. The pipeline decides and says so in types
+//! ([`PolicyRefusal`], [`PolicyMark`], declared failure schemas); the JSON is written here, at the
+//! edge.
+
+use std::sync::Arc;
 
 use portico_core::{JsonObject, ToolResult};
 use portico_pipeline::{CallOutcome, PipelineError, PolicyMark, PolicyRefusal, approval_path};
@@ -18,6 +22,12 @@ pub(crate) fn served(outcome: CallOutcome) -> ToolResult {
     let mut result = outcome.result;
     if let Some(refusal) = outcome.error.as_ref().and_then(PipelineError::refusal) {
         result.structured_content = Some(envelope(refusal));
+    } else if let Some(failure) = outcome
+        .error
+        .as_ref()
+        .and_then(PipelineError::policy_failure)
+    {
+        result.structured_content = Some(failure.clone());
     }
     result
 }
@@ -37,8 +47,109 @@ pub fn envelope(refusal: PolicyRefusal<'_>) -> Value {
     json!({"ok": false, "error": error})
 }
 
+/// A listed tool as a client sees it: its definition with the failure branch and the mark.
+pub(crate) fn advertised(listed: portico_pipeline::ListedTool) -> JsonObject {
+    let definition = with_failure_branch(
+        (*listed.entry.definition).clone(),
+        listed.mark.as_ref(),
+        &listed.failure_schemas,
+    );
+    marked(definition, listed.mark.as_ref())
+}
+
+/// The schema of every refusal envelope [`envelope`] writes: what a tool's advertised output
+/// admits besides its own when a policy may stop its calls. Extra keys are allowed, in the
+/// envelope and its `error`, so an approval's id and path fit it too.
+pub fn envelope_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["ok", "error"],
+        "properties": {
+            "ok": {"const": false},
+            "error": {
+                "type": "object",
+                "required": ["code", "tool", "reason"],
+                "properties": {
+                    "code": {"enum": ["policy_denied", "approval_required", "policy_error"]},
+                    "tool": {"type": "string"},
+                    "reason": {"type": "string"},
+                },
+            },
+        },
+    })
+}
+
+const OUTPUT_SCHEMA: &str = "outputSchema";
+
+/// A listed definition whose `outputSchema` admits the failure branch as well, when a policy may
+/// stop its calls (`mark`) or a host policy declares failures for it: `{"type": "object",
+/// "anyOf": [its own, the refusal envelope, each declared failure]}` (MCP wants an object root).
+/// Each branch's local references (`#`, `#/$defs/...`, any `#/...` pointer) are rewritten to
+/// point into the branch where it now sits (`#/anyOf/N/...`), and its `$schema` and `$id` are
+/// dropped, so no branch's references land in another's. A tool without an `outputSchema` is
+/// left so. Only the listing changes: the pipeline still validates the tool's own results
+/// against its own schema.
+pub(crate) fn with_failure_branch(
+    mut definition: JsonObject,
+    mark: Option<&PolicyMark>,
+    declared: &[Arc<Value>],
+) -> JsonObject {
+    if mark.is_none() && declared.is_empty() {
+        return definition;
+    }
+    let Some(own) = definition.get(OUTPUT_SCHEMA) else {
+        return definition;
+    };
+    let envelope = envelope_schema();
+    let schemas = std::iter::once(own)
+        .chain(std::iter::once(&envelope))
+        .chain(declared.iter().map(|schema| &**schema));
+    let branches = schemas
+        .enumerate()
+        .map(|(n, schema)| branch(schema, &format!("#/anyOf/{n}")))
+        .collect();
+    let mut widened = JsonObject::new();
+    widened.insert("type".into(), "object".into());
+    widened.insert("anyOf".into(), Value::Array(branches));
+    definition.insert(OUTPUT_SCHEMA.into(), Value::Object(widened));
+    definition
+}
+
+/// `schema` as the branch at `base`: without the keys only a document root may carry, and its
+/// local references pointed at where it now is.
+fn branch(schema: &Value, base: &str) -> Value {
+    let mut schema = schema.clone();
+    if let Value::Object(object) = &mut schema {
+        object.remove("$schema");
+        object.remove("$id");
+    }
+    rebase_refs(&mut schema, base);
+    schema
+}
+
+fn rebase_refs(value: &mut Value, base: &str) {
+    match value {
+        Value::Object(object) => {
+            for (key, inner) in object.iter_mut() {
+                match inner {
+                    Value::String(target) if key == "$ref" => {
+                        if target == "#" {
+                            *target = base.to_string();
+                        } else if let Some(pointer) = target.strip_prefix("#/") {
+                            *target = format!("{base}/{pointer}");
+                        }
+                    }
+                    other => rebase_refs(other, base),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| rebase_refs(item, base)),
+        _ => {}
+    }
+}
+
 /// A listed tool's definition with its policy mark, if it has one, in its `_meta`:
-/// `{"action": "deny" | "approve", "reason": ..., "conditional": true}` (`conditional` only when the
+/// `{"action": "deny" | "approve" | "host", "reason": ..., "conditional": true}` (`conditional` only when the
 /// call's arguments decide). The definition's own `_meta` keys are kept.
 pub(crate) fn marked(mut definition: JsonObject, mark: Option<&PolicyMark>) -> JsonObject {
     let Some(mark) = mark else {
@@ -190,6 +301,94 @@ mod tests {
             json!({"name": "t", "_meta": {
                 "portico/hostPolicy": {"action": "deny", "reason": "owners approve", "conditional": true},
             }})
+        );
+    }
+
+    #[test]
+    fn a_marked_tools_output_schema_admits_the_envelope_and_keeps_its_own_references() {
+        let mark = PolicyMark {
+            action: MarkedAction::Deny,
+            reason: "no".into(),
+            conditional: false,
+        };
+        let own = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://example.com/out",
+            "type": "object",
+            "properties": {"item": {"$ref": "#/$defs/Item"}, "again": {"$ref": "#"}},
+            "$defs": {"Item": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Item"}}}},
+        });
+        let definition = object(json!({"name": "t", "outputSchema": own}));
+        let widened = with_failure_branch(definition, Some(&mark), &[]);
+        assert_eq!(
+            widened["outputSchema"],
+            json!({
+                "type": "object",
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {"item": {"$ref": "#/anyOf/0/$defs/Item"}, "again": {"$ref": "#/anyOf/0"}},
+                        "$defs": {"Item": {"type": "object", "properties": {"next": {"$ref": "#/anyOf/0/$defs/Item"}}}},
+                    },
+                    envelope_schema(),
+                ],
+            })
+        );
+        // The references still resolve, to the same subschemas.
+        let validator = jsonschema::validator_for(&widened["outputSchema"]).unwrap();
+        assert!(validator.is_valid(&json!({"item": {"next": {}}, "again": {"item": {}}})));
+        assert!(!validator.is_valid(&json!({"item": {"next": 3}})));
+        assert!(validator.is_valid(
+            &json!({"ok": false, "error": {"code": "policy_denied", "tool": "t", "reason": "no"}})
+        ));
+
+        // A declared failure's draft-07 `definitions` move with it.
+        let draft7 = json!({"definitions": {"N": {"type": "integer"}}, "properties": {"n": {"$ref": "#/definitions/N"}}});
+        let declared = [Arc::new(draft7)];
+        let widened = with_failure_branch(
+            object(json!({"name": "t", "outputSchema": {"type": "object"}})),
+            None,
+            &declared,
+        );
+        assert_eq!(
+            widened["outputSchema"]["anyOf"][2],
+            json!({"definitions": {"N": {"type": "integer"}}, "properties": {"n": {"$ref": "#/anyOf/2/definitions/N"}}})
+        );
+    }
+
+    #[test]
+    fn tools_without_an_output_schema_or_a_policy_are_listed_unchanged() {
+        let mark = PolicyMark {
+            action: MarkedAction::Approve,
+            reason: "r".into(),
+            conditional: false,
+        };
+        let bare = object(json!({"name": "t", "inputSchema": {"type": "object"}}));
+        assert_eq!(with_failure_branch(bare.clone(), Some(&mark), &[]), bare);
+        let unguarded = object(json!({"name": "t", "outputSchema": {"type": "object"}}));
+        assert_eq!(with_failure_branch(unguarded.clone(), None, &[]), unguarded);
+    }
+
+    #[test]
+    fn a_host_policys_failure_is_the_structured_content_and_its_json_the_text() {
+        let failure = json!({"ok": false, "error": {"code": "mine"}});
+        let error = PipelineError::PolicyFailed {
+            tool: "t".into(),
+            failure: failure.clone(),
+        };
+        let result = served(outcome(error));
+        assert_eq!(result.structured_content, Some(failure));
+        assert_eq!(
+            result.first_text(),
+            Some(r#"{"ok":false,"error":{"code":"mine"}}"#)
+        );
+        let error = PipelineError::PolicyError {
+            tool: "t".into(),
+            problem: "panicked".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&served(outcome(error)).structured_content).unwrap(),
+            r#"{"ok":false,"error":{"code":"policy_error","tool":"t","reason":"panicked"}}"#
         );
     }
 }

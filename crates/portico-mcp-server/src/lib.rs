@@ -5,8 +5,9 @@
 //! resources, resource templates and prompts under their exposed names, runs calls through the pipeline,
 //! announces catalog changes as list-changed notifications, and turns results over the response budget
 //! into clear errors instead of half-written frames. A call a policy refuses is answered with seed
-//! 002's failure envelope, and a tool a policy denies or holds is marked in its listing
-//! ([`host_policy`]). Transports (stdio with dual framing, Streamable
+//! 002's failure envelope, and a tool a policy denies or holds is marked in its listing, its
+//! `outputSchema` admitting the failure branch ([`host_policy`]). Embedders put their own
+//! [`ToolPolicy`]s in front of chosen tools ([`PorticoServer::with_tool_policies`]). Transports (stdio with dual framing, Streamable
 //! HTTP) are chosen by the caller; this crate only speaks the protocol.
 //!
 //! It does not connect to upstreams (the hub does) and does not own HTTP routing or authentication (the
@@ -28,5 +29,7 @@ pub use input_rounds::{
 };
 /// What a host tool's handler returns.
 pub use portico_core::ToolResult;
+/// Host policies in front of chosen tools ([`PorticoServer::with_tool_policies`]).
+pub use portico_pipeline::{BeforeCall, PolicyCall, ToolPolicies, ToolPolicy, ToolPolicyError};
 /// Host tools are the engine's local tools; the old names stay for embedders.
 pub use portico_pipeline::{LocalTool as HostTool, LocalTools as HostTools, ToolFailure};

@@ -141,3 +141,97 @@ async fn before_a_daemon_a_host_tool_call_against_its_schema_is_refused_and_audi
     serving.await.unwrap();
     engine.shutdown().await;
 }
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct Held {
+    ok: bool,
+    held: String,
+}
+
+/// Fails every call of the tool it guards.
+struct HoldAll;
+
+impl portico_mcp_server::ToolPolicy for HoldAll {
+    type Failure = Held;
+    type Error = std::convert::Infallible;
+
+    async fn before_call(
+        &self,
+        call: portico_mcp_server::PolicyCall,
+    ) -> Result<portico_mcp_server::BeforeCall<Held>, Self::Error> {
+        Ok(portico_mcp_server::BeforeCall::Fail(Held {
+            ok: false,
+            held: call.tool,
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_a_daemon_tool_policies_guard_host_tools_and_refuse_the_daemons() {
+    let mut config = portico_config::Config::default();
+    config.builtins.enabled = false;
+    let data = tempfile::tempdir().unwrap();
+    let engine = Engine::start(&config, EngineOptions::in_dir(data.path())).unwrap();
+    engine.local_tools().register(HostTool::typed(
+        "remote_pick",
+        "A tool of the daemon",
+        |input: Pick| async move { Ok::<_, std::convert::Infallible>(Picked { count: input.count }) },
+    ));
+    let link = Arc::new(daemon_link(&engine).await);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let server = || {
+        let server = PorticoServer::new(Backend::Daemon(link.clone()), ServerOptions::default());
+        server
+            .host_tools()
+            .register(HostTool::typed("pick", "Picks up to three", {
+                let ran = ran.clone();
+                move |input: Pick| {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    async move { Ok::<_, std::convert::Infallible>(Picked { count: input.count }) }
+                }
+            }));
+        server
+    };
+
+    // The daemon's own tools are not this server's to guard.
+    let refused = server()
+        .with_tool_policies(portico_mcp_server::ToolPolicies::new().with("remote_pick", HoldAll))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&refused, portico_mcp_server::ToolPolicyError::UnknownTool { name, .. } if name == "remote_pick"),
+        "{refused}"
+    );
+
+    let server = server()
+        .with_tool_policies(portico_mcp_server::ToolPolicies::new().with("pick", HoldAll))
+        .await
+        .unwrap();
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        let running = server.serve(server_io).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let client = ().serve(client_io).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    let pick = serde_json::to_value(tools.iter().find(|t| t.name == "pick").unwrap()).unwrap();
+    assert_eq!(
+        pick["_meta"]["portico/hostPolicy"]["action"], "host",
+        "{pick}"
+    );
+    assert_eq!(pick["outputSchema"]["anyOf"].as_array().unwrap().len(), 3);
+
+    let mut params = CallToolRequestParams::new("pick");
+    params.arguments = json!({"count": 2}).as_object().cloned();
+    let result = serde_json::to_value(client.call_tool(params).await.unwrap()).unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"ok": false, "held": "pick"})
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+
+    client.cancel().await.unwrap();
+    engine.shutdown().await;
+}

@@ -1,9 +1,9 @@
 //! `portico-pipeline` is the one call pipeline: every tool call Portico runs, from an MCP door, the HTTP
 //! API, an A2A run, the CLI or an agent's loop, goes through [`Pipeline::call`], which resolves the
 //! name, checks the caller may use the tool, validates the arguments against the tool's
-//! `inputSchema`, runs the policy hooks (the config's `[[policies]]` as [`ToolRules`], and the taint
-//! rule; a call they hold for approval runs once with a grant for exactly that call, [`Approvals`]),
-//! applies the timeout, executes, validates structured
+//! `inputSchema`, runs the policy hooks (the config's `[[policies]]` as [`ToolRules`], the taint
+//! rule, and an embedder's [`ToolPolicies`]; a call they hold for approval runs once with a grant for
+//! exactly that call, [`Approvals`]), applies the timeout, executes, validates structured
 //! content against the `outputSchema`, cuts results for agents, and writes an audit record (arguments as keyed digests, [`AuditKey`]).
 //!
 //! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers), the
@@ -25,6 +25,7 @@ mod policy;
 mod progress;
 mod rules;
 mod schema;
+mod tool_policy;
 
 // The source contract lives in core, where the hub implements it too; the old paths stay.
 use portico_core::{context, source};
@@ -37,9 +38,9 @@ pub use audit::{AuditKey, AuditSink, arguments_digest};
 pub use credential::credential_identity;
 pub use local::{LocalTool, LocalTools, ToolFailure};
 pub use pipeline::{
-    CallOutcome, DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT, Outcome, Pipeline, PipelineError,
-    PipelineSettings, PolicyRefusal, RefusalCode, UNTRUSTED_META, WeakPipeline, for_model,
-    model_text,
+    CallOutcome, DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT, ListedTool, Outcome, Pipeline,
+    PipelineError, PipelineSettings, PolicyRefusal, RefusalCode, UNTRUSTED_META, WeakPipeline,
+    for_model, model_text,
 };
 pub use policy::{
     MarkedAction, Policy, PolicyDecision, PolicyMark, PolicyRequest, TAINT_POLICY_ID, TaintMode,
@@ -54,4 +55,7 @@ pub use portico_store::{ApprovalAnswer, ApprovalLimits, ApprovalRecord, Approval
 pub use progress::{ProgressMessages, progress_messages};
 pub use rules::{
     ConditionSpec, DefaultAction, RuleAction, RuleDecision, RuleError, RuleSpec, ToolRules,
+};
+pub use tool_policy::{
+    BeforeCall, DEFAULT_MAX_FAILURE_BYTES, PolicyCall, ToolPolicies, ToolPolicy, ToolPolicyError,
 };

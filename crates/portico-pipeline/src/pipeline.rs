@@ -55,6 +55,10 @@ pub enum Outcome {
     UnknownTool,
     /// The caller went away before the call finished; its work was dropped.
     Cancelled,
+    /// A host policy stopped the call with its own failure value.
+    PolicyFailed,
+    /// A host policy could not decide (failed, panicked, answered outside its schema).
+    PolicyError,
 }
 
 impl Outcome {
@@ -69,6 +73,8 @@ impl Outcome {
             Outcome::Timeout => "timeout",
             Outcome::UnknownTool => "unknown_tool",
             Outcome::Cancelled => "cancelled",
+            Outcome::PolicyFailed => "policy_failed",
+            Outcome::PolicyError => "policy_error",
         }
     }
 }
@@ -131,6 +137,12 @@ pub enum PipelineError {
         reason: String,
         request_id: Option<String>,
     },
+    /// A host policy stopped the call with its own failure value (its text is the value's JSON).
+    #[error("{}", json_text(.failure))]
+    PolicyFailed { tool: String, failure: Value },
+    /// A host policy could not decide, so the call was stopped before the tool ran.
+    #[error("call to `{tool}` was stopped before it ran: its host policy {problem}")]
+    PolicyError { tool: String, problem: String },
     /// The pipeline's own timeout (the tool's, or `PipelineSettings::tool_timeout`) ran out.
     #[error("tool `{tool}` did not finish within {}s and was cancelled", .after.as_secs_f64())]
     Timeout { tool: String, after: Duration },
@@ -155,6 +167,8 @@ impl PipelineError {
             PipelineError::ApprovalRequired { .. } => Outcome::ApprovalRequired,
             PipelineError::Timeout { .. } => Outcome::Timeout,
             PipelineError::InvalidOutput { .. } => Outcome::InvalidOutput,
+            PipelineError::PolicyFailed { .. } => Outcome::PolicyFailed,
+            PipelineError::PolicyError { .. } => Outcome::PolicyError,
             PipelineError::Source(error) => match error {
                 CallError::Timeout(_) => Outcome::Timeout,
                 CallError::NotFound(_) => Outcome::UnknownTool,
@@ -171,7 +185,10 @@ impl PipelineError {
     fn audit_detail(&self) -> String {
         match self {
             PipelineError::Refused { reason, .. }
-            | PipelineError::ApprovalRequired { reason, .. } => reason.clone(),
+            | PipelineError::ApprovalRequired { reason, .. }
+            | PipelineError::PolicyError {
+                problem: reason, ..
+            } => reason.clone(),
             other => other.to_string(),
         }
     }
@@ -199,6 +216,9 @@ impl PipelineError {
                 reason,
                 request_id.as_deref(),
             ),
+            PipelineError::PolicyError { tool, problem } => {
+                (RefusalCode::PolicyError, tool, problem, None)
+            }
             _ => return None,
         };
         Some(PolicyRefusal {
@@ -207,6 +227,14 @@ impl PipelineError {
             reason,
             approval_request_id,
         })
+    }
+
+    /// A host policy's own failure value, which the doors answer as the call's structured result.
+    pub fn policy_failure(&self) -> Option<&Value> {
+        match self {
+            PipelineError::PolicyFailed { failure, .. } => Some(failure),
+            _ => None,
+        }
     }
 }
 
@@ -242,14 +270,17 @@ pub enum RefusalCode {
     /// It needs an approval (`approve`, the taint rule's `approval`); the request's id comes with
     /// it when the pipeline has approvals.
     ApprovalRequired,
+    /// A host policy could not decide: it failed, panicked, or answered outside its schema.
+    PolicyError,
 }
 
 impl RefusalCode {
-    /// The envelope's `code`: `policy_denied`, `approval_required`.
+    /// The envelope's `code`: `policy_denied`, `approval_required`, `policy_error`.
     pub fn as_str(self) -> &'static str {
         match self {
             RefusalCode::PolicyDenied => "policy_denied",
             RefusalCode::ApprovalRequired => "approval_required",
+            RefusalCode::PolicyError => "policy_error",
         }
     }
 }
@@ -604,6 +635,18 @@ impl Pipeline {
                 PolicyDecision::RequireApproval { policy, reason } => {
                     held.get_or_insert((policy, reason));
                 }
+                PolicyDecision::Fail(failure) => {
+                    return Err(PipelineError::PolicyFailed {
+                        tool: name.to_string(),
+                        failure,
+                    });
+                }
+                PolicyDecision::Error(problem) => {
+                    return Err(PipelineError::PolicyError {
+                        tool: name.to_string(),
+                        problem,
+                    });
+                }
             }
         }
         if let Some((policy, reason)) = held {
@@ -677,6 +720,71 @@ impl Pipeline {
                 duration_ms: duration.as_millis() as u64,
             });
         }
+    }
+}
+
+/// A failure value as the text block beside it.
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// The length of `value` as JSON, counted without building the text.
+pub(crate) fn json_size(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// A listed tool with what the policies say of it: its mark ([`Pipeline::list_marked`]) and the
+/// failure schemas host policies declare for it.
+#[derive(Debug, Clone)]
+pub struct ListedTool {
+    pub entry: ToolEntry,
+    pub mark: Option<PolicyMark>,
+    pub failure_schemas: Vec<Arc<Value>>,
+}
+
+impl Pipeline {
+    /// [`Pipeline::list_marked`], with each tool's declared failure schemas
+    /// ([`Policy::failure_schema`], from every policy), for a door to advertise the failure branch.
+    pub async fn list_with_failures(&self, principal: &Principal) -> Vec<ListedTool> {
+        let marked = self.list_marked(principal).await;
+        let policies = self.policies();
+        marked
+            .into_iter()
+            .map(|(entry, mark)| {
+                let failure_schemas = policies
+                    .iter()
+                    .filter_map(|policy| policy.failure_schema(&entry, principal))
+                    .collect();
+                ListedTool {
+                    entry,
+                    mark,
+                    failure_schemas,
+                }
+            })
+            .collect()
+    }
+
+    /// Every tool name the sources know now, whoever may call it.
+    pub(crate) fn all_tool_names(&self) -> Vec<String> {
+        self.sources()
+            .iter()
+            .flat_map(|source| source.entries())
+            .map(|entry| entry.name)
+            .collect()
     }
 }
 

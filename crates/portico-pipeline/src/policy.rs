@@ -1,6 +1,7 @@
 //! Policy hooks: checks that run after a call's arguments are known to be valid and before it executes.
-//! The config's `[[policies]]` ([`crate::ToolRules`]) and the taint rule are policies; a call one
-//! holds for approval goes to the pipeline's approvals (`crate::approvals`).
+//! The config's `[[policies]]` ([`crate::ToolRules`]), the taint rule and an embedder's tool
+//! policies ([`crate::ToolPolicies`]) are policies; a call one holds for approval goes to the
+//! pipeline's approvals (`crate::approvals`).
 
 use portico_core::JsonObject;
 use portico_core::relay::BoxFuture;
@@ -16,7 +17,7 @@ pub struct PolicyRequest<'a> {
     pub turn: Option<&'a TurnState>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum PolicyDecision {
     Allow,
     Deny(String),
@@ -29,6 +30,12 @@ pub enum PolicyDecision {
         policy: String,
         reason: String,
     },
+    /// A host policy ([`crate::ToolPolicy`]) stopped the call with its own failure value, already
+    /// checked against its declared schema; the caller gets that value.
+    Fail(serde_json::Value),
+    /// The policy could not decide (it failed, panicked, or answered outside its declared
+    /// schema): the call is stopped, and the caller is told why (`policy_error`).
+    Error(String),
 }
 
 pub trait Policy: Send + Sync {
@@ -37,6 +44,18 @@ pub trait Policy: Send + Sync {
     /// What a listing for `principal` should say of `entry` before any call: whether a call of it
     /// may be denied or held for approval, and why. `None`: nothing to say (the default).
     fn mark(&self, entry: &ToolEntry, principal: &Principal) -> Option<PolicyMark> {
+        let _ = (entry, principal);
+        None
+    }
+
+    /// The JSON Schema of the failure values this policy may stop `entry`'s calls with, beyond
+    /// the refusal envelopes every policy shares: what a listing advertises as the tool's failure
+    /// branch. `None` (the default): only those envelopes.
+    fn failure_schema(
+        &self,
+        entry: &ToolEntry,
+        principal: &Principal,
+    ) -> Option<std::sync::Arc<serde_json::Value>> {
         let _ = (entry, principal);
         None
     }
@@ -58,14 +77,17 @@ pub struct PolicyMark {
 pub enum MarkedAction {
     Deny,
     Approve,
+    /// A host policy ([`crate::ToolPolicy`]) decides each call.
+    Host,
 }
 
 impl MarkedAction {
-    /// The word the config uses for it: `deny`, `approve`.
+    /// The word the config uses for it: `deny`, `approve`; `host` for a host policy.
     pub fn as_str(self) -> &'static str {
         match self {
             MarkedAction::Deny => "deny",
             MarkedAction::Approve => "approve",
+            MarkedAction::Host => "host",
         }
     }
 }

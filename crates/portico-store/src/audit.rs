@@ -3,12 +3,15 @@
 //! Records carry a digest of the arguments, not the arguments themselves, so that the log can be kept
 //! and shared without becoming a store of secrets.
 
+mod chain;
 mod writer;
 
 use rusqlite::params_from_iter;
 use rusqlite::types::Value;
 use serde::{Deserialize, Serialize};
 
+pub(crate) use chain::ChainHead;
+pub use chain::{AuditVerification, BrokenLink, ChainProblem, GENESIS_HASH};
 pub use writer::AuditWriter;
 
 use crate::{Store, StoreError, from_sql_int, sql_limit, to_sql_int};
@@ -26,12 +29,27 @@ pub struct AuditRecord {
     pub duration_ms: u64,
 }
 
+/// A record as stored: its id (never reused) and its links in the hash chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    #[serde(flatten)]
+    pub record: AuditRecord,
+    /// `None` for records written before the chain existed.
+    pub prev_hash: Option<String>,
+    pub hash: Option<String>,
+}
+
 /// Which records [`Store::audit`] returns. The default is the newest [`crate::DEFAULT_LIMIT`] records.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AuditQuery {
+    /// The principal's label (`client:http`, `agent:planner`); `principal` is the same filter.
+    #[serde(alias = "principal")]
     pub caller: Option<String>,
     pub tool: Option<String>,
+    /// Only records at or after this instant (milliseconds since the epoch).
+    pub since_ms: Option<i64>,
     /// 0 means [`crate::DEFAULT_LIMIT`].
     pub limit: usize,
 }
@@ -43,22 +61,26 @@ impl Store {
             return Ok(());
         }
         self.in_immediate_transaction("appending audit records", |conn| {
+            self.forget_audit_head();
             records
                 .iter()
                 .try_for_each(|record| self.insert_audit(conn, record))
         })
     }
 
-    /// One audit record, on the caller's connection or transaction.
+    /// One audit record, on the caller's transaction, chained to the record before it (see
+    /// `chain`). The transaction must have begun with [`Store::forget_audit_head`].
     pub(crate) fn insert_audit(
         &self,
         conn: &rusqlite::Connection,
         record: &AuditRecord,
     ) -> Result<(), StoreError> {
+        let prev_hash = self.audit_prev_hash(conn)?;
+        let hash = chain::record_hash(&prev_hash, record);
         conn.prepare_cached(
             "INSERT INTO audit \
-               (at_ms, caller, tool, arguments_digest, outcome, detail, duration_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+               (at_ms, caller, tool, arguments_digest, outcome, detail, duration_ms, prev_hash, hash) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .and_then(|mut insert| {
             insert.execute(rusqlite::params![
@@ -69,30 +91,49 @@ impl Store {
                 record.outcome,
                 record.detail,
                 to_sql_int(record.duration_ms),
+                prev_hash,
+                hash,
             ])
         })
-        .map(|_| ())
-        .map_err(self.sql_error("appending audit records"))
+        .map_err(self.sql_error("appending audit records"))?;
+        self.advance_audit_head(hash);
+        Ok(())
     }
 
     /// Records matching `query`, newest first; records with the same `at_ms` come latest-appended first.
     pub fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        Ok(self
+            .audit_entries(query)?
+            .into_iter()
+            .map(|entry| entry.record)
+            .collect())
+    }
+
+    /// [`Store::audit`], each record with its id and chain links.
+    pub fn audit_entries(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, StoreError> {
         // Only the filters that are set appear in the SQL, so SQLite can use the matching index.
         let mut sql = String::from(
-            "SELECT at_ms, caller, tool, arguments_digest, outcome, detail, duration_ms FROM audit",
+            "SELECT id, at_ms, caller, tool, arguments_digest, outcome, detail, duration_ms, prev_hash, hash \
+             FROM audit",
         );
         let mut values: Vec<Value> = Vec::new();
-        for (column, filter) in [("caller", &query.caller), ("tool", &query.tool)] {
-            if let Some(filter) = filter {
-                sql.push_str(if values.is_empty() {
-                    " WHERE "
-                } else {
-                    " AND "
-                });
-                sql.push_str(column);
-                sql.push_str(" = ?");
-                values.push(Value::Text(filter.clone()));
-            }
+        let mut filter = |condition: &str, value: Value| {
+            sql.push_str(if values.is_empty() {
+                " WHERE "
+            } else {
+                " AND "
+            });
+            sql.push_str(condition);
+            values.push(value);
+        };
+        if let Some(caller) = &query.caller {
+            filter("caller = ?", Value::Text(caller.clone()));
+        }
+        if let Some(tool) = &query.tool {
+            filter("tool = ?", Value::Text(tool.clone()));
+        }
+        if let Some(since_ms) = query.since_ms {
+            filter("at_ms >= ?", Value::Integer(since_ms));
         }
         sql.push_str(" ORDER BY at_ms DESC, id DESC LIMIT ?");
         values.push(Value::Integer(sql_limit(query.limit)));
@@ -101,14 +142,19 @@ impl Store {
         conn.prepare_cached(&sql)
             .and_then(|mut stmt| {
                 stmt.query_map(params_from_iter(values), |row| {
-                    Ok(AuditRecord {
-                        at_ms: row.get(0)?,
-                        caller: row.get(1)?,
-                        tool: row.get(2)?,
-                        arguments_digest: row.get(3)?,
-                        outcome: row.get(4)?,
-                        detail: row.get(5)?,
-                        duration_ms: from_sql_int(row.get(6)?),
+                    Ok(AuditEntry {
+                        id: row.get(0)?,
+                        record: AuditRecord {
+                            at_ms: row.get(1)?,
+                            caller: row.get(2)?,
+                            tool: row.get(3)?,
+                            arguments_digest: row.get(4)?,
+                            outcome: row.get(5)?,
+                            detail: row.get(6)?,
+                            duration_ms: from_sql_int(row.get(7)?),
+                        },
+                        prev_hash: row.get(8)?,
+                        hash: row.get(9)?,
                     })
                 })?
                 .collect()
@@ -179,6 +225,7 @@ pub(crate) mod tests {
         let query = |caller: Option<&str>, tool: Option<&str>, limit| AuditQuery {
             caller: caller.map(str::to_string),
             tool: tool.map(str::to_string),
+            since_ms: None,
             limit,
         };
         assert_eq!(at(query(Some("ide"), None, 0)), [4, 2, 1]);
@@ -229,6 +276,7 @@ pub(crate) mod tests {
             AuditQuery {
                 caller: None,
                 tool: Some("x".to_string()),
+                since_ms: None,
                 limit: 0
             }
         );

@@ -389,6 +389,8 @@ impl Store {
             // IMMEDIATE: the write lock up front, so another process cannot interleave (task creation
             // counts and evicts before it inserts).
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // The audit chain's head is read again inside each attempt, under its write lock.
+            self.forget_audit_head();
             let mut left_changes = false;
             for job in jobs
                 .iter_mut()
@@ -432,7 +434,10 @@ fn drain(store: Weak<Inner>, queue: &JobQueue) {
 impl BatchWriter {
     /// Queues `work` now; the future resolves once the batch it ran in has committed. `work` may run more
     /// than once (after a rollback), each time in a fresh transaction.
-    fn submit<T, W>(&self, work: W) -> impl Future<Output = Result<T, StoreError>> + use<T, W>
+    pub(crate) fn submit<T, W>(
+        &self,
+        work: W,
+    ) -> impl Future<Output = Result<T, StoreError>> + use<T, W>
     where
         T: Send + 'static,
         W: FnMut(&Store, &Connection) -> Result<T, StoreError> + Send + 'static,

@@ -1,5 +1,6 @@
-//! Portico's embedded SQLite store: conversations and their messages, per-agent memory, the audit log of
-//! tool calls, the tasks of Portico's A2A server, and approval requests with their single-use grants, in one file under the data directory.
+//! Portico's embedded SQLite store: conversations and their messages, per-agent memory, the audit log
+//! of tool calls (hash-chained, so edits show: [`Store::verify_audit`]), the tasks of Portico's A2A
+//! server, and approval requests with their single-use grants, in one file under the data directory.
 //!
 //! It is a persistence layer and nothing more: it does not decide who may call what, does not talk to
 //! models or upstreams, and does not interpret message content (kept as opaque JSON). The schema is
@@ -38,7 +39,10 @@ pub use approvals::{
     ApprovalAnswer, ApprovalBinding, ApprovalLimits, ApprovalRecord, ApprovalStatus, Decided,
     NewApproval, Requested,
 };
-pub use audit::{AuditQuery, AuditRecord, AuditWriter};
+pub use audit::{
+    AuditEntry, AuditQuery, AuditRecord, AuditVerification, AuditWriter, BrokenLink, ChainProblem,
+    GENESIS_HASH,
+};
 pub use batch::BatchWriter;
 pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
@@ -73,6 +77,8 @@ struct Inner {
     queue_bound: std::sync::atomic::AtomicUsize,
     /// Transactions that thread has committed.
     committed_batches: AtomicU64,
+    /// The audit chain's head within the transaction appending records (see `audit::chain`).
+    audit_head: Mutex<audit::ChainHead>,
     /// Background WAL checkpoints; `None` for an in-memory store (or if the thread could not start).
     checkpointer: Option<checkpoint::Checkpointer>,
 }
@@ -167,6 +173,7 @@ impl Store {
                 writes: OnceLock::new(),
                 queue_bound: std::sync::atomic::AtomicUsize::new(batch::MAX_QUEUED),
                 committed_batches: AtomicU64::new(0),
+                audit_head: Mutex::default(),
                 checkpointer,
             }),
         })

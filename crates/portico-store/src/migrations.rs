@@ -138,6 +138,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         ON approvals (principal, tool, arguments_digest, policy, definition_digest, status);
     CREATE INDEX approvals_by_status ON approvals (status, created_at_ms);
     "#,
+    // 4: the audit log's hash chain (see `audit::chain`): each record's own hash and the hash of the
+    // record before it, hex. Records written before this migration have neither and stay unchained.
+    r#"
+    ALTER TABLE audit ADD COLUMN prev_hash TEXT;
+    ALTER TABLE audit ADD COLUMN hash TEXT;
+    "#,
 ];
 
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {

@@ -95,6 +95,8 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::approvals_cli::ApprovalsCommand,
     },
+    /// The audit log of tool calls, newest first; `portico audit verify` checks its hash chain.
+    Audit(crate::audit_cli::AuditArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -128,6 +130,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => serve(cli.config.as_deref()).await,
+        Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
         Command::Approvals { command } => crate::approvals_cli::run(command).await,
@@ -237,7 +240,7 @@ fn print_call_result(result: ToolResult, json: bool) -> anyhow::Result<ExitCode>
 
 /// Writes a one-shot command's answer to stdout and flushes it, so it is out before the command stops
 /// its upstreams.
-fn print_now(text: String) -> anyhow::Result<()> {
+pub(crate) fn print_now(text: String) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())

@@ -19,6 +19,8 @@ mod bounds;
 mod clients;
 #[path = "doors/daemon.rs"]
 mod daemon;
+#[path = "doors/failure_branch.rs"]
+mod failure_branch;
 #[path = "doors/legacy_sse.rs"]
 mod legacy_sse;
 #[path = "doors/policies.rs"]

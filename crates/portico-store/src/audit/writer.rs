@@ -132,8 +132,8 @@ mod tests {
             let read = store
                 .audit(&AuditQuery {
                     caller: Some(format!("caller{t}")),
-                    tool: None,
                     limit: 1000,
+                    ..AuditQuery::default()
                 })
                 .unwrap();
             assert_eq!(read.len(), 250, "caller{t}");
