@@ -361,9 +361,9 @@ async fn a_call_held_through_portico_mcp_is_approved_with_the_cli_and_runs_once(
     assert_eq!(approvals[0]["id"], id);
     assert_eq!(approvals[0]["status"], "consumed", "{listed:#}");
     assert_eq!(approvals[0]["decidedVia"], "cli", "{listed:#}");
-    // Held by the daemon's HTTP door, which `portico mcp` proxied to (served in-process, the caller
-    // would have been `client:stdio`).
-    assert_eq!(approvals[0]["principal"], "client:http", "{listed:#}");
+    // Held by the daemon's HTTP door, which `portico mcp` proxied to with the daemon's token (served
+    // in-process, the caller would have been `client:stdio`).
+    assert_eq!(approvals[0]["principal"], "client:default", "{listed:#}");
     assert_eq!(approvals[0]["decidedBy"], "client:default", "{listed:#}");
     assert_eq!(approvals[0]["arguments"], json!({"command": command}));
     assert!(approvals[0]["consumedAt"].is_string(), "{listed:#}");
