@@ -42,6 +42,17 @@ pub enum RelayNotification {
     Log,
 }
 
+/// What the person at the client answered to a yes/no question Portico asked ([`Caller::confirm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// They accepted and said yes.
+    Yes,
+    /// They accepted and said no, or declined to answer.
+    No,
+    /// They dismissed the question.
+    Cancelled,
+}
+
 /// A relayed request the caller refused or failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -67,6 +78,17 @@ pub trait Caller: Send + Sync {
         &'a self,
         request: SamplingRequest,
     ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>>;
+    /// Asks the person at the client a yes/no question (an approval of a held call), which the
+    /// caller writes as the protocol's request (MCP elicitation). The default: this caller cannot.
+    fn confirm<'a>(&'a self, question: String) -> BoxFuture<'a, Result<Confirmation, RelayError>> {
+        drop(question);
+        Box::pin(async {
+            Err(RelayError {
+                code: -32601,
+                message: "this caller cannot ask its client a question".into(),
+            })
+        })
+    }
     /// Sends a notification to the client. Progress params carry no token: the caller adds the one its
     /// client asked for.
     fn notify<'a>(

@@ -5,11 +5,11 @@
 #![allow(deprecated)]
 
 use portico_core::relay::{
-    BoxFuture, Caller, RelayError, RelayNotification, RelayRequest, SamplingAnswer, SamplingError,
-    SamplingRequest,
+    BoxFuture, Caller, Confirmation, RelayError, RelayNotification, RelayRequest, SamplingAnswer,
+    SamplingError, SamplingRequest,
 };
 use portico_core::{JsonObject, to_object};
-use portico_mcp::{notification_method, request_method, sample_through};
+use portico_mcp::{confirm_through, notification_method, request_method, sample_through};
 use rmcp::model::{
     CreateMessageRequestParams, ElicitRequestParams, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken,
@@ -101,6 +101,10 @@ impl Caller for DownstreamCaller {
         request: SamplingRequest,
     ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>> {
         sample_through(self, request)
+    }
+
+    fn confirm<'a>(&'a self, question: String) -> BoxFuture<'a, Result<Confirmation, RelayError>> {
+        confirm_through(self, question)
     }
 
     fn notify<'a>(

@@ -459,3 +459,110 @@ rules = [
     assert_eq!(view["status"], "consumed");
     assert!(daemon.stop().success());
 }
+
+/// One `tools/call` by an SDK client that declares elicitation and gives `answer` to every
+/// question: the result, and the questions it was asked.
+async fn eliciting_call(
+    base: &str,
+    era: &str,
+    answer: &str,
+    name: &str,
+    arguments: Value,
+) -> (Value, Value) {
+    let url = format!("{base}/mcp");
+    let (era, answer, name) = (era.to_string(), answer.to_string(), name.to_string());
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(venv_python())
+            .arg(python_peer("sdk_client.py"))
+            .args(["--era", &era, "--elicit", &answer, "--http", &url])
+            .args(["--call", &name, "--args"])
+            .arg(arguments.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "sdk_client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut report: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    (
+        report["calls"][0]["result"].take(),
+        report["elicitations"].take(),
+    )
+}
+
+/// `[policy] approval_via = "both"` (the default): a client that declared elicitation is asked,
+/// in both eras, with the tool and its exact arguments; accept runs the call once, decline and
+/// cancel refuse it with `policy_denied`; the request records who answered and how.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_calling_client_approves_through_elicitation_in_both_eras() {
+    let home = Home::new(&config(600));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let mut expected_runs = 0;
+    for era in ["legacy", "modern"] {
+        for answer in ["accept", "decline", "cancel"] {
+            let args = json!({"key": format!("{era}-{answer}"), "value": "v"});
+            let (result, asked) =
+                eliciting_call(&base, era, answer, "memory_store", args.clone()).await;
+            let asked = asked.as_array().unwrap();
+            assert_eq!(asked.len(), 1, "{era} {answer}: {asked:?}");
+            let message = asked[0]["message"].as_str().unwrap();
+            let (_, listed) = api(&base, "GET", "/api/approvals?status=all&limit=1", None).await;
+            let view = &listed["approvals"][0];
+            let id = view["id"].as_str().unwrap();
+            assert_eq!(view["arguments"], args, "{view}");
+            assert_eq!(
+                message,
+                format!(
+                    "Approve this call of `memory_store` by client:http?\nArguments: {}\nWhy it \
+                     needs approval: {REASON}\n(approval request {id}, also at /approvals/{id} on \
+                     the daemon)",
+                    args
+                ),
+                "{era} {answer}"
+            );
+            assert_eq!(
+                asked[0]["requestedSchema"]["properties"]["approve"]["type"],
+                "boolean"
+            );
+            assert_eq!(
+                (&view["decidedBy"], &view["decidedVia"]),
+                (&json!("client:http"), &json!("elicitation")),
+                "{view}"
+            );
+            if answer == "accept" {
+                expected_runs += 1;
+                ran(&result);
+                assert_eq!(view["status"], "consumed", "{view}");
+            } else {
+                assert_eq!(view["status"], "denied", "{view}");
+                let error = &result["structuredContent"]["error"];
+                assert_eq!(error["code"], "policy_denied", "{result}");
+                let said = if answer == "decline" {
+                    "declined"
+                } else {
+                    "cancelled"
+                };
+                assert!(
+                    error["reason"].as_str().unwrap().starts_with(&format!(
+                        "approval {id} of this exact call was denied by client:http via \
+                         elicitation ({said} at the calling client)"
+                    )),
+                    "{result}"
+                );
+            }
+            assert_eq!(runs(&base).await, expected_runs, "{era} {answer}");
+        }
+    }
+    // A client without elicitation is not asked: it gets the envelope.
+    held_id(&sdk_call(&base, "memory_store", json!({"key": "plain", "value": "v"})).await);
+    assert!(daemon.stop().success());
+}
