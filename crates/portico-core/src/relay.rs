@@ -5,9 +5,10 @@
 //! wraps its client in a [`Caller`], the hub passes it along with the call, and the upstream session
 //! hands it whatever the upstream sends for that call. What is relayed is named by [`RelayRequest`] and
 //! [`RelayNotification`]; payloads are the protocol's JSON, carried opaquely; only the doors and
-//! upstream sessions interpret them (and know the protocol's method names). The one request Portico
-//! makes of a client itself, a model completion for an agent, is typed ([`Caller::sample`] with
-//! [`SamplingRequest`] and [`SamplingAnswer`]), so the agents never write the protocol's JSON.
+//! upstream sessions interpret them (and know the protocol's method names). The requests Portico
+//! makes of a client itself are typed: a model completion for an agent ([`Caller::sample`] with
+//! [`SamplingRequest`] and [`SamplingAnswer`]) and a yes/no approval question ([`Caller::confirm`],
+//! [`Confirmation`]), so neither the agents nor the pipeline write the protocol's JSON.
 
 use std::future::Future;
 use std::pin::Pin;

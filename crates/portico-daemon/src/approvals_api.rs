@@ -169,15 +169,14 @@ const MAX_REASON_CHARS: usize = 1000;
 
 /// The channel and reason of an answer's body, or why it is not one (a 400).
 fn parse_answer(body: &Bytes, deny: bool) -> Result<(ApprovalChannel, Option<String>), String> {
-    let bad = |message: String| message;
     let body: AnswerBody = if body.iter().all(u8::is_ascii_whitespace) {
         AnswerBody::default()
     } else {
         serde_json::from_slice(body).map_err(|error| {
-            bad(format!(
+            format!(
                 "the body must be empty or a JSON object like {{\"via\": \"api\"{}}}: {error}",
                 if deny { ", \"reason\": \"...\"" } else { "" }
-            ))
+            )
         })?
     };
     let via = match body.via.as_deref() {
@@ -186,20 +185,20 @@ fn parse_answer(body: &Bytes, deny: bool) -> Result<(ApprovalChannel, Option<Str
             ApprovalChannel::parse(text).unwrap_or(ApprovalChannel::Api)
         }
         Some(other) => {
-            return Err(bad(format!("via `{other}` is not one of api, cli, web")));
+            return Err(format!("via `{other}` is not one of api, cli, web"));
         }
     };
     if !deny && body.reason.is_some() {
-        return Err(bad("an approval takes no reason; only a denial does".into()));
+        return Err("an approval takes no reason; only a denial does".into());
     }
     if body
         .reason
         .as_ref()
         .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
     {
-        return Err(bad(format!(
+        return Err(format!(
             "reason is longer than {MAX_REASON_CHARS} characters"
-        )));
+        ));
     }
     Ok((via, body.reason))
 }

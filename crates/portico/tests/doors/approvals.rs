@@ -176,6 +176,41 @@ async fn python_sdk_approval_round_trips_over_mcp_with_the_api() {
         assert!(body["error"].is_string(), "{body}");
     }
 
+    // Bodies that are not an answer are refused before anything changes.
+    for (action, body, said) in [
+        (
+            "approve",
+            json!({"via": "phone"}),
+            "via `phone` is not one of api, cli, web",
+        ),
+        (
+            "approve",
+            json!({"reason": "x"}),
+            "an approval takes no reason; only a denial does",
+        ),
+    ] {
+        let (status, refused) = api(
+            &base,
+            "POST",
+            &format!("/api/approvals/{id}/{action}"),
+            Some(body),
+        )
+        .await;
+        assert_eq!((status, &refused["error"]), (400, &json!(said)));
+    }
+    let (status, refused) = api(
+        &base,
+        "POST",
+        &format!("/api/approvals/{id}/deny"),
+        Some(json!({"because": "x"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, missing) = api(&base, "POST", "/api/approvals/apr_unknown/approve", None).await;
+    assert_eq!(status, 404, "{missing}");
+    let (_, still) = api(&base, "GET", &format!("/api/approvals/{id}"), None).await;
+    assert_eq!(still["status"], "pending");
+
     // Approved through the API.
     let (status, approved) =
         api(&base, "POST", &format!("/api/approvals/{id}/approve"), None).await;
