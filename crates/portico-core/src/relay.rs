@@ -79,6 +79,11 @@ pub trait Caller: Send + Sync {
         &'a self,
         request: SamplingRequest,
     ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>>;
+    /// Whether [`Caller::confirm`] can reach a person: by default, whether the client declared
+    /// elicitation.
+    fn can_confirm(&self) -> bool {
+        self.accepts(RelayRequest::Elicitation)
+    }
     /// Asks the person at the client a yes/no question (an approval of a held call), which the
     /// caller writes as the protocol's request (MCP elicitation). The default: this caller cannot.
     fn confirm<'a>(&'a self, question: String) -> BoxFuture<'a, Result<Confirmation, RelayError>> {

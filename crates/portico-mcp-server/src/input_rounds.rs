@@ -407,6 +407,10 @@ impl Caller for InputRoundsCaller {
         sample_through(self, request)
     }
 
+    fn can_confirm(&self) -> bool {
+        self.inner.can_confirm()
+    }
+
     /// An approval question becomes an input round like any other request.
     fn confirm<'a>(
         &'a self,

@@ -17,7 +17,7 @@ use portico_store::{
 };
 use serde_json::Value;
 
-use portico_core::relay::{Confirmation, RelayRequest};
+use portico_core::relay::Confirmation;
 
 use crate::audit::{AuditSink, arguments_digest};
 use crate::context::ToolContext;
@@ -343,7 +343,7 @@ impl Approvals {
             .relay
             .caller
             .clone()
-            .filter(|caller| caller.accepts(RelayRequest::Elicitation));
+            .filter(|caller| caller.can_confirm());
         let via = self.inner.settings.via;
         if via == ApprovalVia::Elicitation && askable.is_none() {
             return Err(PipelineError::Refused {

@@ -601,3 +601,64 @@ async fn the_calling_client_approves_through_elicitation_in_both_eras() {
     held_id(&sdk_call(&base, "memory_store", json!({"key": "plain", "value": "v"})).await);
     assert!(daemon.stop().success());
 }
+
+/// Through `portico mcp` proxying to the daemon the client is not asked, with or without
+/// elicitation: the proxy declares every capability for upstreams' sake and cannot say what the
+/// person behind it can answer. Both get the envelope and approve out of band.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_portico_mcp_the_client_is_not_asked_and_approves_out_of_band() {
+    let home = Home::new(&config(600));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let call = |elicit: Option<&'static str>, key: &'static str| {
+        let home_dir = home.dir.path().to_path_buf();
+        let config = home.config();
+        tokio::task::spawn_blocking(move || {
+            let mut command = Command::new(venv_python());
+            command
+                .arg(python_peer("sdk_client.py"))
+                .args(["--era", "legacy"]);
+            if let Some(answer) = elicit {
+                command.args(["--elicit", answer]);
+            }
+            let output = command
+                .args(["--call", "memory_store", "--args"])
+                .arg(json!({"key": key, "value": "v"}).to_string())
+                .args([
+                    "--stdio",
+                    "--",
+                    env!("CARGO_BIN_EXE_portico"),
+                    "mcp",
+                    "--config",
+                ])
+                .arg(config)
+                .env("PORTICO_HOME", home_dir)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+            assert!(
+                output.status.success(),
+                "{stdout}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            serde_json::from_str::<Value>(stdout.trim()).unwrap()
+        })
+    };
+    let plain = call(None, "plain").await.unwrap();
+    held_id(&plain["calls"][0]["result"]);
+    assert_eq!(plain["elicitations"], json!([]));
+    assert_eq!(runs(&base).await, 0);
+
+    let eliciting = call(Some("accept"), "eliciting").await.unwrap();
+    let id = held_id(&eliciting["calls"][0]["result"]);
+    assert_eq!(eliciting["elicitations"], json!([]));
+    let (status, _) = api(&base, "POST", &format!("/api/approvals/{id}/approve"), None).await;
+    assert_eq!(status, 200);
+    let retried = call(Some("accept"), "eliciting").await.unwrap();
+    ran(&retried["calls"][0]["result"]);
+    assert_eq!(retried["elicitations"], json!([]));
+    assert_eq!(runs(&base).await, 1);
+    assert!(daemon.stop().success());
+}
