@@ -22,9 +22,9 @@ pub use clients::{ClientConfig, is_client_name, parse_sha256_hex, token_sha256_h
 pub use expand::{ExpandError, expand_vars};
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
-    A2aSection, AgentConfig, BuiltinsSection, Config, DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN,
-    DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS, EnvEntry,
-    ExposeSection, ExternalAgentConfig, McpServerConfig, ModelConfig, POLICY_ACTIONS,
+    A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, Config, DEFAULT_AGENT_TIMEOUT_SECS,
+    DEFAULT_LISTEN, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS,
+    EnvEntry, ExposeSection, ExternalAgentConfig, McpServerConfig, ModelConfig, POLICY_ACTIONS,
     PROTOCOL_VERSIONS, PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection,
     RateLimitSection, ServerSection, ToolPolicyConfig, ToolSearchMode, Transport,
 };

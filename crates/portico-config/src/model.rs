@@ -346,6 +346,21 @@ pub struct PolicySection {
     /// How long a held call waits for an answer before it returns `approval_required` (0: not at all).
     #[serde(default)]
     pub approval_wait_secs: u64,
+    /// Who approves held calls: "both" (the calling client through elicitation when it can be
+    /// asked, else out of band), "elicitation" (only the calling client), "out_of_band" (only the
+    /// API, CLI and web page).
+    #[serde(default)]
+    pub approval_via: ApprovalVia,
+}
+
+/// `[policy] approval_via`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalVia {
+    Elicitation,
+    OutOfBand,
+    #[default]
+    Both,
 }
 
 fn default_approval_ttl() -> u64 {
@@ -379,6 +394,7 @@ impl Default for PolicySection {
             default: PolicyDefault::Allow,
             approval_ttl_secs: default_approval_ttl(),
             approval_wait_secs: 0,
+            approval_via: ApprovalVia::Both,
         }
     }
 }

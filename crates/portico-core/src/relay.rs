@@ -5,9 +5,10 @@
 //! wraps its client in a [`Caller`], the hub passes it along with the call, and the upstream session
 //! hands it whatever the upstream sends for that call. What is relayed is named by [`RelayRequest`] and
 //! [`RelayNotification`]; payloads are the protocol's JSON, carried opaquely; only the doors and
-//! upstream sessions interpret them (and know the protocol's method names). The one request Portico
-//! makes of a client itself, a model completion for an agent, is typed ([`Caller::sample`] with
-//! [`SamplingRequest`] and [`SamplingAnswer`]), so the agents never write the protocol's JSON.
+//! upstream sessions interpret them (and know the protocol's method names). The requests Portico
+//! makes of a client itself are typed: a model completion for an agent ([`Caller::sample`] with
+//! [`SamplingRequest`] and [`SamplingAnswer`]) and a yes/no approval question ([`Caller::confirm`],
+//! [`Confirmation`]), so neither the agents nor the pipeline write the protocol's JSON.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -42,6 +43,17 @@ pub enum RelayNotification {
     Log,
 }
 
+/// What the person at the client answered to a yes/no question Portico asked ([`Caller::confirm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// They accepted and said yes.
+    Yes,
+    /// They accepted and said no, or declined to answer.
+    No,
+    /// They dismissed the question.
+    Cancelled,
+}
+
 /// A relayed request the caller refused or failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -67,6 +79,22 @@ pub trait Caller: Send + Sync {
         &'a self,
         request: SamplingRequest,
     ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>>;
+    /// Whether [`Caller::confirm`] can reach a person: by default, whether the client declared
+    /// elicitation.
+    fn can_confirm(&self) -> bool {
+        self.accepts(RelayRequest::Elicitation)
+    }
+    /// Asks the person at the client a yes/no question (an approval of a held call), which the
+    /// caller writes as the protocol's request (MCP elicitation). The default: this caller cannot.
+    fn confirm<'a>(&'a self, question: String) -> BoxFuture<'a, Result<Confirmation, RelayError>> {
+        drop(question);
+        Box::pin(async {
+            Err(RelayError {
+                code: -32601,
+                message: "this caller cannot ask its client a question".into(),
+            })
+        })
+    }
     /// Sends a notification to the client. Progress params carry no token: the caller adds the one its
     /// client asked for.
     fn notify<'a>(

@@ -1,8 +1,15 @@
 //! `/api/approvals`: listing, showing and answering the approval requests of calls a policy holds
 //! (the contract the web page and `portico approvals` are built on). Behind the door's usual
 //! checks; whoever answers is the principal the request authenticated as.
+//!
+//! A client with a `[[server.clients]]` `tools` scope sees only the requests of its own calls and
+//! cannot answer any: approving is for the door's unscoped clients (`[server] token`, unscoped
+//! `[[server.clients]]`, or everyone on a loopback door without tokens), so a narrowly trusted
+//! client cannot approve what a policy holds, its own calls included. (Its person can still answer
+//! its own call in the IDE when `approval_via` lets Portico ask the client.)
 
 use axum::body::Bytes;
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -11,7 +18,7 @@ use axum::{Json, Router};
 use portico_engine::Engine;
 use portico_pipeline::{
     ApprovalAnswer, ApprovalChannel, ApprovalError, ApprovalRecord, ApprovalStatus, Approvals,
-    approval_path,
+    Principal, approval_path,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -26,19 +33,39 @@ const MAX_ID_CHARS: usize = 64;
 #[derive(Clone)]
 struct ApprovalsState {
     approvals: Approvals,
-    /// Who answers: `client:default` on a door with a token, else `client:http` (every client of
-    /// such a door is the same anonymous identity).
-    answerer: &'static str,
 }
 
-pub(crate) fn routes(engine: &Engine, door_has_token: bool) -> Router {
+/// Who is asking: the client the door's token check identified, else (a loopback door without
+/// tokens, where every client is the same anonymous identity) `client:http`.
+struct Asker(Option<Principal>);
+
+impl Asker {
+    fn of(client: Option<Extension<Principal>>) -> Self {
+        Asker(client.map(|Extension(principal)| principal))
+    }
+
+    fn label(&self) -> String {
+        match &self.0 {
+            Some(principal) => principal.label(),
+            None => "client:http".to_string(),
+        }
+    }
+
+    /// Whether a `tools` scope limits it to its own requests, which it may see but not answer.
+    fn scoped(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|principal| principal.client_scope().is_some())
+    }
+
+    fn may_see(&self, record: &ApprovalRecord) -> bool {
+        !self.scoped() || record.binding.principal == self.label()
+    }
+}
+
+pub(crate) fn routes(engine: &Engine) -> Router {
     let state = ApprovalsState {
         approvals: engine.approvals().clone(),
-        answerer: if door_has_token {
-            "client:default"
-        } else {
-            "client:http"
-        },
     };
     Router::new()
         .route("/api/approvals", get(list))
@@ -96,7 +123,12 @@ struct ListQuery {
     limit: Option<String>,
 }
 
-async fn list(State(state): State<ApprovalsState>, Query(query): Query<ListQuery>) -> Response {
+async fn list(
+    State(state): State<ApprovalsState>,
+    client: Option<Extension<Principal>>,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let asker = Asker::of(client);
     let status = match query.status.as_deref() {
         None => Some(ApprovalStatus::Pending),
         Some("all") => None,
@@ -128,7 +160,12 @@ async fn list(State(state): State<ApprovalsState>, Query(query): Query<ListQuery
     let approvals = state.approvals.clone();
     match tokio::task::spawn_blocking(move || approvals.list(status, limit)).await {
         Ok(Ok(records)) => {
-            Json(json!({"approvals": records.iter().map(view).collect::<Vec<_>>()})).into_response()
+            let shown: Vec<Value> = records
+                .iter()
+                .filter(|record| asker.may_see(record))
+                .map(view)
+                .collect();
+            Json(json!({"approvals": shown})).into_response()
         }
         Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
@@ -142,15 +179,20 @@ fn not_found(id: &str) -> Response {
     )
 }
 
-async fn show(State(state): State<ApprovalsState>, Path(id): Path<String>) -> Response {
+async fn show(
+    State(state): State<ApprovalsState>,
+    client: Option<Extension<Principal>>,
+    Path(id): Path<String>,
+) -> Response {
+    let asker = Asker::of(client);
     if id.len() > MAX_ID_CHARS {
         return not_found(&id.chars().take(MAX_ID_CHARS).collect::<String>());
     }
     let approvals = state.approvals.clone();
     let lookup = id.clone();
     match tokio::task::spawn_blocking(move || approvals.get(&lookup)).await {
-        Ok(Ok(Some(record))) => Json(view(&record)).into_response(),
-        Ok(Ok(None)) => not_found(&id),
+        Ok(Ok(Some(record))) if asker.may_see(&record) => Json(view(&record)).into_response(),
+        Ok(Ok(_)) => not_found(&id),
         Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
@@ -169,15 +211,14 @@ const MAX_REASON_CHARS: usize = 1000;
 
 /// The channel and reason of an answer's body, or why it is not one (a 400).
 fn parse_answer(body: &Bytes, deny: bool) -> Result<(ApprovalChannel, Option<String>), String> {
-    let bad = |message: String| message;
     let body: AnswerBody = if body.iter().all(u8::is_ascii_whitespace) {
         AnswerBody::default()
     } else {
         serde_json::from_slice(body).map_err(|error| {
-            bad(format!(
+            format!(
                 "the body must be empty or a JSON object like {{\"via\": \"api\"{}}}: {error}",
                 if deny { ", \"reason\": \"...\"" } else { "" }
-            ))
+            )
         })?
     };
     let via = match body.via.as_deref() {
@@ -186,25 +227,41 @@ fn parse_answer(body: &Bytes, deny: bool) -> Result<(ApprovalChannel, Option<Str
             ApprovalChannel::parse(text).unwrap_or(ApprovalChannel::Api)
         }
         Some(other) => {
-            return Err(bad(format!("via `{other}` is not one of api, cli, web")));
+            return Err(format!("via `{other}` is not one of api, cli, web"));
         }
     };
     if !deny && body.reason.is_some() {
-        return Err(bad("an approval takes no reason; only a denial does".into()));
+        return Err("an approval takes no reason; only a denial does".into());
     }
     if body
         .reason
         .as_ref()
         .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
     {
-        return Err(bad(format!(
+        return Err(format!(
             "reason is longer than {MAX_REASON_CHARS} characters"
-        )));
+        ));
     }
     Ok((via, body.reason))
 }
 
-async fn answer(state: ApprovalsState, id: String, body: Bytes, deny: bool) -> Response {
+async fn answer(
+    state: ApprovalsState,
+    asker: Asker,
+    id: String,
+    body: Bytes,
+    deny: bool,
+) -> Response {
+    if asker.scoped() {
+        return api_error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "`{}` has a `tools` scope, and scoped clients cannot answer approval requests; \
+                 answer with [server] token or an unscoped [[server.clients]] token",
+                asker.label()
+            ),
+        );
+    }
     let (via, reason) = match parse_answer(&body, deny) {
         Ok(parsed) => parsed,
         Err(message) => return api_error(StatusCode::BAD_REQUEST, message),
@@ -218,9 +275,9 @@ async fn answer(state: ApprovalsState, id: String, body: Bytes, deny: bool) -> R
         ApprovalAnswer::Approve
     };
     let approvals = state.approvals.clone();
-    let by = state.answerer;
+    let by = asker.label();
     let lookup = id.clone();
-    match tokio::task::spawn_blocking(move || approvals.decide(&lookup, answer, by, via)).await {
+    match tokio::task::spawn_blocking(move || approvals.decide(&lookup, answer, &by, via)).await {
         Ok(Ok(record)) => Json(view(&record)).into_response(),
         Ok(Err(error @ ApprovalError::NotFound { .. })) => {
             api_error(StatusCode::NOT_FOUND, error.to_string())
@@ -235,16 +292,18 @@ async fn answer(state: ApprovalsState, id: String, body: Bytes, deny: bool) -> R
 
 async fn approve(
     State(state): State<ApprovalsState>,
+    client: Option<Extension<Principal>>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    answer(state, id, body, false).await
+    answer(state, Asker::of(client), id, body, false).await
 }
 
 async fn deny(
     State(state): State<ApprovalsState>,
+    client: Option<Extension<Principal>>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    answer(state, id, body, true).await
+    answer(state, Asker::of(client), id, body, true).await
 }

@@ -245,10 +245,7 @@ fn router(
         ));
     }
     let mut router = router
-        .merge(approvals_api::routes(
-            &engine,
-            door.policy.token().is_some(),
-        ))
+        .merge(approvals_api::routes(&engine))
         .merge(api::routes(engine, config, door.identity.clone()))
         .merge(approval_page::routes())
         .merge(session_stats)

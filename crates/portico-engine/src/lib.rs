@@ -20,8 +20,9 @@ use portico_config::{Config, agent_tool_name};
 use portico_hub::{Hub, HubSettings, HubTools, StopGrace};
 use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
-    ApprovalSettings, Approvals, AuditKey, ConditionSpec, DefaultAction, LocalTools, Pipeline,
-    PipelineSettings, RuleAction, RuleSpec, TaintMode, TaintPolicy, ToolPatterns, ToolRules,
+    ApprovalSettings, ApprovalVia, Approvals, AuditKey, ConditionSpec, DefaultAction, LocalTools,
+    Pipeline, PipelineSettings, RuleAction, RuleSpec, TaintMode, TaintPolicy, ToolPatterns,
+    ToolRules,
 };
 use portico_store::{AuditWriter, Store};
 
@@ -151,6 +152,11 @@ impl Engine {
             ApprovalSettings {
                 ttl: Duration::from_secs(approval_ttl_secs),
                 wait: Duration::from_secs(policy.approval_wait_secs.min(approval_ttl_secs)),
+                via: match policy.approval_via {
+                    portico_config::ApprovalVia::Elicitation => ApprovalVia::Elicitation,
+                    portico_config::ApprovalVia::OutOfBand => ApprovalVia::OutOfBand,
+                    portico_config::ApprovalVia::Both => ApprovalVia::Both,
+                },
                 ..ApprovalSettings::default()
             },
         );

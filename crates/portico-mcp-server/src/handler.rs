@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
 use crate::input_rounds::{ClientKey, InputRoundsCaller, ParkedCalls};
-use crate::relay::DownstreamCaller;
+use crate::relay::{DownstreamCaller, PORTICO_CLIENT_NAME};
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
 use portico_mcp::tool_result_into_object;
@@ -356,12 +356,25 @@ impl PorticoServer {
             })
             .and_then(|caps| serde_json::to_value(caps).ok())
             .unwrap_or_default();
+        let client_name = context
+            .meta
+            .client_info()
+            .map(|info| info.name)
+            .or_else(|| {
+                context
+                    .peer
+                    .peer_info()
+                    .map(|info| info.client_info.name.clone())
+            });
         CallContext {
             progress: progress_token.is_some(),
             caller: Some(Arc::new(DownstreamCaller {
                 peer: context.peer.clone(),
                 progress_token,
                 capabilities,
+                // `portico mcp` declares every capability so upstreams ask, whatever its own
+                // client can do; it cannot answer an approval question for a client that cannot.
+                portico_proxy: client_name.as_deref() == Some(PORTICO_CLIENT_NAME),
             })),
         }
     }

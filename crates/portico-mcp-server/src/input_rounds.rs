@@ -407,6 +407,18 @@ impl Caller for InputRoundsCaller {
         sample_through(self, request)
     }
 
+    fn can_confirm(&self) -> bool {
+        self.inner.can_confirm()
+    }
+
+    /// An approval question becomes an input round like any other request.
+    fn confirm<'a>(
+        &'a self,
+        question: String,
+    ) -> BoxFuture<'a, Result<portico_core::relay::Confirmation, RelayError>> {
+        portico_mcp::confirm_through(self, question)
+    }
+
     fn notify<'a>(
         &'a self,
         notification: RelayNotification,

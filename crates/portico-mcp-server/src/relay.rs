@@ -5,11 +5,11 @@
 #![allow(deprecated)]
 
 use portico_core::relay::{
-    BoxFuture, Caller, RelayError, RelayNotification, RelayRequest, SamplingAnswer, SamplingError,
-    SamplingRequest,
+    BoxFuture, Caller, Confirmation, RelayError, RelayNotification, RelayRequest, SamplingAnswer,
+    SamplingError, SamplingRequest,
 };
 use portico_core::{JsonObject, to_object};
-use portico_mcp::{notification_method, request_method, sample_through};
+use portico_mcp::{confirm_through, notification_method, request_method, sample_through};
 use rmcp::model::{
     CreateMessageRequestParams, ElicitRequestParams, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken,
@@ -24,7 +24,13 @@ pub(crate) struct DownstreamCaller {
     pub(crate) progress_token: Option<ProgressToken>,
     /// The client's declared capabilities, as JSON.
     pub(crate) capabilities: Value,
+    /// The client is Portico's own proxy (`portico mcp` in front of a daemon), whose declared
+    /// capabilities say what upstreams may ask, not what the person behind it can answer.
+    pub(crate) portico_proxy: bool,
 }
+
+/// The `clientInfo.name` Portico's MCP client gives (`portico mcp` in front of a daemon too).
+pub(crate) const PORTICO_CLIENT_NAME: &str = "portico";
 
 fn parse<T: DeserializeOwned>(method: &str, params: JsonObject) -> Result<T, RelayError> {
     serde_json::from_value(Value::Object(params)).map_err(|e| RelayError {
@@ -101,6 +107,15 @@ impl Caller for DownstreamCaller {
         request: SamplingRequest,
     ) -> BoxFuture<'a, Result<SamplingAnswer, SamplingError>> {
         sample_through(self, request)
+    }
+
+    /// A Portico proxy is never asked: it cannot say whether the person behind it can answer.
+    fn can_confirm(&self) -> bool {
+        !self.portico_proxy && self.accepts(RelayRequest::Elicitation)
+    }
+
+    fn confirm<'a>(&'a self, question: String) -> BoxFuture<'a, Result<Confirmation, RelayError>> {
+        confirm_through(self, question)
     }
 
     fn notify<'a>(

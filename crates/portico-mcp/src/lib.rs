@@ -10,6 +10,7 @@
 //! This crate does not supervise or restart anything (that is the hub's job) and does not serve MCP.
 
 mod client_handler;
+mod confirm;
 pub mod legacy_sse;
 mod methods;
 mod ordering;
@@ -19,6 +20,7 @@ mod stdio;
 mod upstream;
 
 pub use client_handler::UpstreamEvent;
+pub use confirm::{confirm_params, confirm_through, confirmation};
 pub use methods::{notification_method, request_method};
 pub use results::{tool_result_from_object, tool_result_into_object};
 pub use sampling::{sample_through, sampling_answer, sampling_params};

@@ -17,6 +17,8 @@ use portico_store::{
 };
 use serde_json::Value;
 
+use portico_core::relay::Confirmation;
+
 use crate::audit::{AuditSink, arguments_digest};
 use crate::context::ToolContext;
 use crate::pipeline::PipelineError;
@@ -33,6 +35,18 @@ pub const KEEP_DECIDED: Duration = Duration::from_secs(24 * 60 * 60);
 /// How often a held call that waits tells its client it is still waiting.
 const WAITING_NOTICE_EVERY: Duration = Duration::from_secs(15);
 
+/// Who is asked to approve a held call (`[policy] approval_via`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ApprovalVia {
+    /// Only the calling client, through elicitation; a client that cannot be asked is refused.
+    Elicitation,
+    /// Only out of band: the API, the CLI, the web page.
+    OutOfBand,
+    /// The calling client when it can be asked, else out of band.
+    #[default]
+    Both,
+}
+
 #[derive(Debug, Clone)]
 pub struct ApprovalSettings {
     /// How long a request may wait for an answer; an approval gives its grant as long again.
@@ -40,6 +54,7 @@ pub struct ApprovalSettings {
     /// How long a held call waits for an answer before it returns `approval_required`.
     pub wait: Duration,
     pub limits: ApprovalLimits,
+    pub via: ApprovalVia,
 }
 
 impl Default for ApprovalSettings {
@@ -48,6 +63,7 @@ impl Default for ApprovalSettings {
             ttl: DEFAULT_APPROVAL_TTL,
             wait: Duration::ZERO,
             limits: ApprovalLimits::default(),
+            via: ApprovalVia::default(),
         }
     }
 }
@@ -321,6 +337,24 @@ impl Approvals {
         if let Some(denial) = store.approval_denial(&binding, now).map_err(failed)? {
             return Err(denied(tool, &denial));
         }
+        // Only the client the call came from is asked: its relay is the downstream client, never
+        // an upstream.
+        let askable = context
+            .relay
+            .caller
+            .clone()
+            .filter(|caller| caller.can_confirm());
+        let via = self.inner.settings.via;
+        if via == ApprovalVia::Elicitation && askable.is_none() {
+            return Err(PipelineError::Refused {
+                tool: tool.to_string(),
+                reason: format!(
+                    "{}; it must be approved by the calling client, which cannot be asked (it \
+                     declared no elicitation), and [policy] approval_via is \"elicitation\"",
+                    hold.reason
+                ),
+            });
+        }
         let requested = store
             .approval_request(
                 &NewApproval {
@@ -353,10 +387,70 @@ impl Approvals {
             reason: hold.reason.to_string(),
             request_id: Some(id.clone()),
         };
-        // The seam for asking the calling client itself (`elicitation/create`, `[policy]
-        // approval_via`): here, with the pending request made, a typed question to
-        // `context.relay.caller` written by the MCP edge, whose answer would decide the request
-        // through `decide` with `ApprovalChannel::Elicitation`, as the out-of-band answers do.
+        if let Some(caller) = askable.filter(|_| via != ApprovalVia::OutOfBand) {
+            let record = requested.record();
+            let question = format!(
+                "Approve this call of `{tool}` by {}?\nArguments: {}\nWhy it needs approval: {}\n\
+                 (approval request {id}, also at {} on the daemon)",
+                binding.principal,
+                record.arguments,
+                hold.reason,
+                approval_path(&id)
+            );
+            match caller.confirm(question).await {
+                Ok(confirmation) => {
+                    let answer = match confirmation {
+                        Confirmation::Yes => ApprovalAnswer::Approve,
+                        Confirmation::No => ApprovalAnswer::Deny {
+                            reason: Some("declined at the calling client".into()),
+                        },
+                        Confirmation::Cancelled => ApprovalAnswer::Deny {
+                            reason: Some("cancelled at the calling client".into()),
+                        },
+                    };
+                    match self.decide(
+                        &id,
+                        answer,
+                        &binding.principal,
+                        ApprovalChannel::Elicitation,
+                    ) {
+                        Ok(record) if record.status == ApprovalStatus::Approved => {
+                            let now = portico_core::time::now_ms();
+                            return if self.consume(&binding, now).map_err(failed)? {
+                                Ok(())
+                            } else {
+                                Err(held())
+                            };
+                        }
+                        Ok(record) => return Err(denied(tool, &record)),
+                        // Answered out of band meanwhile: that answer stands (below).
+                        Err(ApprovalError::NotPending { .. }) => {}
+                        Err(ApprovalError::Store(error)) => return Err(failed(error)),
+                        Err(ApprovalError::NotFound { .. }) => return Err(held()),
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(
+                        "asking the calling client to approve `{tool}` failed: {error}"
+                    );
+                    if via == ApprovalVia::Elicitation {
+                        return Err(held());
+                    }
+                }
+            }
+            if let Some(record) = store.approval(&id).map_err(failed)? {
+                match record.status {
+                    ApprovalStatus::Approved => {
+                        let now = portico_core::time::now_ms();
+                        if self.consume(&binding, now).map_err(failed)? {
+                            return Ok(());
+                        }
+                    }
+                    ApprovalStatus::Denied => return Err(denied(tool, &record)),
+                    _ => {}
+                }
+            }
+        }
         let wait = self.inner.settings.wait;
         if wait.is_zero() {
             return Err(held());

@@ -31,7 +31,7 @@ mod tool_policy;
 use portico_core::{context, source};
 
 pub use approvals::{
-    ApprovalChannel, ApprovalError, ApprovalSettings, Approvals, DEFAULT_APPROVAL_TTL,
+    ApprovalChannel, ApprovalError, ApprovalSettings, ApprovalVia, Approvals, DEFAULT_APPROVAL_TTL,
     KEEP_DECIDED, approval_path, outcome as approval_outcome,
 };
 pub use audit::{AuditKey, AuditSink, arguments_digest};

@@ -536,3 +536,30 @@ async fn a_waiting_call_tells_its_client_where_to_approve_it_before_it_answers()
         )]
     );
 }
+
+#[tokio::test]
+async fn with_approval_via_elicitation_a_client_that_cannot_be_asked_is_refused_and_nothing_is_stored()
+ {
+    let s = setup(ApprovalSettings {
+        via: portico_pipeline::ApprovalVia::Elicitation,
+        ..ApprovalSettings::default()
+    });
+    let context = ToolContext::client("http").with_relay(portico_core::relay::CallContext {
+        caller: Some(Arc::new(Recording::default())),
+        progress: true,
+    });
+    let refused = s.call(json!({"key": "k"}), &context).await;
+    let refusal = refused
+        .error
+        .as_ref()
+        .and_then(PipelineError::refusal)
+        .unwrap();
+    assert_eq!(refusal.code, RefusalCode::PolicyDenied);
+    assert_eq!(
+        refusal.reason,
+        "owners approve; it must be approved by the calling client, which cannot be asked (it \
+         declared no elicitation), and [policy] approval_via is \"elicitation\""
+    );
+    assert!(s.approvals.list(None, 10).unwrap().is_empty());
+    assert_eq!(s.runs(), 0);
+}

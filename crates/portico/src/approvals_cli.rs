@@ -176,7 +176,12 @@ impl Daemon {
             .context("cannot build the HTTP client to reach the daemon")?;
         Ok(Daemon {
             base: info.base_url(),
-            token: info.token.clone(),
+            // As `portico mcp` does: a `[[server.clients]]` token answers as that client.
+            token: std::env::var(crate::stdio_door::CLIENT_TOKEN_ENV)
+                .ok()
+                .map(|token| token.trim().to_string())
+                .filter(|token| !token.is_empty())
+                .or_else(|| info.token.clone()),
             client,
         })
     }
@@ -235,9 +240,16 @@ impl Daemon {
                 )
             }
             (401, _, _) => bail!(
-                "the daemon at {} refused the token in daemon.json; restart the daemon so it writes the current one",
-                self.base
+                "the daemon at {} refused the token ({}); {}",
+                self.base,
+                if std::env::var_os(crate::stdio_door::CLIENT_TOKEN_ENV).is_some() {
+                    "PORTICO_CLIENT_TOKEN"
+                } else {
+                    "daemon.json's"
+                },
+                "check PORTICO_CLIENT_TOKEN against [[server.clients]], or restart the daemon so daemon.json has the current token"
             ),
+            (403, Some(error), _) => bail!("the daemon refused: {error}"),
             (_, Some(error), _) => bail!("the daemon answered {path} with HTTP {status}: {error}"),
             (_, None, _) => bail!(
                 "the daemon answered {path} with HTTP {status} and no JSON error; check its log"

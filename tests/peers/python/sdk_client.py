@@ -40,6 +40,10 @@ Options:
                             fields the server sent: without it the SDK's model defaults
                             show up (e.g. "resultType": "complete", "ttlMs": 0,
                             "cacheScope": "private" on handshake-era results)
+  --elicit ANSWER            declare elicitation and answer every elicitation/create with
+                            ANSWER: accept (content {"approve": true}), accept-no
+                            (content {"approve": false}), decline or cancel; each request's
+                            params are reported under "elicitations"
   --sdk-default-env         stdio: give the child only the SDK's default environment
                             (HOME, LOGNAME, PATH, SHELL, TERM, USER); by default the
                             whole environment of this process is passed on
@@ -171,6 +175,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--sdk-default-env", action="store_true")
     p.add_argument("--exclude-unset", action="store_true")
+    p.add_argument("--elicit", choices=["accept", "accept-no", "decline", "cancel"])
     p.set_defaults(actions=[])
     ns = p.parse_args(argv)
     ns.command = command
@@ -320,6 +325,17 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
         client_info=types.Implementation(name="portico-sdk-client", version=version),
         cache=None,
     )
+    if ns.elicit:
+
+        async def answer_elicitation(context, params):
+            out["elicitations"].append(params.model_dump(by_alias=True, exclude_none=True))
+            if ns.elicit == "accept":
+                return types.ElicitResult(action="accept", content={"approve": True})
+            if ns.elicit == "accept-no":
+                return types.ElicitResult(action="accept", content={"approve": False})
+            return types.ElicitResult(action=ns.elicit)
+
+        common["elicitation_callback"] = answer_elicitation
 
     async with AsyncExitStack() as stack:
         if ns.stdio:
@@ -449,6 +465,7 @@ def main() -> None:
         "prompts": None,
         "list_errors": None,
         "calls": [],
+        "elicitations": [],
         "reads": [],
         "prompt_results": [],
         "list_changed": False,

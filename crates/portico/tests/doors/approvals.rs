@@ -176,6 +176,41 @@ async fn python_sdk_approval_round_trips_over_mcp_with_the_api() {
         assert!(body["error"].is_string(), "{body}");
     }
 
+    // Bodies that are not an answer are refused before anything changes.
+    for (action, body, said) in [
+        (
+            "approve",
+            json!({"via": "phone"}),
+            "via `phone` is not one of api, cli, web",
+        ),
+        (
+            "approve",
+            json!({"reason": "x"}),
+            "an approval takes no reason; only a denial does",
+        ),
+    ] {
+        let (status, refused) = api(
+            &base,
+            "POST",
+            &format!("/api/approvals/{id}/{action}"),
+            Some(body),
+        )
+        .await;
+        assert_eq!((status, &refused["error"]), (400, &json!(said)));
+    }
+    let (status, refused) = api(
+        &base,
+        "POST",
+        &format!("/api/approvals/{id}/deny"),
+        Some(json!({"because": "x"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, missing) = api(&base, "POST", "/api/approvals/apr_unknown/approve", None).await;
+    assert_eq!(status, 404, "{missing}");
+    let (_, still) = api(&base, "GET", &format!("/api/approvals/{id}"), None).await;
+    assert_eq!(still["status"], "pending");
+
     // Approved through the API.
     let (status, approved) =
         api(&base, "POST", &format!("/api/approvals/{id}/approve"), None).await;
@@ -457,5 +492,173 @@ rules = [
     assert_eq!(runs(&base).await, 1);
     let (_, view) = api(&base, "GET", &format!("/api/approvals/{id}"), None).await;
     assert_eq!(view["status"], "consumed");
+    assert!(daemon.stop().success());
+}
+
+/// One `tools/call` by an SDK client that declares elicitation and gives `answer` to every
+/// question: the result, and the questions it was asked.
+async fn eliciting_call(
+    base: &str,
+    era: &str,
+    answer: &str,
+    name: &str,
+    arguments: Value,
+) -> (Value, Value) {
+    let url = format!("{base}/mcp");
+    let (era, answer, name) = (era.to_string(), answer.to_string(), name.to_string());
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(venv_python())
+            .arg(python_peer("sdk_client.py"))
+            .args(["--era", &era, "--elicit", &answer, "--http", &url])
+            .args(["--call", &name, "--args"])
+            .arg(arguments.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "sdk_client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut report: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    (
+        report["calls"][0]["result"].take(),
+        report["elicitations"].take(),
+    )
+}
+
+/// `[policy] approval_via = "both"` (the default): a client that declared elicitation is asked,
+/// in both eras, with the tool and its exact arguments; accept runs the call once, decline and
+/// cancel refuse it with `policy_denied`; the request records who answered and how.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_calling_client_approves_through_elicitation_in_both_eras() {
+    let home = Home::new(&config(600));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let mut expected_runs = 0;
+    for era in ["legacy", "modern"] {
+        for answer in ["accept", "decline", "cancel"] {
+            let args = json!({"key": format!("{era}-{answer}"), "value": "v"});
+            let (result, asked) =
+                eliciting_call(&base, era, answer, "memory_store", args.clone()).await;
+            let asked = asked.as_array().unwrap();
+            assert_eq!(asked.len(), 1, "{era} {answer}: {asked:?}");
+            let message = asked[0]["message"].as_str().unwrap();
+            let (_, listed) = api(&base, "GET", "/api/approvals?status=all&limit=1", None).await;
+            let view = &listed["approvals"][0];
+            let id = view["id"].as_str().unwrap();
+            assert_eq!(view["arguments"], args, "{view}");
+            assert_eq!(
+                message,
+                format!(
+                    "Approve this call of `memory_store` by client:http?\nArguments: {}\nWhy it \
+                     needs approval: {REASON}\n(approval request {id}, also at /approvals/{id} on \
+                     the daemon)",
+                    args
+                ),
+                "{era} {answer}"
+            );
+            assert_eq!(
+                asked[0]["requestedSchema"]["properties"]["approve"]["type"],
+                "boolean"
+            );
+            assert_eq!(
+                (&view["decidedBy"], &view["decidedVia"]),
+                (&json!("client:http"), &json!("elicitation")),
+                "{view}"
+            );
+            if answer == "accept" {
+                expected_runs += 1;
+                ran(&result);
+                assert_eq!(view["status"], "consumed", "{view}");
+            } else {
+                assert_eq!(view["status"], "denied", "{view}");
+                let error = &result["structuredContent"]["error"];
+                assert_eq!(error["code"], "policy_denied", "{result}");
+                let said = if answer == "decline" {
+                    "declined"
+                } else {
+                    "cancelled"
+                };
+                assert!(
+                    error["reason"].as_str().unwrap().starts_with(&format!(
+                        "approval {id} of this exact call was denied by client:http via \
+                         elicitation ({said} at the calling client)"
+                    )),
+                    "{result}"
+                );
+            }
+            assert_eq!(runs(&base).await, expected_runs, "{era} {answer}");
+        }
+    }
+    // A client without elicitation is not asked: it gets the envelope.
+    held_id(&sdk_call(&base, "memory_store", json!({"key": "plain", "value": "v"})).await);
+    assert!(daemon.stop().success());
+}
+
+/// Through `portico mcp` proxying to the daemon the client is not asked, with or without
+/// elicitation: the proxy declares every capability for upstreams' sake and cannot say what the
+/// person behind it can answer. Both get the envelope and approve out of band.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_portico_mcp_the_client_is_not_asked_and_approves_out_of_band() {
+    let home = Home::new(&config(600));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let call = |elicit: Option<&'static str>, key: &'static str| {
+        let home_dir = home.dir.path().to_path_buf();
+        let config = home.config();
+        tokio::task::spawn_blocking(move || {
+            let mut command = Command::new(venv_python());
+            command
+                .arg(python_peer("sdk_client.py"))
+                .args(["--era", "legacy"]);
+            if let Some(answer) = elicit {
+                command.args(["--elicit", answer]);
+            }
+            let output = command
+                .args(["--call", "memory_store", "--args"])
+                .arg(json!({"key": key, "value": "v"}).to_string())
+                .args([
+                    "--stdio",
+                    "--",
+                    env!("CARGO_BIN_EXE_portico"),
+                    "mcp",
+                    "--config",
+                ])
+                .arg(config)
+                .env("PORTICO_HOME", home_dir)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+            assert!(
+                output.status.success(),
+                "{stdout}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            serde_json::from_str::<Value>(stdout.trim()).unwrap()
+        })
+    };
+    let plain = call(None, "plain").await.unwrap();
+    held_id(&plain["calls"][0]["result"]);
+    assert_eq!(plain["elicitations"], json!([]));
+    assert_eq!(runs(&base).await, 0);
+
+    let eliciting = call(Some("accept"), "eliciting").await.unwrap();
+    let id = held_id(&eliciting["calls"][0]["result"]);
+    assert_eq!(eliciting["elicitations"], json!([]));
+    let (status, _) = api(&base, "POST", &format!("/api/approvals/{id}/approve"), None).await;
+    assert_eq!(status, 200);
+    let retried = call(Some("accept"), "eliciting").await.unwrap();
+    ran(&retried["calls"][0]["result"]);
+    assert_eq!(retried["elicitations"], json!([]));
+    assert_eq!(runs(&base).await, 1);
     assert!(daemon.stop().success());
 }

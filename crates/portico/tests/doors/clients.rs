@@ -943,3 +943,113 @@ fn clients_add_prints_a_token_and_the_block_that_admits_it() {
             .contains("client name `Bad Name` must be 1 to 64 of `a-z`, `0-9`, `-` and `_`")
     );
 }
+
+async fn post_as(base: &str, path: &str, token: &str) -> reqwest::Response {
+    http()
+        .post(format!("{base}{path}"))
+        .header("authorization", bearer(token))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Approval requests are per client: a scoped client sees only its own and answers none; an
+/// unscoped client sees them all, and its answer is recorded as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_seen_per_client_and_answered_only_by_unscoped_clients() {
+    let (_home, mut daemon) = start(
+        r#"
+[[policies]]
+tools = ["system_time"]
+action = "approve"
+reason = "an owner approves reading the clock""#,
+    );
+    let base = daemon.base.clone();
+    let laptop = Session::open(&base, LAPTOP).await;
+    let ci = Session::open(&base, CI).await;
+    let request_of = |answer: &Value| -> String {
+        let error = &answer["result"]["structuredContent"]["error"];
+        assert_eq!(error["code"], "approval_required", "{answer:#}");
+        error["approvalRequestId"].as_str().unwrap().to_string()
+    };
+    let laptops = request_of(&laptop.call(1, "system_time", json!({})).await);
+    let cis = request_of(&ci.call(1, "system_time", json!({})).await);
+    assert_ne!(laptops, cis, "a grant is bound to its caller");
+
+    let listed = |token: &'static str| {
+        let base = base.clone();
+        async move {
+            let response = get(&base, "/api/approvals", token).await;
+            assert_eq!(response.status(), 200);
+            let body: Value = response.json().await.unwrap();
+            let mut seen: Vec<(String, String)> = body["approvals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| {
+                    (
+                        a["id"].as_str().unwrap().to_string(),
+                        a["principal"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            seen.sort();
+            seen
+        }
+    };
+    assert_eq!(
+        listed(LAPTOP).await,
+        [(laptops.clone(), "client:laptop".to_string())]
+    );
+    let mut all = vec![
+        (laptops.clone(), "client:laptop".to_string()),
+        (cis.clone(), "client:ci".to_string()),
+    ];
+    all.sort();
+    assert_eq!(listed(CI).await, all);
+    assert_eq!(
+        get(&base, &format!("/api/approvals/{cis}"), LAPTOP)
+            .await
+            .status(),
+        404,
+        "another client's request is not there for a scoped client"
+    );
+
+    // laptop cannot approve, not even its own call.
+    let refused = post_as(&base, &format!("/api/approvals/{laptops}/approve"), LAPTOP).await;
+    assert_eq!(refused.status(), 403);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body["error"],
+        "`client:laptop` has a `tools` scope, and scoped clients cannot answer approval requests; answer with [server] token or an unscoped [[server.clients]] token"
+    );
+    let held = laptop.call(2, "system_time", json!({})).await;
+    assert_eq!(request_of(&held), laptops, "still pending, the same request");
+
+    // ci approves laptop's call: recorded as ci's answer; laptop's retry runs, ci's stays held.
+    let approved = post_as(&base, &format!("/api/approvals/{laptops}/approve"), CI).await;
+    assert_eq!(approved.status(), 200);
+    let view: Value = approved.json().await.unwrap();
+    assert_eq!(view["status"], "approved");
+    assert_eq!(view["decidedBy"], "client:ci");
+    let ran = laptop.call(3, "system_time", json!({})).await;
+    assert_eq!(
+        ran["result"].get("isError").cloned().unwrap_or(json!(false)),
+        false,
+        "{ran:#}"
+    );
+    assert!(
+        ran["result"]["structuredContent"]["utc_rfc3339"].is_string(),
+        "{ran:#}"
+    );
+    assert_eq!(request_of(&ci.call(2, "system_time", json!({})).await), cis);
+    assert_eq!(
+        audit(&base, "system_time", CI)
+            .await
+            .into_iter()
+            .filter(|(_, outcome)| outcome == "ok")
+            .collect::<Vec<_>>(),
+        pairs(&[("client:laptop", "ok")])
+    );
+    assert!(daemon.stop().success());
+}
