@@ -8,8 +8,8 @@
 //! client cannot approve what a policy holds, its own calls included. (Its person can still answer
 //! its own call in the IDE when `approval_via` lets Portico ask the client.)
 
-use axum::body::Bytes;
 use axum::Extension;
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -1024,7 +1024,11 @@ reason = "an owner approves reading the clock""#,
         "`client:laptop` has a `tools` scope, and scoped clients cannot answer approval requests; answer with [server] token or an unscoped [[server.clients]] token"
     );
     let held = laptop.call(2, "system_time", json!({})).await;
-    assert_eq!(request_of(&held), laptops, "still pending, the same request");
+    assert_eq!(
+        request_of(&held),
+        laptops,
+        "still pending, the same request"
+    );
 
     // ci approves laptop's call: recorded as ci's answer; laptop's retry runs, ci's stays held.
     let approved = post_as(&base, &format!("/api/approvals/{laptops}/approve"), CI).await;
@@ -1034,7 +1038,10 @@ reason = "an owner approves reading the clock""#,
     assert_eq!(view["decidedBy"], "client:ci");
     let ran = laptop.call(3, "system_time", json!({})).await;
     assert_eq!(
-        ran["result"].get("isError").cloned().unwrap_or(json!(false)),
+        ran["result"]
+            .get("isError")
+            .cloned()
+            .unwrap_or(json!(false)),
         false,
         "{ran:#}"
     );
