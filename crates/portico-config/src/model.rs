@@ -346,6 +346,10 @@ pub struct PolicySection {
     /// How long a held call waits for an answer before it returns `approval_required` (0: not at all).
     #[serde(default)]
     pub approval_wait_secs: u64,
+    /// Pins each upstream tool's definition when first seen; a changed definition is held (neither
+    /// listed nor callable) until someone approves it.
+    #[serde(default)]
+    pub pin_tools: bool,
 }
 
 fn default_approval_ttl() -> u64 {
@@ -379,6 +383,7 @@ impl Default for PolicySection {
             default: PolicyDefault::Allow,
             approval_ttl_secs: default_approval_ttl(),
             approval_wait_secs: 0,
+            pin_tools: false,
         }
     }
 }

@@ -64,7 +64,7 @@ pub(crate) fn view(record: &ApprovalRecord) -> Value {
     let arguments = serde_json::from_str::<Value>(&record.arguments).unwrap_or(Value::Null);
     let mut view = json!({
         "id": record.id,
-        "kind": "call",
+        "kind": record.kind.as_str(),
         "status": record.status.as_str(),
         "tool": record.binding.tool,
         "principal": record.binding.principal,
@@ -87,7 +87,42 @@ pub(crate) fn view(record: &ApprovalRecord) -> Value {
             view[key] = Value::String(value);
         }
     }
+    if record.kind == portico_pipeline::ApprovalKind::Definition {
+        definition_view(record, &mut view);
+    }
     view
+}
+
+/// What a `definition` request adds (`[policy] pin_tools`): the pinned definition (`previous`), the
+/// one the upstream offers now (`definition`), and `diff`, each changed field with its value
+/// `before` and `after` (a side absent where the field was).
+fn definition_view(record: &ApprovalRecord, view: &mut Value) {
+    let parse = |text: Option<&str>| {
+        text.and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|value| match value {
+                Value::Object(object) => Some(object),
+                _ => None,
+            })
+            .unwrap_or_default()
+    };
+    let previous = parse(record.previous_definition.as_deref());
+    let definition = parse(record.new_definition.as_deref());
+    let diff: Vec<Value> = portico_pipeline::definition_diff(&previous, &definition)
+        .into_iter()
+        .map(|change| {
+            let mut entry = json!({"field": change.field});
+            if let Some(before) = change.before {
+                entry["before"] = before;
+            }
+            if let Some(after) = change.after {
+                entry["after"] = after;
+            }
+            entry
+        })
+        .collect();
+    view["diff"] = Value::Array(diff);
+    view["previous"] = Value::Object(previous);
+    view["definition"] = Value::Object(definition);
 }
 
 #[derive(Deserialize)]

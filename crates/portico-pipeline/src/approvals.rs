@@ -152,6 +152,11 @@ impl Approvals {
         *self.inner.audit.write().expect("approvals audit lock") = Some(sink);
     }
 
+    /// Changes on every answer and expiry (what tool pins follow to repin an approved definition).
+    pub fn answers(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.answers.subscribe()
+    }
+
     pub fn settings(&self) -> &ApprovalSettings {
         &self.inner.settings
     }
