@@ -195,8 +195,7 @@ impl Approvals {
             self.inner
                 .store
                 .approval_decide(id, &answer, by, via.as_str(), now, self.ttl_ms())?;
-        self.inner.answers.send_modify(|n| *n = n.wrapping_add(1));
-        match decided {
+        let answered = match decided {
             Decided::Done(record) => {
                 let (outcome, detail) = match &answer {
                     ApprovalAnswer::Approve => (
@@ -223,7 +222,10 @@ impl Approvals {
                 id: id.to_string(),
                 record: Box::new(record),
             }),
-        }
+        };
+        // After the audit: what an answer wakes (a waiting call, a repinned tool) is recorded after it.
+        self.inner.answers.send_modify(|n| *n = n.wrapping_add(1));
+        answered
     }
 
     /// Marks requests whose time ran out as expired, auditing each once.

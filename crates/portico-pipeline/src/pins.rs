@@ -392,7 +392,7 @@ mod tests {
                 "name": "mcp_docs_search",
                 "description": description,
                 "inputSchema": {"type": "object"},
-                "_meta": {"ui": description},
+                "icons": [{"src": description}],
             }))),
             trust: Trust::Untrusted,
             sensitive: false,
@@ -421,16 +421,16 @@ mod tests {
     }
 
     #[test]
-    fn the_digest_ignores_key_order_and_meta_and_the_exposed_name() {
+    fn the_digest_ignores_key_order_and_unpinned_fields_and_the_exposed_name() {
         let a = object(json!({
             "name": "mcp_docs_search",
             "description": "d",
             "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
             "annotations": {"readOnlyHint": true, "title": "t"},
-            "_meta": {"x": 1},
+            "icons": [{"src": "a.png"}],
         }));
         let b = object(json!({
-            "_meta": {"x": 2},
+            "icons": [{"src": "b.png"}],
             "annotations": {"title": "t", "readOnlyHint": true},
             "inputSchema": {"properties": {"q": {"type": "string"}}, "type": "object"},
             "description": "d",
@@ -507,7 +507,7 @@ mod tests {
     fn first_sight_pins_a_change_is_held_until_approved_then_offered() {
         let store = Store::open_in_memory().unwrap();
         let pins = pins(&store);
-        // First sighting: pinned and offered; a `_meta` change alone is no change.
+        // First sighting: pinned and offered; a change outside the pinned fields alone is no change.
         pins.admit(&origin(), &entry("v1")).unwrap();
         let first = pins.pin(&origin()).unwrap();
         pins.admit(&origin(), &entry("v1")).unwrap();

@@ -156,6 +156,57 @@ fn pinned_description(view: &Value) -> (&Value, &Value) {
     )
 }
 
+/// Denies `id` by clicking the approval page in Chromium, after checking the page shows the
+/// changed field pinned and now, as text; through the API where there is no Chromium.
+async fn deny_on_the_page(base: &str, id: &str) {
+    let Some(chromium) = crate::approvals_web::chromium() else {
+        let (status, view) = api(
+            base,
+            "POST",
+            &format!("/api/approvals/{id}/deny"),
+            Some(json!({"reason": "rug pull"})),
+        )
+        .await;
+        assert_eq!((status, &view["status"]), (200, &json!("denied")), "{view}");
+        return;
+    };
+    let page = format!("{base}/approvals/{id}");
+    let report = tokio::task::spawn_blocking(move || {
+        crate::approvals_web::browser(
+            &chromium,
+            &page,
+            &[
+                "--fill",
+                "Reason for denying (optional)=rug pull",
+                "--click",
+                "Deny",
+                "--expect-text",
+                "Status: denied",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["blocked"], json!([]), "{report:#}");
+    let text = report["text"].as_str().unwrap();
+    let quoted = |s: &str| serde_json::to_string(s).unwrap();
+    let change = format!(
+        "Field: description\n\nPinned:\n\n{}\n\nNow:\n\n{}\nNew definition",
+        quoted(APPROVED),
+        quoted(DENIED)
+    );
+    assert!(text.contains(&change), "{text}");
+    assert!(text.contains("New definition"), "{text}");
+    assert!(!text.contains("Arguments (exactly"), "{text}");
+    let (_, view) = api(base, "GET", &format!("/api/approvals/{id}"), None).await;
+    assert_eq!(
+        (&view["status"], &view["decidedVia"], &view["denyReason"]),
+        (&json!("denied"), &json!("web"), &json!("rug pull")),
+        "{view}"
+    );
+}
+
 async fn started(home: &Home) -> (Daemon, String) {
     let mut daemon = Daemon::start(home);
     daemon.wait_for_line("portico: ready");
@@ -293,14 +344,7 @@ async fn a_changed_tool_definition_is_held_until_approved_and_a_denied_one_stays
         pinned_description(&view),
         (&json!(APPROVED), &json!(DENIED))
     );
-    let (status, view) = api(
-        &base,
-        "POST",
-        &format!("/api/approvals/{denied}/deny"),
-        Some(json!({"reason": "rug pull"})),
-    )
-    .await;
-    assert_eq!((status, &view["status"]), (200, &json!("denied")), "{view}");
+    deny_on_the_page(&base, &denied).await;
     let refused = call(&base, "mcp_cat_t2").await;
     let error = &refused["structuredContent"]["error"];
     assert_eq!(error["code"], "policy_denied", "{refused}");
