@@ -105,7 +105,15 @@ struct Inner {
     pins: Mutex<HashMap<ToolOrigin, ToolPin>>,
     /// Bumped when a held tool is offered again (a repin), so the doors list again.
     changes: tokio::sync::watch::Sender<u64>,
+    /// Each tool's digest, for the definition it was computed from: every listing of every session
+    /// checks every upstream tool, and a catalog's definitions are shared `Arc`s that change only
+    /// when the catalog is rebuilt. Holding the `Arc` keeps its address from being reused.
+    digests: Mutex<HashMap<ToolOrigin, (Arc<JsonObject>, String)>>,
 }
+
+/// How many digests [`Inner::digests`] keeps before it starts over (tools that left the catalog
+/// would otherwise stay in it).
+const MAX_CACHED_DIGESTS: usize = 10_000;
 
 impl ToolPins {
     /// The pins `store` keeps; definition requests go through `approvals`.
@@ -128,6 +136,7 @@ impl ToolPins {
                 audit: RwLock::default(),
                 pins: Mutex::new(pins),
                 changes: tokio::sync::watch::Sender::new(0),
+                digests: Mutex::default(),
             }),
         })
     }
@@ -146,6 +155,26 @@ impl ToolPins {
         self.lock().get(origin).cloned()
     }
 
+    /// The digest of `definition`'s pinned fields, computed once per definition.
+    fn digest(&self, origin: &ToolOrigin, definition: &Arc<JsonObject>) -> String {
+        let mut digests = self
+            .inner
+            .digests
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((cached, digest)) = digests.get(origin)
+            && Arc::ptr_eq(cached, definition)
+        {
+            return digest.clone();
+        }
+        let digest = definition_digest(&pinned_definition(origin, definition));
+        if digests.len() >= MAX_CACHED_DIGESTS {
+            digests.clear();
+        }
+        digests.insert(origin.clone(), (definition.clone(), digest.clone()));
+        digest
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ToolOrigin, ToolPin>> {
         self.inner
             .pins
@@ -162,8 +191,15 @@ impl ToolPins {
         origin: &ToolOrigin,
         entry: &ToolEntry,
     ) -> Result<(), PipelineError> {
+        let digest = self.digest(origin, &entry.definition);
+        if self
+            .lock()
+            .get(origin)
+            .is_some_and(|pin| pin.digest == digest)
+        {
+            return Ok(());
+        }
         let pinned = pinned_definition(origin, &entry.definition);
-        let digest = definition_digest(&pinned);
         let tool = entry.name.as_str();
         let failed = |error: StoreError| {
             PipelineError::Source(portico_core::CallError::Failed(format!(
