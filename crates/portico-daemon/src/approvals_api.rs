@@ -283,3 +283,66 @@ async fn deny(
 ) -> Response {
     answer(state, id, body, true).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use portico_pipeline::{ApprovalKind, ApprovalStatus};
+    use portico_store::ApprovalBinding;
+
+    #[test]
+    fn a_definition_request_shows_both_definitions_and_the_changed_fields() {
+        let record = ApprovalRecord {
+            id: "apr_1".into(),
+            binding: ApprovalBinding {
+                principal: "server:docs".into(),
+                tool: "mcp_docs_search".into(),
+                arguments_digest: String::new(),
+                policy: "pin_tools".into(),
+                definition_digest: "bb".into(),
+            },
+            arguments: "{}".into(),
+            reason: "changed".into(),
+            status: ApprovalStatus::Pending,
+            created_at_ms: 0,
+            expires_at_ms: 1_000,
+            decided_at_ms: None,
+            decided_by: None,
+            decided_via: None,
+            deny_reason: None,
+            consumed_at_ms: None,
+            kind: ApprovalKind::Definition,
+            previous_definition: Some(r#"{"name":"search","description":"a","title":"S"}"#.into()),
+            new_definition: Some(
+                r#"{"name":"search","description":"b","annotations":{"readOnlyHint":false}}"#
+                    .into(),
+            ),
+        };
+        let view = view(&record);
+        assert_eq!(
+            (&view["kind"], &view["policy"], &view["arguments"]),
+            (&json!("definition"), &json!("pin_tools"), &json!({}))
+        );
+        assert_eq!(
+            view["diff"],
+            json!([
+                {"field": "title", "before": "S"},
+                {"field": "description", "before": "a", "after": "b"},
+                {"field": "annotations", "after": {"readOnlyHint": false}},
+            ])
+        );
+        assert_eq!(view["previous"]["title"], "S");
+        assert_eq!(view["definition"]["description"], "b");
+
+        // A call request has none of these.
+        let call = view_of_call(record);
+        for key in ["diff", "previous", "definition"] {
+            assert_eq!(call.get(key), None, "{key}");
+        }
+    }
+
+    fn view_of_call(mut record: ApprovalRecord) -> Value {
+        record.kind = ApprovalKind::Call;
+        view(&record)
+    }
+}
