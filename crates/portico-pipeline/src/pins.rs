@@ -620,4 +620,92 @@ mod tests {
         assert_eq!(store.approvals(None, 10).unwrap().len(), 1);
         pins.admit(&origin(), &entry("v1")).unwrap();
     }
+
+    /// An upstream whose one tool's description can be changed, as the hub's source would be.
+    struct Upstream(Mutex<Arc<JsonObject>>);
+
+    impl portico_core::source::ToolSource for Upstream {
+        fn kind(&self) -> &'static str {
+            "fake-hub"
+        }
+        fn entries(&self) -> Vec<ToolEntry> {
+            vec![ToolEntry {
+                definition: self.0.lock().unwrap().clone(),
+                ..entry("")
+            }]
+        }
+        fn find(&self, name: &str) -> Option<ToolEntry> {
+            self.entries().into_iter().find(|e| e.name == name)
+        }
+        fn origin(&self, name: &str) -> Option<ToolOrigin> {
+            (name == "mcp_docs_search").then(origin)
+        }
+        fn call<'a>(
+            &'a self,
+            _entry: &'a ToolEntry,
+            _arguments: JsonObject,
+            _context: &'a crate::context::ToolContext,
+        ) -> portico_core::relay::BoxFuture<
+            'a,
+            Result<portico_core::ToolResult, portico_core::CallError>,
+        > {
+            Box::pin(async { Ok(portico_core::ToolResult::text("searched")) })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_pipeline_neither_lists_nor_runs_a_held_tool() {
+        let store = Store::open_in_memory().unwrap();
+        let pipeline = crate::Pipeline::new(crate::PipelineSettings::default());
+        let pins = pins(&store);
+        pipeline.set_approvals(pins.inner.approvals.clone());
+        pipeline.set_pins(pins.clone());
+        let upstream = Arc::new(Upstream(Mutex::new(entry("v1").definition)));
+        pipeline.add_source(upstream.clone());
+        let client = crate::context::ToolContext::client("stdio");
+        let names = |tools: Vec<ToolEntry>| tools.into_iter().map(|e| e.name).collect::<Vec<_>>();
+
+        pipeline.check_pins();
+        assert!(pins.pin(&origin()).is_some());
+        assert_eq!(
+            names(pipeline.list(&client.principal).await),
+            ["mcp_docs_search"]
+        );
+        let ran = pipeline
+            .call("mcp_docs_search", None, &client)
+            .await
+            .unwrap();
+        assert_eq!(ran.outcome, crate::Outcome::Ok);
+
+        *upstream.0.lock().unwrap() = entry("v2").definition;
+        assert!(pipeline.list(&client.principal).await.is_empty());
+        let held = pipeline
+            .call("mcp_docs_search", None, &client)
+            .await
+            .unwrap();
+        assert_eq!(held.outcome, crate::Outcome::ApprovalRequired);
+        let id = held_id(Err(held.error.unwrap()));
+
+        let mut repinned = pins.changes();
+        pins.inner
+            .approvals
+            .decide(
+                &id,
+                ApprovalAnswer::Approve,
+                "client:owner",
+                ApprovalChannel::Api,
+            )
+            .unwrap();
+        pipeline.check_pins();
+        repinned.changed().await.unwrap();
+        assert_eq!(
+            names(pipeline.list(&client.principal).await),
+            ["mcp_docs_search"]
+        );
+        let ran = pipeline
+            .call("mcp_docs_search", None, &client)
+            .await
+            .unwrap();
+        assert_eq!(ran.outcome, crate::Outcome::Ok);
+    }
 }

@@ -617,7 +617,6 @@ impl Pipeline {
         context: &ToolContext,
     ) -> Result<ToolResult, PipelineError> {
         let name = entry.name.as_str();
-        Self::admitted(self.pins().as_ref(), source, entry)?;
         if let Some((client, scope)) = context.principal.client_scope()
             && !scope.matches(name)
         {
@@ -637,6 +636,8 @@ impl Pipeline {
                     .to_string(),
             });
         }
+        // After the caller's own limits: a tool outside them is refused as such, held or not.
+        Self::admitted(self.pins().as_ref(), source, entry)?;
 
         let arguments_value = Value::Object(arguments);
         if let Some(schema) = entry.definition.get("inputSchema")
