@@ -351,6 +351,10 @@ pub struct PolicySection {
     /// API, CLI and web page).
     #[serde(default)]
     pub approval_via: ApprovalVia,
+    /// Pins each upstream tool's definition when first seen; a changed definition is held (neither
+    /// listed nor callable) until someone approves it.
+    #[serde(default)]
+    pub pin_tools: bool,
 }
 
 /// `[policy] approval_via`.
@@ -395,6 +399,7 @@ impl Default for PolicySection {
             approval_ttl_secs: default_approval_ttl(),
             approval_wait_secs: 0,
             approval_via: ApprovalVia::Both,
+            pin_tools: false,
         }
     }
 }

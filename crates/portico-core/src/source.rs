@@ -30,6 +30,16 @@ pub struct ToolEntry {
     pub generation: u64,
 }
 
+/// Where an upstream tool comes from: what tool pinning keys its pin by. The exposed name is not
+/// enough: a name collision elsewhere can change it without the tool changing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ToolOrigin {
+    /// The configured server name.
+    pub server: String,
+    /// The upstream's own name of the tool.
+    pub upstream_name: String,
+}
+
 /// A provider of tools. The pipeline asks each source in order; the first that knows a name owns it.
 pub trait ToolSource: Send + Sync {
     /// A short name for logs: "local", "agents", "hub".
@@ -39,6 +49,11 @@ pub trait ToolSource: Send + Sync {
     /// Waits (bounded) until the source's first listing is complete, e.g. upstreams still connecting.
     fn settle(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
+    }
+    /// For a tool defined outside Portico (an upstream MCP server's), where it comes from; such
+    /// tools are the ones `[policy] pin_tools` pins. `None` for Portico's own tools.
+    fn origin(&self, _name: &str) -> Option<ToolOrigin> {
+        None
     }
     /// Runs the tool. `Err` is a failure to reach or run it (shown to the caller as an error result,
     /// and audited by its kind); a tool that ran and failed returns its own error result.

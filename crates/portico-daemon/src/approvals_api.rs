@@ -91,7 +91,7 @@ pub(crate) fn view(record: &ApprovalRecord) -> Value {
     let arguments = serde_json::from_str::<Value>(&record.arguments).unwrap_or(Value::Null);
     let mut view = json!({
         "id": record.id,
-        "kind": "call",
+        "kind": record.kind.as_str(),
         "status": record.status.as_str(),
         "tool": record.binding.tool,
         "principal": record.binding.principal,
@@ -114,7 +114,42 @@ pub(crate) fn view(record: &ApprovalRecord) -> Value {
             view[key] = Value::String(value);
         }
     }
+    if record.kind == portico_pipeline::ApprovalKind::Definition {
+        definition_view(record, &mut view);
+    }
     view
+}
+
+/// What a `definition` request adds (`[policy] pin_tools`): the pinned definition (`previous`), the
+/// one the upstream offers now (`definition`), and `diff`, each changed field with its value
+/// `before` and `after` (a side absent where the field was).
+fn definition_view(record: &ApprovalRecord, view: &mut Value) {
+    let parse = |text: Option<&str>| {
+        text.and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|value| match value {
+                Value::Object(object) => Some(object),
+                _ => None,
+            })
+            .unwrap_or_default()
+    };
+    let previous = parse(record.previous_definition.as_deref());
+    let definition = parse(record.new_definition.as_deref());
+    let diff: Vec<Value> = portico_pipeline::definition_diff(&previous, &definition)
+        .into_iter()
+        .map(|change| {
+            let mut entry = json!({"field": change.field});
+            if let Some(before) = change.before {
+                entry["before"] = before;
+            }
+            if let Some(after) = change.after {
+                entry["after"] = after;
+            }
+            entry
+        })
+        .collect();
+    view["diff"] = Value::Array(diff);
+    view["previous"] = Value::Object(previous);
+    view["definition"] = Value::Object(definition);
 }
 
 #[derive(Deserialize)]
@@ -306,4 +341,67 @@ async fn deny(
     body: Bytes,
 ) -> Response {
     answer(state, Asker::of(client), id, body, true).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use portico_pipeline::{ApprovalKind, ApprovalStatus};
+    use portico_store::ApprovalBinding;
+
+    #[test]
+    fn a_definition_request_shows_both_definitions_and_the_changed_fields() {
+        let record = ApprovalRecord {
+            id: "apr_1".into(),
+            binding: ApprovalBinding {
+                principal: "server:docs".into(),
+                tool: "mcp_docs_search".into(),
+                arguments_digest: String::new(),
+                policy: "pin_tools".into(),
+                definition_digest: "bb".into(),
+            },
+            arguments: "{}".into(),
+            reason: "changed".into(),
+            status: ApprovalStatus::Pending,
+            created_at_ms: 0,
+            expires_at_ms: 1_000,
+            decided_at_ms: None,
+            decided_by: None,
+            decided_via: None,
+            deny_reason: None,
+            consumed_at_ms: None,
+            kind: ApprovalKind::Definition,
+            previous_definition: Some(r#"{"name":"search","description":"a","title":"S"}"#.into()),
+            new_definition: Some(
+                r#"{"name":"search","description":"b","annotations":{"readOnlyHint":false}}"#
+                    .into(),
+            ),
+        };
+        let view = view(&record);
+        assert_eq!(
+            (&view["kind"], &view["policy"], &view["arguments"]),
+            (&json!("definition"), &json!("pin_tools"), &json!({}))
+        );
+        assert_eq!(
+            view["diff"],
+            json!([
+                {"field": "title", "before": "S"},
+                {"field": "description", "before": "a", "after": "b"},
+                {"field": "annotations", "after": {"readOnlyHint": false}},
+            ])
+        );
+        assert_eq!(view["previous"]["title"], "S");
+        assert_eq!(view["definition"]["description"], "b");
+
+        // A call request has none of these.
+        let call = view_of_call(record);
+        for key in ["diff", "previous", "definition"] {
+            assert_eq!(call.get(key), None, "{key}");
+        }
+    }
+
+    fn view_of_call(mut record: ApprovalRecord) -> Value {
+        record.kind = ApprovalKind::Call;
+        view(&record)
+    }
 }

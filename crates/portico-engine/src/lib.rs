@@ -108,6 +108,41 @@ impl EngineOptions {
     }
 }
 
+/// Checks the upstream tools against their pins whenever the catalog changes (definitions arrive)
+/// or an approval is answered (a new definition may be approved), and tells the doors to list
+/// again when that offers a held tool again. Ends with the pipeline.
+fn follow_pins(
+    pipeline: &Pipeline,
+    hub: &Hub,
+    approvals: &Approvals,
+    pins: &portico_pipeline::ToolPins,
+) {
+    let pipeline = pipeline.downgrade();
+    let hub = hub.clone();
+    let mut catalog = hub.subscribe();
+    let mut answers = approvals.answers();
+    let mut repinned = pins.changes();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                changed = catalog.changed() => if changed.is_err() { return },
+                changed = answers.changed() => if changed.is_err() { return },
+                changed = repinned.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    hub.announce_change();
+                    continue;
+                }
+            }
+            let Some(pipeline) = pipeline.upgrade() else {
+                return;
+            };
+            pipeline.check_pins();
+        }
+    });
+}
+
 impl Engine {
     /// Starts everything `config` describes. Upstreams connect in the background; the engine is
     /// usable at once. Must be called inside a tokio runtime.
@@ -226,6 +261,12 @@ impl Engine {
             pipeline.add_source(remote_agents_source(config, &*options.env));
         }
         pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
+        if policy.pin_tools {
+            let pins = portico_pipeline::ToolPins::new(store.clone(), approvals.clone())?;
+            pins.set_audit(Arc::new(audit.clone()));
+            pipeline.set_pins(pins.clone());
+            follow_pins(&pipeline, &hub, &approvals, &pins);
+        }
         Ok(Engine {
             upstreams: Upstreams::new(hub.clone()),
             hub,

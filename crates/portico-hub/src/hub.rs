@@ -266,6 +266,12 @@ impl Hub {
         }
     }
 
+    /// Tells whoever follows [`Hub::subscribe`] that what clients may list changed although the
+    /// catalog did not (a pinned tool's new definition was approved), so doors list again.
+    pub fn announce_change(&self) {
+        self.shared.changes.send_modify(|n| *n += 1);
+    }
+
     /// [`Hub::connect`] for every configured server.
     pub fn connect_all(&self) {
         self.connect(&self.server_names());

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use portico_core::context::ToolContext;
 use portico_core::relay::BoxFuture;
-use portico_core::source::{ToolEntry, ToolSource, Trust};
+use portico_core::source::{ToolEntry, ToolOrigin, ToolSource, Trust};
 use portico_core::{CallError, JsonObject, ToolResult};
 
 use crate::Hub;
@@ -60,6 +60,15 @@ impl ToolSource for HubTools {
     fn find(&self, name: &str) -> Option<ToolEntry> {
         let generation = self.generation();
         Some(entry(self.hub.catalog().tool(name)?, generation))
+    }
+
+    fn origin(&self, name: &str) -> Option<ToolOrigin> {
+        let catalog = self.hub.catalog();
+        let tool = catalog.tool(name)?;
+        Some(ToolOrigin {
+            server: tool.server.clone(),
+            upstream_name: tool.upstream_name.clone(),
+        })
     }
 
     fn settle(&self) -> BoxFuture<'_, ()> {

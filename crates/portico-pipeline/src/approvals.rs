@@ -168,6 +168,11 @@ impl Approvals {
         *self.inner.audit.write().expect("approvals audit lock") = Some(sink);
     }
 
+    /// Changes on every answer and expiry (what tool pins follow to repin an approved definition).
+    pub fn answers(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.answers.subscribe()
+    }
+
     pub fn settings(&self) -> &ApprovalSettings {
         &self.inner.settings
     }
@@ -206,8 +211,7 @@ impl Approvals {
             self.inner
                 .store
                 .approval_decide(id, &answer, by, via.as_str(), now, self.ttl_ms())?;
-        self.inner.answers.send_modify(|n| *n = n.wrapping_add(1));
-        match decided {
+        let answered = match decided {
             Decided::Done(record) => {
                 let (outcome, detail) = match &answer {
                     ApprovalAnswer::Approve => (
@@ -234,7 +238,10 @@ impl Approvals {
                 id: id.to_string(),
                 record: Box::new(record),
             }),
-        }
+        };
+        // After the audit: what an answer wakes (a waiting call, a repinned tool) is recorded after it.
+        self.inner.answers.send_modify(|n| *n = n.wrapping_add(1));
+        answered
     }
 
     /// Marks requests whose time ran out as expired, auditing each once.

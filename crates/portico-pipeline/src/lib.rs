@@ -3,7 +3,9 @@
 //! name, checks the caller may use the tool, validates the arguments against the tool's
 //! `inputSchema`, runs the policy hooks (the config's `[[policies]]` as [`ToolRules`], the taint
 //! rule, and an embedder's [`ToolPolicies`]; a call they hold for approval runs once with a grant for
-//! exactly that call, [`Approvals`]), applies the timeout, executes, validates structured
+//! exactly that call, [`Approvals`]; with `[policy] pin_tools`, an upstream tool whose definition
+//! changed since it was pinned is neither listed nor run until its new definition is approved,
+//! [`ToolPins`]), applies the timeout, executes, validates structured
 //! content against the `outputSchema`, cuts results for agents, and writes an audit record (arguments as keyed digests, [`AuditKey`]).
 //!
 //! Tools come from [`ToolSource`]s: [`LocalTools`] (built-ins and tools an embedder registers), the
@@ -20,6 +22,7 @@ mod approvals;
 mod audit;
 mod credential;
 mod local;
+mod pins;
 mod pipeline;
 mod policy;
 mod progress;
@@ -37,6 +40,10 @@ pub use approvals::{
 pub use audit::{AuditKey, AuditSink, arguments_digest};
 pub use credential::credential_identity;
 pub use local::{LocalTool, LocalTools, ToolFailure};
+pub use pins::{
+    FieldChange, PIN_POLICY, PINNED_FIELDS, ToolPins, definition_diff, definition_digest,
+    outcome as pin_outcome, pinned_definition,
+};
 pub use pipeline::{
     CallOutcome, DEFAULT_MAX_RESULT_CHARS, DEFAULT_TOOL_TIMEOUT, ListedTool, Outcome, Pipeline,
     PipelineError, PipelineSettings, PolicyRefusal, RefusalCode, UNTRUSTED_META, WeakPipeline,
@@ -50,8 +57,10 @@ pub use portico_core::context::{
     AgentScope, PatternError, Principal, ProgressEvent, ProgressSink, ToolContext, ToolPatterns,
     TurnState, Untrusted,
 };
-pub use portico_core::source::{ToolEntry, ToolSource, Trust};
-pub use portico_store::{ApprovalAnswer, ApprovalLimits, ApprovalRecord, ApprovalStatus};
+pub use portico_core::source::{ToolEntry, ToolOrigin, ToolSource, Trust};
+pub use portico_store::{
+    ApprovalAnswer, ApprovalKind, ApprovalLimits, ApprovalRecord, ApprovalStatus, ToolPin,
+};
 pub use progress::{ProgressMessages, progress_messages};
 pub use rules::{
     ConditionSpec, DefaultAction, RuleAction, RuleDecision, RuleError, RuleSpec, ToolRules,

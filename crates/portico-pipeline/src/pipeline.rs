@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::approvals::{Approvals, Hold};
 use crate::audit::{AuditKey, AuditSink};
 use crate::context::{Principal, ToolContext};
+use crate::pins::ToolPins;
 use crate::policy::{Policy, PolicyDecision, PolicyMark, PolicyRequest};
 use crate::schema::SchemaCache;
 use crate::source::{ToolEntry, ToolSource, Trust};
@@ -307,6 +308,7 @@ struct Inner {
     audit: RwLock<Option<Arc<dyn AuditSink>>>,
     audit_key: RwLock<AuditKey>,
     approvals: RwLock<Option<Approvals>>,
+    pins: RwLock<Option<ToolPins>>,
     schemas: SchemaCache,
     settings: PipelineSettings,
 }
@@ -320,6 +322,7 @@ impl Pipeline {
                 audit: RwLock::default(),
                 audit_key: RwLock::new(AuditKey::ephemeral()),
                 approvals: RwLock::default(),
+                pins: RwLock::default(),
                 schemas: SchemaCache::default(),
                 settings,
             }),
@@ -383,6 +386,40 @@ impl Pipeline {
             .clone()
     }
 
+    /// Pins upstream tools' definitions (`[policy] pin_tools`): a tool whose definition changed is
+    /// neither listed nor callable until its new definition is approved.
+    pub fn set_pins(&self, pins: ToolPins) {
+        *self.inner.pins.write().expect("pipeline pins lock") = Some(pins);
+    }
+
+    pub fn pins(&self) -> Option<ToolPins> {
+        self.inner.pins.read().expect("pipeline pins lock").clone()
+    }
+
+    /// Whether the pins let `entry` of `source` be listed and called (`Ok` without pins, and for
+    /// tools from Portico itself).
+    fn admitted(
+        pins: Option<&ToolPins>,
+        source: &dyn ToolSource,
+        entry: &ToolEntry,
+    ) -> Result<(), PipelineError> {
+        match (pins, source.origin(&entry.name)) {
+            (Some(pins), Some(origin)) => pins.admit(&origin, entry),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks every upstream tool against its pin now (pins new ones, holds changed ones, repins
+    /// approved ones), so that happens when definitions arrive rather than when someone lists.
+    pub fn check_pins(&self) {
+        let Some(pins) = self.pins() else { return };
+        for source in self.sources() {
+            for entry in source.entries() {
+                let _ = Self::admitted(Some(&pins), &*source, &entry);
+            }
+        }
+    }
+
     fn sources(&self) -> Vec<Arc<dyn ToolSource>> {
         self.inner
             .sources
@@ -403,9 +440,15 @@ impl Pipeline {
         self.settle().await;
         let mut seen = std::collections::HashSet::new();
         let mut tools = Vec::new();
+        let pins = self.pins();
         for source in self.sources() {
             for entry in source.entries() {
-                if principal.may_use(&entry.name) && seen.insert(entry.name.clone()) {
+                // A held tool keeps its name (a call to it is answered with its approval), but
+                // nobody is offered it.
+                if principal.may_use(&entry.name)
+                    && seen.insert(entry.name.clone())
+                    && Self::admitted(pins.as_ref(), &*source, &entry).is_ok()
+                {
                     tools.push(entry);
                 }
             }
@@ -593,6 +636,8 @@ impl Pipeline {
                     .to_string(),
             });
         }
+        // After the caller's own limits: a tool outside them is refused as such, held or not.
+        Self::admitted(self.pins().as_ref(), source, entry)?;
 
         let arguments_value = Value::Object(arguments);
         if let Some(schema) = entry.definition.get("inputSchema")

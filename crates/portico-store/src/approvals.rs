@@ -109,6 +109,39 @@ pub struct ApprovalRecord {
     pub decided_via: Option<String>,
     pub deny_reason: Option<String>,
     pub consumed_at_ms: Option<i64>,
+    /// What is to be approved: one call, or an upstream tool's changed definition.
+    pub kind: ApprovalKind,
+    /// For a `definition` request: the pinned definition (JSON text) the tool had.
+    pub previous_definition: Option<String>,
+    /// For a `definition` request: the definition (JSON text) the upstream offers now.
+    pub new_definition: Option<String>,
+}
+
+/// What a request asks someone to approve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApprovalKind {
+    /// One call, bound to its principal, tool, arguments, policy and the tool's definition.
+    Call,
+    /// A pinned upstream tool's new definition (`[policy] pin_tools`).
+    Definition,
+}
+
+impl ApprovalKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalKind::Call => "call",
+            ApprovalKind::Definition => "definition",
+        }
+    }
+
+    /// Only this crate writes the column; anything but `definition` reads as a call.
+    fn parse(text: &str) -> ApprovalKind {
+        if text == "definition" {
+            ApprovalKind::Definition
+        } else {
+            ApprovalKind::Call
+        }
+    }
 }
 
 /// What [`Store::approval_request`] did.
@@ -146,15 +179,15 @@ pub enum Decided {
     NotPending(ApprovalRecord),
 }
 
-const COLUMNS: &str = "id, principal, tool, arguments_digest, policy, definition_digest, arguments, \
-     reason, status, created_at_ms, expires_at_ms, decided_at_ms, decided_by, decided_via, \
-     deny_reason, consumed_at_ms";
+pub(crate) const COLUMNS: &str = "id, principal, tool, arguments_digest, policy, definition_digest, \
+     arguments, reason, status, created_at_ms, expires_at_ms, decided_at_ms, decided_by, decided_via, \
+     deny_reason, consumed_at_ms, kind, previous_definition, new_definition";
 
 /// The binding as a `WHERE` clause over parameters ?1..?5.
-const SAME_BINDING: &str = "principal = ?1 AND tool = ?2 AND arguments_digest = ?3 AND policy = ?4 \
+pub(crate) const SAME_BINDING: &str = "principal = ?1 AND tool = ?2 AND arguments_digest = ?3 AND policy = ?4 \
      AND definition_digest = ?5";
 
-fn record_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+pub(crate) fn record_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
     let status: String = row.get(8)?;
     Ok(ApprovalRecord {
         id: row.get(0)?,
@@ -177,11 +210,14 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         decided_via: row.get(13)?,
         deny_reason: row.get(14)?,
         consumed_at_ms: row.get(15)?,
+        kind: ApprovalKind::parse(&row.get::<_, String>(16)?),
+        previous_definition: row.get(17)?,
+        new_definition: row.get(18)?,
     })
 }
 
 /// A new request id: `apr_` and 128 random bits in hex (URL-safe).
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     format!("apr_{:032x}", rand::random::<u128>())
 }
 
@@ -193,6 +229,18 @@ impl Store {
         &self,
         new: &NewApproval,
         limits: ApprovalLimits,
+    ) -> Result<Requested, StoreError> {
+        self.request_of_kind(new, limits, ApprovalKind::Call, None)
+    }
+
+    /// [`Store::approval_request`] for a request of `kind`; a `definition` request carries the
+    /// pinned and the new definition.
+    pub(crate) fn request_of_kind(
+        &self,
+        new: &NewApproval,
+        limits: ApprovalLimits,
+        kind: ApprovalKind,
+        definitions: Option<(&str, &str)>,
     ) -> Result<Requested, StoreError> {
         let binding = &new.binding;
         self.in_immediate_transaction("storing an approval request", |conn| {
@@ -259,11 +307,15 @@ impl Store {
                 decided_via: None,
                 deny_reason: None,
                 consumed_at_ms: None,
+                kind,
+                previous_definition: definitions.map(|(previous, _)| previous.to_string()),
+                new_definition: definitions.map(|(_, new)| new.to_string()),
             };
             conn.prepare_cached(
                 "INSERT INTO approvals (id, principal, tool, arguments_digest, policy, \
-                   definition_digest, arguments, reason, status, created_at_ms, expires_at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)",
+                   definition_digest, arguments, reason, status, created_at_ms, expires_at_ms, \
+                   kind, previous_definition, new_definition) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11, ?12, ?13)",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
@@ -276,7 +328,10 @@ impl Store {
                     record.arguments,
                     record.reason,
                     record.created_at_ms,
-                    record.expires_at_ms
+                    record.expires_at_ms,
+                    record.kind.as_str(),
+                    record.previous_definition,
+                    record.new_definition
                 ])
             })
             .map_err(sql_error)?;

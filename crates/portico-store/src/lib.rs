@@ -1,6 +1,7 @@
 //! Portico's embedded SQLite store: conversations and their messages, per-agent memory, the audit log
 //! of tool calls (hash-chained, so edits show: [`Store::verify_audit`]), the tasks of Portico's A2A
-//! server, and approval requests with their single-use grants, in one file under the data directory.
+//! server, approval requests with their single-use grants, and tool pins (upstream tool definitions as
+//! first seen or last approved), in one file under the data directory.
 //!
 //! It is a persistence layer and nothing more: it does not decide who may call what, does not talk to
 //! models or upstreams, and does not interpret message content (kept as opaque JSON). The schema is
@@ -25,6 +26,7 @@ mod conversations;
 mod error;
 mod memory;
 mod migrations;
+mod pins;
 mod private;
 mod tasks;
 
@@ -36,8 +38,8 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use approvals::{
-    ApprovalAnswer, ApprovalBinding, ApprovalLimits, ApprovalRecord, ApprovalStatus, Decided,
-    NewApproval, Requested,
+    ApprovalAnswer, ApprovalBinding, ApprovalKind, ApprovalLimits, ApprovalRecord, ApprovalStatus,
+    Decided, NewApproval, Requested,
 };
 pub use audit::{
     AuditEntry, AuditQuery, AuditRecord, AuditVerification, AuditWriter, BrokenLink, ChainProblem,
@@ -47,6 +49,7 @@ pub use batch::BatchWriter;
 pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
 pub use memory::MemoryEntry;
+pub use pins::ToolPin;
 pub use private::load_or_create_secret;
 pub use tasks::{
     DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, EarlierStatus, MAX_TASK_PAGE_SIZE, StatusChange,

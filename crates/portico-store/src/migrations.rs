@@ -144,6 +144,23 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit ADD COLUMN prev_hash TEXT;
     ALTER TABLE audit ADD COLUMN hash TEXT;
     "#,
+    // 5: tool pinning (see `pins`): the digest and definition of each upstream tool as first seen
+    // (or as last approved), keyed by server and the upstream's own tool name; and approval requests
+    // of a second kind, `definition`, which carry the pinned and the new definition (JSON text) for
+    // the approver to compare. Requests made before this migration are calls.
+    r#"
+    CREATE TABLE tool_pins (
+        server        TEXT    NOT NULL,
+        tool          TEXT    NOT NULL,
+        digest        TEXT    NOT NULL,
+        definition    TEXT    NOT NULL,
+        pinned_at_ms  INTEGER NOT NULL,
+        PRIMARY KEY (server, tool)
+    ) STRICT;
+    ALTER TABLE approvals ADD COLUMN kind TEXT NOT NULL DEFAULT 'call';
+    ALTER TABLE approvals ADD COLUMN previous_definition TEXT;
+    ALTER TABLE approvals ADD COLUMN new_definition TEXT;
+    "#,
 ];
 
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {

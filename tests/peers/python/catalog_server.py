@@ -13,6 +13,8 @@ Flags:
   --dynamic             tool `add_tool {name}` adds a tool and sends notifications/tools/list_changed
   --sleep-tool          tool `sleep {seconds}` writes "sleep started" to stderr, sleeps, answers "slept"
   --big-tool            tool `big {bytes}` answers a text of that many "x"
+  --description N=TEXT  tool N's description is TEXT instead of "The tool N" (repeatable): a
+                        definition that changes between runs, for tool pinning
 
 Every notifications/cancelled is logged to stderr as "cancelled request <id>".
 """
@@ -32,7 +34,9 @@ parser.add_argument("--only-version", default=None)
 parser.add_argument("--dynamic", action="store_true")
 parser.add_argument("--sleep-tool", action="store_true")
 parser.add_argument("--big-tool", action="store_true")
+parser.add_argument("--description", action="append", default=[])
 args = parser.parse_args()
+descriptions = dict(item.split("=", 1) for item in args.description)
 
 
 class CatalogPeer(StdioPeer):
@@ -100,7 +104,7 @@ peer = CatalogPeer("catalog-peer")
 
 
 def register(name):
-    peer.tool(name, f"The tool {name}")(lambda arguments, msg_id: text_result(f"{name} called"))
+    peer.tool(name, descriptions.get(name, f"The tool {name}"))(lambda arguments, msg_id: text_result(f"{name} called"))
 
 
 for tool_name in filter(None, args.tools.split(",")):

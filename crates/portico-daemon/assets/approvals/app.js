@@ -70,8 +70,12 @@ function requestCard(view, single) {
   field(facts, 'Deny reason', view.denyReason);
   field(facts, 'Consumed', when(view.consumedAt));
   card.append(facts);
-  card.append(el('h3', {}, 'Arguments (exactly as the call will run)'));
-  card.append(el('pre', { class: 'arguments' }, JSON.stringify(view.arguments, null, 2)));
+  if (view.kind === 'definition') {
+    card.append(...definitionChange(view));
+  } else {
+    card.append(el('h3', {}, 'Arguments (exactly as the call will run)'));
+    card.append(el('pre', { class: 'arguments' }, JSON.stringify(view.arguments, null, 2)));
+  }
   if (!single) {
     card.append(el('p', {}, el('a', { href: `/approvals/${encodeURIComponent(view.id)}` }, 'Open this request')));
   }
@@ -79,6 +83,25 @@ function requestCard(view, single) {
     card.append(actions(view, card));
   }
   return card;
+}
+
+/// A changed upstream tool definition ([policy] pin_tools): each changed field before and after,
+/// then the whole new definition. Approving it makes it the tool's pin.
+function definitionChange(view) {
+  const parts = [el('h3', {}, 'Changed definition (approve to offer the tool with it)')];
+  for (const change of Array.isArray(view.diff) ? view.diff : []) {
+    const show = (value) => (value === undefined ? '(absent)' : JSON.stringify(value, null, 2));
+    parts.push(
+      el('h4', {}, `Field: ${change.field}`),
+      el('p', {}, 'Pinned:'),
+      el('pre', { class: 'before' }, show(change.before)),
+      el('p', {}, 'Now:'),
+      el('pre', { class: 'after' }, show(change.after)),
+    );
+  }
+  parts.push(el('h3', {}, 'New definition'));
+  parts.push(el('pre', { class: 'definition' }, JSON.stringify(view.definition, null, 2)));
+  return parts;
 }
 
 function actions(view, card) {

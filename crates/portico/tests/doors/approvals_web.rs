@@ -34,7 +34,7 @@ const MARKUP: &str = "<script>document.title='pwned'</script><b>bold</b>";
 /// Debian's Chromium, or `None` after saying loudly why the browser tests cannot run. With
 /// `PORTICO_REQUIRE_CHROMIUM=1` (scripts/test sets it; its peer install puts Chromium there) a
 /// missing browser is a failure, never a skip.
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PORTICO_TEST_CHROMIUM")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
@@ -55,7 +55,7 @@ fn chromium() -> Option<PathBuf> {
 }
 
 /// Runs `js/browser_click.mjs` against `url` and returns its report; the whole run is bounded.
-fn browser(chromium: &PathBuf, url: &str, extra: &[&str]) -> Value {
+pub(crate) fn browser(chromium: &PathBuf, url: &str, extra: &[&str]) -> Value {
     let mut child = Command::new(node())
         .arg(peers_dir().join("js/browser_click.mjs"))
         .args(["--url", url, "--timeout-ms", "20000"])
