@@ -44,6 +44,8 @@ Options:
                             ANSWER: accept (content {"approve": true}), accept-no
                             (content {"approve": false}), decline or cancel; each request's
                             params are reported under "elicitations"
+  --progress                ask for progress on each --call (a progress token); what arrives
+                            is reported under the call's "progress" (progress, total, message)
   --sdk-default-env         stdio: give the child only the SDK's default environment
                             (HOME, LOGNAME, PATH, SHELL, TERM, USER); by default the
                             whole environment of this process is passed on
@@ -176,6 +178,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sdk-default-env", action="store_true")
     p.add_argument("--exclude-unset", action="store_true")
     p.add_argument("--elicit", choices=["accept", "accept-no", "decline", "cancel"])
+    p.add_argument("--progress", action="store_true")
     p.set_defaults(actions=[])
     ns = p.parse_args(argv)
     ns.command = command
@@ -407,8 +410,19 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
             try:
                 if kind == "call":
                     entry: dict[str, Any] = {"name": action["name"]}
-                    res = await client.call_tool(action["name"], action["args"] or {})
+                    progress: list[dict[str, Any]] = []
+
+                    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                        progress.append({"progress": done, "total": total, "message": message})
+
+                    res = await client.call_tool(
+                        action["name"],
+                        action["args"] or {},
+                        progress_callback=on_progress if ns.progress else None,
+                    )
                     entry["result"] = dump(res)
+                    if ns.progress:
+                        entry["progress"] = progress
                     out["calls"].append(entry)
                 elif kind == "read":
                     entry = {"uri": action["uri"]}

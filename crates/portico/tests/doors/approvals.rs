@@ -662,3 +662,87 @@ async fn through_portico_mcp_the_client_is_not_asked_and_approves_out_of_band() 
     assert_eq!(runs(&base).await, 1);
     assert!(daemon.stop().success());
 }
+
+/// `[policy] approval_wait_secs` over the wire: the SDK's call waits, asking for progress; its
+/// progress callback hears `waiting for approval at /approvals/<id>`; an approval through the API
+/// lets the same call run once and answer, without a retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_call_reports_progress_and_runs_once_when_approved_over_mcp() {
+    let home = Home::new(&config(600).replace(
+        "approval_ttl_secs = 600",
+        "approval_ttl_secs = 600\napproval_wait_secs = 120",
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+
+    let url = format!("{base}/mcp");
+    let waiting = tokio::task::spawn_blocking(move || {
+        Command::new(venv_python())
+            .arg(python_peer("sdk_client.py"))
+            .args([
+                "--era",
+                "legacy",
+                "--timeout",
+                "150",
+                "--progress",
+                "--http",
+                &url,
+            ])
+            .args(["--call", "memory_store", "--args"])
+            .arg(json!({"key": "colour", "value": "teal"}).to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    });
+
+    // The held call's request appears while the call waits (polled, with a deadline).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let (status, body) = api(&base, "GET", "/api/approvals", None).await;
+        assert_eq!(status, 200);
+        if let Some(first) = body["approvals"].as_array().and_then(|a| a.first()) {
+            break first["id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pending request appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(runs(&base).await, 0, "nothing runs before the approval");
+    let (status, view) = api(
+        &base,
+        "POST",
+        &format!("/api/approvals/{id}/approve"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+
+    let output = waiting.await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let call = &report["calls"][0];
+    ran(&call["result"]);
+    let messages: Vec<&str> = call["progress"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no progress: {call}"))
+        .iter()
+        .filter_map(|p| p["message"].as_str())
+        .collect();
+    assert_eq!(
+        messages.first().copied(),
+        Some(format!("waiting for approval at /approvals/{id}").as_str()),
+        "{call}"
+    );
+    assert_eq!(runs(&base).await, 1);
+    let (_, consumed) = api(&base, "GET", &format!("/api/approvals/{id}"), None).await;
+    assert_eq!(consumed["status"], "consumed");
+    assert!(daemon.stop().success());
+}
