@@ -56,6 +56,27 @@ pub fn json_f32(value: f32) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
+/// The length of `value` as JSON, counted without building the text (results and policy failures
+/// can be megabytes; budgets are checked before anything is copied). `usize::MAX` when it cannot be
+/// serialised, so a budget check refuses it.
+pub fn json_size<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 /// Serialises a protocol value into the JSON object the core carries. A value that is not an object
 /// (which no MCP result is) is wrapped as `{"value": ...}` rather than lost.
 pub fn to_object<T: serde::Serialize>(value: &T) -> JsonObject {

@@ -472,7 +472,7 @@ impl PorticoServer {
 
     /// Fails with a clear error when a serialised result would exceed the response budget.
     fn within_budget<T: serde::Serialize>(&self, what: &str, value: &T) -> Result<(), McpError> {
-        let size = serialized_size(value);
+        let size = portico_core::json_size(value);
         if size > self.options.max_response_bytes {
             return Err(McpError::internal_error(
                 format!(
@@ -1093,25 +1093,6 @@ impl ServerOptions {
     }
 }
 
-/// The length of `value` as JSON, counted without building the text (results can be megabytes).
-fn serialized_size<T: serde::Serialize>(value: &T) -> usize {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    match serde_json::to_writer(&mut counter, value) {
-        Ok(()) => counter.0,
-        Err(_) => usize::MAX,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1120,7 +1101,7 @@ mod tests {
     fn serialized_size_is_the_length_of_the_json() {
         let result = CallToolResult::success(vec![ContentBlock::text("héllo \"quoted\"\n")]);
         assert_eq!(
-            serialized_size(&result),
+            portico_core::json_size(&result),
             serde_json::to_vec(&result).unwrap().len()
         );
     }

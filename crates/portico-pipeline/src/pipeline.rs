@@ -773,25 +773,6 @@ fn json_text(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-/// The length of `value` as JSON, counted without building the text.
-pub(crate) fn json_size(value: &Value) -> usize {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    match serde_json::to_writer(&mut counter, value) {
-        Ok(()) => counter.0,
-        Err(_) => usize::MAX,
-    }
-}
-
 /// A listed tool with what the policies say of it: its mark ([`Pipeline::list_marked`]) and the
 /// failure schemas host policies declare for it.
 #[derive(Debug, Clone)]

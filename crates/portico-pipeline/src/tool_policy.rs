@@ -209,7 +209,7 @@ impl HostPolicies {
             Ok(Ok(None)) => return PolicyDecision::Allow,
             Ok(Ok(Some(failure))) => failure,
         };
-        let size = crate::pipeline::json_size(&failure);
+        let size = portico_core::json_size(&failure);
         if size > self.policies.max_failure_bytes {
             return PolicyDecision::Error(format!(
                 "returned a failure of {size} bytes, over the {} bytes a failure may take",
