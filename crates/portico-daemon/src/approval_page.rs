@@ -1,9 +1,11 @@
 //! The approval page at `/approvals` (pending requests) and `/approvals/{id}` (one request): a static
-//! page and its own script, which reads `/api/approvals` and answers with its POST routes
+//! shell and its own script, served without a token to anyone the door admits. The script takes the
+//! token from the link's fragment (`#token=`), keeps it in the tab's `sessionStorage`, reads
+//! `/api/approvals` with it as a bearer token and answers with the API's POST routes
 //! (`{"via": "web"}`). No request data is put into the HTML on the server: the script shows it as
-//! text, so an argument cannot become markup. The door's checks (`security`, `approval_session`)
-//! decide who gets here; this module only serves the files, under headers that let nothing else
-//! run, frame or refer.
+//! text (the arguments as the API's `argumentsText`), so an argument cannot become markup. The
+//! door's checks (`security`, `approval_session`) decide who gets here; this module only serves the
+//! files, under headers that let nothing else run, frame or refer.
 
 use axum::Router;
 use axum::extract::Path;
@@ -168,132 +170,145 @@ mod tests {
         }
     }
 
-    /// Logs in with `?token=` and returns the `Cookie` header value the browser would send back.
-    async fn session(router: &Router) -> String {
-        let sent = send(router, "GET", &format!("/approvals?token={TOKEN}"), &[]).await;
-        assert_eq!(sent.status, 303, "{}", sent.body);
-        let set_cookie = sent.headers[header::SET_COOKIE].to_str().unwrap();
-        set_cookie.split(';').next().unwrap().to_string()
-    }
-
     #[tokio::test]
-    async fn without_the_token_the_page_says_how_to_open_it() {
+    async fn the_shell_is_served_without_a_token_and_holds_no_request_data() {
         let router = door(Some(TOKEN));
-        let sent = send(&router, "GET", "/approvals/apr_abc", &[]).await;
-        assert_eq!(sent.status, 401);
-        assert_eq!(sent.headers[header::WWW_AUTHENTICATE], "Bearer");
-        assert!(sent.body.contains("?token="), "{}", sent.body);
-        assert!(
-            sent.body.contains("portico approvals approve ID"),
-            "{}",
-            sent.body
-        );
-        assert!(!sent.body.contains(TOKEN));
-        let sent = send(&router, "GET", "/api/approvals", &[]).await;
-        assert_eq!(sent.status, 401);
-        assert!(sent.body.contains("Authorization: Bearer"), "{}", sent.body);
-    }
-
-    #[tokio::test]
-    async fn a_wrong_token_in_the_link_is_refused_without_a_cookie() {
-        let router = door(Some(TOKEN));
-        let sent = send(&router, "GET", "/approvals/apr_abc?token=wrong", &[]).await;
-        assert_eq!(sent.status, 401);
-        assert!(sent.headers.get(header::SET_COOKIE).is_none());
-        assert!(
-            sent.body.contains("token in this approval link is wrong"),
-            "{}",
-            sent.body
-        );
-        // A prefix of the token is as wrong as anything else.
-        let sent = send(&router, "GET", "/approvals?token=s3cret", &[]).await;
-        assert_eq!(sent.status, 401);
-    }
-
-    #[tokio::test]
-    async fn the_right_token_sets_a_strict_http_only_cookie_and_leaves_the_url() {
-        let router = door(Some(TOKEN));
+        for (path, body) in [
+            ("/approvals", PAGE),
+            ("/approvals/apr_abc", PAGE),
+            ("/approvals/apr_other", PAGE),
+            ("/approvals/app.js", SCRIPT),
+            ("/approvals/app.css", STYLE),
+        ] {
+            let sent = send(&router, "GET", path, &[]).await;
+            assert_eq!((sent.status, sent.body.as_str()), (200, body), "{path}");
+            assert!(sent.headers.get(header::SET_COOKIE).is_none(), "{path}");
+        }
+        // The same bytes whoever asks: nothing of the request (its id) is in them.
+        assert!(!PAGE.contains("apr_"));
+        // With a wrong token it is still only the shell.
         let sent = send(
             &router,
             "GET",
-            &format!("/approvals/apr_abc?view=full&token={TOKEN}"),
-            &[],
+            "/approvals/apr_abc",
+            &[("authorization", "Bearer wrong")],
         )
         .await;
-        assert_eq!(sent.status, 303);
+        assert_eq!((sent.status, sent.body.as_str()), (200, PAGE));
+        // The script takes the token from the fragment and sends it as a bearer header, never a cookie.
+        assert!(SCRIPT.contains("location.hash"));
+        assert!(SCRIPT.contains("sessionStorage"));
+        assert!(SCRIPT.contains("history.replaceState"));
+        assert!(SCRIPT.contains("headers.Authorization = `Bearer ${token}`"));
+        assert!(SCRIPT.contains("credentials: 'omit'"));
+        assert!(!SCRIPT.contains("document.cookie"));
+        assert!(SCRIPT.contains("type: 'password'"));
+        assert!(SCRIPT.contains("view.argumentsText"));
+    }
+
+    #[tokio::test]
+    async fn the_api_takes_the_bearer_token_and_no_cookie() {
+        let router = door(Some(TOKEN));
+        let bearer = format!("Bearer {TOKEN}");
+        let sent = send(&router, "GET", "/api/approvals", &[]).await;
+        assert_eq!(sent.status, 401);
+        assert_eq!(sent.headers[header::WWW_AUTHENTICATE], "Bearer");
+        assert!(sent.body.contains("Authorization: Bearer"), "{}", sent.body);
+        // What the old page's session looked like, or anything else in a cookie: proves nothing.
+        for cookie in [
+            "portico_approvals=00ff".to_string(),
+            format!("portico_approvals={TOKEN}"),
+            format!("token={TOKEN}"),
+        ] {
+            let with_cookie = [("cookie", cookie.as_str()), ("origin", OWN_ORIGIN)];
+            let sent = send(&router, "GET", "/api/approvals", &with_cookie).await;
+            assert_eq!(sent.status, 401, "{cookie}: {}", sent.body);
+            let sent = send(
+                &router,
+                "POST",
+                "/api/approvals/apr_abc/approve",
+                &with_cookie,
+            )
+            .await;
+            assert_eq!(sent.status, 401, "{cookie}: {}", sent.body);
+            assert_ne!(sent.body, "approved");
+        }
+        let page = [
+            ("authorization", bearer.as_str()),
+            ("sec-fetch-site", "same-origin"),
+        ];
+        let sent = send(&router, "GET", "/api/approvals", &page).await;
+        assert_eq!((sent.status, sent.body.as_str()), (200, "listed"));
+        let answer = [
+            ("authorization", bearer.as_str()),
+            ("origin", OWN_ORIGIN),
+            ("sec-fetch-site", "same-origin"),
+        ];
+        let sent = send(&router, "POST", "/api/approvals/apr_abc/approve", &answer).await;
+        assert_eq!((sent.status, sent.body.as_str()), (200, "approved"));
+        // A wrong token is refused like anywhere else.
+        let wrong = [("authorization", "Bearer s3cret")];
         assert_eq!(
-            sent.headers[header::LOCATION],
-            "/approvals/apr_abc?view=full"
+            send(&router, "GET", "/api/approvals", &wrong).await.status,
+            401
         );
-        assert_eq!(sent.headers[header::CACHE_CONTROL], "no-store");
-        assert_eq!(sent.headers[header::REFERRER_POLICY], "no-referrer");
-        let cookie = sent.headers[header::SET_COOKIE].to_str().unwrap();
-        let (pair, attributes) = cookie.split_once("; ").unwrap();
-        assert_eq!(attributes, "HttpOnly; SameSite=Strict; Path=/");
-        let (name, value) = pair.split_once('=').unwrap();
-        assert_eq!(name, "portico_approvals");
-        assert_eq!(value.len(), 64);
-        assert!(!value.contains(TOKEN));
-        // The token is not a query parameter of the API.
+    }
+
+    #[tokio::test]
+    async fn a_token_in_the_query_is_refused_with_the_fragment_as_the_way() {
+        let router = door(Some(TOKEN));
+        for path in [
+            format!("/approvals/apr_abc?token={TOKEN}"),
+            format!("/approvals?view=full&token={TOKEN}"),
+            "/approvals?token=".to_string(),
+        ] {
+            let sent = send(&router, "GET", &path, &[]).await;
+            assert_eq!(sent.status, 400, "{path}");
+            assert!(sent.body.contains("#token=<token>"), "{}", sent.body);
+            assert!(!sent.body.contains(TOKEN), "{}", sent.body);
+            assert!(sent.headers.get(header::SET_COOKIE).is_none());
+            assert!(sent.headers.get(header::LOCATION).is_none());
+            assert_eq!(sent.headers[header::CACHE_CONTROL], "no-store");
+            assert_eq!(sent.headers[header::REFERRER_POLICY], "no-referrer");
+        }
+        // Not even with the bearer header as well, nor on the API.
+        let bearer = format!("Bearer {TOKEN}");
         let sent = send(
             &router,
             "GET",
             &format!("/api/approvals?token={TOKEN}"),
-            &[],
+            &[("authorization", bearer.as_str())],
         )
         .await;
-        assert_eq!(sent.status, 401);
+        assert_eq!(sent.status, 400);
+        assert!(
+            sent.body
+                .contains("send `Authorization: Bearer <token>` instead"),
+            "{}",
+            sent.body
+        );
+        // A door without a token refuses it as well: the link is wrong wherever it is opened.
+        let sent = send(&door(None), "GET", "/approvals?token=x", &[]).await;
+        assert_eq!(sent.status, 400);
     }
 
     #[tokio::test]
-    async fn the_cookie_opens_the_page_and_its_api_and_nothing_else() {
+    async fn browsers_are_held_to_the_daemons_own_page() {
         let router = door(Some(TOKEN));
-        let cookie = session(&router).await;
-        let with_cookie = [("cookie", cookie.as_str())];
-        let sent = send(&router, "GET", "/approvals/apr_abc", &with_cookie).await;
-        assert_eq!(sent.status, 200);
-        assert_eq!(sent.body, PAGE);
-        let sent = send(&router, "GET", "/approvals", &with_cookie).await;
-        assert_eq!((sent.status, sent.body.as_str()), (200, PAGE));
-        let sent = send(&router, "GET", "/approvals/app.js", &with_cookie).await;
-        assert_eq!((sent.status, sent.body.as_str()), (200, SCRIPT));
-        let sent = send(&router, "GET", "/api/approvals", &with_cookie).await;
-        assert_eq!((sent.status, sent.body.as_str()), (200, "listed"));
-        let approve = [("cookie", cookie.as_str()), ("origin", OWN_ORIGIN)];
-        let sent = send(&router, "POST", "/api/approvals/apr_abc/approve", &approve).await;
-        assert_eq!((sent.status, sent.body.as_str()), (200, "approved"));
-        // Everywhere else the cookie proves nothing.
-        let sent = send(&router, "POST", "/mcp", &approve).await;
-        assert_eq!(sent.status, 401, "{}", sent.body);
-        let sent = send(&router, "GET", "/api/audit", &with_cookie).await;
-        assert_eq!(sent.status, 401, "{}", sent.body);
-        // A cookie made by another start (or guessed) is refused, saying so.
-        let stale = [("cookie", "portico_approvals=00ff")];
-        let sent = send(&router, "GET", "/api/approvals", &stale).await;
-        assert_eq!(sent.status, 401);
-        assert!(sent.body.contains("cookie is not valid"), "{}", sent.body);
-        let other_start = door(Some(TOKEN));
-        let sent = send(&other_start, "GET", "/api/approvals", &with_cookie).await;
-        assert_eq!(sent.status, 401);
-    }
-
-    #[tokio::test]
-    async fn answers_by_cookie_must_come_from_the_daemons_own_page() {
-        let router = door(Some(TOKEN));
-        let cookie = session(&router).await;
+        let bearer = format!("Bearer {TOKEN}");
         let path = "/api/approvals/apr_abc/approve";
         for (origin, site) in [
             // Allowed for /api in general by [server] allowed_origins, but not the page.
             (Some("https://app.example.com"), None),
-            // Another port on the same machine: same-site, so SameSite cookies reach it.
+            // Another port on the same machine is refused by the door itself.
             (Some("http://127.0.0.1:3000"), None),
             (Some("http://localhost:4200"), None),
             (Some("null"), None),
-            (None, None),
             (Some(OWN_ORIGIN), Some("same-site")),
             (Some(OWN_ORIGIN), Some("cross-site")),
+            (None, Some("cross-site")),
         ] {
-            let mut headers = vec![("cookie", cookie.as_str())];
+            let mut headers = vec![("authorization", bearer.as_str())];
             if let Some(origin) = origin {
                 headers.push(("origin", origin));
             }
@@ -302,23 +317,18 @@ mod tests {
             }
             let sent = send(&router, "POST", path, &headers).await;
             assert_eq!(sent.status, 403, "{origin:?} {site:?}: {}", sent.body);
-            assert_ne!(sent.body, "approved");
         }
-        let own = [
-            ("cookie", cookie.as_str()),
-            ("origin", OWN_ORIGIN),
-            ("sec-fetch-site", "same-origin"),
-        ];
-        assert_eq!(send(&router, "POST", path, &own).await.status, 200);
         // Reading from another site's page is refused as well.
-        let read = [("cookie", cookie.as_str()), ("sec-fetch-site", "same-site")];
+        let read = [
+            ("authorization", bearer.as_str()),
+            ("sec-fetch-site", "same-site"),
+        ];
         assert_eq!(
             send(&router, "GET", "/api/approvals", &read).await.status,
             403
         );
         // Opening the page from a link elsewhere is a navigation, which cannot read the page: fine.
         let open = [
-            ("cookie", cookie.as_str()),
             ("sec-fetch-site", "cross-site"),
             ("sec-fetch-mode", "navigate"),
         ];
@@ -328,18 +338,19 @@ mod tests {
                 .status,
             200
         );
-        // But a navigation is no way into the API, nor a way to answer.
+        // But a navigation is no way into the API.
+        let mut opened = open.to_vec();
+        opened.push(("authorization", bearer.as_str()));
         assert_eq!(
-            send(&router, "GET", "/api/approvals", &open).await.status,
+            send(&router, "GET", "/api/approvals", &opened).await.status,
             403
         );
-        let mut posted = open.to_vec();
-        posted.push(("origin", OWN_ORIGIN));
-        assert_eq!(send(&router, "POST", path, &posted).await.status, 403);
-        // A program with the bearer token is not a browser: no Origin needed.
-        let bearer = format!("Bearer {TOKEN}");
+        // A program with the token is not a browser: no Origin needed, none refused.
         let program = [("authorization", bearer.as_str())];
         assert_eq!(send(&router, "POST", path, &program).await.status, 200);
+        // Everywhere else the door's rules are its own: the page's rules add nothing to `/mcp`.
+        assert_eq!(send(&router, "POST", "/mcp", &program).await.status, 200);
+        assert_eq!(send(&router, "POST", "/mcp", &[]).await.status, 401);
     }
 
     #[tokio::test]
@@ -347,7 +358,7 @@ mod tests {
         let router = door(None);
         assert_eq!(send(&router, "GET", "/approvals", &[]).await.status, 200);
         let path = "/api/approvals/apr_abc/approve";
-        // The CLI on a door without a token: no Origin, no cookie.
+        // The CLI on a door without a token: no Origin, no token.
         assert_eq!(send(&router, "POST", path, &[]).await.status, 200);
         let own = [("origin", OWN_ORIGIN), ("sec-fetch-site", "same-origin")];
         assert_eq!(send(&router, "POST", path, &own).await.status, 200);
@@ -377,11 +388,6 @@ mod tests {
             send(&router, "GET", "/api/approvals", &linked).await.status,
             403
         );
-        // A token in the link of a door that has none is only tidied away.
-        let sent = send(&router, "GET", "/approvals?token=x", &[]).await;
-        assert_eq!(sent.status, 303);
-        assert_eq!(sent.headers[header::LOCATION], "/approvals");
-        assert!(sent.headers.get(header::SET_COOKIE).is_none());
     }
 
     #[tokio::test]

@@ -96,6 +96,9 @@ pub(crate) fn view(record: &ApprovalRecord) -> Value {
         "tool": record.binding.tool,
         "principal": record.binding.principal,
         "arguments": arguments,
+        // What people read: exact numbers and visible escapes, which `arguments` cannot promise once
+        // a browser's JSON.parse has it.
+        "argumentsText": portico_pipeline::arguments_text(&arguments),
         "reason": record.reason,
         "policy": policy,
         "path": approval_path(&record.id),
@@ -403,5 +406,50 @@ mod tests {
     fn view_of_call(mut record: ApprovalRecord) -> Value {
         record.kind = ApprovalKind::Call;
         view(&record)
+    }
+}
+
+#[cfg(test)]
+mod arguments_text_tests {
+    use super::*;
+    use portico_pipeline::ApprovalKind;
+    use portico_store::ApprovalBinding;
+
+    #[test]
+    fn the_view_carries_the_exact_arguments_as_visible_text() {
+        let record = ApprovalRecord {
+            id: "apr_abc".into(),
+            binding: ApprovalBinding {
+                principal: "client:default".into(),
+                tool: "file_write".into(),
+                arguments_digest: "d".into(),
+                policy: "policies[0]@x".into(),
+                definition_digest: "d".into(),
+            },
+            arguments: r#"{"n":9007199254740993,"p":"a\u202eb"}"#.into(),
+            reason: "r".into(),
+            status: ApprovalStatus::Pending,
+            created_at_ms: 0,
+            expires_at_ms: 0,
+            decided_at_ms: None,
+            decided_by: None,
+            decided_via: None,
+            deny_reason: None,
+            consumed_at_ms: None,
+            kind: ApprovalKind::Call,
+            previous_definition: None,
+            new_definition: None,
+        };
+        let view = view(&record);
+        let text = view["argumentsText"].as_str().unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"n\": 9007199254740993,\n  \"p\": \"a\\u202eb\"\n}"
+        );
+        assert!(text.contains("9007199254740993"));
+        assert!(text.contains(r"\u202e") && !text.contains('\u{202e}'));
+        // `arguments` stays the JSON value itself, for programs.
+        assert_eq!(view["arguments"]["p"], "a\u{202e}b");
+        assert_eq!(view["arguments"]["n"].as_u64(), Some(9007199254740993));
     }
 }

@@ -1,8 +1,9 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
 //! `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
 //! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
-//! routes, all behind the door's checks; the approval page (`/approvals`), the one place a browser
-//! session cookie is accepted (with its API, `/api/approvals`); plus the daemon info file that lets
+//! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
+//! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
+//! fragment (no route accepts a cookie); plus the daemon info file that lets
 //! `portico mcp` find a running daemon and check its identity.
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off

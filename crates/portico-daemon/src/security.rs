@@ -60,8 +60,6 @@ pub struct DoorPolicy {
     extra_hosts: Vec<String>,
     /// Derived from `listen` and `extra_hosts`; kept because every request checks against it.
     hosts: Vec<String>,
-    /// Made fresh for every start: the approval page's session cookies (`approval_session`).
-    session_key: approval_session::SessionKey,
 }
 
 impl DoorPolicy {
@@ -88,7 +86,6 @@ impl DoorPolicy {
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
             hosts: Vec::new(),
-            session_key: approval_session::SessionKey::generate(),
         }
         .with_hosts()
     }
@@ -126,17 +123,6 @@ impl DoorPolicy {
 
     pub fn token(&self) -> Option<&str> {
         self.token.as_deref()
-    }
-
-    /// The SHA-256 of every token the door takes (`[server] token` and every `[[server.clients]]`
-    /// token): what the approval page's session cookies are made from (`approval_session`).
-    fn token_digests(&self) -> Vec<[u8; 32]> {
-        self.clients.iter().map(|client| client.digest).collect()
-    }
-
-    /// The client whose token has SHA-256 `digest` (an approval session's holder).
-    fn client_with_digest(&self, digest: &[u8; 32]) -> Option<&DoorClient> {
-        self.clients.iter().find(|client| &client.digest == digest)
     }
 
     /// Host names accepted in `Host`: loopback names always, the listen address when it is a specific
@@ -314,34 +300,32 @@ pub(crate) async fn check(
         }
     }
     let public = request.uri().path() == "/api/health";
-    // The approval page and its API are the one place a browser session (cookie) is accepted; the
-    // cookie stands for the token it was made from, so its holder is that token's client.
-    let mut session = None;
+    // The approval page's shell is served without a token (its script sends the token to the API);
+    // its routes and the API's are held to the page's own origin (`approval_session`).
+    let mut shell = false;
     if let Some(scope) = approval_session::Scope::of(request.uri().path()) {
-        match approval_session::admit(&policy, scope, &request) {
+        match approval_session::admit(scope, &request) {
+            approval_session::Admission::Shell => shell = true,
             approval_session::Admission::TokenCheck => {}
-            approval_session::Admission::Admitted(digest) => session = Some(digest),
             approval_session::Admission::Answer(response) => return response,
         }
     }
-    let client = match session {
-        Some(digest) => digest.and_then(|digest| policy.client_with_digest(&digest)),
-        None => match policy.authenticate(headers) {
-            Ok(client) => client,
-            // The health check answers anyone; with a wrong token it is simply nobody's.
-            Err(Unauthorized) if public => None,
-            Err(Unauthorized) => {
-                let mut response = refuse(
-                    StatusCode::UNAUTHORIZED,
-                    "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value or a [[server.clients]] token".into(),
-                );
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    http::HeaderValue::from_static("Bearer"),
-                );
-                return response;
-            }
-        },
+    let client = match policy.authenticate(headers) {
+        Ok(client) => client,
+        // The health check and the page's shell answer anyone; with a wrong token they are simply
+        // nobody's.
+        Err(Unauthorized) if public || shell => None,
+        Err(Unauthorized) => {
+            let mut response = refuse(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value or a [[server.clients]] token".into(),
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        }
     };
     let identity = ClientIdentity::of(client, &request);
     if let Some(client) = client {

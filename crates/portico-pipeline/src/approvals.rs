@@ -400,7 +400,8 @@ impl Approvals {
                 "Approve this call of `{tool}` by {}?\nArguments: {}\nWhy it needs approval: {}\n\
                  (approval request {id}, also at {} on the daemon)",
                 binding.principal,
-                record.arguments,
+                // Escaped as the page and the CLI show them: nothing in them is invisible.
+                crate::escape_invisible(&record.arguments),
                 hold.reason,
                 approval_path(&id)
             );

@@ -13,12 +13,15 @@
 //! (the upstream MCP catalog, in `portico-hub`). The trait and the call's context are `portico-core`'s,
 //! so sources need not depend on this crate. It also holds [`credential_identity`], the one hash of a
 //! credential that rate limits and A2A task ownership share.
+//! And [`arguments_text`], the arguments as an approver is shown them (exact numbers, invisible
+//! characters escaped by [`escape_invisible`]).
 //!
 //! What it is not: a protocol edge (results are `portico_core::ToolResult`s, failures typed
 //! [`PipelineError`]s; no crate here speaks a wire format), the agent loop (`portico-agents`), or the built-in tools
 //! themselves (`portico-builtins`).
 
 mod approvals;
+mod arguments_text;
 mod audit;
 mod credential;
 mod local;
@@ -37,6 +40,7 @@ pub use approvals::{
     ApprovalChannel, ApprovalError, ApprovalSettings, ApprovalVia, Approvals, DEFAULT_APPROVAL_TTL,
     KEEP_DECIDED, approval_path, outcome as approval_outcome,
 };
+pub use arguments_text::{arguments_text, escape_invisible};
 pub use audit::{AuditKey, AuditSink, arguments_digest};
 pub use credential::credential_identity;
 pub use local::{LocalTool, LocalTools, ToolFailure};

@@ -563,3 +563,78 @@ async fn with_approval_via_elicitation_a_client_that_cannot_be_asked_is_refused_
     assert!(s.approvals.list(None, 10).unwrap().is_empty());
     assert_eq!(s.runs(), 0);
 }
+
+/// A client that can be asked, says no, and keeps the questions it was asked.
+#[derive(Default)]
+struct Asked(Mutex<Vec<String>>);
+
+impl portico_core::relay::Caller for Asked {
+    fn accepts(&self, request: portico_core::relay::RelayRequest) -> bool {
+        request == portico_core::relay::RelayRequest::Elicitation
+    }
+    fn request<'a>(
+        &'a self,
+        _: portico_core::relay::RelayRequest,
+        _: JsonObject,
+    ) -> portico_core::relay::BoxFuture<'a, Result<JsonObject, portico_core::relay::RelayError>>
+    {
+        Box::pin(async { unreachable!("asked through confirm") })
+    }
+    fn sample<'a>(
+        &'a self,
+        _: portico_core::relay::SamplingRequest,
+    ) -> portico_core::relay::BoxFuture<
+        'a,
+        Result<portico_core::relay::SamplingAnswer, portico_core::relay::SamplingError>,
+    > {
+        Box::pin(async { unreachable!("a held call samples nothing") })
+    }
+    fn notify<'a>(
+        &'a self,
+        _: portico_core::relay::RelayNotification,
+        _: JsonObject,
+    ) -> portico_core::relay::BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+    fn confirm<'a>(
+        &'a self,
+        question: String,
+    ) -> portico_core::relay::BoxFuture<
+        'a,
+        Result<portico_core::relay::Confirmation, portico_core::relay::RelayError>,
+    > {
+        self.0.lock().unwrap().push(question);
+        Box::pin(async { Ok(portico_core::relay::Confirmation::No) })
+    }
+}
+
+#[tokio::test]
+async fn the_question_shows_invisible_characters_in_the_arguments_as_escapes() {
+    let s = setup(ApprovalSettings::default());
+    let client = Arc::new(Asked::default());
+    let context = ToolContext::client("http").with_relay(portico_core::relay::CallContext {
+        caller: Some(client.clone()),
+        progress: false,
+    });
+    let refused = s
+        .call(json!({"key": "rm -rf \u{202e}fdp.txt\u{200b}"}), &context)
+        .await;
+    assert_eq!(
+        refused
+            .error
+            .as_ref()
+            .and_then(PipelineError::refusal)
+            .unwrap()
+            .code,
+        RefusalCode::PolicyDenied
+    );
+    let asked = client.0.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains("\nArguments: {\"key\":\"rm -rf \\u202efdp.txt\\u200b\"}\n"),
+        "{}",
+        asked[0]
+    );
+    assert!(!asked[0].contains('\u{202e}') && !asked[0].contains('\u{200b}'));
+    assert_eq!(s.runs(), 0);
+}

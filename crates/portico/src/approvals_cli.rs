@@ -328,7 +328,7 @@ fn approval_text(view: &Value, base: &str) -> String {
     }
     if let Some(path) = view.get("path").and_then(Value::as_str) {
         out.push_str(&format!(
-            "  {:<12} {base}{path} (add ?token=<[server] token> on a door with a token)\n",
+            "  {:<12} {base}{path} (on a door with a token add #token=<token>: after `#`, it never leaves the browser)\n",
             "page"
         ));
     }
@@ -336,8 +336,12 @@ fn approval_text(view: &Value, base: &str) -> String {
         definition_text(view, &mut out);
         return out;
     }
-    let arguments = view.get("arguments").cloned().unwrap_or(Value::Null);
-    let pretty = serde_json::to_string_pretty(&arguments).unwrap_or_default();
+    // The daemon's text keeps numbers exact and shows invisible characters as escapes; a daemon
+    // from before it had `argumentsText` gets the same treatment here.
+    let pretty = match view.get("argumentsText").and_then(Value::as_str) {
+        Some(text) => text.to_string(),
+        None => portico_pipeline::arguments_text(view.get("arguments").unwrap_or(&Value::Null)),
+    };
     out.push_str("  arguments:\n");
     for line in pretty.lines() {
         out.push_str(&format!("    {line}\n"));
@@ -414,6 +418,26 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("decided"), "{text}");
+        assert!(text.contains("#token=<token>"), "{text}");
+        assert!(!text.contains("?token"), "{text}");
+    }
+
+    #[test]
+    fn the_daemons_arguments_text_is_printed_as_it_is() {
+        let mut shown = view();
+        shown["argumentsText"] = json!("{\n  \"n\": 9007199254740993,\n  \"p\": \"a\\u202eb\"\n}");
+        let text = approval_text(&shown, "http://127.0.0.1:4200");
+        assert!(
+            text.ends_with(
+                "  arguments:\n    {\n      \"n\": 9007199254740993,\n      \"p\": \"a\\u202eb\"\n    }\n"
+            ),
+            "{text}"
+        );
+        // Without it (an older daemon), the same escaping is applied here.
+        let mut older = view();
+        older["arguments"] = json!({"p": "a\u{202e}b"});
+        let text = approval_text(&older, "http://127.0.0.1:4200");
+        assert!(text.contains("      \"p\": \"a\\u202eb\"\n"), "{text}");
     }
 
     #[test]

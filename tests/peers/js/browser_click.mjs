@@ -1,17 +1,21 @@
 #!/usr/bin/env node
-// Opens one URL in headless Chromium (Debian's, driven by playwright-core), optionally types into
-// inputs found by their label (accessible name), optionally clicks a button found by its accessible
-// name, optionally waits for a text to appear, and prints ONE JSON
-// line on stdout saying what happened:
+// Opens one URL in headless Chromium (Debian's, driven by playwright-core), then runs the steps given,
+// in their order, on the current tab: types into inputs found by their label (accessible name),
+// clicks buttons found by their accessible name, waits for texts to appear, reloads the tab, or opens
+// the current tab's URL in a new tab of the same browser context (which then becomes current). It
+// prints ONE JSON line on stdout saying what happened:
 //
-//   {"ok": true|false, "status": <HTTP status of the navigation>, "url": <final URL>, "title",
-//    "clicked": <label or null>, "found": <whether --expect-text appeared>,
-//    "text": <the page's visible text at the end>, "cookies": [{name, httpOnly, sameSite, path}],
+//   {"ok": true|false, "status": <HTTP status of the first navigation>, "url": <current tab's final
+//    URL>, "title", "clicked": <last label clicked or null>, "found": <whether every --expect-text
+//    appeared; null without one>, "missing": [<texts that did not>],
+//    "text": <the current tab's visible text at the end>,
+//    "tabs": [{"url", "text", "storage": <sessionStorage keys>}] (every tab, in opening order),
+//    "cookies": [{name, httpOnly, sameSite, path}],
 //    "requests": [<every URL the page asked for>], "blocked": [<URLs refused for leaving the origin>],
 //    "consoleErrors": [...], "error": <message, when ok is false>}
 //
-//   node js/browser_click.mjs --url URL [--fill LABEL=TEXT]... [--click LABEL] \
-//        [--expect-text TEXT] [--timeout-ms N]
+//   node js/browser_click.mjs --url URL [--fill LABEL=TEXT | --click LABEL | --expect-text TEXT |
+//        --reload EXPECTED_TEXT | --new-tab EXPECTED_TEXT]... [--timeout-ms N]
 //
 // Chromium is given only this URL and may reach only its origin (127.0.0.1 in the tests): every
 // other request is aborted and listed in "blocked", background networking (updates, safe browsing,
@@ -23,7 +27,7 @@ import process from 'node:process';
 import { chromium } from 'playwright-core';
 
 function parseArgs(argv) {
-  const options = { fills: [], timeoutMs: 15000 };
+  const options = { steps: [], timeoutMs: 15000 };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     const value = argv[i + 1];
@@ -31,13 +35,15 @@ function parseArgs(argv) {
     i++;
     switch (flag) {
       case '--url': options.url = value; break;
-      case '--click': options.click = value; break;
-      case '--expect-text': options.expectText = value; break;
+      case '--click': options.steps.push({ click: value }); break;
+      case '--expect-text': options.steps.push({ expect: value }); break;
+      case '--reload': options.steps.push({ reload: true }, { expect: value }); break;
+      case '--new-tab': options.steps.push({ newTab: true }, { expect: value }); break;
       case '--timeout-ms': options.timeoutMs = Number(value); break;
       case '--fill': {
         const at = value.indexOf('=');
         if (at < 1) usage(`--fill wants LABEL=TEXT, got ${value}`);
-        options.fills.push([value.slice(0, at), value.slice(at + 1)]);
+        options.steps.push({ fill: [value.slice(0, at), value.slice(at + 1)] });
         break;
       }
       default: usage(`unknown argument ${flag}`);
@@ -56,8 +62,8 @@ function usage(message) {
 const options = parseArgs(process.argv.slice(2));
 const origin = new URL(options.url).origin;
 const report = {
-  ok: false, status: null, url: null, title: null, clicked: null, found: null, text: null,
-  cookies: [], requests: [], blocked: [], consoleErrors: [],
+  ok: false, status: null, url: null, title: null, clicked: null, found: null, missing: [], text: null,
+  tabs: [], cookies: [], requests: [], blocked: [], consoleErrors: [],
 };
 
 const executablePath = process.env.PORTICO_TEST_CHROMIUM || '/usr/bin/chromium';
@@ -94,31 +100,51 @@ try {
     report.blocked.push(url);
     return route.abort('blockedbyclient');
   });
-  const page = await context.newPage();
-  page.on('console', (message) => {
-    if (message.type() === 'error') report.consoleErrors.push(message.text());
-  });
-  page.on('pageerror', (error) => report.consoleErrors.push(String(error)));
+  const tabs = [];
+  const open = async () => {
+    const page = await context.newPage();
+    page.on('console', (message) => {
+      if (message.type() === 'error') report.consoleErrors.push(message.text());
+    });
+    page.on('pageerror', (error) => report.consoleErrors.push(String(error)));
+    tabs.push(page);
+    return page;
+  };
+  let page = await open();
   const response = await page.goto(options.url, { waitUntil: 'load' });
   report.status = response ? response.status() : null;
-  for (const [label, text] of options.fills) {
-    await page.getByLabel(label, { exact: true }).fill(text);
-  }
-  if (options.click) {
-    await page.getByRole('button', { name: options.click, exact: true }).click();
-    report.clicked = options.click;
-  }
-  if (options.expectText) {
-    try {
-      await page.getByText(options.expectText).first().waitFor({ state: 'visible' });
-      report.found = true;
-    } catch {
-      report.found = false;
+  for (const step of options.steps) {
+    if (step.fill) {
+      await page.getByLabel(step.fill[0], { exact: true }).fill(step.fill[1]);
+    } else if (step.click) {
+      await page.getByRole('button', { name: step.click, exact: true }).click();
+      report.clicked = step.click;
+    } else if (step.reload) {
+      await page.reload({ waitUntil: 'load' });
+    } else if (step.newTab) {
+      const url = page.url();
+      page = await open();
+      await page.goto(url, { waitUntil: 'load' });
+    } else if (step.expect) {
+      try {
+        await page.getByText(step.expect).first().waitFor({ state: 'visible' });
+        report.found = report.found !== false;
+      } catch {
+        report.found = false;
+        report.missing.push(step.expect);
+      }
     }
   }
   report.url = page.url();
   report.title = await page.title();
   report.text = await page.locator('body').innerText();
+  for (const tab of tabs) {
+    report.tabs.push({
+      url: tab.url(),
+      text: await tab.locator('body').innerText(),
+      storage: await tab.evaluate(() => Object.keys(sessionStorage)),
+    });
+  }
   report.cookies = (await context.cookies()).map(({ name, httpOnly, sameSite, path }) => ({
     name, httpOnly, sameSite, path,
   }));

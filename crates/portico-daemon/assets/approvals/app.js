@@ -1,9 +1,48 @@
 // The approval page's only script, served by the daemon itself (its CSP allows nothing else).
 // Everything shown comes from /api/approvals and is put in the page as text (textContent), never as
 // HTML: tool names, reasons and arguments are chosen by whoever made the call.
+//
+// The door's token comes only in the link's fragment (#token=...), which a browser never sends to any
+// server. It is kept in this tab's sessionStorage (per origin, port included: no other local service
+// can read it, as it could a cookie) and at once taken out of the address bar and history; the API is
+// called with it as a bearer token. Without one, on a door that needs one, the page asks for it.
 'use strict';
 
 const API = '/api/approvals';
+const TOKEN_KEY = 'portico-approvals-token';
+
+function storedToken() {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+function keepToken(token) {
+  try {
+    if (token === null) sessionStorage.removeItem(TOKEN_KEY);
+    else sessionStorage.setItem(TOKEN_KEY, token);
+  } catch {
+    // Storage refused (a private mode): the page asks again next time.
+  }
+}
+
+/// Moves `#token=...` from the URL into sessionStorage; the URL keeps no fragment at all.
+function takeTokenFromLink() {
+  if (location.hash === '') return;
+  const match = /^#(?:.*&)?token=([^&]*)/.exec(location.hash);
+  history.replaceState(null, '', location.pathname + location.search);
+  if (!match) return;
+  let token = match[1];
+  try {
+    token = decodeURIComponent(token);
+  } catch {
+    // Not percent-encoded after all: taken as it is.
+  }
+  token = token.trim();
+  if (token !== '') keepToken(token);
+}
 
 function el(tag, attributes, ...children) {
   const node = document.createElement(tag);
@@ -16,12 +55,23 @@ function el(tag, attributes, ...children) {
   return node;
 }
 
+class ApiError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
+
 async function api(path, options) {
+  const token = storedToken();
+  const headers = { Accept: 'application/json', ...((options && options.headers) || {}) };
+  if (token) headers.Authorization = `Bearer ${token}`;
   const response = await fetch(path, {
-    credentials: 'same-origin',
+    // Nothing rides on cookies: the token is the header above.
+    credentials: 'omit',
     cache: 'no-store',
     ...options,
-    headers: { Accept: 'application/json', ...((options && options.headers) || {}) },
+    headers,
   });
   let body = null;
   try {
@@ -31,7 +81,7 @@ async function api(path, options) {
   }
   if (!response.ok) {
     const message = body && typeof body.error === 'string' ? body.error : `HTTP ${response.status}`;
-    throw new Error(message);
+    throw new ApiError(message, response.status);
   }
   return body;
 }
@@ -74,7 +124,10 @@ function requestCard(view, single) {
     card.append(...definitionChange(view));
   } else {
     card.append(el('h3', {}, 'Arguments (exactly as the call will run)'));
-    card.append(el('pre', { class: 'arguments' }, JSON.stringify(view.arguments, null, 2)));
+    // The daemon's text of the exact arguments: re-serialising `view.arguments` here would round
+    // integers beyond 2^53 and show bidi and zero-width characters as nothing.
+    const argumentsText = typeof view.argumentsText === 'string' ? view.argumentsText : JSON.stringify(view.arguments, null, 2);
+    card.append(el('pre', { class: 'arguments' }, argumentsText));
   }
   if (!single) {
     card.append(el('p', {}, el('a', { href: `/approvals/${encodeURIComponent(view.id)}` }, 'Open this request')));
@@ -154,8 +207,29 @@ async function showPending(main) {
   );
 }
 
-async function main() {
-  const main = document.getElementById('app');
+/// The door needs a token this tab does not have (or has a wrong one): ask for it.
+function tokenForm(main, refused) {
+  const input = el('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', 'aria-label': 'Portico token' });
+  const form = el('form', { class: 'token' }, el('label', { for: 'token' }, 'Token '), input, ' ', el('button', { type: 'submit' }, 'Open'));
+  form.addEventListener('submit', (event) => {
+    // Handled here: the CSP lets no form be submitted anywhere.
+    event.preventDefault();
+    const token = input.value.trim();
+    if (token === '') return;
+    keepToken(token);
+    show(main);
+  });
+  main.replaceChildren(
+    el('p', { class: 'error', role: 'alert' }, refused
+      ? 'The daemon refused this token. Enter the right one.'
+      : 'This daemon needs its token to show approvals.'),
+    el('p', {}, 'Open the approval link with #token=<token> at its end (after #, the token never leaves this browser), or enter [server] token\'s value (in daemon.json) or your [[server.clients]] token here. It is kept only in this tab. Or answer from a terminal: portico approvals approve ID.'),
+    form,
+  );
+  input.focus();
+}
+
+async function show(main) {
   const match = /^\/approvals\/([^/]+)$/.exec(location.pathname);
   try {
     if (match) {
@@ -164,8 +238,15 @@ async function main() {
       await showPending(main);
     }
   } catch (error) {
+    if (error instanceof ApiError && error.status === 401) {
+      const refused = storedToken() !== null;
+      keepToken(null);
+      tokenForm(main, refused);
+      return;
+    }
     main.replaceChildren(el('p', { class: 'error', role: 'alert' }, error.message));
   }
 }
 
-main();
+takeTokenFromLink();
+show(document.getElementById('app'));

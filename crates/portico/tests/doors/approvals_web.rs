@@ -31,6 +31,9 @@ reason = "an owner approves every shell command"
 /// Attacker-influenced text in an argument: the page must show it as these characters.
 const MARKUP: &str = "<script>document.title='pwned'</script><b>bold</b>";
 
+/// An integer a browser's `JSON.parse` rounds (to 9007199254740992): the page must show it exactly.
+const BEYOND_2_53: u64 = 9_007_199_254_740_993;
+
 /// Debian's Chromium, or `None` after saying loudly why the browser tests cannot run. With
 /// `PORTICO_REQUIRE_CHROMIUM=1` (scripts/test sets it; its peer install puts Chromium there) a
 /// missing browser is a failure, never a skip.
@@ -87,7 +90,12 @@ pub(crate) fn browser(chromium: &PathBuf, url: &str, extra: &[&str]) -> Value {
 /// One `sdk_client.py` run (a fresh SDK session) calling `shell_exec` with `command`; the call's
 /// result as the SDK saw it.
 fn sdk_call(home: &Home, door: &[&str], command: &str) -> Value {
-    let arguments = json!({"command": command}).to_string();
+    sdk_call_with(home, door, &json!({"command": command}))
+}
+
+/// As [`sdk_call`], with these arguments.
+fn sdk_call_with(home: &Home, door: &[&str], arguments: &Value) -> Value {
+    let arguments = arguments.to_string();
     let mut args = vec!["--call", "shell_exec", "--args", arguments.as_str()];
     args.extend_from_slice(door);
     let output = Command::new(venv_python())
@@ -154,31 +162,74 @@ async fn a_call_held_over_http_is_approved_and_denied_by_clicking_the_page_in_ch
     let url = format!("{}/mcp", daemon.base);
     let bearer = format!("Authorization: Bearer {TOKEN}");
     let http = ["--http", url.as_str(), "--header", bearer.as_str()];
-    let command = format!("echo ran >> runs.txt # {MARKUP}");
+    // A right-to-left override hides in the comment: the page must show it as an escape.
+    let command = format!("echo ran >> runs.txt # {MARKUP} \u{202e}");
+    let arguments = json!({"command": command, "timeout_secs": BEYOND_2_53});
 
-    let id = held(&sdk_call(&home, &http, &command));
+    let id = held(&sdk_call_with(&home, &http, &arguments));
     assert_eq!(runs(&home), "");
 
-    // Opened as the CLI prints it, with the token once; the page drops it and keeps a cookie.
+    // Opened as the CLI prints it, with the token in the fragment; the page takes it out of the
+    // URL, keeps it in the tab's sessionStorage (a reload still works) and sets no cookie; a second
+    // tab of the same browser, without the fragment, has no token and asks for it.
     let page = format!("{}/approvals/{id}", daemon.base);
     let report = browser(
         &chromium,
-        &format!("{page}?token={TOKEN}"),
-        &["--click", "Approve", "--expect-text", "Status: approved"],
+        &format!("{page}#token={TOKEN}"),
+        &[
+            "--click",
+            "Approve",
+            "--expect-text",
+            "Status: approved",
+            "--reload",
+            "Status: approved",
+            "--new-tab",
+            "This daemon needs its token to show approvals.",
+        ],
     );
     assert_eq!(report["ok"], true, "{report:#}");
     assert_eq!(report["status"], 200, "{report:#}");
-    assert_eq!(report["url"], page, "{report:#}");
+    assert_eq!(report["cookies"], json!([]), "{report:#}");
+    assert_eq!(report["blocked"], json!([]), "{report:#}");
+    // Only the second tab's tokenless read of the API, which is what makes it ask.
     assert_eq!(
-        report["cookies"],
-        json!([{"name": "portico_approvals", "httpOnly": true, "sameSite": "Strict", "path": "/"}]),
+        report["consoleErrors"],
+        json!([
+            "Failed to load resource: the server responded with a status of 401 (Unauthorized)"
+        ]),
         "{report:#}"
     );
-    assert_eq!(report["blocked"], json!([]), "{report:#}");
-    // The arguments, exactly, as text: the markup in them did not run.
-    let text = report["text"].as_str().unwrap();
-    let shown = serde_json::to_string(&command).unwrap();
-    assert!(text.contains(&format!("\"command\": {shown}")), "{text}");
+    let tabs = report["tabs"].as_array().unwrap();
+    assert_eq!(tabs.len(), 2, "{report:#}");
+    assert_eq!(tabs[0]["url"], page, "no fragment left: {report:#}");
+    assert_eq!(tabs[0]["storage"], json!(["portico-approvals-token"]));
+    assert_eq!(tabs[1]["url"], page, "{report:#}");
+    assert_eq!(tabs[1]["storage"], json!([]), "{report:#}");
+    let second = tabs[1]["text"].as_str().unwrap();
+    assert!(second.contains("#token=<token>"), "{second}");
+    assert!(!second.contains("Status:"), "{second}");
+    // No request asked the daemon for the token in its URL.
+    let requests = report["requests"].as_array().unwrap();
+    assert!(
+        requests
+            .iter()
+            .all(|url| !url.as_str().unwrap().contains(TOKEN)),
+        "{report:#}"
+    );
+    // The arguments, exactly, as text: the markup in them did not run, the number is exact, the
+    // override is shown as its escape (and is not in the page as itself).
+    let text = tabs[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "\"command\": \"echo ran >> runs.txt # {MARKUP} \\u202e\""
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"timeout_secs\": 9007199254740993"),
+        "{text}"
+    );
+    assert!(!text.contains('\u{202e}'), "{text}");
     assert!(text.contains(MARKUP), "{text}");
     assert_eq!(report["title"], "Portico approvals", "{report:#}");
     assert!(
@@ -192,11 +243,11 @@ async fn a_call_held_over_http_is_approved_and_denied_by_clicking_the_page_in_ch
     let approved = view(&daemon.base, &id).await;
     assert_eq!(approved["status"], "approved", "{approved:#}");
     assert_eq!(approved["decidedVia"], "web", "{approved:#}");
-    // The page's cookie stands for the door's token.
+    // The page's bearer token is the door's token.
     assert_eq!(approved["decidedBy"], "client:default", "{approved:#}");
 
     // The same call, retried, runs once; a second retry needs a new approval.
-    let ran = sdk_call(&home, &http, &command);
+    let ran = sdk_call_with(&home, &http, &arguments);
     assert_eq!(
         ran.get("isError").cloned().unwrap_or(json!(false)),
         false,
@@ -204,7 +255,7 @@ async fn a_call_held_over_http_is_approved_and_denied_by_clicking_the_page_in_ch
     );
     assert_eq!(runs(&home), "ran\n");
     assert_eq!(view(&daemon.base, &id).await["status"], "consumed");
-    let again = held(&sdk_call(&home, &http, &command));
+    let again = held(&sdk_call_with(&home, &http, &arguments));
     assert_ne!(again, id);
     assert_eq!(runs(&home), "ran\n");
 
@@ -213,7 +264,7 @@ async fn a_call_held_over_http_is_approved_and_denied_by_clicking_the_page_in_ch
     let denied_id = held(&sdk_call(&home, &http, denied_command));
     let report = browser(
         &chromium,
-        &format!("{}/approvals/{denied_id}?token={TOKEN}", daemon.base),
+        &format!("{}/approvals/{denied_id}#token={TOKEN}", daemon.base),
         &[
             "--fill",
             "Reason for denying (optional)=not on a Friday",
@@ -240,24 +291,46 @@ async fn a_call_held_over_http_is_approved_and_denied_by_clicking_the_page_in_ch
     );
     assert_eq!(runs(&home), "ran\n");
 
-    // The list page shows what is still pending (the second retry's request), with its buttons.
+    // The list page, opened without a token, asks for it; typed into its form, the page shows
+    // what is still pending (the second retry's request), with its buttons.
+    let list = format!("{}/approvals", daemon.base);
     let report = browser(
         &chromium,
-        &format!("{}/approvals?token={TOKEN}", daemon.base),
-        &["--expect-text", "1 pending request"],
+        &list,
+        &[
+            "--expect-text",
+            "This daemon needs its token to show approvals.",
+            "--fill",
+            "Portico token=wrong-token",
+            "--click",
+            "Open",
+            "--expect-text",
+            "The daemon refused this token.",
+            "--fill",
+            &format!("Portico token={TOKEN}"),
+            "--click",
+            "Open",
+            "--expect-text",
+            "1 pending request",
+        ],
     );
     assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["url"], list, "{report:#}");
     let text = report["text"].as_str().unwrap();
     assert!(text.contains(MARKUP), "{text}");
     assert_eq!(text.matches("Status: pending").count(), 1, "{text}");
-
-    // Without the token the page says how to open it, and does not run.
-    let report = browser(&chromium, &page, &[]);
-    assert_eq!(report["status"], 401, "{report:#}");
-    assert!(
-        report["text"].as_str().unwrap().contains("?token="),
-        "{report:#}"
+    assert_eq!(
+        report["tabs"][0]["storage"],
+        json!(["portico-approvals-token"])
     );
+    assert_eq!(report["cookies"], json!([]), "{report:#}");
+
+    // The old link, with the token in the query, is refused and says where the token goes.
+    let report = browser(&chromium, &format!("{page}?token={TOKEN}"), &[]);
+    assert_eq!(report["status"], 400, "{report:#}");
+    let text = report["text"].as_str().unwrap();
+    assert!(text.contains("#token=<token>"), "{report:#}");
+    assert!(!text.contains(TOKEN), "{report:#}");
     assert!(daemon.stop().success());
 }
 
