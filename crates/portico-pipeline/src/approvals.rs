@@ -32,6 +32,13 @@ pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(600);
 /// after their time ran out, so an approver can still look one up.
 pub const KEEP_DECIDED: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// The longest a request may wait, and a grant last, whatever the settings say (`config check`
+/// refuses more): times are added to clocks, and an unbounded one would overflow them.
+pub const MAX_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// The longest a held call waits for an answer, whatever the settings say.
+pub const MAX_APPROVAL_WAIT: Duration = Duration::from_secs(60 * 60);
+
 /// How often a held call that waits tells its client it is still waiting.
 const WAITING_NOTICE_EVERY: Duration = Duration::from_secs(15);
 
@@ -153,7 +160,11 @@ struct Inner {
 }
 
 impl Approvals {
-    pub fn new(store: Store, settings: ApprovalSettings) -> Self {
+    /// `settings`' times are capped at [`MAX_APPROVAL_TTL`] and [`MAX_APPROVAL_WAIT`] (and the
+    /// wait at the ttl): an embedder's huge value must not overflow a held call's clock.
+    pub fn new(store: Store, mut settings: ApprovalSettings) -> Self {
+        settings.ttl = settings.ttl.min(MAX_APPROVAL_TTL);
+        settings.wait = settings.wait.min(MAX_APPROVAL_WAIT).min(settings.ttl);
         Approvals {
             inner: Arc::new(Inner {
                 store,
@@ -457,7 +468,10 @@ impl Approvals {
         }
 
         // Waiting: woken by every answer (and expiry), never polling the store on a timer.
-        let deadline = tokio::time::Instant::now() + wait;
+        let started = tokio::time::Instant::now();
+        let deadline = started
+            .checked_add(wait)
+            .unwrap_or_else(|| started + MAX_APPROVAL_WAIT);
         let mut answers = self.inner.answers.subscribe();
         let progress = progress_messages(context);
         let notice = format!("waiting for approval at {}", approval_path(&id));

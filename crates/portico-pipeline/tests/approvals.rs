@@ -563,3 +563,54 @@ async fn with_approval_via_elicitation_a_client_that_cannot_be_asked_is_refused_
     assert!(s.approvals.list(None, 10).unwrap().is_empty());
     assert_eq!(s.runs(), 0);
 }
+
+/// Huge times (an embedder's, or a config `config check` would refuse) are capped, not added to a
+/// clock: the held call waits, is approved and runs instead of panicking.
+#[tokio::test]
+async fn the_largest_times_are_capped_and_a_waiting_call_does_not_panic() {
+    let s = Arc::new(setup(ApprovalSettings {
+        ttl: Duration::MAX,
+        wait: Duration::MAX,
+        ..ApprovalSettings::default()
+    }));
+    assert_eq!(
+        (s.approvals.settings().ttl, s.approvals.settings().wait),
+        (
+            portico_pipeline::MAX_APPROVAL_TTL,
+            portico_pipeline::MAX_APPROVAL_WAIT
+        )
+    );
+    let waiting = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.call(json!({"key": "k"}), &ToolContext::client("http"))
+                .await
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let record = loop {
+        let pending = s.approvals.list(Some(ApprovalStatus::Pending), 10).unwrap();
+        if let Some(record) = pending.into_iter().next() {
+            break record;
+        }
+        assert!(
+            !waiting.is_finished(),
+            "the held call ended before it was answered"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no request appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(
+        record.expires_at_ms - record.created_at_ms,
+        i64::try_from(portico_pipeline::MAX_APPROVAL_TTL.as_millis()).unwrap()
+    );
+    s.approve(&record.id);
+    let outcome = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting call was not woken by the answer")
+        .expect("the waiting call panicked");
+    assert_eq!((outcome.outcome, s.runs()), (Outcome::Ok, 1));
+}
