@@ -376,6 +376,9 @@ impl AgentRuntime {
             depth: context.depth + 1,
             turn: Some(turn.clone()),
             progress: context.progress.clone(),
+            // The client that started the outermost run, through every nested agent: the one an
+            // approval of this run's calls is for, and the one the relay asks.
+            on_behalf_of: Some(context.client_label()),
         };
         RunScope {
             agent,

@@ -3,7 +3,7 @@
 //! runs. The store keeps requests and grants ([`portico_store::ApprovalRecord`]); this module decides
 //! what a held call does and audits every decision.
 //!
-//! A grant binds the principal, the exposed tool name, the keyed digest of the canonical arguments
+//! A grant binds the principal, the client an agent's run is for (`on_behalf_of`), the exposed tool name, the keyed digest of the canonical arguments
 //! (the audit log's, stable across restarts), the policy's id (which changes with that policy's
 //! config) and a digest of the tool's definition. It is consumed by one conditional `UPDATE` before
 //! the call runs, so two concurrent retries run the tool at most once.
@@ -334,7 +334,11 @@ impl Approvals {
             arguments_digest: hold.arguments_digest.to_string(),
             policy: hold.policy.to_string(),
             definition_digest: arguments_digest(&Value::Object((*hold.entry.definition).clone())),
+            on_behalf_of: context.on_behalf_of.clone(),
         };
+        // Who the relay below asks: the client at the far end, which answers as itself (an agent
+        // asking its client does not approve its own call).
+        let asked = context.client_label();
         let store = &self.inner.store;
         let failed = |error: StoreError| {
             PipelineError::Source(portico_core::CallError::Failed(format!(
@@ -389,7 +393,13 @@ impl Approvals {
                 &binding.principal,
                 record,
                 outcome::REQUESTED,
-                format!("{} by {}: {}", record.id, hold.policy, hold.reason),
+                format!(
+                    "{} by {}{}: {}",
+                    record.id,
+                    hold.policy,
+                    on_behalf(&binding),
+                    hold.reason
+                ),
             );
         }
         let id = requested.record().id.clone();
@@ -401,9 +411,10 @@ impl Approvals {
         if let Some(caller) = askable.filter(|_| via != ApprovalVia::OutOfBand) {
             let record = requested.record();
             let question = format!(
-                "Approve this call of `{tool}` by {}?\nArguments: {}\nWhy it needs approval: {}\n\
+                "Approve this call of `{tool}` by {}{}?\nArguments: {}\nWhy it needs approval: {}\n\
                  (approval request {id}, also at {} on the daemon)",
                 binding.principal,
+                on_behalf(&binding),
                 record.arguments,
                 hold.reason,
                 approval_path(&id)
@@ -419,12 +430,7 @@ impl Approvals {
                             reason: Some("cancelled at the calling client".into()),
                         },
                     };
-                    match self.decide(
-                        &id,
-                        answer,
-                        &binding.principal,
-                        ApprovalChannel::Elicitation,
-                    ) {
+                    match self.decide(&id, answer, &asked, ApprovalChannel::Elicitation) {
                         Ok(record) if record.status == ApprovalStatus::Approved => {
                             let now = portico_core::time::now_ms();
                             return if self.consume(&binding, now).map_err(failed)? {
@@ -548,6 +554,15 @@ pub(crate) struct Hold<'a> {
     pub arguments_digest: &'a str,
     pub policy: &'a str,
     pub reason: &'a str,
+}
+
+/// ` on behalf of client:a` when an agent's run for a client made the call, else nothing.
+fn on_behalf(binding: &ApprovalBinding) -> String {
+    binding
+        .on_behalf_of
+        .as_deref()
+        .map(|client| format!(" on behalf of {client}"))
+        .unwrap_or_default()
 }
 
 /// Where the daemon shows a request: `/approvals/{id}`.

@@ -614,3 +614,113 @@ async fn the_largest_times_are_capped_and_a_waiting_call_does_not_panic() {
         .expect("the waiting call panicked");
     assert_eq!((outcome.outcome, s.runs()), (Outcome::Ok, 1));
 }
+
+/// A client whose person answers every question with `answer`; records the questions.
+struct Answering {
+    answer: portico_core::relay::Confirmation,
+    questions: Mutex<Vec<String>>,
+}
+
+impl portico_core::relay::Caller for Answering {
+    fn accepts(&self, request: portico_core::relay::RelayRequest) -> bool {
+        request == portico_core::relay::RelayRequest::Elicitation
+    }
+    fn request<'a>(
+        &'a self,
+        _: portico_core::relay::RelayRequest,
+        _: JsonObject,
+    ) -> portico_core::relay::BoxFuture<'a, Result<JsonObject, portico_core::relay::RelayError>>
+    {
+        Box::pin(async { unreachable!("a held call only confirms") })
+    }
+    fn sample<'a>(
+        &'a self,
+        _: portico_core::relay::SamplingRequest,
+    ) -> portico_core::relay::BoxFuture<
+        'a,
+        Result<portico_core::relay::SamplingAnswer, portico_core::relay::SamplingError>,
+    > {
+        Box::pin(async { unreachable!("a held call only confirms") })
+    }
+    fn confirm<'a>(
+        &'a self,
+        question: String,
+    ) -> portico_core::relay::BoxFuture<
+        'a,
+        Result<portico_core::relay::Confirmation, portico_core::relay::RelayError>,
+    > {
+        self.questions.lock().unwrap().push(question);
+        let answer = self.answer;
+        Box::pin(async move { Ok(answer) })
+    }
+    fn notify<'a>(
+        &'a self,
+        _: portico_core::relay::RelayNotification,
+        _: JsonObject,
+    ) -> portico_core::relay::BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// An agent's call for client a and the same call for client b are two requests: a's person
+/// declining (answering as client:a, not as the agent) does not stand against b's, and b's grant
+/// is b's.
+#[tokio::test]
+async fn an_agents_call_is_bound_to_the_client_it_runs_for_and_answered_as_that_client() {
+    let s = setup(ApprovalSettings::default());
+    let agent_for = |client: &str| ToolContext {
+        principal: Principal::agent("x", ToolPatterns::new(&["*"]).unwrap()),
+        on_behalf_of: Some(client.to_string()),
+        ..ToolContext::client("unused")
+    };
+    let person_a = Arc::new(Answering {
+        answer: portico_core::relay::Confirmation::No,
+        questions: Mutex::default(),
+    });
+    let at_a = agent_for("client:a").with_relay(portico_core::relay::CallContext {
+        caller: Some(person_a.clone()),
+        progress: false,
+    });
+    let declined = s.call(json!({"key": "k"}), &at_a).await;
+    assert_eq!(declined.outcome, Outcome::Denied);
+    let records = s.approvals.list(None, 10).unwrap();
+    assert_eq!(records.len(), 1);
+    let a = &records[0];
+    assert_eq!(
+        (
+            a.binding.principal.as_str(),
+            a.binding.on_behalf_of.as_deref(),
+            a.decided_by.as_deref(),
+            a.decided_via.as_deref(),
+        ),
+        (
+            "agent:x",
+            Some("client:a"),
+            Some("client:a"),
+            Some("elicitation")
+        )
+    );
+    let questions = person_a.questions.lock().unwrap().clone();
+    assert_eq!(questions.len(), 1);
+    assert!(
+        questions[0]
+            .starts_with("Approve this call of `remember` by agent:x on behalf of client:a?"),
+        "{questions:?}"
+    );
+
+    // b's identical call: held with its own request, not refused by a's denial.
+    let at_b = agent_for("client:b");
+    let b_id = request_id(&s.call(json!({"key": "k"}), &at_b).await);
+    assert_ne!(b_id, a.id);
+    s.approve(&b_id);
+    assert_eq!(
+        s.call(json!({"key": "k"}), &at_a).await.outcome,
+        Outcome::Denied
+    );
+    assert_eq!(s.runs(), 0, "a's retry must not use b's grant");
+    assert_eq!(
+        s.call(json!({"key": "k"}), &at_b).await.outcome,
+        Outcome::Ok
+    );
+    assert_eq!(s.runs(), 1);
+}

@@ -1,5 +1,6 @@
 //! Approval requests and their single-use grants: a call a policy holds is stored as a request bound
-//! to exactly that call (principal, tool, argument digest, policy, definition digest); someone
+//! to exactly that call (principal, the client an agent runs for, tool, argument digest, policy,
+//! definition digest); someone
 //! approves or denies it; an approved request is a grant that one retry of the same call consumes.
 //!
 //! States: `pending` -> `approved` | `denied` | `expired`; `approved` -> `consumed` | `expired`.
@@ -63,6 +64,9 @@ pub struct ApprovalBinding {
     pub policy: String,
     /// A digest of the tool's definition when the request was made.
     pub definition_digest: String,
+    /// The client whose call started the agent run that made this call (`client:a`); `None` for
+    /// a client's own call.
+    pub on_behalf_of: Option<String>,
 }
 
 /// A request to store.
@@ -148,11 +152,11 @@ pub enum Decided {
 
 const COLUMNS: &str = "id, principal, tool, arguments_digest, policy, definition_digest, arguments, \
      reason, status, created_at_ms, expires_at_ms, decided_at_ms, decided_by, decided_via, \
-     deny_reason, consumed_at_ms";
+     deny_reason, consumed_at_ms, on_behalf_of";
 
-/// The binding as a `WHERE` clause over parameters ?1..?5.
+/// The binding as a `WHERE` clause over parameters ?1..?5 and ?7 (`IS`: NULL equals NULL).
 const SAME_BINDING: &str = "principal = ?1 AND tool = ?2 AND arguments_digest = ?3 AND policy = ?4 \
-     AND definition_digest = ?5";
+     AND definition_digest = ?5 AND on_behalf_of IS ?7";
 
 fn record_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
     let status: String = row.get(8)?;
@@ -164,6 +168,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
             arguments_digest: row.get(3)?,
             policy: row.get(4)?,
             definition_digest: row.get(5)?,
+            on_behalf_of: row.get(16)?,
         },
         arguments: row.get(6)?,
         reason: row.get(7)?,
@@ -211,7 +216,8 @@ impl Store {
                             binding.arguments_digest,
                             binding.policy,
                             binding.definition_digest,
-                            new.now_ms
+                            new.now_ms,
+                            binding.on_behalf_of
                         ],
                         record_from_row,
                     )
@@ -262,8 +268,9 @@ impl Store {
             };
             conn.prepare_cached(
                 "INSERT INTO approvals (id, principal, tool, arguments_digest, policy, \
-                   definition_digest, arguments, reason, status, created_at_ms, expires_at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10)",
+                   definition_digest, arguments, reason, status, created_at_ms, expires_at_ms, \
+                   on_behalf_of) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11)",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
@@ -276,7 +283,8 @@ impl Store {
                     record.arguments,
                     record.reason,
                     record.created_at_ms,
-                    record.expires_at_ms
+                    record.expires_at_ms,
+                    binding.on_behalf_of
                 ])
             })
             .map_err(sql_error)?;
@@ -394,7 +402,8 @@ impl Store {
                         binding.arguments_digest,
                         binding.policy,
                         binding.definition_digest,
-                        now_ms
+                        now_ms,
+                        binding.on_behalf_of
                     ],
                     record_from_row,
                 )
@@ -428,7 +437,8 @@ impl Store {
                         binding.arguments_digest,
                         binding.policy,
                         binding.definition_digest,
-                        now_ms
+                        now_ms,
+                        binding.on_behalf_of
                     ],
                     record_from_row,
                 )
@@ -484,6 +494,7 @@ mod tests {
             arguments_digest: digest.into(),
             policy: "policies[0]@aa".into(),
             definition_digest: "dd".into(),
+            on_behalf_of: None,
         }
     }
 
@@ -501,6 +512,71 @@ mod tests {
         store
             .approval_request(new, ApprovalLimits::default())
             .unwrap()
+    }
+
+    #[test]
+    fn an_agents_calls_for_two_clients_are_two_requests_with_their_own_answers() {
+        let store = Store::open_in_memory().unwrap();
+        let for_client = |client: &str, now_ms| NewApproval {
+            binding: ApprovalBinding {
+                on_behalf_of: Some(client.into()),
+                ..binding("agent:x", "d1")
+            },
+            ..new("agent:x", "d1", now_ms)
+        };
+        let a = request(&store, &for_client("client:a", 100))
+            .record()
+            .clone();
+        let Requested::Created(b) = request(&store, &for_client("client:b", 100)) else {
+            panic!("client:b's call reused client:a's request")
+        };
+        assert_ne!(a.id, b.id);
+        assert_eq!(
+            store
+                .approval(&a.id)
+                .unwrap()
+                .unwrap()
+                .binding
+                .on_behalf_of
+                .as_deref(),
+            Some("client:a")
+        );
+        // The agent's own call (for no client) is a third.
+        assert_ne!(
+            request(&store, &new("agent:x", "d1", 100)).record().id,
+            a.id
+        );
+        store
+            .approval_decide(
+                &a.id,
+                &ApprovalAnswer::Approve,
+                "client:default",
+                "api",
+                200,
+                1_000,
+            )
+            .unwrap();
+        store
+            .approval_decide(
+                &b.id,
+                &ApprovalAnswer::Deny { reason: None },
+                "client:b",
+                "elicitation",
+                200,
+                1_000,
+            )
+            .unwrap();
+        // b's denial does not stand against a's call, a's grant is not b's.
+        assert_eq!(store.approval_denial(&a.binding, 300).unwrap(), None);
+        assert_eq!(
+            store.approval_denial(&b.binding, 300).unwrap().unwrap().id,
+            b.id
+        );
+        assert_eq!(store.approval_consume(&b.binding, 300).unwrap(), None);
+        assert_eq!(
+            store.approval_consume(&a.binding, 300).unwrap().unwrap().id,
+            a.id
+        );
     }
 
     #[test]
@@ -555,6 +631,10 @@ mod tests {
             },
             ApprovalBinding {
                 definition_digest: "ee".into(),
+                ..binding("client:a", "d1")
+            },
+            ApprovalBinding {
+                on_behalf_of: Some("client:b".into()),
                 ..binding("client:a", "d1")
             },
         ] {

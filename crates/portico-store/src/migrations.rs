@@ -144,6 +144,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit ADD COLUMN prev_hash TEXT;
     ALTER TABLE audit ADD COLUMN hash TEXT;
     "#,
+    // 5: the client an agent's held call was made for (`client:a` when its call started the run),
+    // part of the binding: a grant for one client's run is not another's. NULL for a client's own
+    // call, and for every request stored before.
+    r#"
+    ALTER TABLE approvals ADD COLUMN on_behalf_of TEXT;
+    "#,
 ];
 
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
