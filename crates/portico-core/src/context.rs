@@ -346,6 +346,27 @@ mod tests {
     }
 
     #[test]
+    fn the_client_label_is_the_client_an_agent_runs_for() {
+        let client = ToolContext::of(Principal::scoped_client("a", None));
+        assert_eq!(client.client_label(), "client:a");
+        // What `run_scope` gives an agent's calls, and a nested agent's: the outermost client.
+        let agent = ToolContext {
+            principal: Principal::agent("x", ToolPatterns::new(&["*"]).unwrap()),
+            on_behalf_of: Some(client.client_label()),
+            ..ToolContext::client("unused")
+        };
+        let nested = ToolContext {
+            principal: Principal::agent("y", ToolPatterns::new(&["*"]).unwrap()),
+            on_behalf_of: Some(agent.client_label()),
+            ..ToolContext::client("unused")
+        };
+        assert_eq!(
+            (agent.client_label(), nested.client_label()),
+            ("client:a".to_string(), "client:a".to_string())
+        );
+    }
+
+    #[test]
     fn bad_patterns_are_named() {
         let error = ToolPatterns::new(&["file_[read"]).unwrap_err();
         assert_eq!(error.pattern, "file_[read");

@@ -257,3 +257,76 @@ async fn eliciting_agent_call(base: &str, token: &str, answer: &str) -> (Value, 
         report["elicitations"].take(),
     )
 }
+
+/// A conversation is its creator's: another client reading it (`/api/conversations/{id}`) or
+/// continuing it (`conversation_id`) finds no such conversation; its creator does both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_is_read_and_continued_only_by_the_client_that_started_it() {
+    let home = Home::new(&config());
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let message = |conversation: &str| json!({"message": "again", "conversation_id": conversation});
+
+    let (status, started) = api(
+        &base,
+        A,
+        "POST",
+        "/api/agents/keeper/message",
+        Some(json!({"message": "remember teal"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["conversation_id"].as_str().unwrap().to_string();
+    let path = format!("/api/conversations/{id}");
+
+    let (status, body) = api(&base, B, "GET", &path, None).await;
+    assert_eq!(
+        (status, &body),
+        (404, &json!({"error": "no such conversation"}))
+    );
+    let (status, body) = api(
+        &base,
+        B,
+        "POST",
+        "/api/agents/keeper/message",
+        Some(message(&id)),
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(
+        body["error"],
+        format!(
+            "agent `keeper`: conversation `{id}` does not exist or belongs to another agent; omit \
+             conversation_id to start a new one"
+        ),
+        "{body}"
+    );
+
+    let (status, continued) = api(
+        &base,
+        A,
+        "POST",
+        "/api/agents/keeper/message",
+        Some(message(&id)),
+    )
+    .await;
+    assert_eq!(status, 200, "{continued}");
+    assert_eq!(continued["conversation_id"], id.as_str());
+    let (status, body) = api(&base, A, "GET", &path, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["conversation"]["owner"], "client:a", "{body}");
+    // Two user messages, each answered after one held tool call: b's attempt stored nothing.
+    let roles: Vec<&str> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles.iter().filter(|r| **r == "user").count(),
+        2,
+        "{roles:?}"
+    );
+    assert!(daemon.stop().success());
+}
