@@ -2,7 +2,8 @@
 //! the real daemon with two `[[server.clients]]` tokens: the same call of one scripted agent for
 //! client a and client b are two requests; approving a's runs a's retry only; a person declining at
 //! client a (through elicitation, over `/mcp` with the official Python SDK) is recorded as
-//! `client:a` and does not stand against b's call.
+//! `client:a` and does not stand against b's call; a, scoped, sees its agent's request and not b's.
+//! And a conversation is read and continued only by the client that started it.
 
 use std::process::{Command, Stdio};
 
@@ -24,6 +25,7 @@ token = "{OWNER}"
 [[server.clients]]
 name = "a"
 token = "{A}"
+tools = ["portico_agent_keeper"]
 
 [[server.clients]]
 name = "b"
@@ -153,6 +155,19 @@ async fn an_agents_held_call_is_bound_to_the_client_that_started_the_run() {
             (id_b.clone(), "pending".into(), "client:b".into()),
         ]
     );
+
+    // a's scope limits it to its own requests, which include its agent run's, and not b's.
+    let (status, seen_by_a) = api(&base, A, "GET", "/api/approvals", None).await;
+    assert_eq!(status, 200, "{seen_by_a}");
+    let seen: Vec<&str> = seen_by_a["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|view| view["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(seen, [id_a.as_str()]);
+    let (status, _) = api(&base, A, "GET", &format!("/api/approvals/{id_b}"), None).await;
+    assert_eq!(status, 404);
 
     let (status, approved) = api(
         &base,
