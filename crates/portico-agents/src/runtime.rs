@@ -262,8 +262,9 @@ impl AgentRuntime {
             text: message.to_string(),
             message_id: None,
         };
-        let (conversation, mut messages) =
-            self.open_conversation(name, conversation_id, user).await?;
+        let (conversation, mut messages) = self
+            .open_conversation(name, conversation_id, &context.client_label(), user)
+            .await?;
         let scope = self
             .run_scope(agent, &pipeline, &conversation.id, context)
             .await;
@@ -295,22 +296,24 @@ impl AgentRuntime {
         })
     }
 
-    /// Loads the conversation `conversation_id` names (or starts one) and stores `user` in it;
-    /// returns the conversation and its messages, `user` last.
+    /// Loads the conversation `conversation_id` names (or starts one for `client`, the label of the
+    /// client the run is for) and stores `user` in it; returns the conversation and its messages,
+    /// `user` last. Another client's conversation is one that does not exist.
     async fn open_conversation(
         &self,
         name: &str,
         conversation_id: Option<&str>,
+        client: &str,
         user: ChatMessage,
     ) -> Result<(Conversation, Vec<ChatMessage>), AgentError> {
         let (conversation, history) = match conversation_id {
             Some(id) => {
                 let store = self.store.clone();
-                let (owner, id) = (name.to_string(), id.to_string());
+                let (agent, id, client) = (name.to_string(), id.to_string(), client.to_string());
                 let (conversation, history) = blocking(
                     move || -> Result<_, Result<portico_store::StoreError, String>> {
                         let conversation = match store.conversation(&id).map_err(Ok)? {
-                            Some(c) if c.agent == owner => c,
+                            Some(c) if c.agent == agent && c.is_for(&client) => c,
                             _ => return Err(Err(id)),
                         };
                         let history = store.messages(&conversation.id).map_err(Ok)?;
@@ -335,7 +338,7 @@ impl AgentRuntime {
                 let first = new_message(&user, Usage::default());
                 let conversation = self
                     .writer
-                    .start_conversation(name.to_string(), first)
+                    .start_conversation(name.to_string(), Some(client.to_string()), first)
                     .await
                     .map_err(store_failed(name))?;
                 (conversation, Vec::new())
@@ -376,6 +379,9 @@ impl AgentRuntime {
             depth: context.depth + 1,
             turn: Some(turn.clone()),
             progress: context.progress.clone(),
+            // The client that started the outermost run, through every nested agent: the one an
+            // approval of this run's calls is for, and the one the relay asks.
+            on_behalf_of: Some(context.client_label()),
         };
         RunScope {
             agent,

@@ -262,3 +262,59 @@ async fn agents_calling_agents_stop_at_the_depth_limit_and_need_the_pattern() {
             .starts_with("invalid arguments for `portico_agent_lonely`")
     );
 }
+
+/// A nested agent's calls are made for the client whose call started the outermost run, and every
+/// conversation of the run is that client's.
+#[tokio::test]
+async fn a_nested_agents_calls_are_on_behalf_of_the_outermost_client() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = {
+        let seen = seen.clone();
+        LocalTool::raw(
+            object(json!({"name": "who", "inputSchema": {"type": "object"}})),
+            move |_, context| {
+                seen.lock()
+                    .unwrap()
+                    .push((context.principal.label(), context.on_behalf_of.clone()));
+                Box::pin(async { ToolResult::text("noted") })
+            },
+        )
+    };
+    let outer = json!([{ "when": {}, "steps": [
+        {"call_tool": {"name": "portico_agent_inner", "arguments": {"message": "go on"}}},
+        {"reply": "outer: {{last_tool_result}}"}
+    ]}]);
+    let inner = json!([{ "when": {}, "steps": [
+        {"call_tool": {"name": "who", "arguments": {}}},
+        {"reply": "inner: {{last_tool_result}}"}
+    ]}]);
+    let w = world(
+        vec![record],
+        vec![
+            agent("outer", &["portico_agent_inner"], outer, 5),
+            agent("inner", &["who"], inner, 5),
+        ],
+        RuntimeSettings::default(),
+    );
+    let reply = w
+        .runtime
+        .send("outer", "go", None, &ToolContext::client("a"))
+        .await
+        .unwrap();
+    assert!(reply.reply.contains("inner: noted"), "{}", reply.reply);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("agent:inner".to_string(), Some("client:a".to_string()))]
+    );
+    let owners: Vec<Option<String>> = w
+        .store
+        .conversations(None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.owner)
+        .collect();
+    assert_eq!(
+        owners,
+        [Some("client:a".to_string()), Some("client:a".to_string())]
+    );
+}

@@ -333,6 +333,38 @@ impl Checker<'_> {
         }
     }
 
+    /// A decimal integer within `range` (a bounded setting: huge values would overflow clocks).
+    fn integer_in(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        what: &str,
+        range: std::ops::RangeInclusive<u64>,
+        hint: &str,
+    ) {
+        match value.get_ref() {
+            DeValue::Integer(i) => {
+                let ok = i
+                    .as_str()
+                    .replace('_', "")
+                    .parse::<u64>()
+                    .is_ok_and(|n| range.contains(&n));
+                if !ok || i.radix() != 10 {
+                    self.report(
+                        value.span(),
+                        format!(
+                            "{what} must be a whole number from {} to {}, found {}",
+                            range.start(),
+                            range.end(),
+                            i.as_str()
+                        ),
+                        Some(hint.into()),
+                    );
+                }
+            }
+            other => self.wrong_type(value.span(), what, "an integer", other),
+        }
+    }
+
     fn server_section(&mut self, value: &Spanned<DeValue<'_>>) {
         let Some(table) = self.expect_table(value, "[server]") else {
             return;
@@ -580,6 +612,18 @@ impl Checker<'_> {
                     value,
                     "[policy] max_result_chars",
                     "the default is 50000",
+                ),
+                "approval_ttl_secs" => self.integer_in(
+                    value,
+                    "[policy] approval_ttl_secs",
+                    1..=crate::model::MAX_APPROVAL_TTL_SECS,
+                    "seconds a request waits for an answer and a grant for its retry; the default is 600, at most 604800 (7 days)",
+                ),
+                "approval_wait_secs" => self.integer_in(
+                    value,
+                    "[policy] approval_wait_secs",
+                    0..=crate::model::MAX_APPROVAL_WAIT_SECS,
+                    "seconds a held call waits for an answer; the default is 0, at most 3600 (1 hour), and never longer than approval_ttl_secs",
                 ),
                 "default" => self.one_of(
                     value,
@@ -1136,6 +1180,29 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn approval_times_are_bounded_with_positions() {
+        let text = "[policy]\napproval_ttl_secs = 99999999999999\napproval_wait_secs = 604800\n";
+        let messages: Vec<String> = check(text).iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            messages,
+            [
+                "2:21: [policy] approval_ttl_secs must be a whole number from 1 to 604800, found \
+                 99999999999999 (hint: seconds a request waits for an answer and a grant for its \
+                 retry; the default is 600, at most 604800 (7 days))",
+                "3:22: [policy] approval_wait_secs must be a whole number from 0 to 3600, found \
+                 604800 (hint: seconds a held call waits for an answer; the default is 0, at most \
+                 3600 (1 hour), and never longer than approval_ttl_secs)",
+            ]
+        );
+        assert_eq!(
+            check("[policy]\napproval_ttl_secs = 0\n")[0].message,
+            "[policy] approval_ttl_secs must be a whole number from 1 to 604800, found 0"
+        );
+        let at_the_limits = "[policy]\napproval_ttl_secs = 604_800\napproval_wait_secs = 3600\n";
+        assert_eq!(check(at_the_limits), Vec::<Problem>::new());
+    }
 
     #[test]
     fn agents_sections_are_checked_with_positions() {

@@ -31,6 +31,33 @@ pub fn is_client_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+/// Names a `[[server.clients]]` entry may not take, and whose caller each already is: a client
+/// named after a door would be the same principal as that door's callers (matching `callers`
+/// rules meant for them, seeing their pending approvals in a shared portico.db).
+pub const RESERVED_CLIENT_NAMES: [(&str, &str); 7] = [
+    ("default", "the client of [server] token"),
+    ("stdio", "the caller of `portico mcp` and other stdio doors"),
+    (
+        "cli",
+        "the caller of `portico call` and the other CLI commands",
+    ),
+    (
+        "http",
+        "the HTTP door's caller when no token identifies one",
+    ),
+    ("api", "the HTTP API's caller when no token identifies one"),
+    ("a2a", "the A2A door's caller"),
+    ("mcp", "an MCP door's caller"),
+];
+
+/// Whose caller a reserved client name already is, or `None` if `name` is free to take.
+pub fn reserved_client_name(name: &str) -> Option<&'static str> {
+    RESERVED_CLIENT_NAMES
+        .iter()
+        .find(|(reserved, _)| *reserved == name)
+        .map(|(_, whose)| *whose)
+}
+
 /// The 32 bytes of a `token_sha256` value (64 hex digits, either case), or `None` if it is not one.
 pub fn parse_sha256_hex(text: &str) -> Option<[u8; 32]> {
     let text = text.trim();
@@ -66,6 +93,11 @@ mod tests {
         for bad in ["", "Laptop", "lap top", "lap:top", "é", &"a".repeat(65)] {
             assert!(!is_client_name(bad), "{bad}");
         }
+        for door in ["default", "stdio", "cli", "http", "api", "a2a", "mcp"] {
+            assert!(reserved_client_name(door).is_some(), "{door}");
+        }
+        assert_eq!(reserved_client_name("laptop"), None);
+        assert_eq!(reserved_client_name("stdio2"), None);
         let hex = token_sha256_hex("s3cret");
         assert_eq!(hex.len(), 64);
         let digest = parse_sha256_hex(&hex).unwrap();

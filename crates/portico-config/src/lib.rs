@@ -18,15 +18,19 @@ mod locate;
 mod model;
 
 pub use check::{Problem, check, check_agent_file};
-pub use clients::{ClientConfig, is_client_name, parse_sha256_hex, token_sha256_hex};
+pub use clients::{
+    ClientConfig, RESERVED_CLIENT_NAMES, is_client_name, parse_sha256_hex, reserved_client_name,
+    token_sha256_hex,
+};
 pub use expand::{ExpandError, expand_vars};
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
     A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, Config, DEFAULT_AGENT_TIMEOUT_SECS,
     DEFAULT_LISTEN, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS,
-    EnvEntry, ExposeSection, ExternalAgentConfig, McpServerConfig, ModelConfig, POLICY_ACTIONS,
-    PROTOCOL_VERSIONS, PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection,
-    RateLimitSection, ServerSection, ToolPolicyConfig, ToolSearchMode, Transport,
+    EnvEntry, ExposeSection, ExternalAgentConfig, MAX_APPROVAL_TTL_SECS, MAX_APPROVAL_WAIT_SECS,
+    McpServerConfig, ModelConfig, POLICY_ACTIONS, PROTOCOL_VERSIONS, PROVIDERS, PolicyAction,
+    PolicyCondition, PolicyDefault, PolicySection, RateLimitSection, ServerSection,
+    ToolPolicyConfig, ToolSearchMode, Transport,
 };
 
 /// The MCP tool an agent is served as: `portico_agent_{name}`, hyphens becoming underscores.

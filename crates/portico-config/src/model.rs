@@ -367,6 +367,13 @@ pub enum ApprovalVia {
     Both,
 }
 
+/// The longest `[policy] approval_ttl_secs`: a week. Longer grants outlive any review that gave them.
+pub const MAX_APPROVAL_TTL_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// The longest `[policy] approval_wait_secs`: an hour, since a waiting call holds its client's
+/// request (and an agent's run) open that long.
+pub const MAX_APPROVAL_WAIT_SECS: u64 = 60 * 60;
+
 fn default_approval_ttl() -> u64 {
     600
 }

@@ -241,6 +241,10 @@ pub struct ToolContext {
     pub turn: Option<Arc<TurnState>>,
     /// Where progress of long calls (agents) goes, when someone listens.
     pub progress: Option<ProgressSink>,
+    /// The label of the client whose call started the agent run this call belongs to (kept through
+    /// nested agents); `None` for a client's own call. Approvals bind it, so a grant given for one
+    /// client's run is not another's.
+    pub on_behalf_of: Option<String>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -251,6 +255,7 @@ impl std::fmt::Debug for ToolContext {
             .field("depth", &self.depth)
             .field("turn", &self.turn)
             .field("progress", &self.progress.is_some())
+            .field("on_behalf_of", &self.on_behalf_of)
             .finish()
     }
 }
@@ -264,6 +269,7 @@ impl ToolContext {
             depth: 0,
             turn: None,
             progress: None,
+            on_behalf_of: None,
         }
     }
 
@@ -284,6 +290,13 @@ impl ToolContext {
     pub fn with_progress(mut self, progress: ProgressSink) -> Self {
         self.progress = Some(progress);
         self
+    }
+
+    /// The client at the far end: the one an agent runs for, else this call's own principal.
+    pub fn client_label(&self) -> String {
+        self.on_behalf_of
+            .clone()
+            .unwrap_or_else(|| self.principal.label())
     }
 
     pub fn report(&self, event: ProgressEvent) {
@@ -330,6 +343,27 @@ mod tests {
         assert!(ci.may_use("file_read"));
         assert!(ci.client_scope().is_none());
         assert_eq!(ci.label(), "client:ci");
+    }
+
+    #[test]
+    fn the_client_label_is_the_client_an_agent_runs_for() {
+        let client = ToolContext::of(Principal::scoped_client("a", None));
+        assert_eq!(client.client_label(), "client:a");
+        // What `run_scope` gives an agent's calls, and a nested agent's: the outermost client.
+        let agent = ToolContext {
+            principal: Principal::agent("x", ToolPatterns::new(&["*"]).unwrap()),
+            on_behalf_of: Some(client.client_label()),
+            ..ToolContext::client("unused")
+        };
+        let nested = ToolContext {
+            principal: Principal::agent("y", ToolPatterns::new(&["*"]).unwrap()),
+            on_behalf_of: Some(agent.client_label()),
+            ..ToolContext::client("unused")
+        };
+        assert_eq!(
+            (agent.client_label(), nested.client_label()),
+            ("client:a".to_string(), "client:a".to_string())
+        );
     }
 
     #[test]

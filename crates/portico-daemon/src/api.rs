@@ -206,9 +206,11 @@ async fn conversation(
     })
     .await;
     match found {
-        // A conversation with an agent outside the client's scope is not there for it.
+        // A conversation with an agent outside the client's scope, or another client's, is not
+        // there for it.
         Ok(Ok((Some(conversation), messages)))
-            if caller.may_use(&portico_config::agent_tool_name(&conversation.agent)) =>
+            if caller.may_use(&portico_config::agent_tool_name(&conversation.agent))
+                && conversation.is_for(&caller.label()) =>
         {
             Json(json!({"conversation": conversation, "messages": messages})).into_response()
         }

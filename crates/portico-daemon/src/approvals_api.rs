@@ -58,8 +58,12 @@ impl Asker {
             .is_some_and(|principal| principal.client_scope().is_some())
     }
 
+    /// A scoped client sees its own calls' requests, and those of agents running for it.
     fn may_see(&self, record: &ApprovalRecord) -> bool {
-        !self.scoped() || record.binding.principal == self.label()
+        let label = self.label();
+        !self.scoped()
+            || record.binding.principal == label
+            || record.binding.on_behalf_of.as_deref() == Some(label.as_str())
     }
 }
 
@@ -106,6 +110,7 @@ pub(crate) fn view(record: &ApprovalRecord) -> Value {
         "expiresAt": time(record.expires_at_ms),
     });
     let fields = [
+        ("onBehalfOf", record.binding.on_behalf_of.clone()),
         ("decidedAt", record.decided_at_ms.map(time)),
         ("decidedBy", record.decided_by.clone()),
         ("decidedVia", record.decided_via.clone()),
@@ -362,6 +367,7 @@ mod tests {
                 arguments_digest: String::new(),
                 policy: "pin_tools".into(),
                 definition_digest: "bb".into(),
+                on_behalf_of: None,
             },
             arguments: "{}".into(),
             reason: "changed".into(),
@@ -425,6 +431,7 @@ mod arguments_text_tests {
                 arguments_digest: "d".into(),
                 policy: "policies[0]@x".into(),
                 definition_digest: "d".into(),
+                on_behalf_of: None,
             },
             arguments: r#"{"n":9007199254740993,"p":"a\u202eb"}"#.into(),
             reason: "r".into(),

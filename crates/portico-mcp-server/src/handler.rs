@@ -766,7 +766,12 @@ impl PorticoServer {
             if let Some(state) = &request.request_state {
                 return self
                     .parked
-                    .next_round(&request.name, state, request.input_responses.clone())
+                    .next_round(
+                        &request.name,
+                        state,
+                        &client_of(&context),
+                        request.input_responses.clone(),
+                    )
                     .await;
             }
             // The place is taken before anything of the call exists.

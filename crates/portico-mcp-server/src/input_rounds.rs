@@ -11,7 +11,8 @@
 //! whichever comes first: the call's result, or `input_required` for the requests pending. The call
 //! runs in the handler's own task until it asks (most never do, and so cost no task and no channel
 //! hand-off); from its first request on it runs in a task of its own, and the running call is parked under a random handle (the `requestState`, which
-//! carries no data and so need not be trusted); the client's retry finds it, hands each answer to the
+//! carries no data and so need not be trusted, and is bound to the client identity that started the
+//! call: another client's retry with it finds nothing); the client's retry finds it, hands each answer to the
 //! request waiting for it, and the handler waits again. A parked call nobody resumes is dropped after
 //! [`PARKED_FOR`], which fails its pending requests and so ends it.
 //!
@@ -75,7 +76,8 @@ struct Parked {
     expiry: Option<AbortOnDrop>,
     /// Cancels the running call when the call is dropped: expired, or abandoned mid-round.
     _cancel: DropGuard,
-    _place: Place,
+    /// Also says whose call it is: only that client identity may resume it.
+    place: Place,
 }
 
 struct AbortOnDrop(AbortHandle);
@@ -197,7 +199,7 @@ impl ParkedCalls {
             next_key: 0,
             expiry: None,
             _cancel: cancel,
-            _place: place,
+            place,
         };
         self.wait_and_drive(parked).await
     }
@@ -231,23 +233,27 @@ impl ParkedCalls {
             next_key: 0,
             expiry: None,
             _cancel: cancel,
-            _place: place,
+            place,
         };
         self.drive(parked, first).await
     }
 
-    /// Resumes a parked call with the client's answers.
+    /// Resumes a parked call of `client` (the identity [`Self::admit`] was given) with its answers.
+    /// Another client's handle is answered as an unknown one, and the call stays parked for its own.
     pub(crate) async fn next_round(
         &self,
         tool: &str,
         request_state: &str,
+        client: &str,
         responses: Option<InputResponses>,
     ) -> Result<CallToolResponse, McpError> {
-        let parked = self
-            .calls
-            .lock()
-            .expect("parked calls lock")
-            .remove(request_state);
+        let parked = {
+            let mut calls = self.calls.lock().expect("parked calls lock");
+            match calls.get(request_state) {
+                Some(parked) if parked.place.client == client => calls.remove(request_state),
+                _ => None,
+            }
+        };
         let Some(mut parked) = parked else {
             return Err(McpError::invalid_params(
                 "requestState does not name a call waiting for input (it finished, expired after 5 minutes, or was already resumed); call the tool again without it",
@@ -440,6 +446,9 @@ mod tests {
     use super::*;
     use rmcp::model::CallToolResult;
 
+    /// The client identity the tests' calls are admitted (and resumed) as.
+    const OWNER: &str = "a";
+
     struct Silent;
     impl Caller for Silent {
         fn accepts(&self, _: RelayRequest) -> bool {
@@ -467,7 +476,7 @@ mod tests {
         parked: &ParkedCalls,
         receiver: mpsc::Receiver<CallEvent>,
     ) -> Result<CallToolResponse, McpError> {
-        let place = parked.admit("client").unwrap();
+        let place = parked.admit(OWNER).unwrap();
         let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
         parked.first_round("t", place, receiver, cancel).await
     }
@@ -491,7 +500,7 @@ mod tests {
             events: events.clone(),
         });
         tokio::spawn(async move {
-            let place = parked.admit("client").unwrap();
+            let place = parked.admit(OWNER).unwrap();
             let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
             let answer = parked.run("t", place, call, events, receiver, cancel).await;
             (tokio::task::id(), answer)
@@ -521,7 +530,7 @@ mod tests {
         let (handler_task, answer) = handler.await.unwrap();
         assert_eq!(first_text(answer.unwrap()), handler_task.to_string());
         assert_eq!(parked.counts(), (0, 0));
-        assert!(parked.admit("client").is_ok());
+        assert!(parked.admit(OWNER).is_ok());
     }
 
     #[tokio::test]
@@ -546,7 +555,7 @@ mod tests {
             .into_iter()
             .collect();
         let done = parked
-            .next_round("t", &round.request_state.unwrap(), Some(answers))
+            .next_round("t", &round.request_state.unwrap(), OWNER, Some(answers))
             .await
             .unwrap();
         let text = first_text(done);
@@ -630,12 +639,18 @@ mod tests {
         assert_eq!(state.len(), 32);
 
         // The wrong tool, or an unknown handle, is refused and leaves the call parked.
-        let wrong = parked.next_round("other", &state, None).await.unwrap_err();
+        let wrong = parked
+            .next_round("other", &state, OWNER, None)
+            .await
+            .unwrap_err();
         assert!(
             wrong.message.contains("belongs to a call of `t`"),
             "{wrong:?}"
         );
-        let unknown = parked.next_round("t", "nope", None).await.unwrap_err();
+        let unknown = parked
+            .next_round("t", "nope", OWNER, None)
+            .await
+            .unwrap_err();
         assert!(
             unknown
                 .message
@@ -643,18 +658,22 @@ mod tests {
         );
 
         let answers: InputResponses = [(key, json!({"n": 1}))].into_iter().collect();
-        let (key, request, state_2) =
-            round(parked.next_round("t", &state, Some(answers)).await.unwrap());
+        let (key, request, state_2) = round(
+            parked
+                .next_round("t", &state, OWNER, Some(answers))
+                .await
+                .unwrap(),
+        );
         assert_eq!(request["params"]["messages"][0]["content"]["text"], "two");
         assert_ne!(state, state_2, "each round gets a fresh handle");
         assert!(
-            parked.next_round("t", &state, None).await.is_err(),
+            parked.next_round("t", &state, OWNER, None).await.is_err(),
             "a handle is used once"
         );
 
         let answers: InputResponses = [(key, json!({"n": 2}))].into_iter().collect();
         let CallToolResponse::Complete(done) = parked
-            .next_round("t", &state_2, Some(answers))
+            .next_round("t", &state_2, OWNER, Some(answers))
             .await
             .unwrap()
         else {
@@ -731,7 +750,7 @@ mod tests {
         };
         let state = round.request_state.unwrap();
         let CallToolResponse::Complete(done) = parked
-            .next_round("t", &state, Some(InputResponses::new()))
+            .next_round("t", &state, OWNER, Some(InputResponses::new()))
             .await
             .unwrap()
         else {
@@ -802,11 +821,59 @@ mod tests {
         );
         let state = round.request_state.unwrap();
         let answers: InputResponses = [("portico-1".to_string(), json!({}))].into_iter().collect();
-        let done = parked.next_round("t", &state, Some(answers)).await.unwrap();
+        let done = parked
+            .next_round("t", &state, OWNER, Some(answers))
+            .await
+            .unwrap();
         assert!(matches!(done, CallToolResponse::Complete(_)));
         work.await.unwrap();
         assert_eq!(parked.counts(), (0, 0));
         assert!(parked.admit("a").is_ok());
+    }
+
+    #[tokio::test]
+    async fn only_the_client_that_started_a_parked_call_can_resume_it() {
+        let parked = ParkedCalls::default();
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
+        let caller = InputRoundsCaller {
+            inner: Arc::new(Silent),
+            events: events.clone(),
+        };
+        let work = tokio::spawn(async move {
+            let answer = caller
+                .request(RelayRequest::Sampling, sampling_params("q"))
+                .await
+                .unwrap();
+            let _ = events
+                .send(CallEvent::Done(text_result(answer["n"].to_string())))
+                .await;
+        });
+        let CallToolResponse::InputRequired(round) = start(&parked, receiver).await.unwrap() else {
+            panic!("expected input_required");
+        };
+        let state = round.request_state.unwrap();
+        let answers = || -> InputResponses {
+            [("portico-1".to_string(), json!({"n": 5}))]
+                .into_iter()
+                .collect()
+        };
+        // Client b holding a's handle: answered as if there were no such call, and a's call stays.
+        let other = parked
+            .next_round("t", &state, "b", Some(answers()))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            other.message,
+            "requestState does not name a call waiting for input (it finished, expired after 5 minutes, or was already resumed); call the tool again without it"
+        );
+        assert_eq!(parked.counts(), (1, 1), "still parked for its own client");
+        let done = parked
+            .next_round("t", &state, OWNER, Some(answers()))
+            .await
+            .unwrap();
+        assert_eq!(first_text(done), "5");
+        work.await.unwrap();
+        assert_eq!(parked.counts(), (0, 0));
     }
 
     #[tokio::test(start_paused = true)]
@@ -838,7 +905,7 @@ mod tests {
         assert!(token.is_cancelled(), "the expired call is cancelled");
         assert_eq!(parked.counts(), (0, 0));
         let late = parked
-            .next_round("t", &round.request_state.unwrap(), None)
+            .next_round("t", &round.request_state.unwrap(), OWNER, None)
             .await
             .unwrap_err();
         assert!(late.message.contains("does not name a call waiting"));
@@ -912,7 +979,7 @@ mod tests {
             let answers: InputResponses =
                 requests.into_keys().map(|key| (key, json!({}))).collect();
             response = parked
-                .next_round("t", &round.request_state.unwrap(), Some(answers))
+                .next_round("t", &round.request_state.unwrap(), OWNER, Some(answers))
                 .await
                 .unwrap();
         }

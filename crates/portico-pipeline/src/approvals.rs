@@ -3,7 +3,7 @@
 //! runs. The store keeps requests and grants ([`portico_store::ApprovalRecord`]); this module decides
 //! what a held call does and audits every decision.
 //!
-//! A grant binds the principal, the exposed tool name, the keyed digest of the canonical arguments
+//! A grant binds the principal, the client an agent's run is for (`on_behalf_of`), the exposed tool name, the keyed digest of the canonical arguments
 //! (the audit log's, stable across restarts), the policy's id (which changes with that policy's
 //! config) and a digest of the tool's definition. It is consumed by one conditional `UPDATE` before
 //! the call runs, so two concurrent retries run the tool at most once.
@@ -31,6 +31,13 @@ pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(600);
 /// How long final requests (denied, consumed, expired), with the arguments they hold, are kept
 /// after their time ran out, so an approver can still look one up.
 pub const KEEP_DECIDED: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest a request may wait, and a grant last, whatever the settings say (`config check`
+/// refuses more): times are added to clocks, and an unbounded one would overflow them.
+pub const MAX_APPROVAL_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// The longest a held call waits for an answer, whatever the settings say.
+pub const MAX_APPROVAL_WAIT: Duration = Duration::from_secs(60 * 60);
 
 /// How often a held call that waits tells its client it is still waiting.
 const WAITING_NOTICE_EVERY: Duration = Duration::from_secs(15);
@@ -153,7 +160,11 @@ struct Inner {
 }
 
 impl Approvals {
-    pub fn new(store: Store, settings: ApprovalSettings) -> Self {
+    /// `settings`' times are capped at [`MAX_APPROVAL_TTL`] and [`MAX_APPROVAL_WAIT`] (and the
+    /// wait at the ttl): an embedder's huge value must not overflow a held call's clock.
+    pub fn new(store: Store, mut settings: ApprovalSettings) -> Self {
+        settings.ttl = settings.ttl.min(MAX_APPROVAL_TTL);
+        settings.wait = settings.wait.min(MAX_APPROVAL_WAIT).min(settings.ttl);
         Approvals {
             inner: Arc::new(Inner {
                 store,
@@ -330,7 +341,11 @@ impl Approvals {
             arguments_digest: hold.arguments_digest.to_string(),
             policy: hold.policy.to_string(),
             definition_digest: arguments_digest(&Value::Object((*hold.entry.definition).clone())),
+            on_behalf_of: context.on_behalf_of.clone(),
         };
+        // Who the relay below asks: the client at the far end, which answers as itself (an agent
+        // asking its client does not approve its own call).
+        let asked = context.client_label();
         let store = &self.inner.store;
         let failed = |error: StoreError| {
             PipelineError::Source(portico_core::CallError::Failed(format!(
@@ -385,7 +400,13 @@ impl Approvals {
                 &binding.principal,
                 record,
                 outcome::REQUESTED,
-                format!("{} by {}: {}", record.id, hold.policy, hold.reason),
+                format!(
+                    "{} by {}{}: {}",
+                    record.id,
+                    hold.policy,
+                    on_behalf(&binding),
+                    hold.reason
+                ),
             );
         }
         let id = requested.record().id.clone();
@@ -397,9 +418,10 @@ impl Approvals {
         if let Some(caller) = askable.filter(|_| via != ApprovalVia::OutOfBand) {
             let record = requested.record();
             let question = format!(
-                "Approve this call of `{tool}` by {}?\nArguments: {}\nWhy it needs approval: {}\n\
+                "Approve this call of `{tool}` by {}{}?\nArguments: {}\nWhy it needs approval: {}\n\
                  (approval request {id}, also at {} on the daemon)",
                 binding.principal,
+                on_behalf(&binding),
                 // Escaped as the page and the CLI show them: nothing in them is invisible.
                 crate::escape_invisible(&record.arguments),
                 hold.reason,
@@ -416,12 +438,7 @@ impl Approvals {
                             reason: Some("cancelled at the calling client".into()),
                         },
                     };
-                    match self.decide(
-                        &id,
-                        answer,
-                        &binding.principal,
-                        ApprovalChannel::Elicitation,
-                    ) {
+                    match self.decide(&id, answer, &asked, ApprovalChannel::Elicitation) {
                         Ok(record) if record.status == ApprovalStatus::Approved => {
                             let now = portico_core::time::now_ms();
                             return if self.consume(&binding, now).map_err(failed)? {
@@ -465,7 +482,10 @@ impl Approvals {
         }
 
         // Waiting: woken by every answer (and expiry), never polling the store on a timer.
-        let deadline = tokio::time::Instant::now() + wait;
+        let started = tokio::time::Instant::now();
+        let deadline = started
+            .checked_add(wait)
+            .unwrap_or_else(|| started + MAX_APPROVAL_WAIT);
         let mut answers = self.inner.answers.subscribe();
         let progress = progress_messages(context);
         let notice = format!("waiting for approval at {}", approval_path(&id));
@@ -542,6 +562,15 @@ pub(crate) struct Hold<'a> {
     pub arguments_digest: &'a str,
     pub policy: &'a str,
     pub reason: &'a str,
+}
+
+/// ` on behalf of client:a` when an agent's run for a client made the call, else nothing.
+fn on_behalf(binding: &ApprovalBinding) -> String {
+    binding
+        .on_behalf_of
+        .as_deref()
+        .map(|client| format!(" on behalf of {client}"))
+        .unwrap_or_default()
 }
 
 /// Where the daemon shows a request: `/approvals/{id}`.

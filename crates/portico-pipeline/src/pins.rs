@@ -262,6 +262,8 @@ impl ToolPins {
             arguments_digest: String::new(),
             policy: PIN_POLICY.to_string(),
             definition_digest: digest.clone(),
+            // A definition is nobody's call: no client to bind it to.
+            on_behalf_of: None,
         };
         let definition = Value::Object(pinned).to_string();
         if let Some(approved) = store.definition_approved(&binding, now)? {

@@ -564,11 +564,64 @@ async fn with_approval_via_elicitation_a_client_that_cannot_be_asked_is_refused_
     assert_eq!(s.runs(), 0);
 }
 
-/// A client that can be asked, says no, and keeps the questions it was asked.
-#[derive(Default)]
-struct Asked(Mutex<Vec<String>>);
+/// Huge times (an embedder's, or a config `config check` would refuse) are capped, not added to a
+/// clock: the held call waits, is approved and runs instead of panicking.
+#[tokio::test]
+async fn the_largest_times_are_capped_and_a_waiting_call_does_not_panic() {
+    let s = Arc::new(setup(ApprovalSettings {
+        ttl: Duration::MAX,
+        wait: Duration::MAX,
+        ..ApprovalSettings::default()
+    }));
+    assert_eq!(
+        (s.approvals.settings().ttl, s.approvals.settings().wait),
+        (
+            portico_pipeline::MAX_APPROVAL_TTL,
+            portico_pipeline::MAX_APPROVAL_WAIT
+        )
+    );
+    let waiting = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.call(json!({"key": "k"}), &ToolContext::client("http"))
+                .await
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let record = loop {
+        let pending = s.approvals.list(Some(ApprovalStatus::Pending), 10).unwrap();
+        if let Some(record) = pending.into_iter().next() {
+            break record;
+        }
+        assert!(
+            !waiting.is_finished(),
+            "the held call ended before it was answered"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no request appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(
+        record.expires_at_ms - record.created_at_ms,
+        i64::try_from(portico_pipeline::MAX_APPROVAL_TTL.as_millis()).unwrap()
+    );
+    s.approve(&record.id);
+    let outcome = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting call was not woken by the answer")
+        .expect("the waiting call panicked");
+    assert_eq!((outcome.outcome, s.runs()), (Outcome::Ok, 1));
+}
 
-impl portico_core::relay::Caller for Asked {
+/// A client whose person answers every question with `answer`; records the questions.
+struct Answering {
+    answer: portico_core::relay::Confirmation,
+    questions: Mutex<Vec<String>>,
+}
+
+impl portico_core::relay::Caller for Answering {
     fn accepts(&self, request: portico_core::relay::RelayRequest) -> bool {
         request == portico_core::relay::RelayRequest::Elicitation
     }
@@ -578,7 +631,7 @@ impl portico_core::relay::Caller for Asked {
         _: JsonObject,
     ) -> portico_core::relay::BoxFuture<'a, Result<JsonObject, portico_core::relay::RelayError>>
     {
-        Box::pin(async { unreachable!("asked through confirm") })
+        Box::pin(async { unreachable!("a held call only confirms") })
     }
     fn sample<'a>(
         &'a self,
@@ -587,14 +640,7 @@ impl portico_core::relay::Caller for Asked {
         'a,
         Result<portico_core::relay::SamplingAnswer, portico_core::relay::SamplingError>,
     > {
-        Box::pin(async { unreachable!("a held call samples nothing") })
-    }
-    fn notify<'a>(
-        &'a self,
-        _: portico_core::relay::RelayNotification,
-        _: JsonObject,
-    ) -> portico_core::relay::BoxFuture<'a, ()> {
-        Box::pin(async {})
+        Box::pin(async { unreachable!("a held call only confirms") })
     }
     fn confirm<'a>(
         &'a self,
@@ -603,15 +649,89 @@ impl portico_core::relay::Caller for Asked {
         'a,
         Result<portico_core::relay::Confirmation, portico_core::relay::RelayError>,
     > {
-        self.0.lock().unwrap().push(question);
-        Box::pin(async { Ok(portico_core::relay::Confirmation::No) })
+        self.questions.lock().unwrap().push(question);
+        let answer = self.answer;
+        Box::pin(async move { Ok(answer) })
     }
+    fn notify<'a>(
+        &'a self,
+        _: portico_core::relay::RelayNotification,
+        _: JsonObject,
+    ) -> portico_core::relay::BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// An agent's call for client a and the same call for client b are two requests: a's person
+/// declining (answering as client:a, not as the agent) does not stand against b's, and b's grant
+/// is b's.
+#[tokio::test]
+async fn an_agents_call_is_bound_to_the_client_it_runs_for_and_answered_as_that_client() {
+    let s = setup(ApprovalSettings::default());
+    let agent_for = |client: &str| ToolContext {
+        principal: Principal::agent("x", ToolPatterns::new(&["*"]).unwrap()),
+        on_behalf_of: Some(client.to_string()),
+        ..ToolContext::client("unused")
+    };
+    let person_a = Arc::new(Answering {
+        answer: portico_core::relay::Confirmation::No,
+        questions: Mutex::default(),
+    });
+    let at_a = agent_for("client:a").with_relay(portico_core::relay::CallContext {
+        caller: Some(person_a.clone()),
+        progress: false,
+    });
+    let declined = s.call(json!({"key": "k"}), &at_a).await;
+    assert_eq!(declined.outcome, Outcome::Denied);
+    let records = s.approvals.list(None, 10).unwrap();
+    assert_eq!(records.len(), 1);
+    let a = &records[0];
+    assert_eq!(
+        (
+            a.binding.principal.as_str(),
+            a.binding.on_behalf_of.as_deref(),
+            a.decided_by.as_deref(),
+            a.decided_via.as_deref(),
+        ),
+        (
+            "agent:x",
+            Some("client:a"),
+            Some("client:a"),
+            Some("elicitation")
+        )
+    );
+    let questions = person_a.questions.lock().unwrap().clone();
+    assert_eq!(questions.len(), 1);
+    assert!(
+        questions[0]
+            .starts_with("Approve this call of `remember` by agent:x on behalf of client:a?"),
+        "{questions:?}"
+    );
+
+    // b's identical call: held with its own request, not refused by a's denial.
+    let at_b = agent_for("client:b");
+    let b_id = request_id(&s.call(json!({"key": "k"}), &at_b).await);
+    assert_ne!(b_id, a.id);
+    s.approve(&b_id);
+    assert_eq!(
+        s.call(json!({"key": "k"}), &at_a).await.outcome,
+        Outcome::Denied
+    );
+    assert_eq!(s.runs(), 0, "a's retry must not use b's grant");
+    assert_eq!(
+        s.call(json!({"key": "k"}), &at_b).await.outcome,
+        Outcome::Ok
+    );
+    assert_eq!(s.runs(), 1);
 }
 
 #[tokio::test]
 async fn the_question_shows_invisible_characters_in_the_arguments_as_escapes() {
     let s = setup(ApprovalSettings::default());
-    let client = Arc::new(Asked::default());
+    let client = Arc::new(Answering {
+        answer: portico_core::relay::Confirmation::No,
+        questions: Mutex::default(),
+    });
     let context = ToolContext::client("http").with_relay(portico_core::relay::CallContext {
         caller: Some(client.clone()),
         progress: false,
@@ -628,7 +748,7 @@ async fn the_question_shows_invisible_characters_in_the_arguments_as_escapes() {
             .code,
         RefusalCode::PolicyDenied
     );
-    let asked = client.0.lock().unwrap().clone();
+    let asked = client.questions.lock().unwrap().clone();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert!(
         asked[0].contains("\nArguments: {\"key\":\"rm -rf \\u202efdp.txt\\u200b\"}\n"),

@@ -1,5 +1,6 @@
 //! Approval requests and their single-use grants: a call a policy holds is stored as a request bound
-//! to exactly that call (principal, tool, argument digest, policy, definition digest); someone
+//! to exactly that call (principal, the client an agent runs for, tool, argument digest, policy,
+//! definition digest); someone
 //! approves or denies it; an approved request is a grant that one retry of the same call consumes.
 //!
 //! States: `pending` -> `approved` | `denied` | `expired`; `approved` -> `consumed` | `expired`.
@@ -63,6 +64,9 @@ pub struct ApprovalBinding {
     pub policy: String,
     /// A digest of the tool's definition when the request was made.
     pub definition_digest: String,
+    /// The client whose call started the agent run that made this call (`client:a`); `None` for
+    /// a client's own call.
+    pub on_behalf_of: Option<String>,
 }
 
 /// A request to store.
@@ -181,11 +185,26 @@ pub enum Decided {
 
 pub(crate) const COLUMNS: &str = "id, principal, tool, arguments_digest, policy, definition_digest, \
      arguments, reason, status, created_at_ms, expires_at_ms, decided_at_ms, decided_by, decided_via, \
-     deny_reason, consumed_at_ms, kind, previous_definition, new_definition";
+     deny_reason, consumed_at_ms, kind, previous_definition, new_definition, on_behalf_of";
 
-/// The binding as a `WHERE` clause over parameters ?1..?5.
+/// The binding as a `WHERE` clause over parameters ?1..?5 and ?7 (`IS`: NULL equals NULL).
 pub(crate) const SAME_BINDING: &str = "principal = ?1 AND tool = ?2 AND arguments_digest = ?3 AND policy = ?4 \
-     AND definition_digest = ?5";
+     AND definition_digest = ?5 AND on_behalf_of IS ?7";
+
+impl ApprovalBinding {
+    /// The parameters [`SAME_BINDING`] reads (?1..?5 and ?7), with `now_ms` as ?6.
+    pub(crate) fn sql_params<'a>(&'a self, now_ms: &'a i64) -> [&'a dyn rusqlite::ToSql; 7] {
+        [
+            &self.principal,
+            &self.tool,
+            &self.arguments_digest,
+            &self.policy,
+            &self.definition_digest,
+            now_ms,
+            &self.on_behalf_of,
+        ]
+    }
+}
 
 pub(crate) fn record_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
     let status: String = row.get(8)?;
@@ -197,6 +216,7 @@ pub(crate) fn record_from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord>
             arguments_digest: row.get(3)?,
             policy: row.get(4)?,
             definition_digest: row.get(5)?,
+            on_behalf_of: row.get(19)?,
         },
         arguments: row.get(6)?,
         reason: row.get(7)?,
@@ -252,18 +272,8 @@ impl Store {
                      ORDER BY created_at_ms DESC LIMIT 1"
                 ))
                 .and_then(|mut stmt| {
-                    stmt.query_row(
-                        params![
-                            binding.principal,
-                            binding.tool,
-                            binding.arguments_digest,
-                            binding.policy,
-                            binding.definition_digest,
-                            new.now_ms
-                        ],
-                        record_from_row,
-                    )
-                    .optional()
+                    stmt.query_row(binding.sql_params(&new.now_ms).as_slice(), record_from_row)
+                        .optional()
                 })
                 .map_err(self.sql_error("storing an approval request"))?;
             if let Some(existing) = existing {
@@ -314,8 +324,8 @@ impl Store {
             conn.prepare_cached(
                 "INSERT INTO approvals (id, principal, tool, arguments_digest, policy, \
                    definition_digest, arguments, reason, status, created_at_ms, expires_at_ms, \
-                   kind, previous_definition, new_definition) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11, ?12, ?13)",
+                   kind, previous_definition, new_definition, on_behalf_of) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11, ?12, ?13, ?14)",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
@@ -331,7 +341,8 @@ impl Store {
                     record.expires_at_ms,
                     record.kind.as_str(),
                     record.previous_definition,
-                    record.new_definition
+                    record.new_definition,
+                    binding.on_behalf_of
                 ])
             })
             .map_err(sql_error)?;
@@ -442,18 +453,8 @@ impl Store {
                  RETURNING {COLUMNS}"
             ))
             .and_then(|mut stmt| {
-                stmt.query_row(
-                    params![
-                        binding.principal,
-                        binding.tool,
-                        binding.arguments_digest,
-                        binding.policy,
-                        binding.definition_digest,
-                        now_ms
-                    ],
-                    record_from_row,
-                )
-                .optional()
+                stmt.query_row(binding.sql_params(&now_ms).as_slice(), record_from_row)
+                    .optional()
             })
             .map_err(self.sql_error("using an approval"))?;
         if consumed.is_some() {
@@ -476,18 +477,8 @@ impl Store {
                  ORDER BY decided_at_ms DESC LIMIT 1"
             ))
             .and_then(|mut stmt| {
-                stmt.query_row(
-                    params![
-                        binding.principal,
-                        binding.tool,
-                        binding.arguments_digest,
-                        binding.policy,
-                        binding.definition_digest,
-                        now_ms
-                    ],
-                    record_from_row,
-                )
-                .optional()
+                stmt.query_row(binding.sql_params(&now_ms).as_slice(), record_from_row)
+                    .optional()
             })
             .map_err(self.sql_error("reading approval denials"))
     }
@@ -539,6 +530,7 @@ mod tests {
             arguments_digest: digest.into(),
             policy: "policies[0]@aa".into(),
             definition_digest: "dd".into(),
+            on_behalf_of: None,
         }
     }
 
@@ -556,6 +548,71 @@ mod tests {
         store
             .approval_request(new, ApprovalLimits::default())
             .unwrap()
+    }
+
+    #[test]
+    fn an_agents_calls_for_two_clients_are_two_requests_with_their_own_answers() {
+        let store = Store::open_in_memory().unwrap();
+        let for_client = |client: &str, now_ms| NewApproval {
+            binding: ApprovalBinding {
+                on_behalf_of: Some(client.into()),
+                ..binding("agent:x", "d1")
+            },
+            ..new("agent:x", "d1", now_ms)
+        };
+        let a = request(&store, &for_client("client:a", 100))
+            .record()
+            .clone();
+        let Requested::Created(b) = request(&store, &for_client("client:b", 100)) else {
+            panic!("client:b's call reused client:a's request")
+        };
+        assert_ne!(a.id, b.id);
+        assert_eq!(
+            store
+                .approval(&a.id)
+                .unwrap()
+                .unwrap()
+                .binding
+                .on_behalf_of
+                .as_deref(),
+            Some("client:a")
+        );
+        // The agent's own call (for no client) is a third.
+        assert_ne!(
+            request(&store, &new("agent:x", "d1", 100)).record().id,
+            a.id
+        );
+        store
+            .approval_decide(
+                &a.id,
+                &ApprovalAnswer::Approve,
+                "client:default",
+                "api",
+                200,
+                1_000,
+            )
+            .unwrap();
+        store
+            .approval_decide(
+                &b.id,
+                &ApprovalAnswer::Deny { reason: None },
+                "client:b",
+                "elicitation",
+                200,
+                1_000,
+            )
+            .unwrap();
+        // b's denial does not stand against a's call, a's grant is not b's.
+        assert_eq!(store.approval_denial(&a.binding, 300).unwrap(), None);
+        assert_eq!(
+            store.approval_denial(&b.binding, 300).unwrap().unwrap().id,
+            b.id
+        );
+        assert_eq!(store.approval_consume(&b.binding, 300).unwrap(), None);
+        assert_eq!(
+            store.approval_consume(&a.binding, 300).unwrap().unwrap().id,
+            a.id
+        );
     }
 
     #[test]
@@ -610,6 +667,10 @@ mod tests {
             },
             ApprovalBinding {
                 definition_digest: "ee".into(),
+                ..binding("client:a", "d1")
+            },
+            ApprovalBinding {
+                on_behalf_of: Some("client:b".into()),
                 ..binding("client:a", "d1")
             },
         ] {

@@ -558,15 +558,17 @@ impl BatchWriter {
         self.submit(move |store, conn| store.apply_task_update(conn, &id, &update))
     }
 
-    /// [`Store::create_conversation`] and [`Store::append_message`] of its first message, in one write;
-    /// answers the conversation as it is after the message.
+    /// [`Store::create_conversation`] (owned by `owner`, the client that started it) and
+    /// [`Store::append_message`] of its first message, in one write; answers the conversation as it
+    /// is after the message.
     pub fn start_conversation(
         &self,
         agent: String,
+        owner: Option<String>,
         first: crate::NewMessage,
     ) -> impl Future<Output = Result<Conversation, StoreError>> + use<> {
         self.submit(move |store, conn| {
-            let conversation = store.insert_conversation(conn, &agent)?;
+            let conversation = store.insert_conversation(conn, &agent, owner.as_deref())?;
             store
                 .insert_message(conn, &conversation.id, &first)
                 .map(|(_, conversation)| conversation)
@@ -726,7 +728,7 @@ mod tests {
             output_tokens: 0,
         };
         let conversation = writer
-            .start_conversation("echo".to_string(), first)
+            .start_conversation("echo".to_string(), Some("client:a".into()), first)
             .await
             .unwrap();
         assert_eq!(

@@ -15,6 +15,31 @@ pub struct Conversation {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub message_count: u64,
+    /// The client that started it (`client:a`), the only one that may read or continue it; `None`
+    /// for one started before owners were recorded, or through [`Store::create_conversation`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+impl Conversation {
+    /// Whether `client` (a principal's label) may read and continue it: its owner, or anyone for
+    /// a conversation without one. Callers at a door without tokens are one anonymous client
+    /// (`client:http`, `client:api`, ... all name the same person), so any of them is the owner
+    /// of what another started.
+    pub fn is_for(&self, client: &str) -> bool {
+        match self.owner.as_deref() {
+            None => true,
+            Some(owner) => owner == client || (is_door(owner) && is_door(client)),
+        }
+    }
+}
+
+/// A caller no token identified: a door's own label. `[[server.clients]]` cannot take these names.
+fn is_door(label: &str) -> bool {
+    matches!(
+        label,
+        "client:stdio" | "client:cli" | "client:http" | "client:api" | "client:a2a" | "client:mcp"
+    )
 }
 
 /// A message to append. `role` is conventionally `"user"`, `"assistant"` or `"tool"`; the store does not
@@ -40,7 +65,7 @@ pub struct StoredMessage {
 }
 
 const CONVERSATION_COLUMNS: &str =
-    "id, agent, created_at_ms, updated_at_ms, input_tokens, output_tokens, message_count";
+    "id, agent, created_at_ms, updated_at_ms, input_tokens, output_tokens, message_count, owner";
 
 fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
@@ -51,6 +76,7 @@ fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
         input_tokens: from_sql_int(row.get(4)?),
         output_tokens: from_sql_int(row.get(5)?),
         message_count: from_sql_int(row.get(6)?),
+        owner: row.get(7)?,
     })
 }
 
@@ -59,7 +85,7 @@ impl Store {
     /// milliseconds, then 80 random bits, so ids sort by creation and new rows land at the end of the
     /// index rather than on a random page of it).
     pub fn create_conversation(&self, agent: &str) -> Result<Conversation, StoreError> {
-        self.insert_conversation(&self.conn(), agent)
+        self.insert_conversation(&self.conn(), agent, None)
     }
 
     /// [`Store::create_conversation`] on the caller's connection or transaction.
@@ -67,6 +93,7 @@ impl Store {
         &self,
         conn: &Connection,
         agent: &str,
+        owner: Option<&str>,
     ) -> Result<Conversation, StoreError> {
         let now = now_ms();
         let random = rand::random::<u128>() >> 48;
@@ -78,11 +105,20 @@ impl Store {
             input_tokens: 0,
             output_tokens: 0,
             message_count: 0,
+            owner: owner.map(str::to_string),
         };
         conn.prepare_cached(
-            "INSERT INTO conversations (id, agent, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?3)",
+            "INSERT INTO conversations (id, agent, created_at_ms, updated_at_ms, owner) \
+             VALUES (?1, ?2, ?3, ?3, ?4)",
         )
-        .and_then(|mut stmt| stmt.execute(params![conversation.id, conversation.agent, now]))
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                conversation.id,
+                conversation.agent,
+                now,
+                conversation.owner
+            ])
+        })
         .map_err(self.sql_error("creating a conversation"))?;
         Ok(conversation)
     }
@@ -280,6 +316,28 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_conversation_is_its_owners_and_the_anonymous_doors_are_one_client() {
+        let store = Store::open_in_memory().unwrap();
+        let owned = store
+            .insert_conversation(&store.conn(), "echo", Some("client:a"))
+            .unwrap();
+        let read = store.conversation(&owned.id).unwrap().unwrap();
+        assert_eq!(read.owner.as_deref(), Some("client:a"));
+        assert!(read.is_for("client:a"));
+        assert!(!read.is_for("client:b"));
+        assert!(!read.is_for("client:http"));
+        let anonymous = store
+            .insert_conversation(&store.conn(), "echo", Some("client:http"))
+            .unwrap();
+        assert!(anonymous.is_for("client:api"));
+        assert!(!anonymous.is_for("client:a"));
+        // Stored before owners were: anyone's, as it was.
+        let old = store.create_conversation("echo").unwrap();
+        assert_eq!(store.conversation(&old.id).unwrap().unwrap().owner, None);
+        assert!(old.is_for("client:b"));
+    }
 
     fn message(role: &str, text: &str, input_tokens: u64, output_tokens: u64) -> NewMessage {
         NewMessage {

@@ -161,6 +161,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE approvals ADD COLUMN previous_definition TEXT;
     ALTER TABLE approvals ADD COLUMN new_definition TEXT;
     "#,
+    // 6: the client an agent's held call was made for (`client:a` when its call started the run),
+    // part of the binding: a grant for one client's run is not another's. NULL for a client's own
+    // call, and for every request stored before. And the client that started each conversation,
+    // the only one that may read or continue it (NULL for conversations stored before).
+    r#"
+    ALTER TABLE approvals ADD COLUMN on_behalf_of TEXT;
+    ALTER TABLE conversations ADD COLUMN owner TEXT;
+    "#,
 ];
 
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {

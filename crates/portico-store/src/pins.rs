@@ -134,18 +134,8 @@ impl Store {
                  AND {condition} ORDER BY coalesce(decided_at_ms, created_at_ms) DESC LIMIT 1"
             ))
             .and_then(|mut stmt| {
-                stmt.query_row(
-                    params![
-                        binding.principal,
-                        binding.tool,
-                        binding.arguments_digest,
-                        binding.policy,
-                        binding.definition_digest,
-                        now_ms
-                    ],
-                    record_from_row,
-                )
-                .optional()
+                stmt.query_row(binding.sql_params(&now_ms).as_slice(), record_from_row)
+                    .optional()
             })
             .map_err(self.sql_error("reading definition approvals"))
     }
@@ -218,6 +208,7 @@ mod tests {
             arguments_digest: String::new(),
             policy: "pin_tools".into(),
             definition_digest: digest.into(),
+            on_behalf_of: None,
         }
     }
 

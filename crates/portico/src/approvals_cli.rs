@@ -312,6 +312,7 @@ fn approval_text(view: &Value, base: &str) -> String {
     for (label, key) in [
         ("tool", "tool"),
         ("caller", "principal"),
+        ("for client", "onBehalfOf"),
         ("reason", "reason"),
         ("policy", "policy"),
         ("requested", "createdAt"),
@@ -420,6 +421,15 @@ mod tests {
         assert!(!text.contains("decided"), "{text}");
         assert!(text.contains("#token=<token>"), "{text}");
         assert!(!text.contains("?token"), "{text}");
+        assert!(!text.contains("for client"), "{text}");
+        let mut for_client = view();
+        for_client["principal"] = json!("agent:x");
+        for_client["onBehalfOf"] = json!("client:a");
+        let text = approval_text(&for_client, "http://127.0.0.1:4200");
+        assert!(
+            text.contains("  caller       agent:x\n  for client   client:a\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -80,8 +80,11 @@ fn new_client(name: &str, tools: &[String]) -> anyhow::Result<(String, String)> 
     if !portico_config::is_client_name(name) {
         bail!("client name `{name}` must be 1 to 64 of `a-z`, `0-9`, `-` and `_`, e.g. `laptop`");
     }
-    if name == portico_daemon::DEFAULT_CLIENT {
-        bail!("client name `default` is taken: it names the client of [server] token");
+    if let Some(whose) = portico_config::reserved_client_name(name) {
+        bail!(
+            "client name `{name}` is taken: `client:{name}` is {whose}; door names (default, \
+             stdio, cli, http, api, a2a, mcp) are reserved, e.g. use `laptop`"
+        );
     }
     portico_pipeline::ToolPatterns::new(tools).context("--tools")?;
     let mut bytes = [0u8; TOKEN_BYTES];

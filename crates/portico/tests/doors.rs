@@ -23,6 +23,8 @@ mod daemon;
 mod failure_branch;
 #[path = "doors/legacy_sse.rs"]
 mod legacy_sse;
+#[path = "doors/on_behalf.rs"]
+mod on_behalf;
 #[path = "doors/pinning.rs"]
 mod pinning;
 #[path = "doors/policies.rs"]

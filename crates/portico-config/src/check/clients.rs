@@ -77,11 +77,11 @@ impl Checker<'_> {
                                 format!("client name `{given}` must be 1 to 64 of `a-z`, `0-9`, `-` and `_`"),
                                 Some("the client is the caller `client:{name}` in audit records and [[policies]] callers, e.g. name = \"laptop\"".into()),
                             );
-                        } else if given == "default" {
+                        } else if let Some(whose) = crate::reserved_client_name(given) {
                             self.report(
                                 value.span(),
-                                "client name `default` is taken: it names the client of [server] token",
-                                Some("give this client another name, e.g. name = \"laptop\"".into()),
+                                format!("client name `{given}` is taken: `client:{given}` is {whose}"),
+                                Some("give this client another name, e.g. name = \"laptop\"; door names (default, stdio, cli, http, api, a2a, mcp) are reserved".into()),
                             );
                         } else {
                             let clash = format!("both would be the caller `client:{given}`");
@@ -307,7 +307,7 @@ token = "${{SAME}}"
             "14:8: client name `Lap Top` must be 1 to 64 of `a-z`, `0-9`, `-` and `_`",
             "16:16: server.clients.token_sha256 `abc` is not a SHA-256 digest (hint: write the 64 hex digits",
             "18:1: client `default` has neither `token` nor `token_sha256`, so nothing can identify it",
-            "19:8: client name `default` is taken: it names the client of [server] token",
+            "19:8: client name `default` is taken: `client:default` is the client of [server] token",
             "20:9: server.clients.tools is empty, so the client may list and call no tool",
             "22:1: [[server.clients]] entry has no `name`",
             "23:9: client `(unnamed)` has the same token as [server] token: a request with it could not say which client it is",
@@ -355,5 +355,41 @@ token = "${{SAME}}"
             rendered("[server]\nlisten = \"127.0.0.1:4200\"\n"),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn door_names_are_reserved_with_their_position() {
+        let mut text = String::from("[server]\ntoken = \"shared\"\n");
+        for (index, door) in ["stdio", "cli", "http", "api", "a2a", "mcp"]
+            .iter()
+            .enumerate()
+        {
+            text.push_str(&format!(
+                "\n[[server.clients]]\nname = \"{door}\"\ntoken = \"secret-{index}\"\n"
+            ));
+        }
+        let rendered = rendered(&text);
+        assert_eq!(
+            rendered[0],
+            "5:8: client name `stdio` is taken: `client:stdio` is the caller of `portico mcp` and \
+             other stdio doors (hint: give this client another name, e.g. name = \"laptop\"; door \
+             names (default, stdio, cli, http, api, a2a, mcp) are reserved)"
+        );
+        let lines: Vec<&str> = rendered
+            .iter()
+            .map(|r| r.split(": ").next().unwrap_or(""))
+            .collect();
+        assert_eq!(lines, ["5:8", "9:8", "13:8", "17:8", "21:8", "25:8"]);
+        for (report, door) in rendered
+            .iter()
+            .zip(["stdio", "cli", "http", "api", "a2a", "mcp"])
+        {
+            assert!(
+                report.contains(&format!(
+                    "client name `{door}` is taken: `client:{door}` is "
+                )),
+                "{report}"
+            );
+        }
     }
 }

@@ -111,6 +111,7 @@ function requestCard(view, single) {
   const facts = el('dl');
   field(facts, 'Tool', view.tool);
   field(facts, 'Caller', view.principal);
+  field(facts, 'On behalf of', view.onBehalfOf);
   field(facts, 'Reason', view.reason);
   field(facts, 'Policy', view.policy);
   field(facts, 'Requested', when(view.createdAt));
