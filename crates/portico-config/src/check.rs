@@ -797,13 +797,30 @@ impl Checker<'_> {
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
                 "listen_path" => {
-                    if let Some(path) = self.expect_string(value, "[a2a] listen_path")
-                        && (!path.starts_with('/') || path.contains(['{', '}', '?', '#']))
-                    {
+                    let Some(path) = self.expect_string(value, "[a2a] listen_path") else {
+                        continue;
+                    };
+                    let taken = ["/approvals", "/api", "/mcp", "/sse", "/message"]
+                        .into_iter()
+                        .find(|taken| {
+                            path.strip_prefix(taken)
+                                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                        });
+                    if !path.starts_with('/') || path.contains(['{', '}', '?', '#']) {
                         self.report(
                             value.span(),
                             format!("[a2a] listen_path `{path}` is not a plain absolute path"),
                             Some("write it like \"/a2a\"".into()),
+                        );
+                    } else if let Some(taken) = taken {
+                        // Those paths have their own rules at the door (the approval page's shell
+                        // needs no token); an A2A route under them must not inherit any.
+                        self.report(
+                            value.span(),
+                            format!(
+                                "[a2a] listen_path `{path}` is under `{taken}`, which the door serves itself"
+                            ),
+                            Some("choose a path of its own, like \"/a2a\"".into()),
                         );
                     }
                 }
@@ -1281,6 +1298,16 @@ url = "not a url"
             ]
         );
         assert_eq!(check("[a2a]\nenabled = false\nmax_tasks = 5\n"), vec![]);
+        let under: Vec<String> = check("[a2a]\nlisten_path = \"/approvals/a2a\"\n")
+            .iter()
+            .map(|p| format!("{}: {}", p.line, p.message))
+            .collect();
+        assert_eq!(
+            under,
+            [
+                "2: [a2a] listen_path `/approvals/a2a` is under `/approvals`, which the door serves itself"
+            ]
+        );
     }
 
     #[test]

@@ -145,11 +145,15 @@ fn definition_view(record: &ApprovalRecord, view: &mut Value) {
     let diff: Vec<Value> = portico_pipeline::definition_diff(&previous, &definition)
         .into_iter()
         .map(|change| {
+            // Beside each value, the text approvers read: a description can hide instructions in
+            // invisible characters (tag characters, zero-width, bidi), which the text escapes.
             let mut entry = json!({"field": change.field});
             if let Some(before) = change.before {
+                entry["beforeText"] = Value::String(portico_pipeline::arguments_text(&before));
                 entry["before"] = before;
             }
             if let Some(after) = change.after {
+                entry["afterText"] = Value::String(portico_pipeline::arguments_text(&after));
                 entry["after"] = after;
             }
             entry
@@ -157,7 +161,9 @@ fn definition_view(record: &ApprovalRecord, view: &mut Value) {
         .collect();
     view["diff"] = Value::Array(diff);
     view["previous"] = Value::Object(previous);
-    view["definition"] = Value::Object(definition);
+    let definition = Value::Object(definition);
+    view["definitionText"] = Value::String(portico_pipeline::arguments_text(&definition));
+    view["definition"] = definition;
 }
 
 #[derive(Deserialize)]
@@ -394,13 +400,22 @@ mod tests {
         assert_eq!(
             view["diff"],
             json!([
-                {"field": "title", "before": "S"},
-                {"field": "description", "before": "a", "after": "b"},
-                {"field": "annotations", "after": {"readOnlyHint": false}},
+                {"field": "title", "before": "S", "beforeText": "\"S\""},
+                {"field": "description", "before": "a", "beforeText": "\"a\"",
+                 "after": "b", "afterText": "\"b\""},
+                {"field": "annotations", "after": {"readOnlyHint": false},
+                 "afterText": "{\n  \"readOnlyHint\": false\n}"},
             ])
         );
         assert_eq!(view["previous"]["title"], "S");
         assert_eq!(view["definition"]["description"], "b");
+        assert!(
+            view["definitionText"]
+                .as_str()
+                .unwrap()
+                .contains("\"description\": \"b\""),
+            "{view}"
+        );
 
         // A call request has none of these.
         let call = view_of_call(record);

@@ -398,6 +398,36 @@ impl Pipeline {
 
     /// Whether the pins let `entry` of `source` be listed and called (`Ok` without pins, and for
     /// tools from Portico itself).
+    /// After a held call's approval: refuses it if, while it waited, its name came to mean another
+    /// tool (another source or server took it) or its definition changed. The grant it used is
+    /// spent; a new call gets a request bound to what the tool is now.
+    fn unchanged_while_held(
+        &self,
+        source: &dyn ToolSource,
+        entry: &ToolEntry,
+        origin_when_checked: Option<&portico_core::source::ToolOrigin>,
+    ) -> Result<(), PipelineError> {
+        let unchanged = self
+            .find(&entry.name)
+            .is_some_and(|(now_source, now_entry)| {
+                std::ptr::addr_eq(Arc::as_ptr(&now_source), source as *const dyn ToolSource)
+                    && now_source.origin(&entry.name).as_ref() == origin_when_checked
+                    && now_entry.definition == entry.definition
+            });
+        if !unchanged {
+            return Err(PipelineError::Refused {
+                tool: entry.name.clone(),
+                reason: format!(
+                    "`{}` changed while the call waited for its approval (its definition, or the \
+                     server that serves it), so the approved call did not run; call it again to \
+                     have the tool as it is now approved",
+                    entry.name
+                ),
+            });
+        }
+        Self::admitted(self.pins().as_ref(), source, entry)
+    }
+
     fn admitted(
         pins: Option<&ToolPins>,
         source: &dyn ToolSource,
@@ -638,6 +668,7 @@ impl Pipeline {
         }
         // After the caller's own limits: a tool outside them is refused as such, held or not.
         Self::admitted(self.pins().as_ref(), source, entry)?;
+        let origin_when_checked = source.origin(name);
 
         let arguments_value = Value::Object(arguments);
         if let Some(schema) = entry.definition.get("inputSchema")
@@ -710,6 +741,9 @@ impl Pipeline {
                 reason: &reason,
             };
             approvals.gate(hold, context).await?;
+            // The wait for an answer can be long: what runs must still be the tool that was
+            // approved, served by the same source and server.
+            self.unchanged_while_held(source, entry, origin_when_checked.as_ref())?;
         }
 
         let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);

@@ -279,13 +279,16 @@ impl Store {
             if let Some(existing) = existing {
                 return Ok(Requested::Reused(existing));
             }
+            let counted_as = binding.on_behalf_of.as_ref().unwrap_or(&binding.principal);
             let (mine, all): (i64, i64) = conn
                 .prepare_cached(
-                    "SELECT coalesce(sum(principal = ?1), 0), count(*) FROM approvals \
-                     WHERE status = 'pending' AND expires_at_ms > ?2",
+                    // Counted per client: an agent's requests count for the client it runs for,
+                    // so one client cannot fill an agent's share for everyone.
+                    "SELECT coalesce(sum(coalesce(on_behalf_of, principal) = ?1), 0), count(*) \
+                     FROM approvals WHERE status = 'pending' AND expires_at_ms > ?2",
                 )
                 .and_then(|mut stmt| {
-                    stmt.query_row(params![binding.principal, new.now_ms], |row| {
+                    stmt.query_row(params![counted_as, new.now_ms], |row| {
                         Ok((row.get(0)?, row.get(1)?))
                     })
                 })
@@ -297,7 +300,7 @@ impl Store {
             if mine >= limits.per_principal || all >= limits.total {
                 return Err(StoreError::ApprovalsFull {
                     path: self.label().to_path_buf(),
-                    principal: binding.principal.clone(),
+                    principal: counted_as.clone(),
                     pending: mine,
                     per_principal: limits.per_principal,
                     total_pending: all,
@@ -447,7 +450,7 @@ impl Store {
             .prepare_cached(&format!(
                 "UPDATE approvals SET status = 'consumed', consumed_at_ms = ?6 \
                  WHERE id = (SELECT id FROM approvals WHERE {SAME_BINDING} \
-                             AND status = 'approved' AND expires_at_ms > ?6 \
+                             AND kind = 'call' AND status = 'approved' AND expires_at_ms > ?6 \
                              ORDER BY decided_at_ms LIMIT 1) \
                    AND status = 'approved' AND expires_at_ms > ?6 \
                  RETURNING {COLUMNS}"
@@ -473,7 +476,7 @@ impl Store {
         self.conn()
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM approvals WHERE {SAME_BINDING} \
-                 AND status = 'denied' AND expires_at_ms > ?6 \
+                 AND kind = 'call' AND status = 'denied' AND expires_at_ms > ?6 \
                  ORDER BY decided_at_ms DESC LIMIT 1"
             ))
             .and_then(|mut stmt| {
@@ -824,6 +827,35 @@ mod tests {
         assert_eq!(statuses(ApprovalStatus::Expired).len(), 2);
         assert_eq!(store.approvals(None, 100).unwrap().len(), 3);
         assert_eq!(store.approvals(None, 1).unwrap()[0].id, again.record().id);
+    }
+
+    #[test]
+    fn an_agents_pending_requests_count_for_the_client_it_runs_for() {
+        let store = Store::open_in_memory().unwrap();
+        let limits = ApprovalLimits {
+            per_principal: 2,
+            total: 10,
+        };
+        let for_client = |client: &str, digest: &str| NewApproval {
+            binding: ApprovalBinding {
+                on_behalf_of: Some(client.into()),
+                ..binding("agent:x", digest)
+            },
+            ..new("agent:x", digest, 0)
+        };
+        for digest in ["d1", "d2"] {
+            store
+                .approval_request(&for_client("client:a", digest), limits)
+                .unwrap();
+        }
+        let full = store
+            .approval_request(&for_client("client:a", "d3"), limits)
+            .unwrap_err();
+        assert!(full.to_string().contains("client:a"), "{full}");
+        // client:a filling its share leaves agent x's calls for client:b their own.
+        store
+            .approval_request(&for_client("client:b", "d3"), limits)
+            .unwrap();
     }
 
     #[test]

@@ -353,7 +353,8 @@ fn approval_text(view: &Value, base: &str) -> String {
 /// A changed tool definition ([policy] pin_tools): each changed field, pinned and now.
 fn definition_text(view: &Value, out: &mut String) {
     let pretty = |value: Option<&Value>| match value {
-        Some(value) => serde_json::to_string_pretty(value).unwrap_or_default(),
+        // Escaped as the page shows it: a description can hide instructions in invisible characters.
+        Some(value) => portico_pipeline::arguments_text(value),
         None => "(absent)".to_string(),
     };
     out.push_str("  changed definition (approving it makes it the tool's pin):\n");
@@ -468,6 +469,16 @@ mod tests {
              +   \"destructiveHint\": true\n      + }\n"
         );
         assert!(!text.contains("arguments:"), "{text}");
+
+        // Invisible characters in a changed description are shown as escapes.
+        let mut hidden = view.clone();
+        hidden["diff"] =
+            json!([{"field": "description", "before": "a", "after": "b\u{E0049}\u{200B}\u{202E}"}]);
+        let text = approval_text(&hidden, "http://127.0.0.1:4200");
+        assert!(
+            text.contains("      + \"b\\udb40\\udc49\\u200b\\u202e\"\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -144,17 +144,19 @@ function requestCard(view, single) {
 function definitionChange(view) {
   const parts = [el('h3', {}, 'Changed definition (approve to offer the tool with it)')];
   for (const change of Array.isArray(view.diff) ? view.diff : []) {
-    const show = (value) => (value === undefined ? '(absent)' : JSON.stringify(value, null, 2));
+    // The daemon's text of each value: exact, with invisible characters (tag characters,
+    // zero-width, bidi) escaped, where a description could hide instructions.
+    const show = (text, value) => (typeof text === 'string' ? text : value === undefined ? '(absent)' : JSON.stringify(value, null, 2));
     parts.push(
       el('h4', {}, `Field: ${change.field}`),
       el('p', {}, 'Pinned:'),
-      el('pre', { class: 'before' }, show(change.before)),
+      el('pre', { class: 'before' }, show(change.beforeText, change.before)),
       el('p', {}, 'Now:'),
-      el('pre', { class: 'after' }, show(change.after)),
+      el('pre', { class: 'after' }, show(change.afterText, change.after)),
     );
   }
   parts.push(el('h3', {}, 'New definition'));
-  parts.push(el('pre', { class: 'definition' }, JSON.stringify(view.definition, null, 2)));
+  parts.push(el('pre', { class: 'definition' }, show(view.definitionText, view.definition)));
   return parts;
 }
 

@@ -76,8 +76,22 @@ pub(crate) fn admit(scope: Scope, request: &Request) -> Admission {
         return Admission::Answer(refuse(StatusCode::FORBIDDEN, why));
     }
     match scope {
-        Scope::Page => Admission::Shell,
-        Scope::Api => Admission::TokenCheck,
+        Scope::Page if reading && is_shell(request.uri().path()) => Admission::Shell,
+        // Anything else under `/approvals` (another method, a deeper path: a route mounted there
+        // by config, such as an A2A listen path) is no part of the shell and needs the token.
+        Scope::Page | Scope::Api => Admission::TokenCheck,
+    }
+}
+
+/// The shell's own paths, exactly: `/approvals`, its script and style, and `/approvals/<id>`
+/// (one segment). Only these are served without a token.
+fn is_shell(path: &str) -> bool {
+    match path.strip_prefix("/approvals") {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('/')
+            .is_some_and(|segment| !segment.is_empty() && !segment.contains('/')),
+        None => false,
     }
 }
 
@@ -189,5 +203,21 @@ mod tests {
         assert!(!has_token_parameter(Some("tokens=1&a=token")));
         assert!(!has_token_parameter(Some("")));
         assert!(!has_token_parameter(None));
+    }
+
+    #[test]
+    fn only_the_shells_own_paths_are_the_shell() {
+        for path in ["/approvals", "/approvals/app.js", "/approvals/apr_abc"] {
+            assert!(is_shell(path), "{path}");
+        }
+        for path in [
+            "/approvals/",
+            "/approvals/a2a/agent",
+            "/approvalsx",
+            "/api/approvals",
+            "/mcp",
+        ] {
+            assert!(!is_shell(path), "{path}");
+        }
     }
 }
