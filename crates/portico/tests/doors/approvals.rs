@@ -40,25 +40,12 @@ fn http() -> reqwest::Client {
 async fn sdk_call(base: &str, name: &str, arguments: Value) -> Value {
     let url = format!("{base}/mcp");
     let name = name.to_string();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(venv_python())
-            .arg(python_peer("sdk_client.py"))
+    let mut report = sdk_report_async(move |command| {
+        command
             .args(["--era", "legacy", "--http", &url, "--call", &name, "--args"])
-            .arg(arguments.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .arg(arguments.to_string());
     })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "sdk_client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut report: Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    .await;
     report["calls"][0]["result"].take()
 }
 
@@ -506,26 +493,13 @@ async fn eliciting_call(
 ) -> (Value, Value) {
     let url = format!("{base}/mcp");
     let (era, answer, name) = (era.to_string(), answer.to_string(), name.to_string());
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(venv_python())
-            .arg(python_peer("sdk_client.py"))
+    let mut report = sdk_report_async(move |command| {
+        command
             .args(["--era", &era, "--elicit", &answer, "--http", &url])
             .args(["--call", &name, "--args"])
-            .arg(arguments.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .arg(arguments.to_string());
     })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "sdk_client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut report: Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    .await;
     (
         report["calls"][0]["result"].take(),
         report["elicitations"].take(),
@@ -614,15 +588,12 @@ async fn through_portico_mcp_the_client_is_not_asked_and_approves_out_of_band() 
     let call = |elicit: Option<&'static str>, key: &'static str| {
         let home_dir = home.dir.path().to_path_buf();
         let config = home.config();
-        tokio::task::spawn_blocking(move || {
-            let mut command = Command::new(venv_python());
-            command
-                .arg(python_peer("sdk_client.py"))
-                .args(["--era", "legacy"]);
+        sdk_report_async(move |command| {
+            command.args(["--era", "legacy"]);
             if let Some(answer) = elicit {
                 command.args(["--elicit", answer]);
             }
-            let output = command
+            command
                 .args(["--call", "memory_store", "--args"])
                 .arg(json!({"key": key, "value": "v"}).to_string())
                 .args([
@@ -633,30 +604,20 @@ async fn through_portico_mcp_the_client_is_not_asked_and_approves_out_of_band() 
                     "--config",
                 ])
                 .arg(config)
-                .env("PORTICO_HOME", home_dir)
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-            assert!(
-                output.status.success(),
-                "{stdout}\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            serde_json::from_str::<Value>(stdout.trim()).unwrap()
+                .env("PORTICO_HOME", home_dir);
         })
     };
-    let plain = call(None, "plain").await.unwrap();
+    let plain = call(None, "plain").await;
     held_id(&plain["calls"][0]["result"]);
     assert_eq!(plain["elicitations"], json!([]));
     assert_eq!(runs(&base).await, 0);
 
-    let eliciting = call(Some("accept"), "eliciting").await.unwrap();
+    let eliciting = call(Some("accept"), "eliciting").await;
     let id = held_id(&eliciting["calls"][0]["result"]);
     assert_eq!(eliciting["elicitations"], json!([]));
     let (status, _) = api(&base, "POST", &format!("/api/approvals/{id}/approve"), None).await;
     assert_eq!(status, 200);
-    let retried = call(Some("accept"), "eliciting").await.unwrap();
+    let retried = call(Some("accept"), "eliciting").await;
     ran(&retried["calls"][0]["result"]);
     assert_eq!(retried["elicitations"], json!([]));
     assert_eq!(runs(&base).await, 1);
@@ -677,24 +638,13 @@ async fn a_waiting_call_reports_progress_and_runs_once_when_approved_over_mcp() 
     let base = daemon.base.clone();
 
     let url = format!("{base}/mcp");
-    let waiting = tokio::task::spawn_blocking(move || {
-        Command::new(venv_python())
-            .arg(python_peer("sdk_client.py"))
-            .args([
-                "--era",
-                "legacy",
-                "--timeout",
-                "150",
-                "--progress",
-                "--http",
-                &url,
-            ])
-            .args(["--call", "memory_store", "--args"])
-            .arg(json!({"key": "colour", "value": "teal"}).to_string())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    });
+    // Spawned: the call waits in the daemon while this test answers it.
+    let waiting = tokio::spawn(sdk_report_async(move |command| {
+        command
+            .args(["--era", "legacy", "--timeout", "150", "--progress"])
+            .args(["--http", &url, "--call", "memory_store", "--args"])
+            .arg(json!({"key": "colour", "value": "teal"}).to_string());
+    }));
 
     // The held call's request appears while the call waits (polled, with a deadline).
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -720,14 +670,7 @@ async fn a_waiting_call_reports_progress_and_runs_once_when_approved_over_mcp() 
     .await;
     assert_eq!(status, 200, "{view}");
 
-    let output = waiting.await.unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let report = waiting.await.unwrap();
     let call = &report["calls"][0];
     ran(&call["result"]);
     let messages: Vec<&str> = call["progress"]

@@ -98,21 +98,9 @@ fn sdk_call_with(home: &Home, door: &[&str], arguments: &Value) -> Value {
     let arguments = arguments.to_string();
     let mut args = vec!["--call", "shell_exec", "--args", arguments.as_str()];
     args.extend_from_slice(door);
-    let output = Command::new(venv_python())
-        .arg(python_peer("sdk_client.py"))
-        .args(&args)
-        .env("PORTICO_HOME", home.dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "sdk_client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let report = sdk_report(|command| {
+        command.args(&args).env("PORTICO_HOME", home.dir.path());
+    });
     report["calls"][0]["result"].clone()
 }
 

@@ -12,6 +12,32 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
+/// Runs the official Python SDK's client (`tests/peers/python/sdk_client.py`, see its usage) with
+/// what `setup` adds (arguments, environment), and returns its one JSON report; a failed run fails
+/// the test with its output.
+pub fn sdk_report(setup: impl FnOnce(&mut Command)) -> Value {
+    let mut command = Command::new(venv_python());
+    command
+        .arg(python_peer("sdk_client.py"))
+        .stdin(Stdio::null());
+    setup(&mut command);
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "sdk_client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// [`sdk_report`] on a blocking thread, for tests that talk to the daemon while the SDK runs.
+pub async fn sdk_report_async(setup: impl FnOnce(&mut Command) + Send + 'static) -> Value {
+    tokio::task::spawn_blocking(move || sdk_report(setup))
+        .await
+        .unwrap()
+}
+
 /// A config with one quick stdlib upstream named `cat` offering `t1`, plus extra TOML.
 pub fn config_with(extra: &str, catalog_flags: &[&str]) -> String {
     let script = python_peer("catalog_server.py");

@@ -246,27 +246,14 @@ async fn eliciting_agent_call(base: &str, token: &str, answer: &str) -> (Value, 
     let url = format!("{base}/mcp");
     let header = format!("Authorization: Bearer {token}");
     let answer = answer.to_string();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(venv_python())
-            .arg(python_peer("sdk_client.py"))
+    let mut report = sdk_report_async(move |command| {
+        command
             .args(["--era", "legacy", "--elicit", &answer, "--http", &url])
             .args(["--header", &header])
             .args(["--call", "portico_agent_keeper", "--args"])
-            .arg(json!({"message": "remember teal"}).to_string())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .arg(json!({"message": "remember teal"}).to_string());
     })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "sdk_client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut report: Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    .await;
     (
         report["calls"][0]["result"].take(),
         report["elicitations"].take(),

@@ -37,22 +37,12 @@ fn http() -> reqwest::Client {
 
 /// One run of the SDK's client against `/mcp` with `args` (after `--http URL`): its report.
 async fn sdk(base: &str, era: &str, args: &[&str]) -> Value {
-    let mut command = Command::new(venv_python());
-    command
-        .arg(python_peer("sdk_client.py"))
-        .args(["--era", era, "--http", &format!("{base}/mcp")])
-        .args(args)
-        .stdin(Stdio::null());
-    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "sdk_client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    let (era, url) = (era.to_string(), format!("{base}/mcp"));
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    sdk_report_async(move |command| {
+        command.args(["--era", &era, "--http", &url]).args(args);
+    })
+    .await
 }
 
 async fn listed(base: &str) -> Vec<String> {
@@ -252,7 +242,8 @@ async fn a_changed_tool_definition_is_held_until_approved_and_a_denied_one_stays
         ("path", json!(format!("/approvals/{id}"))),
         (
             "diff",
-            json!([{"field": "description", "before": PINNED, "after": APPROVED}]),
+            json!([{"field": "description", "before": PINNED, "after": APPROVED,
+                    "beforeText": format!("\"{PINNED}\""), "afterText": format!("\"{APPROVED}\"")}]),
         ),
         (
             "definition",

@@ -9,20 +9,9 @@ use crate::support::*;
 
 /// Runs `sdk_client.py` with `args` and returns its JSON report.
 fn sdk_client(home: &Home, args: &[&str]) -> Value {
-    let output = Command::new(venv_python())
-        .arg(python_peer("sdk_client.py"))
-        .args(args)
-        .env("PORTICO_HOME", home.dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "sdk_client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    sdk_report(|command| {
+        command.args(args).env("PORTICO_HOME", home.dir.path());
+    })
 }
 
 const ACTIONS: &[&str] = &[
