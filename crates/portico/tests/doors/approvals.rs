@@ -4,13 +4,11 @@
 //! grant surviving a restart. Runs are counted by the audit log's `ok` records of the gated tool
 //! (every run records one) and checked against what the tool stored.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::client::*;
-use crate::support::*;
 
 const REASON: &str = "an owner approves what clients remember";
 

@@ -5,12 +5,9 @@
 //! `client:a` and does not stand against b's call; a, scoped, sees its agent's request and not b's.
 //! And a conversation is read and continued only by the client that started it.
 
-use std::process::{Command, Stdio};
-
 use serde_json::{Value, json};
 
 use crate::client::*;
-use crate::support::*;
 
 const OWNER: &str = "owner-secret-token";
 const A: &str = "a-secret-token";

@@ -6,13 +6,11 @@
 //! denied and stays held; run 4 offers the approved definition again and the tool is back.
 //! Clients are the official Python SDK's.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::client::*;
-use crate::support::*;
 
 const PINNED: &str = "The tool t2";
 const APPROVED: &str =

@@ -1,11 +1,8 @@
 //! The official Python `mcp` SDK's client driving both doors, in the handshake era and in 2026-07-28.
 
-use std::process::{Command, Stdio};
-
 use serde_json::Value;
 
 use crate::client::*;
-use crate::support::*;
 
 /// Runs `sdk_client.py` with `args` and returns its JSON report.
 fn sdk_client(home: &Home, args: &[&str]) -> Value {
