@@ -329,6 +329,9 @@ impl Hub {
     /// True once every connected server has finished its first connection attempt (each attempt is
     /// bounded by that server's `timeout_secs`).
     pub fn settled(&self) -> bool {
+        // Under the rebuild lock: a server marked settled by `update_catalog` is in the catalog by
+        // the time the lock is free, so whoever sees every server settled also sees every catalog.
+        let _rebuilding = self.shared.rebuilding.lock().expect("rebuild lock");
         self.shared
             .slots
             .iter()
@@ -610,16 +613,22 @@ impl Shared {
 
     /// Applies a change that affects the server's catalog and rebuilds the aggregate *before* anyone is
     /// notified, so that a waiter who sees the new state also sees the new catalog.
+    ///
+    /// The change and the rebuild happen under one hold of the rebuild lock, which
+    /// [`Hub::settled`] takes too: a waiter woken by some other change cannot see a server
+    /// settled before its catalog is in the aggregate (it once saw one of two colliding
+    /// servers' tools, unsuffixed).
     fn update_catalog(&self, index: usize, f: impl FnOnce(&mut SlotState)) {
+        let _rebuilding = self.rebuilding.lock().expect("rebuild lock");
         {
             let mut state = self.slots[index].state.lock().expect("slot lock");
             f(&mut state);
         }
-        self.rebuild_catalog();
+        self.rebuild_catalog_locked();
     }
 
-    fn rebuild_catalog(&self) {
-        let _rebuilding = self.rebuilding.lock().expect("rebuild lock");
+    /// Rebuilds the aggregate; the caller holds `rebuilding`.
+    fn rebuild_catalog_locked(&self) {
         let snapshots: Vec<ServerCatalog> = self
             .slots
             .iter()
