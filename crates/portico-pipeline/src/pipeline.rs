@@ -668,7 +668,6 @@ impl Pipeline {
         }
         // After the caller's own limits: a tool outside them is refused as such, held or not.
         Self::admitted(self.pins().as_ref(), source, entry)?;
-        let origin_when_checked = source.origin(name);
 
         let arguments_value = Value::Object(arguments);
         if let Some(schema) = entry.definition.get("inputSchema")
@@ -726,6 +725,8 @@ impl Pipeline {
             }
         }
         if let Some((policy, reason)) = held {
+            // Only a held call pays for this lookup: what it is served by before the wait.
+            let origin_when_checked = source.origin(name);
             let Some(approvals) = self.approvals() else {
                 return Err(PipelineError::ApprovalRequired {
                     tool: name.to_string(),
