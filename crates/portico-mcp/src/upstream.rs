@@ -737,10 +737,14 @@ impl Upstream {
                         "the server needs {method}, which the calling client does not support"
                     ))
                 })?;
-            let answer = caller
+            let form = (relayed == RelayRequest::Elicitation).then(|| params.clone());
+            let mut answer = caller
                 .request(relayed, params)
                 .await
                 .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
+            if let Some(form) = form {
+                crate::elicitation::apply_defaults(&form, &mut answer);
+            }
             answers.insert(key, serde_json::Value::Object(answer));
         }
         Ok(answers)
