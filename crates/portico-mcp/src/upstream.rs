@@ -227,13 +227,32 @@ impl Upstream {
                 let url = check_url(server, &client, url)?;
                 let headers = expand_headers(server, headers)?;
                 let transport = streamable_transport(&client, &url, &headers, config)?;
-                let service = handler()
+                let service = match handler()
                     .serve_with_lifecycle(
                         ProgressInOrder::new(transport, server, &active),
-                        lifecycle,
+                        lifecycle.clone(),
                     )
                     .await
-                    .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
+                {
+                    Ok(service) => service,
+                    Err(e) if discover_answered_by_a_handshake_server(&lifecycle, &e) => {
+                        tracing::debug!(
+                            server,
+                            "`server/discover` answered with something else ({e}); connecting with `initialize`"
+                        );
+                        let transport = streamable_transport(&client, &url, &headers, config)?;
+                        let mut legacy = handler();
+                        legacy.protocol_version = Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
+                        legacy
+                            .serve_with_lifecycle(
+                                ProgressInOrder::new(transport, server, &active),
+                                ClientLifecycleMode::Initialize,
+                            )
+                            .await
+                            .map_err(|e| handshake_error_via(server, e, Some(&client)))?
+                    }
+                    Err(e) => return Err(handshake_error_via(server, e, Some(&client))),
+                };
                 Ok(Self::start(
                     config,
                     service,
@@ -912,6 +931,22 @@ fn lifecycle_for(config: &McpServerConfig) -> ClientLifecycleMode {
             legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
         },
     }
+}
+
+/// Whether a failed `Auto` handshake was a server of the handshake era answering `server/discover`
+/// with a result that is not a discover result, as servers that answer every method they do not know
+/// with `{}` do: rmcp falls back to `initialize` only on an error answer, so Portico does it for this
+/// one, on a fresh connection.
+fn discover_answered_by_a_handshake_server(
+    lifecycle: &ClientLifecycleMode,
+    error: &ClientInitializeError,
+) -> bool {
+    matches!(lifecycle, ClientLifecycleMode::Auto { .. })
+        && matches!(
+            error,
+            ClientInitializeError::ExpectedInitResult(Some(result))
+                if !matches!(result, ServerResult::DiscoverResult(_))
+        )
 }
 
 /// The server's client. Its configured headers (credentials, usually) go to its URL's origin only:
