@@ -185,20 +185,25 @@ async fn on_post(State(inner): State<Arc<Inner>>, axum::Json(body): axum::Json<V
     }
 }
 
-fn config(url: &str) -> portico_config::McpServerConfig {
+fn config(url: &str, kind: &str) -> portico_config::McpServerConfig {
     let toml = format!(
         "[[mcp_servers]]\nname = \"s\"\nallow_private_network = true\ntimeout_secs = 5\n\
-         [mcp_servers.transport]\ntype = \"http\"\nurl = {url:?}\n"
+         [mcp_servers.transport]\ntype = {kind:?}\nurl = {url:?}\n"
     );
     let mut config = portico_config::parse("test", &toml).unwrap();
     config.mcp_servers.remove(0)
 }
 
+/// Connects as a `type = "http"` entry, or as `kind` (`sse`, which tries Streamable HTTP first).
 async fn connect(server: &TestServer) -> Upstream {
+    connect_as(server, "http").await
+}
+
+async fn connect_as(server: &TestServer, kind: &str) -> Upstream {
     let (events, _) = mpsc::unbounded_channel();
     let (upstream, _exit) = guard(
         "connect",
-        Upstream::connect(&config(&server.url), events, StopGrace::BRIEF),
+        Upstream::connect(&config(&server.url, kind), events, StopGrace::BRIEF),
     )
     .await
     .unwrap_or_else(|e| panic!("connect: {e}"));
@@ -255,6 +260,28 @@ async fn a_server_answering_discover_with_an_empty_result_is_connected_with_init
         Value::Array(result.content),
         json!([{"type": "text", "text": "answered"}])
     );
+    assert_eq!(
+        server.methods(),
+        [
+            "server/discover",
+            "initialize",
+            "notifications/initialized",
+            "tools/call"
+        ]
+    );
+    upstream.shutdown();
+}
+
+#[tokio::test]
+async fn an_sse_entry_at_such_a_server_is_connected_over_streamable_http_with_initialize() {
+    let server = TestServer::start(Era::HandshakeAnsweringEverything).await;
+    let upstream = connect_as(&server, "sse").await;
+    assert_eq!(upstream.info().protocol_version, "2025-11-25");
+    assert_eq!(upstream.info().transport, "streamable-http");
+    // A call after the handshake, so the initialized notification has certainly been posted.
+    guard("call", upstream.call_tool("ask", None))
+        .await
+        .unwrap();
     assert_eq!(
         server.methods(),
         [
