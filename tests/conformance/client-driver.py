@@ -13,7 +13,8 @@ schema's defaults are Portico's to apply; sampling and roots answered plainly), 
 Everything the scenario server sees therefore comes from Portico's MCP client edge.
 
 Standard library only. Environment: PORTICO_BIN (the binary; required), CLIENT_DRIVER_TIMEOUT
-(seconds for one answer from Portico, default 20). Exits non-zero when a step fails, saying which.
+(seconds for one answer from Portico, default 20), CLIENT_DRIVER_LOG (a file to append this
+script's and Portico's stderr to, instead of stderr). Exits non-zero when a step fails, saying which.
 """
 
 import json
@@ -27,10 +28,11 @@ import threading
 SCENARIO = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
 CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 TIMEOUT = float(os.environ.get("CLIENT_DRIVER_TIMEOUT", "20"))
+LOG = open(os.environ["CLIENT_DRIVER_LOG"], "a") if os.environ.get("CLIENT_DRIVER_LOG") else sys.stderr
 
 
 def note(message):
-    print(f"client-driver[{SCENARIO}]: {message}", file=sys.stderr, flush=True)
+    print(f"client-driver[{SCENARIO}]: {message}", file=LOG, flush=True)
 
 
 def portico_config(url):
@@ -64,7 +66,7 @@ class Door:
             [binary, "mcp", "--standalone", "--config", config],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=sys.stderr,
+            stderr=LOG,
             env={**os.environ, "PORTICO_HOME": home},
         )
         self.incoming = queue.Queue()
@@ -221,4 +223,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit as failure:
+        if failure.code not in (None, 0):
+            note(f"failed: {failure.code}")
+        raise
