@@ -947,7 +947,16 @@ async fn serve_streamable(
             ClientLifecycleMode::Initialize,
         )
         .await
-        .map_err(|e| handshake_error_via(server, e, Some(client)))
+        .map_err(|e| match handshake_error_via(server, e, Some(client)) {
+            UpstreamError::Handshake { server, message } => UpstreamError::Handshake {
+                server,
+                message: format!(
+                    "`server/discover` was answered with something other than a discover result \
+                     ({error}), and `initialize` then failed: {message}"
+                ),
+            },
+            other => other,
+        })
 }
 
 /// Whether a failed `Auto` handshake was a server of the handshake era answering `server/discover`

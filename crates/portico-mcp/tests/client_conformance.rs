@@ -35,6 +35,8 @@ enum Era {
     /// A handshake-era server that answers every method it does not know, `server/discover`
     /// included, with an empty result (the suite's `initialize` and `sse-retry` servers).
     HandshakeAnsweringEverything,
+    /// The same, but refusing `initialize` too.
+    AnsweringEverythingButInitialize,
     /// A 2026-07-28 server whose `ask` tool needs a form filled in first: its first answer is
     /// `input_required` with an elicitation whose fields declare defaults.
     Stateless,
@@ -124,6 +126,12 @@ async fn on_post(State(inner): State<Arc<Inner>>, axum::Json(body): axum::Json<V
             json!({"content": [{"type": "text", "text": "answered"}]}),
         ),
         (Era::HandshakeAnsweringEverything, _) => answer(id, json!({})),
+        (Era::AnsweringEverythingButInitialize, "initialize") => axum::Json(json!({
+            "jsonrpc": "2.0", "id": id,
+            "error": {"code": -32603, "message": "no initialize here"}
+        }))
+        .into_response(),
+        (Era::AnsweringEverythingButInitialize, _) => answer(id, json!({})),
         (Era::Stateless, "server/discover") => answer(
             id,
             json!({
@@ -270,6 +278,32 @@ async fn a_server_answering_discover_with_an_empty_result_is_connected_with_init
         ]
     );
     upstream.shutdown();
+}
+
+#[tokio::test]
+async fn when_initialize_fails_too_the_error_says_what_discover_was_answered_with() {
+    let server = TestServer::start(Era::AnsweringEverythingButInitialize).await;
+    let (events, _) = mpsc::unbounded_channel();
+    let error = guard(
+        "connect",
+        Upstream::connect(&config(&server.url, "http"), events, StopGrace::BRIEF),
+    )
+    .await
+    .err()
+    .expect("the handshake must fail")
+    .to_string();
+    assert!(
+        error.starts_with(
+            "server `s`: handshake failed: `server/discover` was answered with something other \
+             than a discover result (expect initialized result, but received: Some(EmptyResult"
+        ),
+        "{error}"
+    );
+    assert!(
+        error.contains("and `initialize` then failed: ") && error.contains("no initialize here"),
+        "{error}"
+    );
+    assert_eq!(server.methods(), ["server/discover", "initialize"]);
 }
 
 #[tokio::test]
