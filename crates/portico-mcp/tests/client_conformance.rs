@@ -46,8 +46,11 @@ struct Inner {
     era: Era,
     /// Every request's method, in arrival order.
     methods: Mutex<Vec<String>>,
-    /// The `inputResponses` of each `tools/call` that carried them.
+    /// The `inputResponses` of each `tools/call` that carried them, and the handshake-era server's
+    /// answers to its `elicitation/create`.
     input_responses: Mutex<Vec<Value>>,
+    /// Where the client's answer to the handshake-era server's `elicitation/create` goes.
+    elicitation_answer: Mutex<Option<oneshot::Sender<Value>>>,
 }
 
 struct TestServer {
@@ -64,6 +67,7 @@ impl TestServer {
             era,
             methods: Mutex::default(),
             input_responses: Mutex::default(),
+            elicitation_answer: Mutex::default(),
         });
         let app = Router::new()
             .route(
@@ -104,7 +108,54 @@ fn answer(id: &Value, result: Value) -> Response {
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
 }
 
+/// The profile form both eras ask for: three fields with defaults and one without.
+fn profile_form() -> Value {
+    json!({
+        "mode": "form",
+        "message": "Your profile",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "verified": {"type": "boolean", "default": true},
+                "note": {"type": "string"}
+            }
+        }
+    })
+}
+
+/// A handshake-era `tools/call` of `form`: the answer is an event stream that first asks the client
+/// `elicitation/create`, then, once the client has posted its answer, carries the call's result.
+fn asking_stream(inner: Arc<Inner>, id: Value) -> Response {
+    let (answered, answer) = oneshot::channel();
+    *inner.elicitation_answer.lock().unwrap() = Some(answered);
+    let ask = json!({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create", "params": profile_form()});
+    let first = futures::stream::once(async move { format!("data: {ask}\n\n") });
+    let then = futures::stream::once(async move {
+        let content = answer.await.unwrap_or_default();
+        inner.input_responses.lock().unwrap().push(content);
+        let result = json!({"jsonrpc": "2.0", "id": id,
+            "result": {"content": [{"type": "text", "text": "thanks"}]}});
+        format!("data: {result}\n\n")
+    });
+    let events = futures::StreamExt::map(futures::StreamExt::chain(first, then), |event| {
+        Ok::<_, std::convert::Infallible>(bytes::Bytes::from(event))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(axum::body::Body::from_stream(events))
+        .unwrap()
+}
+
 async fn on_post(State(inner): State<Arc<Inner>>, axum::Json(body): axum::Json<Value>) -> Response {
+    if body.get("method").is_none() {
+        // The client's answer to what the server asked.
+        if let Some(answered) = inner.elicitation_answer.lock().unwrap().take() {
+            let _ = answered.send(body["result"].clone());
+        }
+        return StatusCode::ACCEPTED.into_response();
+    }
     let method = body["method"].as_str().unwrap_or_default().to_string();
     inner.methods.lock().unwrap().push(method.clone());
     let Some(id) = body.get("id") else {
@@ -121,6 +172,9 @@ async fn on_post(State(inner): State<Arc<Inner>>, axum::Json(body): axum::Json<V
             }),
         ),
         (Era::HandshakeAnsweringEverything, "tools/list") => answer(id, tools),
+        (Era::HandshakeAnsweringEverything, "tools/call") if body["params"]["name"] == "form" => {
+            asking_stream(inner.clone(), id.clone())
+        }
         (Era::HandshakeAnsweringEverything, "tools/call") => answer(
             id,
             json!({"content": [{"type": "text", "text": "answered"}]}),
@@ -157,20 +211,9 @@ async fn on_post(State(inner): State<Arc<Inner>>, axum::Json(body): axum::Json<V
                     "resultType": "input_required",
                     "inputRequests": {"profile": {
                         "method": "elicitation/create",
-                        "params": {
-                            "mode": "form",
-                            "message": "Your profile",
-                            "requestedSchema": {
-                                "type": "object",
-                                "properties": {
-                                    "name": {"type": "string", "default": "John Doe"},
-                                    "age": {"type": "integer", "default": 30},
-                                    "verified": {"type": "boolean", "default": true},
-                                    "note": {"type": "string"}
-                                }
-                            }
-                        }
+                        "params": profile_form()
                     }}
+
                 }),
             ),
             Some(responses) => {
@@ -350,6 +393,29 @@ async fn an_input_rounds_elicitation_answer_reaches_the_server_with_the_forms_de
             "action": "accept",
             "content": {"name": "Ada", "age": 30, "verified": true}
         }})]
+    );
+    upstream.shutdown();
+}
+
+#[tokio::test]
+async fn a_relayed_elicitation_answer_reaches_a_handshake_era_server_with_the_forms_defaults() {
+    let server = TestServer::start(Era::HandshakeAnsweringEverything).await;
+    let upstream = connect(&server).await;
+    assert_eq!(upstream.info().protocol_version, "2025-11-25");
+    let context = CallContext {
+        caller: Some(Arc::new(NameOnly)),
+        progress: false,
+    };
+    let result = guard("call", upstream.call_tool_with("form", None, &context))
+        .await
+        .unwrap();
+    assert_eq!(
+        Value::Array(result.content),
+        json!([{"type": "text", "text": "thanks"}])
+    );
+    assert_eq!(
+        *server.inner.input_responses.lock().unwrap(),
+        [json!({"action": "accept", "content": {"name": "Ada", "age": 30, "verified": true}})]
     );
     upstream.shutdown();
 }
