@@ -206,12 +206,40 @@ def run(door):
             door.request("prompts/get", {"name": prompt["name"]})
 
 
+def suite_process():
+    """The conformance suite's node process, which serves the scenario: this script's nearest
+    ancestor named `node` (the suite runs the command through a shell)."""
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read()
+        name = fields[fields.index("(") + 1 : fields.rindex(")")]
+        if name == "node":
+            return pid
+        pid = int(fields[fields.rindex(")") + 2 :].split()[1])
+    raise SystemExit("cannot find the conformance suite's node process among this script's ancestors")
+
+
+def check_loopback_only():
+    """With CLIENT_DRIVER_LOOPBACK_CHECK (tests/peers/check-loopback-only.cjs) and CLIENT_DRIVER_NODE
+    set, fails unless every socket the scenario's server listens on is a loopback one."""
+    check = os.environ.get("CLIENT_DRIVER_LOOPBACK_CHECK")
+    node = os.environ.get("CLIENT_DRIVER_NODE")
+    if not check or not node:
+        return
+    outcome = subprocess.run([node, check, str(suite_process())], capture_output=True, text=True)
+    note(f"listeners: {outcome.stdout.strip()}")
+    if outcome.returncode != 0:
+        raise SystemExit(f"the scenario's server listens beyond loopback: {outcome.stdout.strip()}")
+
+
 def main():
     if len(sys.argv) < 2:
         raise SystemExit("usage: client-driver.py SERVER_URL")
     binary = os.environ.get("PORTICO_BIN")
     if not binary:
         raise SystemExit("PORTICO_BIN must name the portico binary")
+    check_loopback_only()
     with tempfile.TemporaryDirectory(prefix="portico-client-driver.") as home:
         with open(os.path.join(home, "config.toml"), "w") as config:
             config.write(portico_config(sys.argv[-1]))
