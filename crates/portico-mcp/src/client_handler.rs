@@ -327,10 +327,12 @@ impl ClientHandler for PorticoClient {
             .active
             .caller_for(origin_of(&context), RelayRequest::Elicitation)
             .ok_or_else(|| self.no_caller("elicitation"))?;
-        let answer = caller
-            .request(RelayRequest::Elicitation, to_object(&request))
+        let params = to_object(&request);
+        let mut answer = caller
+            .request(RelayRequest::Elicitation, params.clone())
             .await
             .map_err(relay_error)?;
+        crate::elicitation::apply_defaults(&params, &mut answer);
         from_object("elicitation", answer)
     }
 

@@ -11,6 +11,7 @@
 
 mod client_handler;
 mod confirm;
+mod elicitation;
 pub mod legacy_sse;
 mod methods;
 mod ordering;

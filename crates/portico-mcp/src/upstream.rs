@@ -226,14 +226,10 @@ impl Upstream {
                 let client = safe_client(config, url, headers)?;
                 let url = check_url(server, &client, url)?;
                 let headers = expand_headers(server, headers)?;
-                let transport = streamable_transport(&client, &url, &headers, config)?;
-                let service = handler()
-                    .serve_with_lifecycle(
-                        ProgressInOrder::new(transport, server, &active),
-                        lifecycle,
-                    )
-                    .await
-                    .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
+                let service = serve_streamable(
+                    handler, &client, &url, &headers, config, &active, &lifecycle,
+                )
+                .await?;
                 Ok(Self::start(
                     config,
                     service,
@@ -249,13 +245,10 @@ impl Upstream {
                 let headers = expand_headers(server, headers)?;
                 // Many URLs labelled "sse" really speak Streamable HTTP; the spec's backwards-compatibility
                 // rule is to try that first and fall back to the legacy GET stream when it fails.
-                let transport = streamable_transport(&client, &url, &headers, config)?;
-                let streamable_error = match handler()
-                    .serve_with_lifecycle(
-                        ProgressInOrder::new(transport, server, &active),
-                        lifecycle.clone(),
-                    )
-                    .await
+                let streamable_error = match serve_streamable(
+                    handler, &client, &url, &headers, config, &active, &lifecycle,
+                )
+                .await
                 {
                     Ok(service) => {
                         return Ok(Self::start(
@@ -267,7 +260,7 @@ impl Upstream {
                             active.clone(),
                         ));
                     }
-                    Err(e) => handshake_error_via(server, e, Some(&client)),
+                    Err(e) => e,
                 };
                 if matches!(streamable_error, UpstreamError::Refused { .. }) {
                     return Err(streamable_error);
@@ -737,10 +730,14 @@ impl Upstream {
                         "the server needs {method}, which the calling client does not support"
                     ))
                 })?;
-            let answer = caller
+            let form = (relayed == RelayRequest::Elicitation).then(|| params.clone());
+            let mut answer = caller
                 .request(relayed, params)
                 .await
                 .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
+            if let Some(form) = form {
+                crate::elicitation::apply_defaults(&form, &mut answer);
+            }
             answers.insert(key, serde_json::Value::Object(answer));
         }
         Ok(answers)
@@ -908,6 +905,74 @@ fn lifecycle_for(config: &McpServerConfig) -> ClientLifecycleMode {
             legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
         },
     }
+}
+
+/// Serves `handler` over rmcp's Streamable HTTP client. In the `Auto` lifecycle, a handshake-era
+/// server that answers `server/discover` with a result of another kind is connected again, on a
+/// fresh transport, with `initialize`.
+async fn serve_streamable(
+    handler: impl Fn() -> PorticoClient,
+    client: &SafeClient,
+    url: &url::Url,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+    config: &McpServerConfig,
+    active: &Arc<ActiveCalls>,
+    lifecycle: &ClientLifecycleMode,
+) -> Result<rmcp::service::RunningService<RoleClient, PorticoClient>, UpstreamError> {
+    let server = config.name.as_str();
+    let transport = streamable_transport(client, url, headers, config)?;
+    let error = match handler()
+        .serve_with_lifecycle(
+            ProgressInOrder::new(transport, server, active),
+            lifecycle.clone(),
+        )
+        .await
+    {
+        Ok(service) => return Ok(service),
+        Err(e) => e,
+    };
+    if !discover_answered_by_a_handshake_server(lifecycle, &error) {
+        return Err(handshake_error_via(server, error, Some(client)));
+    }
+    tracing::debug!(
+        server,
+        "`server/discover` was answered with something else ({error}); connecting with `initialize`"
+    );
+    let transport = streamable_transport(client, url, headers, config)?;
+    let mut legacy = handler();
+    legacy.protocol_version = Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
+    legacy
+        .serve_with_lifecycle(
+            ProgressInOrder::new(transport, server, active),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .map_err(|e| match handshake_error_via(server, e, Some(client)) {
+            UpstreamError::Handshake { server, message } => UpstreamError::Handshake {
+                server,
+                message: format!(
+                    "`server/discover` was answered with something other than a discover result \
+                     ({error}), and `initialize` then failed: {message}"
+                ),
+            },
+            other => other,
+        })
+}
+
+/// Whether a failed `Auto` handshake was a server of the handshake era answering `server/discover`
+/// with a result that is not a discover result, as servers that answer every method they do not know
+/// with `{}` do: rmcp falls back to `initialize` only on an error answer, so Portico does it for this
+/// one, on a fresh connection.
+fn discover_answered_by_a_handshake_server(
+    lifecycle: &ClientLifecycleMode,
+    error: &ClientInitializeError,
+) -> bool {
+    matches!(lifecycle, ClientLifecycleMode::Auto { .. })
+        && matches!(
+            error,
+            ClientInitializeError::ExpectedInitResult(Some(result))
+                if !matches!(result, ServerResult::DiscoverResult(_))
+        )
 }
 
 /// The server's client. Its configured headers (credentials, usually) go to its URL's origin only:

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Portico as the client under test in the MCP conformance suite's client scenarios.
+
+`conformance client --command "client-driver.py" --scenario NAME` starts the scenario's own server
+and runs this script with the server's URL as the last argument, the scenario's name in
+MCP_CONFORMANCE_SCENARIO and, for some scenarios, the tool calls to make in MCP_CONFORMANCE_CONTEXT.
+
+The script writes a Portico config with one unprefixed Streamable HTTP upstream at that URL (no era
+pin: Portico negotiates as it would in production), starts the real `portico mcp --standalone` on
+its stdio and, as that door's client, does what the scenario asks: lists the tools, calls them,
+answers what the upstream asks during a call (elicitation accepted with nothing filled in, so the
+schema's defaults are Portico's to apply; sampling and roots answered plainly), echoes a JSON Schema.
+Everything the scenario server sees therefore comes from Portico's MCP client edge.
+
+Standard library only. Environment: PORTICO_BIN (the binary; required), CLIENT_DRIVER_TIMEOUT
+(seconds for one answer from Portico, default 20), CLIENT_DRIVER_LOG (a file to append this
+script's and Portico's stderr to, instead of stderr). Exits non-zero when a step fails, saying which.
+"""
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+
+SCENARIO = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+TIMEOUT = float(os.environ.get("CLIENT_DRIVER_TIMEOUT", "20"))
+LOG = open(os.environ["CLIENT_DRIVER_LOG"], "a") if os.environ.get("CLIENT_DRIVER_LOG") else sys.stderr
+
+
+def note(message):
+    print(f"client-driver[{SCENARIO}]: {message}", file=LOG, flush=True)
+
+
+def portico_config(url):
+    return f"""[server]
+rate_limit = {{ enabled = false }}
+
+# Only the scenario's tools are listed, under their own names.
+[builtins]
+enabled = false
+
+[expose]
+prefix = false
+
+[[mcp_servers]]
+name = "scenario"
+# The scenario servers listen on localhost.
+allow_private_network = true
+timeout_secs = 20
+[mcp_servers.transport]
+type = "http"
+url = {json.dumps(url)}
+"""
+
+
+class Door:
+    """`portico mcp --standalone` on a pipe, spoken to in newline-delimited JSON-RPC."""
+
+    def __init__(self, binary, home):
+        config = os.path.join(home, "config.toml")
+        self.child = subprocess.Popen(
+            [binary, "mcp", "--standalone", "--config", config],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=LOG,
+            env={**os.environ, "PORTICO_HOME": home},
+        )
+        self.incoming = queue.Queue()
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.child.stdout:
+            line = line.strip()
+            if line:
+                self.incoming.put(json.loads(line))
+        self.incoming.put(None)
+
+    def send(self, message):
+        self.child.stdin.write(json.dumps(message).encode() + b"\n")
+        self.child.stdin.flush()
+
+    def notify(self, method, params=None):
+        message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    def request(self, method, params):
+        """Sends a request and answers whatever Portico asks meanwhile, until the response arrives."""
+        self.next_id += 1
+        request_id = self.next_id
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        while True:
+            try:
+                message = self.incoming.get(timeout=TIMEOUT)
+            except queue.Empty:
+                raise SystemExit(f"no answer to {method} within {TIMEOUT}s")
+            if message is None:
+                raise SystemExit(f"portico exited before answering {method}")
+            if "method" in message and "id" in message:
+                self.send(answer_request(message))
+            elif "method" in message:
+                continue  # notifications: progress, logs, list changes
+            elif message.get("id") == request_id:
+                if "error" in message:
+                    raise SystemExit(f"{method} failed: {json.dumps(message['error'])}")
+                return message["result"]
+
+    def close(self):
+        self.child.stdin.close()
+        try:
+            self.child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.wait()
+
+
+def answer_request(message):
+    """What this client answers a request Portico relays from the upstream."""
+    method = message["method"]
+    if method == "elicitation/create":
+        # Accept with nothing filled in: the defaults the requested schema declares are applied
+        # by Portico before the answer reaches the upstream.
+        result = {"action": "accept", "content": {}}
+    elif method == "sampling/createMessage":
+        result = {
+            "role": "assistant",
+            "content": {"type": "text", "text": "sampled by the conformance driver"},
+            "model": "conformance-driver",
+            "stopReason": "endTurn",
+        }
+    elif method == "roots/list":
+        result = {"roots": []}
+    elif method == "ping":
+        result = {}
+    else:
+        return {
+            "jsonrpc": "2.0",
+            "id": message["id"],
+            "error": {"code": -32601, "message": f"the driver does not answer {method}"},
+        }
+    return {"jsonrpc": "2.0", "id": message["id"], "result": result}
+
+
+def arguments_for(tool, tools):
+    """The arguments the scenario expects for one of its tools, or None to leave it uncalled."""
+    name = tool["name"]
+    if name == "add_numbers":
+        return {"a": 2, "b": 3}
+    if name == "valid_tool":
+        return {"region": "us-west1"}
+    if name == "lookup_user":
+        # Validating these arguments must not fetch the schema's network `$ref`.
+        return {"id": "user-1"}
+    if name == "json_schema_echo":
+        focal = next((t for t in tools if t["name"] == "json_schema_2020_12_tool"), None)
+        if focal is None:
+            raise SystemExit("json_schema_2020_12_tool is not in Portico's tool list")
+        return {"schema": focal["inputSchema"]}
+    if name == "json_schema_2020_12_tool":
+        return None  # its schema is what gets echoed; calling it is not asked for
+    return {}
+
+
+def run(door):
+    door.request(
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}, "sampling": {}, "roots": {}},
+            "clientInfo": {"name": "portico-conformance-client-driver", "version": "1.0.0"},
+        },
+    )
+    door.notify("notifications/initialized")
+    tools = door.request("tools/list", {})["tools"]
+    note(f"portico lists {[t['name'] for t in tools]}")
+
+    calls = CONTEXT.get("toolCalls")
+    if calls is None:
+        # Every tool Portico lists, in the upstream's order: a tool Portico refuses (an invalid
+        # x-mcp-header declaration) is not listed, so it is never called.
+        calls = []
+        for tool in tools:
+            arguments = arguments_for(tool, tools)
+            if arguments is not None:
+                calls.append({"name": tool["name"], "arguments": arguments})
+    for call in calls:
+        # Portico checks arguments against the tool's input schema before a call leaves it, and
+        # `null` is not a value of the types these schemas declare (http-custom-headers passes
+        # `verbose: null` to mean "not provided"): such an argument is sent as omitted, which the
+        # scenario accepts alike ("null or not provided").
+        arguments = {k: v for k, v in call.get("arguments", {}).items() if v is not None}
+        call = {**call, "arguments": arguments}
+        result = door.request("tools/call", call)
+        note(f"{call['name']}: {json.dumps(result)[:300]}")
+
+    if SCENARIO == "http-standard-headers":
+        for resource in door.request("resources/list", {})["resources"]:
+            door.request("resources/read", {"uri": resource["uri"]})
+        for prompt in door.request("prompts/list", {})["prompts"]:
+            door.request("prompts/get", {"name": prompt["name"]})
+
+
+def suite_process():
+    """The conformance suite's node process, which serves the scenario: this script's nearest
+    ancestor named `node` (the suite runs the command through a shell)."""
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read()
+        name = fields[fields.index("(") + 1 : fields.rindex(")")]
+        if name == "node":
+            return pid
+        pid = int(fields[fields.rindex(")") + 2 :].split()[1])
+    raise SystemExit("cannot find the conformance suite's node process among this script's ancestors")
+
+
+def check_loopback_only():
+    """With CLIENT_DRIVER_LOOPBACK_CHECK (tests/peers/check-loopback-only.cjs) and CLIENT_DRIVER_NODE
+    set, fails unless every socket the scenario's server listens on is a loopback one."""
+    check = os.environ.get("CLIENT_DRIVER_LOOPBACK_CHECK")
+    node = os.environ.get("CLIENT_DRIVER_NODE")
+    if not check or not node:
+        return
+    outcome = subprocess.run([node, check, str(suite_process())], capture_output=True, text=True)
+    note(f"listeners: {outcome.stdout.strip()}")
+    if outcome.returncode != 0:
+        raise SystemExit(f"the scenario's server listens beyond loopback: {outcome.stdout.strip()}")
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: client-driver.py SERVER_URL")
+    binary = os.environ.get("PORTICO_BIN")
+    if not binary:
+        raise SystemExit("PORTICO_BIN must name the portico binary")
+    check_loopback_only()
+    with tempfile.TemporaryDirectory(prefix="portico-client-driver.") as home:
+        with open(os.path.join(home, "config.toml"), "w") as config:
+            config.write(portico_config(sys.argv[-1]))
+        door = Door(binary, home)
+        try:
+            run(door)
+        finally:
+            door.close()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SystemExit as failure:
+        if failure.code not in (None, 0):
+            note(f"failed: {failure.code}")
+        raise
