@@ -45,7 +45,7 @@ fn no_arguments() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
-/// `tools/list`: every tool the 0.1.16 server scenarios call, in the order the suite lists them.
+/// `tools/list`: every tool the server scenarios call, handshake-era ones first.
 pub fn tools() -> Value {
     let tool = |name: &str, description: &str| json!({"name": name, "description": description, "inputSchema": no_arguments()});
     json!({"tools": [
@@ -93,7 +93,20 @@ pub fn tools() -> Value {
                 "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
                 "additionalProperties": false
             }
-        }
+        },
+        tool("test_input_required_result_elicitation", "2026-07-28: asks user_name through an input_required elicitation, then greets (input-required-result-*)."),
+        tool("test_input_required_result_sampling", "2026-07-28: asks capital_question through an input_required sampling request."),
+        tool("test_input_required_result_list_roots", "2026-07-28: asks client_roots through an input_required roots/list request."),
+        tool("test_input_required_result_request_state", "2026-07-28: asks confirm with a signed requestState and answers state-ok once it verifies."),
+        tool("test_input_required_result_multiple_inputs", "2026-07-28: asks an elicitation, a sampling and a roots/list request in one round."),
+        tool("test_input_required_result_multi_round", "2026-07-28: two rounds of elicitation, the requestState changing between them."),
+        tool("test_input_required_result_tampered_state", "2026-07-28: refuses a requestState that fails its HMAC check with -32602."),
+        tool("test_input_required_result_capabilities", "2026-07-28: asks only for what the request's clientCapabilities declare."),
+        tool("test_missing_capability", "Needs the sampling capability: refused with -32021 when the request did not declare it (server-stateless)."),
+        tool("test_streaming_elicitation", "2026-07-28: answers with an input_required elicitation, never a request on the response stream (server-stateless)."),
+        tool("test_logging_tool", "Logs at info only when the request's _meta asks for a logLevel (server-stateless)."),
+        tool("test_trigger_tool_change", "Announces notifications/tools/list_changed to the subscriptions/listen streams that asked for it."),
+        tool("test_trigger_prompt_change", "Announces notifications/prompts/list_changed to the subscriptions/listen streams that asked for it.")
     ]})
 }
 
@@ -335,6 +348,11 @@ pub fn prompts() -> Value {
             "name": "test_prompt_with_image",
             "title": "Prompt With Image",
             "description": "A prompt with PNG image content (prompts-get-with-image)."
+        },
+        {
+            "name": crate::input_required::PROMPT,
+            "title": "Prompt Needing Input",
+            "description": "2026-07-28: asks user_context through an input_required elicitation first (input-required-result-non-tool-request)."
         }
     ]})
 }
@@ -432,7 +450,7 @@ mod tests {
     fn tool_listing_survives_rmcp_and_keeps_2020_12_keywords() {
         let listed = round_trip::<ListToolsResult>(tools());
         let tools = listed["tools"].as_array().unwrap();
-        assert_eq!(tools.len(), 14);
+        assert_eq!(tools.len(), 27);
         for tool in tools {
             assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()));
             assert!(tool["inputSchema"].is_object());
