@@ -185,6 +185,9 @@ impl ConformanceServer {
                 "JSON Schema 2020-12 tool called with: {}",
                 Value::Object(arguments.clone())
             )),
+            catalog::CUSTOM_HEADER_TOOL => {
+                catalog::text_result(&format!("Region: {}", string_argument("region")?))
+            }
             "test_missing_capability" => {
                 // Needs sampling: a request that did not declare it is refused, as 2026-07-28 requires.
                 if client_capabilities(context).sampling.is_none() {
@@ -461,6 +464,13 @@ impl ServerHandler for ConformanceServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(complete(catalog::tools()))
+    }
+
+    /// Lets rmcp's HTTP transport check `Mcp-Param-*` headers against the tool's `x-mcp-header`
+    /// annotations (SEP-2243).
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let tools: ListToolsResult = wire(catalog::tools());
+        tools.tools.into_iter().find(|tool| tool.name == name)
     }
 
     async fn call_tool(
