@@ -131,7 +131,7 @@ fn stdio_mode_serves_newline_delimited_json_until_eof() {
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
     let listed = next();
     assert_eq!(listed["id"], 2);
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 28);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 35);
     // rmcp strips the 2026-07-28 `resultType` for a handshake-era session.
     assert_eq!(listed["result"].get("resultType"), None, "{listed}");
 
@@ -333,5 +333,5 @@ async fn lists_carry_result_type_and_caching_hints_at_2026() {
     assert_eq!(result["resultType"], "complete");
     assert_eq!(result["ttlMs"], 0);
     assert_eq!(result["cacheScope"], "private");
-    assert_eq!(result["tools"].as_array().unwrap().len(), 28);
+    assert_eq!(result["tools"].as_array().unwrap().len(), 35);
 }
