@@ -335,3 +335,96 @@ async fn lists_carry_result_type_and_caching_hints_at_2026() {
     assert_eq!(result["cacheScope"], "private");
     assert_eq!(result["tools"].as_array().unwrap().len(), 35);
 }
+
+/// Reads SSE `data:` messages from a streaming response until `wanted` of them arrived.
+async fn read_messages(
+    response: &mut reqwest::Response,
+    buffer: &mut String,
+    wanted: usize,
+) -> Vec<serde_json::Value> {
+    let mut messages = Vec::new();
+    while messages.len() < wanted {
+        while let Some(end) = buffer.find('\n') {
+            let line: String = buffer.drain(..=end).collect();
+            if let Some(data) = line.trim_end().strip_prefix("data:")
+                && let Ok(message) = serde_json::from_str::<serde_json::Value>(data.trim())
+            {
+                messages.push(message);
+            }
+        }
+        if messages.len() >= wanted {
+            break;
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+            .await
+            .expect("the listen stream went quiet")
+            .unwrap()
+            .expect("the listen stream ended");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    messages
+}
+
+#[tokio::test]
+async fn a_listen_stream_is_acknowledged_and_gets_resource_updates_and_list_changes() {
+    let fixture = start_http_fixture();
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+        "params": {
+            "notifications": {
+                "toolsListChanged": true,
+                "resourceSubscriptions": ["test://watched-resource", "test://no-such-resource"]
+            },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "binary-test", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    });
+    let mut stream = reqwest::Client::new()
+        .post(&fixture.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "subscriptions/listen")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let mut buffer = String::new();
+
+    // The acknowledgement, then the one update for the resource the fixture has.
+    let first = read_messages(&mut stream, &mut buffer, 2).await;
+    assert_eq!(
+        first[0]["method"], "notifications/subscriptions/acknowledged",
+        "{first:?}"
+    );
+    assert_eq!(
+        first[1]["method"], "notifications/resources/updated",
+        "{first:?}"
+    );
+    assert_eq!(first[1]["params"]["uri"], "test://watched-resource");
+    assert_eq!(
+        first[1]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+
+    // A trigger on another connection reaches this stream.
+    let call = serde_json::json!({"name": "test_trigger_tool_change", "arguments": {}});
+    let triggered = post_2026(&fixture.url, 8, "tools/call", call, serde_json::json!({})).await;
+    assert_eq!(
+        triggered.response["result"]["content"][0]["text"],
+        "Announced a tool list change to 1 listen stream(s)"
+    );
+    let changed = read_messages(&mut stream, &mut buffer, 1).await;
+    assert_eq!(
+        changed[0]["method"], "notifications/tools/list_changed",
+        "{changed:?}"
+    );
+    assert_eq!(
+        changed[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+}
