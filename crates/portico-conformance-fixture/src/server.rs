@@ -491,6 +491,10 @@ impl ServerHandler for ConformanceServer {
             )?;
             return Ok(match call {
                 tasks::Call::Done(result) => complete::<CallToolResult>(result).into(),
+                tasks::Call::After(delay, result) => {
+                    tokio::time::sleep(delay).await;
+                    complete::<CallToolResult>(result).into()
+                }
                 tasks::Call::Ask(result) => {
                     CallToolResponse::InputRequired(wire::<rmcp::model::InputRequiredResult>(
                         result,

@@ -67,8 +67,11 @@ pub fn handles(name: &str) -> bool {
 
 /// What a call of one of this module's tools comes to.
 pub enum Call {
-    /// A plain result (sync tools, or task-supporting ones without the extension).
+    /// A plain result (sync tools).
     Done(Value),
+    /// A plain result once the delay has passed: a task-supporting tool run inline, for a request
+    /// that did not declare the extension.
+    After(Duration, Value),
     /// An `input_required` round before the task exists (`test_tool_with_task`).
     Ask(Value),
     /// The task was created.
@@ -149,8 +152,7 @@ impl Tasks {
                     text("label")
                 ));
                 if !declared {
-                    // Without the extension the work runs inline; the suite only does so with 0 s.
-                    return Ok(Call::Done(done));
+                    return Ok(Call::After(Duration::from_secs_f64(seconds), done));
                 }
                 let (task, cancel) = self.create("working", Map::new(), None)?;
                 let tasks = std::sync::Arc::clone(self);
