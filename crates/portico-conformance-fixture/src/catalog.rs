@@ -179,7 +179,7 @@ pub fn mixed_content_result() -> Value {
     ]})
 }
 
-/// `elicitation/create` params for `test_elicitation` (the 0.1.16 description asks for username + email).
+/// `elicitation/create` params for `test_elicitation` (the suite's description asks for username + email).
 pub fn elicitation_basic(message: &str) -> Value {
     json!({
         "mode": "form",
