@@ -45,6 +45,14 @@ pub enum BackendError {
 }
 
 impl BackendError {
+    /// A passed-through upstream's own protocol error, which the door answers with as it is.
+    pub fn is_protocol_error(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Pipeline(PipelineError::Source(portico_core::CallError::Protocol(_)))
+        )
+    }
+
     pub fn is_unknown_tool(&self) -> bool {
         matches!(
             self,
@@ -201,6 +209,12 @@ impl Backend {
             Backend::Local(engine) => {
                 let context = ToolContext::of(principal.clone()).with_relay(context.clone());
                 let outcome = engine.pipeline().call(name, arguments, &context).await?;
+                // A passed-through upstream's protocol error is the door's answer, not a result.
+                if let Some(error @ PipelineError::Source(portico_core::CallError::Protocol(_))) =
+                    outcome.error
+                {
+                    return Err(error.into());
+                }
                 crate::host_policy::served(outcome)
             }
             // Boxed so the in-process arm's future (and the task rmcp spawns per request to hold it)

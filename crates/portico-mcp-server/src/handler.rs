@@ -302,7 +302,10 @@ impl PorticoServer {
         };
         let result = match result {
             Ok(result) => result,
-            Err(error) if error.is_unknown_tool() => return Err(backend_error(error)),
+            // Unknown, or the passed-through upstream's own protocol error: a protocol error here.
+            Err(error) if error.is_unknown_tool() || error.is_protocol_error() => {
+                return Err(backend_error(error));
+            }
             Err(error) => {
                 return Ok(
                     CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
@@ -524,6 +527,14 @@ fn from_object<T: DeserializeOwned>(what: &str, object: JsonObject) -> Result<T,
 
 fn backend_error(error: BackendError) -> McpError {
     match &error {
+        // A passed-through upstream's error, exactly as it sent it.
+        BackendError::Pipeline(portico_pipeline::PipelineError::Source(
+            portico_core::CallError::Protocol(answered),
+        )) => McpError::new(
+            rmcp::model::ErrorCode(answered.code),
+            answered.message.clone(),
+            answered.data.clone(),
+        ),
         BackendError::Upstreams(UpstreamsError::UnknownPrompt(_))
         | BackendError::Pipeline(portico_pipeline::PipelineError::UnknownTool { .. }) => {
             McpError::invalid_params(error.to_string(), None)
@@ -531,13 +542,17 @@ fn backend_error(error: BackendError) -> McpError {
         BackendError::Upstreams(UpstreamsError::UnknownResource(_)) => {
             McpError::resource_not_found(error.to_string(), None)
         }
-        // The upstream's own JSON-RPC error passes through with its code.
+        // The upstream's own JSON-RPC error passes through with its code and data.
         BackendError::Daemon(portico_mcp::UpstreamError::Remote {
-            code: Some(code), ..
+            code: Some(code),
+            data,
+            ..
         })
-        | BackendError::Upstreams(UpstreamsError::Remote { code, .. }) => {
-            McpError::new(rmcp::model::ErrorCode(*code), error.to_string(), None)
-        }
+        | BackendError::Upstreams(UpstreamsError::Remote { code, data, .. }) => McpError::new(
+            rmcp::model::ErrorCode(*code),
+            error.to_string(),
+            data.clone(),
+        ),
         _ => McpError::internal_error(error.to_string(), None),
     }
 }
@@ -914,7 +929,16 @@ impl PorticoServer {
             .backend
             .read_resource(&request.uri)
             .await
-            .map_err(backend_error)?;
+            .map_err(|error| match error {
+                // SEP-2164: the error names the URI it did not find.
+                BackendError::Upstreams(UpstreamsError::UnknownResource(message)) => {
+                    McpError::resource_not_found(
+                        message,
+                        Some(serde_json::json!({ "uri": request.uri })),
+                    )
+                }
+                other => backend_error(other),
+            })?;
         let result: ReadResourceResult = from_result("resource contents", result)?;
         self.within_budget(&format!("resource `{}`", request.uri), &result)?;
         Ok(result.into())

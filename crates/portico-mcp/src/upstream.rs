@@ -82,6 +82,8 @@ pub enum UpstreamError {
         what: String,
         code: Option<i32>,
         message: String,
+        /// The error's `data`, as the server sent it (a resource-not-found error's `uri`).
+        data: Option<serde_json::Value>,
     },
 }
 
@@ -690,6 +692,7 @@ impl Upstream {
                         message: format!(
                             "the server answered with something that is not a tool result: {shown}"
                         ),
+                        data: None,
                     });
                 }
             }
@@ -699,6 +702,7 @@ impl Upstream {
             what: what(),
             code: None,
             message: format!("the server still asked for input after {MAX_INPUT_ROUNDS} rounds"),
+            data: None,
         })
     }
 
@@ -714,6 +718,7 @@ impl Upstream {
             what: what.to_string(),
             code: Some(-32600),
             message,
+            data: None,
         };
         let mut answers = InputResponses::new();
         for (key, request) in requests {
@@ -866,6 +871,7 @@ fn from_params<T: serde::de::DeserializeOwned>(
         what: what.to_string(),
         code: Some(-32602),
         message: format!("invalid params: {e}"),
+        data: None,
     })
 }
 
@@ -1022,12 +1028,14 @@ fn service_error(server: &str, what: String, error: ServiceError) -> UpstreamErr
             what,
             code: Some(e.code.0),
             message: e.message.to_string(),
+            data: e.data,
         },
         other => UpstreamError::Remote {
             server: server.to_string(),
             what,
             code: None,
             message: error_chain(&other),
+            data: None,
         },
     }
 }
