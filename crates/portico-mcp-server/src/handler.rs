@@ -925,20 +925,20 @@ impl PorticoServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         self.require_exposed(Kind::Resources)?;
-        let result = self
-            .backend
-            .read_resource(&request.uri)
-            .await
-            .map_err(|error| match error {
-                // SEP-2164: the error names the URI it did not find.
-                BackendError::Upstreams(UpstreamsError::UnknownResource(message)) => {
-                    McpError::resource_not_found(
-                        message,
-                        Some(serde_json::json!({ "uri": request.uri })),
-                    )
-                }
-                other => backend_error(other),
-            })?;
+        let result =
+            self.backend
+                .read_resource(&request.uri)
+                .await
+                .map_err(|error| match error {
+                    // SEP-2164: the error names the URI it did not find.
+                    BackendError::Upstreams(UpstreamsError::UnknownResource(message)) => {
+                        McpError::resource_not_found(
+                            message,
+                            Some(serde_json::json!({ "uri": request.uri })),
+                        )
+                    }
+                    other => backend_error(other),
+                })?;
         let result: ReadResourceResult = from_result("resource contents", result)?;
         self.within_budget(&format!("resource `{}`", request.uri), &result)?;
         Ok(result.into())

@@ -14,6 +14,7 @@ mod confirm;
 pub mod legacy_sse;
 mod methods;
 mod ordering;
+mod resource_updates;
 mod results;
 mod sampling;
 mod stdio;

@@ -155,6 +155,10 @@ pub struct Upstream {
     /// Requests waiting for a place now.
     waiting_for_place: std::sync::atomic::AtomicUsize,
     stop: CancellationToken,
+    /// Where the session's events go: list changes, resource updates.
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+    /// On a 2026-07-28 session, the update stream of each subscribed resource.
+    resource_streams: crate::resource_updates::ResourceStreams,
 }
 
 /// Names a request in the errors it may end with; called only to write one, so a call that succeeds
@@ -372,6 +376,8 @@ impl Upstream {
             max_in_flight: config.max_concurrent_calls.max(1),
             waiting_for_place: std::sync::atomic::AtomicUsize::new(0),
             stop,
+            events: events.clone(),
+            resource_streams: Default::default(),
         };
         upstream.listen_for_changes(peer_info.as_deref(), events);
         (upstream, UpstreamExit(exit))
@@ -827,8 +833,23 @@ impl Upstream {
             .await
     }
 
+    /// Whether this session speaks 2026-07-28 or later, where notifications outside a request
+    /// come only on `subscriptions/listen` streams.
+    fn listens(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version >= ProtocolVersion::NO_INITIALIZE)
+    }
+
+    /// Subscribes to updates of `uri` (the upstream's own URI), which then arrive as
+    /// [`UpstreamEvent::ResourceUpdated`]: by `resources/subscribe` on a handshake-era session;
+    /// on a 2026-07-28 one, where that method is gone, by a `subscriptions/listen` stream for the
+    /// URI, open once the upstream acknowledged it.
     #[allow(deprecated)]
     pub async fn subscribe(&self, uri: &str) -> Result<(), UpstreamError> {
+        if self.listens() {
+            return self.listen_for_updates(uri).await;
+        }
         let params = SubscribeRequestParams::new(uri.to_string());
         self.request(
             format!("resources/subscribe `{uri}`"),
@@ -837,8 +858,47 @@ impl Upstream {
         .await
     }
 
+    async fn listen_for_updates(&self, uri: &str) -> Result<(), UpstreamError> {
+        use crate::resource_updates::{Added, MAX_RESOURCE_STREAMS, acknowledged, listen};
+        let what = || format!("subscriptions/listen for updates of `{uri}`");
+        match self.resource_streams.add(uri) {
+            Added::Shared => return Ok(()),
+            Added::Full => {
+                return Err(UpstreamError::Remote {
+                    server: self.server.clone(),
+                    what: what(),
+                    code: Some(-32603),
+                    message: format!(
+                        "Portico already follows {MAX_RESOURCE_STREAMS} resources of this server, its limit per server; unsubscribe from one first"
+                    ),
+                    data: None,
+                });
+            }
+            Added::New => {}
+        }
+        let subscription = self.request(what(), listen(&self.peer, uri)).await?;
+        if !acknowledged(&subscription, uri) {
+            return Err(UpstreamError::Remote {
+                server: self.server.clone(),
+                what: what(),
+                code: Some(-32602),
+                message: "the server does not send updates for this resource (its acknowledgment left it out)".into(),
+                data: None,
+            });
+        }
+        self.resource_streams
+            .opened(uri, subscription, self.events.clone(), &self.stop);
+        Ok(())
+    }
+
     #[allow(deprecated)]
     pub async fn unsubscribe(&self, uri: &str) -> Result<(), UpstreamError> {
+        if self.listens() {
+            // Unsubscribing from what is not subscribed is not an error, as with
+            // `resources/unsubscribe`.
+            self.resource_streams.remove(uri);
+            return Ok(());
+        }
         let params = UnsubscribeRequestParams::new(uri.to_string());
         self.request(
             format!("resources/unsubscribe `{uri}`"),

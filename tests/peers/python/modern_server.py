@@ -19,7 +19,8 @@ Usage:
   On stdio one line "modern_server: ready (stdio)" goes to stderr at start.
 
 Tools:      echo(message) -> "echo: ..."; add(a, b) -> structured {"sum": a+b}
-            (with outputSchema); delete_item(id) with title + annotations.
+            (with outputSchema); delete_item(id) with title + annotations;
+            touch(uri): a notifications/resources/updated for uri (listed or not).
 Resources:  fixture://greeting (text/plain); template fixture://items/{id}.
 Prompts:    greet(name).
 """
@@ -69,6 +70,16 @@ async def add_tool(name: str, ctx: Context) -> str:
     server.add_tool(added, name=name, description=f"Added at run time: {name}", structured_output=False)
     await ctx.notify_tools_changed()
     return f"added {name}"
+
+
+@server.tool(
+    description="Announces that the resource <uri> changed (notifications/resources/updated to the "
+    "subscriptions/listen streams that asked for it); the URI need not be listed.",
+    structured_output=False,
+)
+async def touch(uri: str, ctx: Context) -> str:
+    await ctx.notify_resource_updated(uri)
+    return f"touched {uri}"
 
 
 class Favourite(BaseModel):

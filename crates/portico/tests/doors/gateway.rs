@@ -1,0 +1,189 @@
+//! Portico as a faithful gateway: with `[expose] prefix = false` and one upstream, what the upstream
+//! defines reaches the client as the upstream said it, and a handshake-era client's resource
+//! subscriptions work against a 2026-07-28 upstream, which has no `resources/subscribe`.
+
+use serde_json::{Value, json};
+
+use crate::client::*;
+
+/// The Python SDK's modern fixture (2026-07-28 on stdio) as Portico's only upstream, unprefixed.
+fn passthrough_home() -> Home {
+    let server = crate::support::python_peer("modern_server.py");
+    let entry = crate::support::stdio_entry(
+        "modern",
+        &crate::support::venv_python(),
+        &[server.to_str().unwrap()],
+        "",
+    );
+    Home::new(&format!("[expose]\nprefix = false\n\n{entry}"))
+}
+
+/// The 2025-11-25 SDK client over `portico mcp --standalone`, with `actions` in order.
+fn legacy_client(home: &Home, actions: &[&str]) -> Value {
+    let config = home.config().display().to_string();
+    let mut args: Vec<String> = vec![
+        "--era".into(),
+        "legacy".into(),
+        "--timeout".into(),
+        "20".into(),
+    ];
+    args.extend(actions.iter().map(|s| s.to_string()));
+    args.extend([
+        "--stdio".into(),
+        "--".into(),
+        env!("CARGO_BIN_EXE_portico").into(),
+        "mcp".into(),
+        "--standalone".into(),
+        "--config".into(),
+        config,
+    ]);
+    sdk_report(|command| {
+        command.args(&args).env("PORTICO_HOME", home.dir.path());
+    })
+}
+
+fn touch(uri: &str) -> [String; 4] {
+    [
+        "--call".into(),
+        "touch".into(),
+        "--args".into(),
+        json!({ "uri": uri }).to_string(),
+    ]
+}
+
+/// `resources/subscribe` is gone from 2026-07-28: Portico follows the URI on a
+/// `subscriptions/listen` stream of its own, and the client gets exactly the updates it
+/// subscribed to, one each, also for a URI the upstream does not list.
+#[test]
+fn a_handshake_era_client_subscribes_through_portico_to_a_2026_upstream() {
+    let home = passthrough_home();
+    let mut actions: Vec<String> = vec!["--subscribe".into(), "fixture://greeting".into()];
+    actions.extend(touch("fixture://greeting"));
+    actions.extend(["--unsubscribe".into(), "fixture://greeting".into()]);
+    // After the unsubscribe: must not arrive.
+    actions.extend(touch("fixture://greeting"));
+    // Not listed by the upstream: the subscription still goes to it.
+    actions.extend(["--subscribe".into(), "fixture://later/1".into()]);
+    actions.extend(touch("fixture://later/1"));
+    // Never subscribed: must not arrive.
+    actions.extend(touch("fixture://other"));
+    actions.extend(["--wait-updates".into(), "2".into()]);
+    let actions: Vec<&str> = actions.iter().map(String::as_str).collect();
+    let report = legacy_client(&home, &actions);
+    assert_eq!(report["protocol_version"], "2025-11-25", "{report:#}");
+    assert_eq!(
+        report["subscriptions"],
+        json!([
+            {"kind": "subscribe", "uri": "fixture://greeting", "result": "ok"},
+            {"kind": "unsubscribe", "uri": "fixture://greeting", "result": "ok"},
+            {"kind": "subscribe", "uri": "fixture://later/1", "result": "ok"},
+        ]),
+        "{report:#}"
+    );
+    let touched: Vec<&Value> = report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| &call["result"]["content"][0]["text"])
+        .collect();
+    assert_eq!(
+        touched,
+        [
+            "touched fixture://greeting",
+            "touched fixture://greeting",
+            "touched fixture://later/1",
+            "touched fixture://other"
+        ],
+        "{report:#}"
+    );
+    assert_eq!(
+        report["resource_updates"],
+        json!(["fixture://greeting", "fixture://later/1"]),
+        "{report:#}"
+    );
+}
+
+/// An unknown tool, prompt or resource goes to the one unprefixed upstream, whose own answer the
+/// client gets: here the Python SDK's (an `isError` result, JSON-RPC errors with their code and
+/// `data`), not Portico's "no tool named".
+#[test]
+fn unknown_names_go_to_the_single_unprefixed_upstream_and_its_answer_passes_through() {
+    let home = passthrough_home();
+    let report = legacy_client(
+        &home,
+        &[
+            "--call",
+            "no_such_tool",
+            "--args",
+            "{}",
+            "--read",
+            "fixture://nowhere",
+            "--prompt",
+            "no_such_prompt",
+        ],
+    );
+    let call = &report["calls"][0];
+    assert_eq!(call["result"]["isError"], true, "{report:#}");
+    assert_eq!(
+        call["result"]["content"][0]["text"], "Unknown tool: no_such_tool",
+        "{report:#}"
+    );
+    let read = &report["reads"][0]["error"];
+    assert_eq!(read["code"], -32602, "{report:#}");
+    assert_eq!(
+        read["message"], "Unknown resource: fixture://nowhere",
+        "{report:#}"
+    );
+    assert_eq!(
+        read["data"],
+        json!({"uri": "fixture://nowhere"}),
+        "{report:#}"
+    );
+    // The SDK's server fails an unknown prompt this way itself (asked directly, it says the same).
+    let prompt = &report["prompt_results"][0]["error"];
+    assert_eq!(
+        prompt,
+        &json!({"code": -32603, "message": "Internal server error"}),
+        "{report:#}"
+    );
+}
+
+/// With two upstreams Portico decides: an unknown name is its own "no tool named", and its
+/// resource-not-found carries the URI (SEP-2164).
+#[test]
+fn with_two_upstreams_portico_answers_unknown_names_itself() {
+    let server = crate::support::python_peer("modern_server.py");
+    let python = crate::support::venv_python();
+    let config = format!(
+        "[expose]\nprefix = false\n\n{}\n{}",
+        crate::support::stdio_entry("one", &python, &[server.to_str().unwrap()], ""),
+        config_with("", &["--tools", "t1"]),
+    );
+    let home = Home::new(&config);
+    let report = legacy_client(
+        &home,
+        &[
+            "--call",
+            "no_such_tool",
+            "--args",
+            "{}",
+            "--read",
+            "fixture://nowhere",
+        ],
+    );
+    let call = &report["calls"][0]["error"];
+    assert_eq!(call["code"], -32602, "{report:#}");
+    assert!(
+        call["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("no tool named `no_such_tool`"),
+        "{report:#}"
+    );
+    let read = &report["reads"][0]["error"];
+    assert_eq!(
+        read["data"],
+        json!({"uri": "fixture://nowhere"}),
+        "{report:#}"
+    );
+}
