@@ -597,6 +597,22 @@ impl ServerHandler for PorticoServer {
         info
     }
 
+    /// A catalog tool's definition, for rmcp's HTTP transport to check a `tools/call`'s
+    /// `Mcp-Param-*` headers against the `x-mcp-header` annotations of its input schema
+    /// (SEP-2243) before the call reaches the handler. Upstream tools only: Portico's own have
+    /// no such annotations, and a daemon's tools are checked by the daemon's door.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let Backend::Local(engine) = &self.backend else {
+            return None;
+        };
+        if !self.exposed(Kind::Tools) {
+            return None;
+        }
+        let catalog = engine.catalog();
+        let definition = catalog.tool(name)?.exposed_definition();
+        serde_json::from_value(serde_json::Value::Object(definition)).ok()
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,

@@ -876,7 +876,29 @@ impl Upstream {
             }
             Added::New => {}
         }
-        let subscription = self.request(what(), listen(&self.peer, uri)).await?;
+        // Translated from the client's `resources/subscribe`, so the upstream's refusal is
+        // Portico's to explain, not the client's to read as an answer to what it sent.
+        let subscription = match self.request(what(), listen(&self.peer, uri)).await {
+            Ok(subscription) => subscription,
+            Err(UpstreamError::Remote {
+                server,
+                what,
+                code: Some(code),
+                message,
+                ..
+            }) => {
+                return Err(UpstreamError::Remote {
+                    server,
+                    what,
+                    code: None,
+                    message: format!(
+                        "the server refused the stream ({code} {message}): a 2026-07-28 server without subscriptions/listen offers no resource updates"
+                    ),
+                    data: None,
+                });
+            }
+            Err(other) => return Err(other),
+        };
         if !acknowledged(&subscription, uri) {
             return Err(UpstreamError::Remote {
                 server: self.server.clone(),

@@ -20,7 +20,8 @@ Usage:
 
 Tools:      echo(message) -> "echo: ..."; add(a, b) -> structured {"sum": a+b}
             (with outputSchema); delete_item(id) with title + annotations;
-            touch(uri): a notifications/resources/updated for uri (listed or not).
+            touch(uri): a notifications/resources/updated for uri (listed or not);
+            in_region(region), whose argument has an x-mcp-header annotation.
 Resources:  fixture://greeting (text/plain); template fixture://items/{id}.
 Prompts:    greet(name).
 """
@@ -36,7 +37,7 @@ from typing import Annotated
 
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 SERVER_NAME = "portico-modern-fixture"
 GREETING = "Hello from the Portico modern fixture!"
@@ -80,6 +81,15 @@ async def add_tool(name: str, ctx: Context) -> str:
 async def touch(uri: str, ctx: Context) -> str:
     await ctx.notify_resource_updated(uri)
     return f"touched {uri}"
+
+
+@server.tool(
+    description="Answers 'region <region>'; its region argument is mirrored in the Mcp-Param-Region "
+    "header (x-mcp-header, SEP-2243), which HTTP servers check against the body.",
+    structured_output=False,
+)
+def in_region(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+    return f"region {region}"
 
 
 class Favourite(BaseModel):

@@ -187,3 +187,66 @@ fn with_two_upstreams_portico_answers_unknown_names_itself() {
         "{report:#}"
     );
 }
+
+/// SEP-2243: Portico's HTTP door checks a call's `Mcp-Param-*` headers against the `x-mcp-header`
+/// annotations of the upstream tool's input schema, as the upstream would over HTTP: a missing
+/// or mismatched header is a 400 with HeaderMismatch (-32020), a matching one is called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_door_checks_mcp_param_headers_against_upstream_tool_annotations() {
+    let server = crate::support::python_peer("modern_server.py");
+    let entry = crate::support::stdio_entry(
+        "modern",
+        &crate::support::venv_python(),
+        &[server.to_str().unwrap()],
+        "",
+    );
+    let home = Home::new(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[expose]\nprefix = false\n\n{entry}"
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let call = |id: u64, region: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "in_region", "arguments": {"region": region},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}})
+    };
+    let standard = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "in_region"),
+    ];
+    for (id, param) in [(1, None), (2, Some("us"))] {
+        let mut headers = standard.to_vec();
+        headers.extend(param.map(|value| ("mcp-param-region", value)));
+        let response = mcp_post(&daemon.base, call(id, "eu"), &headers).await;
+        assert_eq!(response.status(), 400, "header {param:?}");
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    }
+    let mut headers = standard.to_vec();
+    headers.push(("mcp-param-region", "eu"));
+    let response = mcp_post(&daemon.base, call(3, "eu"), &headers).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "region eu",
+        "{answer}"
+    );
+    assert!(daemon.stop().success());
+}
+
+async fn mcp_post(base: &str, body: Value, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut request = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{base}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
