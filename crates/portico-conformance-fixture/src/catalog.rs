@@ -24,6 +24,9 @@ pub const TEMPLATE_URI: &str = "test://template/{id}/data";
 const TEMPLATE_PREFIX: &str = "test://template/";
 const TEMPLATE_SUFFIX: &str = "/data";
 
+/// The tool with an `x-mcp-header` parameter: its `region` argument travels as `Mcp-Param-Region` too.
+pub const CUSTOM_HEADER_TOOL: &str = "test_custom_header_param";
+
 /// Name the suite's `server-sse-polling` scenario calls; the HTTP transport treats it specially.
 pub const RECONNECTION_TOOL: &str = "test_reconnection";
 
@@ -45,7 +48,7 @@ fn no_arguments() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
-/// `tools/list`: every tool the 0.1.16 server scenarios call, in the order the suite lists them.
+/// `tools/list`: every tool the server scenarios call, handshake-era ones first.
 pub fn tools() -> Value {
     let tool = |name: &str, description: &str| json!({"name": name, "description": description, "inputSchema": no_arguments()});
     json!({"tools": [
@@ -80,20 +83,53 @@ pub fn tools() -> Value {
         tool("test_elicitation_sep1330_enums", "Sends elicitation/create with all five SEP-1330 enum shapes (elicitation-sep1330-enums)."),
         {
             "name": "json_schema_2020_12_tool",
-            "description": "Tool with JSON Schema 2020-12 features: $schema, $defs, additionalProperties (json-schema-2020-12, SEP-1613).",
+            "description": "Tool with JSON Schema 2020-12 features: $schema, $defs with an $anchor, additionalProperties (SEP-1613), allOf/anyOf and if/then/else (SEP-2106) (json-schema-2020-12).",
             "inputSchema": {
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
                 "$defs": {
                     "address": {
+                        "$anchor": "addressDef",
                         "type": "object",
                         "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
                     }
                 },
-                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}
+                },
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
                 "additionalProperties": false
             }
-        }
+        },
+        {
+            "name": CUSTOM_HEADER_TOOL,
+            "description": "Echoes `region`, which a 2026-07-28 HTTP client also sends as the Mcp-Param-Region header; rmcp checks that the header matches the body (http-custom-header-server-validation, SEP-2243).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                "required": ["region"]
+            }
+        },
+        tool("test_input_required_result_elicitation", "2026-07-28: asks user_name through an input_required elicitation, then greets (input-required-result-*)."),
+        tool("test_input_required_result_sampling", "2026-07-28: asks capital_question through an input_required sampling request."),
+        tool("test_input_required_result_list_roots", "2026-07-28: asks client_roots through an input_required roots/list request."),
+        tool("test_input_required_result_request_state", "2026-07-28: asks confirm with a signed requestState and answers state-ok once it verifies."),
+        tool("test_input_required_result_multiple_inputs", "2026-07-28: asks an elicitation, a sampling and a roots/list request in one round."),
+        tool("test_input_required_result_multi_round", "2026-07-28: two rounds of elicitation, the requestState changing between them."),
+        tool("test_input_required_result_tampered_state", "2026-07-28: refuses a requestState that fails its HMAC check with -32602."),
+        tool("test_input_required_result_capabilities", "2026-07-28: asks only for what the request's clientCapabilities declare."),
+        tool("test_missing_capability", "Needs the sampling capability: refused with -32021 when the request did not declare it (server-stateless)."),
+        tool("test_streaming_elicitation", "2026-07-28: answers with an input_required elicitation, never a request on the response stream (server-stateless)."),
+        tool("test_logging_tool", "Logs at info only when the request's _meta asks for a logLevel (server-stateless)."),
+        tool("test_trigger_tool_change", "Announces notifications/tools/list_changed to the subscriptions/listen streams that asked for it."),
+        tool("test_trigger_prompt_change", "Announces notifications/prompts/list_changed to the subscriptions/listen streams that asked for it.")
     ]})
 }
 
@@ -335,6 +371,11 @@ pub fn prompts() -> Value {
             "name": "test_prompt_with_image",
             "title": "Prompt With Image",
             "description": "A prompt with PNG image content (prompts-get-with-image)."
+        },
+        {
+            "name": crate::input_required::PROMPT,
+            "title": "Prompt Needing Input",
+            "description": "2026-07-28: asks user_context through an input_required elicitation first (input-required-result-non-tool-request)."
         }
     ]})
 }
@@ -432,7 +473,7 @@ mod tests {
     fn tool_listing_survives_rmcp_and_keeps_2020_12_keywords() {
         let listed = round_trip::<ListToolsResult>(tools());
         let tools = listed["tools"].as_array().unwrap();
-        assert_eq!(tools.len(), 14);
+        assert_eq!(tools.len(), 28);
         for tool in tools {
             assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()));
             assert!(tool["inputSchema"].is_object());
@@ -445,8 +486,12 @@ mod tests {
             schema["$schema"],
             "https://json-schema.org/draft/2020-12/schema"
         );
-        assert!(schema["$defs"]["address"].is_object());
+        assert_eq!(schema["$defs"]["address"]["$anchor"], "addressDef");
         assert_eq!(schema["additionalProperties"], false);
+        for keyword in ["allOf", "if", "then", "else"] {
+            assert!(!schema[keyword].is_null(), "{keyword} lost in {schema}");
+        }
+        assert!(schema["allOf"][0]["anyOf"].is_array());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::reconnect::StreamControl;
-use crate::server::ConformanceServer;
+use crate::server::{ConformanceServer, Shared};
 
 /// Path the suite is pointed at (`--url http://127.0.0.1:PORT/mcp`).
 pub const MCP_PATH: &str = "/mcp";
@@ -46,6 +46,7 @@ pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
 pub async fn serve(listener: TcpListener, shutdown: CancellationToken) -> std::io::Result<()> {
     let sessions = Arc::new(StreamControl::new(SSE_RETRY));
     let handler_sessions = Arc::clone(&sessions);
+    let shared = Arc::new(Shared::default());
     let config = StreamableHttpServerConfig::default()
         .with_sse_retry(Some(SSE_RETRY))
         .with_allowed_hosts(ALLOWED_HOSTS)
@@ -53,9 +54,10 @@ pub async fn serve(listener: TcpListener, shutdown: CancellationToken) -> std::i
         .with_cancellation_token(shutdown.child_token());
     let service = StreamableHttpService::new(
         move || {
-            Ok(ConformanceServer::with_stream_control(Arc::clone(
-                &handler_sessions,
-            )))
+            Ok(ConformanceServer::with_stream_control(
+                Arc::clone(&handler_sessions),
+                Arc::clone(&shared),
+            ))
         },
         sessions,
         config,

@@ -1,9 +1,16 @@
 //! The MCP request handler: dispatches the suite's tool, resource, prompt, completion and logging
 //! requests to [`crate::catalog`] and performs the server-to-client traffic some tools require.
 //!
+//! Behaviour follows the era of each request. In a handshake-era session (2025-11-25 and older) the
+//! tools that need the client send `sampling/createMessage` and `elicitation/create` mid-call,
+//! `logging/setLevel` sets the session's level and `resources/subscribe` subscribes. A 2026-07-28
+//! request (stateless, its own `_meta`) gets [`crate::input_required`] rounds instead, logs only when
+//! its `_meta` names a `logLevel`, and subscribes through [`crate::listen`]. Every result carries
+//! `resultType: "complete"`; rmcp strips it again for handshake-era peers.
+//!
 //! rmcp 3.11 marks logging and sampling deprecated (SEP-2577 drops them from protocol 2026-07-28).
-//! The 0.1.16 scenarios target 2025-06-18 and 2025-11-25, where both are current, and testing them is
-//! this fixture's purpose, hence the module-wide allowance.
+//! The handshake-era scenarios exercise both, and testing them is this fixture's purpose, hence the
+//! module-wide allowance.
 #![allow(deprecated)]
 
 use std::collections::HashSet;
@@ -12,19 +19,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+    CompleteRequestParams, CompleteResult, CreateMessageRequestParams, ElicitRequestParams,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     ResourceUpdatedNotificationParam, ServerCapabilities, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::catalog::{self, CompletionRef, PromptError, RECONNECTION_TOOL, wire};
+use crate::input_required::{self, Outcome, StateSeal};
+use crate::listen::{Change, Listeners};
 use crate::reconnect::StreamControl;
 
 /// Delay between the notifications of the logging and progress tools. The suite's descriptions ask for
@@ -50,6 +61,14 @@ const LOG_LEVELS: [&str; 8] = [
 /// Logger name on every `notifications/message` the fixture sends.
 const LOGGER: &str = "portico-conformance-fixture";
 
+/// What every handler of the process shares: the `requestState` key and the open listen streams.
+/// Stateless clients may send each request on a new connection, which gets a new handler.
+#[derive(Default)]
+pub struct Shared {
+    seal: StateSeal,
+    listeners: Listeners,
+}
+
 /// One MCP session's handler. Over Streamable HTTP rmcp builds one per session (through the service
 /// factory), so the log level and subscriptions below are per session, as MCP specifies.
 pub struct ConformanceServer {
@@ -58,30 +77,50 @@ pub struct ConformanceServer {
     subscriptions: Arc<Mutex<HashSet<String>>>,
     /// Present only over Streamable HTTP: lets `test_reconnection` close its own SSE response stream.
     streams: Option<Arc<StreamControl>>,
+    shared: Arc<Shared>,
 }
 
 impl ConformanceServer {
     /// A handler for stdio, where there is no SSE stream to close.
     pub fn new() -> Self {
+        Self::with_shared(Arc::default())
+    }
+
+    fn with_shared(shared: Arc<Shared>) -> Self {
         Self {
             log_level: Arc::new(AtomicU8::new(0)),
             subscriptions: Arc::default(),
             streams: None,
+            shared,
         }
     }
 
-    /// A handler for one Streamable HTTP session managed by `streams`.
-    pub fn with_stream_control(streams: Arc<StreamControl>) -> Self {
+    /// A handler for one Streamable HTTP session managed by `streams`, sharing `shared` with the
+    /// process's other handlers.
+    pub fn with_stream_control(streams: Arc<StreamControl>, shared: Arc<Shared>) -> Self {
         Self {
             streams: Some(streams),
-            ..Self::new()
+            ..Self::with_shared(shared)
         }
     }
 
-    /// Sends `notifications/message` unless `level` is below the session's `logging/setLevel`.
+    /// Sends `notifications/message` unless `level` is below the minimum: the session's
+    /// `logging/setLevel` in the handshake era, the request's `_meta` `logLevel` at 2026-07-28 (no
+    /// `logLevel`, no log messages).
     async fn log(&self, context: &RequestContext<RoleServer>, level: &str, message: &str) {
         let rank = level_rank(level).unwrap_or(0);
-        if rank < self.log_level.load(Ordering::Relaxed) {
+        let minimum = if takes_input_rounds(context) {
+            let requested = context
+                .meta
+                .log_level()
+                .and_then(|level| serde_json::to_value(level).ok())
+                .and_then(|level| level.as_str().and_then(level_rank));
+            let Some(minimum) = requested else { return };
+            minimum
+        } else {
+            self.log_level.load(Ordering::Relaxed)
+        };
+        if rank < minimum {
             return;
         }
         let params: LoggingMessageNotificationParam =
@@ -146,6 +185,40 @@ impl ConformanceServer {
                 "JSON Schema 2020-12 tool called with: {}",
                 Value::Object(arguments.clone())
             )),
+            catalog::CUSTOM_HEADER_TOOL => {
+                catalog::text_result(&format!("Region: {}", string_argument("region")?))
+            }
+            "test_missing_capability" => {
+                // Needs sampling: a request that did not declare it is refused, as 2026-07-28 requires.
+                if client_capabilities(context).sampling.is_none() {
+                    let mut required = ClientCapabilities::default();
+                    required.sampling = Some(Default::default());
+                    return Err(McpError::missing_required_client_capability(required));
+                }
+                catalog::text_result("The client declared sampling")
+            }
+            "test_logging_tool" => {
+                self.log(context, "info", "test_logging_tool ran").await;
+                catalog::text_result("Logged at info, if the request asked for logs")
+            }
+            "test_trigger_tool_change" => {
+                let delivered = self.shared.listeners.announce(Change::Tools).await;
+                if !takes_input_rounds(context) {
+                    let _ = context.peer.notify_tool_list_changed().await;
+                }
+                catalog::text_result(&format!(
+                    "Announced a tool list change to {delivered} listen stream(s)"
+                ))
+            }
+            "test_trigger_prompt_change" => {
+                let delivered = self.shared.listeners.announce(Change::Prompts).await;
+                if !takes_input_rounds(context) {
+                    let _ = context.peer.notify_prompt_list_changed().await;
+                }
+                catalog::text_result(&format!(
+                    "Announced a prompt list change to {delivered} listen stream(s)"
+                ))
+            }
             _ => {
                 return Err(McpError::invalid_params(
                     format!("unknown tool: {name}"),
@@ -153,6 +226,64 @@ impl ConformanceServer {
                 ));
             }
         })
+    }
+
+    /// The [`input_required`] exchange behind `name`, when there is one and the request takes input
+    /// rounds (2026-07-28). Handshake-era sessions keep mid-call requests for the tools that have them;
+    /// the 2026-only tools answer them with rmcp's refusal of `input_required` for such peers.
+    fn input_round(
+        &self,
+        name: &str,
+        arguments: &serde_json::Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+        responses: Option<&rmcp::model::InputResponses>,
+        request_state: Option<&str>,
+    ) -> Option<Result<Round, McpError>> {
+        let handshake_tool = matches!(
+            name,
+            "test_sampling"
+                | "test_elicitation"
+                | "test_elicitation_sep1034_defaults"
+                | "test_elicitation_sep1330_enums"
+        );
+        if handshake_tool && !takes_input_rounds(context) {
+            return None;
+        }
+        let capabilities = client_capabilities(context);
+        if handshake_tool {
+            let declared = if name == "test_sampling" {
+                capabilities.sampling.is_some()
+            } else {
+                capabilities.elicitation.is_some()
+            };
+            if !declared {
+                let what = if name == "test_sampling" {
+                    "sampling"
+                } else {
+                    "elicitation"
+                };
+                return Some(Ok(Round::Done(catalog::error_result(&format!(
+                    "The client did not declare the {what} capability"
+                )))));
+            }
+        }
+        let outcome = input_required::advance(
+            &self.shared.seal,
+            name,
+            arguments,
+            &capabilities,
+            responses,
+            request_state,
+        )?;
+        Some(outcome.map(|outcome| match outcome {
+            Outcome::InputRequired(result) => Round::Ask(result),
+            Outcome::Complete(answers) if name == input_required::PROMPT => {
+                Round::Done(input_required::prompt_result(&answers))
+            }
+            Outcome::Complete(answers) => Round::Done(catalog::text_result(
+                &input_required::completion_text(name, &answers),
+            )),
+        }))
     }
 
     /// `test_tool_with_progress`: 0, 50 and 100 of 100, ~50 ms apart, on the call's progress token.
@@ -202,6 +333,38 @@ impl ConformanceServer {
     }
 }
 
+/// Where an [`input_required`] exchange stands after one call.
+enum Round {
+    /// Answer with these input requests.
+    Ask(rmcp::model::InputRequiredResult),
+    /// Answer with this (tool or prompt) result.
+    Done(Value),
+}
+
+/// Decodes a fixture result, adding `resultType: "complete"`, which 2026-07-28 requires on every
+/// result (rmcp strips it for handshake-era peers).
+fn complete<T: DeserializeOwned>(mut value: Value) -> T {
+    if let Some(object) = value.as_object_mut() {
+        object
+            .entry("resultType")
+            .or_insert_with(|| Value::String("complete".into()));
+    }
+    wire(value)
+}
+
+/// Whether the request speaks 2026-07-28 or later, where servers ask through `input_required`
+/// results instead of requests.
+fn takes_input_rounds(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|version| version.as_str() >= "2026-07-28")
+}
+
+/// The capabilities the request declared: its own `_meta` at 2026-07-28, the session's otherwise.
+fn client_capabilities(context: &RequestContext<RoleServer>) -> ClientCapabilities {
+    context.client_capabilities().unwrap_or_default()
+}
+
 impl Default for ConformanceServer {
     fn default() -> Self {
         Self::new()
@@ -227,23 +390,13 @@ async fn sample(prompt: &str, context: &RequestContext<RoleServer>) -> Value {
     match answer {
         Ok(result) => {
             let result = serde_json::to_value(&result).unwrap_or(Value::Null);
-            catalog::text_result(&format!("LLM response: {}", sampled_text(&result)))
+            catalog::text_result(&format!(
+                "LLM response: {}",
+                input_required::sampled_text(&result)
+            ))
         }
         Err(error) => catalog::error_result(&format!("Sampling failed: {error}")),
     }
-}
-
-/// The text of a `CreateMessageResult`, whose `content` is one block or (2025-11-25) an array of them.
-fn sampled_text(result: &Value) -> String {
-    let content = &result["content"];
-    let block = if content.is_array() {
-        &content[0]
-    } else {
-        content
-    };
-    block["text"]
-        .as_str()
-        .map_or_else(|| content.to_string(), str::to_owned)
 }
 
 /// The elicitation tools: one `elicitation/create` round trip, answered with the client's decision.
@@ -255,11 +408,7 @@ async fn elicit(params: Value, label: &str, context: &RequestContext<RoleServer>
     match context.peer.create_elicitation(params).await {
         Ok(result) => {
             let result = serde_json::to_value(&result).unwrap_or(Value::Null);
-            let content = result.get("content").cloned().unwrap_or_else(|| json!({}));
-            catalog::text_result(&format!(
-                "{label}: action={}, content={content}",
-                result["action"].as_str().unwrap_or("?")
-            ))
+            catalog::text_result(&input_required::elicitation_summary(label, &result))
         }
         Err(error) => catalog::error_result(&format!("Elicitation failed: {error}")),
     }
@@ -288,12 +437,13 @@ fn prompt_error(name: &str, error: PromptError) -> McpError {
 
 impl ServerHandler for ConformanceServer {
     fn get_info(&self) -> InitializeResult {
-        // Every capability a 0.1.16 server scenario exercises. listChanged stays false: the catalog
-        // never changes, so promising change notifications would be a lie.
+        // Every capability a server scenario exercises. Tool and prompt list changes are announced by
+        // the trigger tools (`test_trigger_tool_change`, `test_trigger_prompt_change`); the resource
+        // list never changes, so it promises no such notifications.
         let capabilities: ServerCapabilities = wire(json!({
-            "tools": {"listChanged": false},
+            "tools": {"listChanged": true},
             "resources": {"subscribe": true, "listChanged": false},
-            "prompts": {"listChanged": false},
+            "prompts": {"listChanged": true},
             "logging": {},
             "completions": {}
         }));
@@ -304,7 +454,7 @@ impl ServerHandler for ConformanceServer {
             })))
             .with_instructions(
                 "Test fixture exposing the server surface the MCP conformance suite \
-                 (@modelcontextprotocol/conformance 0.1.16) expects. Not a product server.",
+                 (@modelcontextprotocol/conformance 0.2.0-alpha.12) expects. Not a product server.",
             )
     }
 
@@ -313,7 +463,14 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(wire(catalog::tools()))
+        Ok(complete(catalog::tools()))
+    }
+
+    /// Lets rmcp's HTTP transport check `Mcp-Param-*` headers against the tool's `x-mcp-header`
+    /// annotations (SEP-2243).
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let tools: ListToolsResult = wire(catalog::tools());
+        tools.tools.into_iter().find(|tool| tool.name == name)
     }
 
     async fn call_tool(
@@ -322,8 +479,21 @@ impl ServerHandler for ConformanceServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.unwrap_or_default();
-        let result = self.call(&request.name, &arguments, &context).await?;
-        Ok(wire::<CallToolResult>(result).into())
+        let round = self.input_round(
+            &request.name,
+            &arguments,
+            &context,
+            request.input_responses.as_ref(),
+            request.request_state.as_deref(),
+        );
+        let result = match round {
+            Some(round) => match round? {
+                Round::Ask(result) => return Ok(result.into()),
+                Round::Done(result) => result,
+            },
+            None => self.call(&request.name, &arguments, &context).await?,
+        };
+        Ok(complete::<CallToolResult>(result).into())
     }
 
     async fn list_resources(
@@ -331,7 +501,7 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(wire(catalog::resources()))
+        Ok(complete(catalog::resources()))
     }
 
     async fn list_resource_templates(
@@ -339,7 +509,7 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(wire(catalog::resource_templates()))
+        Ok(complete(catalog::resource_templates()))
     }
 
     async fn read_resource(
@@ -348,7 +518,7 @@ impl ServerHandler for ConformanceServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         match catalog::read_resource(&request.uri) {
-            Some(result) => Ok(wire::<ReadResourceResult>(result).into()),
+            Some(result) => Ok(complete::<ReadResourceResult>(result).into()),
             None => Err(McpError::resource_not_found(
                 format!("no such resource: {}", request.uri),
                 Some(json!({"uri": request.uri})),
@@ -404,24 +574,74 @@ impl ServerHandler for ConformanceServer {
         Ok(())
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Everything asked for, except resources the fixture does not have. rmcp narrows the result
+        // further to what get_info advertises.
+        let mut accepted = requested.clone();
+        if let Some(uris) = accepted.resource_subscriptions.as_mut() {
+            uris.retain(|uri| catalog::read_resource(uri).is_some());
+        }
+        Some(accepted)
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let _registration = self.shared.listeners.register(subscription.sink().clone());
+        // The handshake era's subscribe sends one update after subscribing; the listen stream does
+        // the same for each resource it accepted, so a gateway can relay an update either way.
+        let uris = subscription
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        if !uris.is_empty() {
+            let sink = subscription.sink().clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(UPDATE_DELAY).await;
+                for uri in uris {
+                    if let Err(error) = sink.notify_resource_updated(uri).await {
+                        tracing::debug!(%error, "could not send notifications/resources/updated");
+                    }
+                }
+            });
+        }
+        subscription.cancelled().await;
+        Ok(())
+    }
+
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(wire(catalog::prompts()))
+        Ok(complete(catalog::prompts()))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let arguments = request.arguments.unwrap_or_default();
+        let round = self.input_round(
+            &request.name,
+            &arguments,
+            &context,
+            request.input_responses.as_ref(),
+            request.request_state.as_deref(),
+        );
+        if let Some(round) = round {
+            return Ok(match round? {
+                Round::Ask(result) => result.into(),
+                Round::Done(result) => complete::<GetPromptResult>(result).into(),
+            });
+        }
         let argument = |key: &str| arguments.get(key).and_then(Value::as_str);
         let result = catalog::get_prompt(&request.name, argument)
             .map_err(|error| prompt_error(&request.name, error))?;
-        Ok(wire::<GetPromptResult>(result).into())
+        Ok(complete::<GetPromptResult>(result).into())
     }
 
     async fn complete(
@@ -438,7 +658,7 @@ impl ServerHandler for ConformanceServer {
             }
             _ => CompletionRef::Unknown,
         };
-        Ok(wire(catalog::complete(
+        Ok(complete(catalog::complete(
             kind,
             &request.argument.name,
             &request.argument.value,
@@ -476,6 +696,7 @@ mod tests {
 
     #[test]
     fn sampled_text_reads_single_and_array_content() {
+        let sampled_text = input_required::sampled_text;
         assert_eq!(
             sampled_text(&json!({"content": {"type": "text", "text": "a"}})),
             "a"
@@ -484,6 +705,14 @@ mod tests {
             sampled_text(&json!({"content": [{"type": "text", "text": "b"}]})),
             "b"
         );
+    }
+
+    #[test]
+    fn results_gain_result_type_complete() {
+        let result: CallToolResult = complete(catalog::text_result("x"));
+        let wire = serde_json::to_value(result).unwrap();
+        assert_eq!(wire["resultType"], "complete");
+        assert_eq!(wire["content"][0]["text"], "x");
     }
 
     #[test]

@@ -130,7 +130,7 @@ fn stdio_mode_serves_newline_delimited_json_until_eof() {
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
     let listed = next();
     assert_eq!(listed["id"], 2);
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 14);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 28);
 
     drop(stdin);
     let status = fixture.0.wait().unwrap();
