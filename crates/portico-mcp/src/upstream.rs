@@ -159,6 +159,10 @@ pub struct Upstream {
     events: mpsc::UnboundedSender<UpstreamEvent>,
     /// On a 2026-07-28 session, the update stream of each subscribed resource.
     resource_streams: crate::resource_updates::ResourceStreams,
+    /// On a 2026-07-28 session, which has no `logging/setLevel`, the level a client set: sent in
+    /// the `_meta` of each call instead (`io.modelcontextprotocol/logLevel`).
+    #[allow(deprecated)]
+    log_level: std::sync::Mutex<Option<rmcp::model::LoggingLevel>>,
 }
 
 /// Names a request in the errors it may end with; called only to write one, so a call that succeeds
@@ -378,6 +382,7 @@ impl Upstream {
             stop,
             events: events.clone(),
             resource_streams: Default::default(),
+            log_level: Default::default(),
         };
         upstream.listen_for_changes(peer_info.as_deref(), events);
         (upstream, UpstreamExit(exit))
@@ -635,6 +640,11 @@ impl Upstream {
         let what = || format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
+        if let Some(level) = *self.log_level.lock().expect("log level lock") {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.set_log_level(level);
+            params.meta = Some(meta);
+        }
         // One place for the whole call, its input rounds included.
         let _place = self
             .place(&what, tokio::time::Instant::now() + self.timeout)
@@ -818,7 +828,8 @@ impl Upstream {
         Ok(to_object(&result))
     }
 
-    /// Forwards `logging/setLevel`; `level` is the protocol's level name.
+    /// Forwards `logging/setLevel`; `level` is the protocol's level name. A 2026-07-28 session has
+    /// no such request: the level goes with each call instead.
     #[allow(deprecated)]
     pub async fn set_level(&self, level: &str) -> Result<(), UpstreamError> {
         let params: SetLevelRequestParams = from_params(
@@ -829,6 +840,10 @@ impl Upstream {
                 .cloned()
                 .unwrap_or_default(),
         )?;
+        if self.listens() {
+            *self.log_level.lock().expect("log level lock") = Some(params.level);
+            return Ok(());
+        }
         self.request("logging/setLevel", self.peer.set_level(params))
             .await
     }
