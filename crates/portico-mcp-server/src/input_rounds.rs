@@ -61,6 +61,8 @@ pub(crate) enum CallEvent {
     Input {
         request: RelayRequest,
         params: JsonObject,
+        /// The name the asker gave the input, kept as the round's key when it is free.
+        key: Option<String>,
         answer: Answer,
     },
     Done(Result<CallToolResponse, McpError>),
@@ -320,11 +322,17 @@ impl ParkedCalls {
                 Some(CallEvent::Input {
                     request,
                     params,
+                    key,
                     answer,
                 }) => {
                     let method = request_method(request);
-                    parked.next_key += 1;
-                    let key = format!("portico-{}", parked.next_key);
+                    let key = match key {
+                        Some(key) if !requests.contains_key(&key) => key,
+                        _ => {
+                            parked.next_key += 1;
+                            format!("portico-{}", parked.next_key)
+                        }
+                    };
                     match serde_json::from_value::<InputRequest>(
                         json!({"method": method, "params": params}),
                     ) {
@@ -381,6 +389,29 @@ pub(crate) struct InputRoundsCaller {
     pub(crate) events: mpsc::Sender<CallEvent>,
 }
 
+impl InputRoundsCaller {
+    fn ask(
+        &self,
+        key: Option<String>,
+        request: RelayRequest,
+        params: JsonObject,
+    ) -> BoxFuture<'_, Result<JsonObject, RelayError>> {
+        Box::pin(async move {
+            let (answer, reply) = oneshot::channel();
+            self.events
+                .send(CallEvent::Input {
+                    request,
+                    params,
+                    key,
+                    answer,
+                })
+                .await
+                .map_err(|_| gone())?;
+            reply.await.map_err(|_| gone())?
+        })
+    }
+}
+
 impl Caller for InputRoundsCaller {
     fn accepts(&self, request: RelayRequest) -> bool {
         self.inner.accepts(request)
@@ -391,18 +422,16 @@ impl Caller for InputRoundsCaller {
         request: RelayRequest,
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
-        Box::pin(async move {
-            let (answer, reply) = oneshot::channel();
-            self.events
-                .send(CallEvent::Input {
-                    request,
-                    params,
-                    answer,
-                })
-                .await
-                .map_err(|_| gone())?;
-            reply.await.map_err(|_| gone())?
-        })
+        self.ask(None, request, params)
+    }
+
+    fn request_keyed<'a>(
+        &'a self,
+        key: &'a str,
+        request: RelayRequest,
+        params: JsonObject,
+    ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
+        self.ask(Some(key.to_string()), request, params)
     }
 
     /// A model completion becomes an input round like any other request.

@@ -667,7 +667,7 @@ impl Upstream {
             // stop inflating every future and task that holds a call (this one was 16.7 KB).
             let handle = Box::pin(
                 self.peer
-                    .send_request_with_option(request, PeerRequestOptions::no_options()),
+                    .send_request_with_option(request, self.call_options(context)),
             )
             .await
             .map_err(|e| service_error(&self.server, what(), e))?;
@@ -722,6 +722,41 @@ impl Upstream {
         })
     }
 
+    /// A 2026-07-28 request declares its client's capabilities itself: a call says what its
+    /// calling client can answer (the session's own, which offer everything so that Portico is
+    /// asked, would have the server ask what nobody can answer, instead of refusing the call).
+    fn call_options(&self, context: &CallContext) -> PeerRequestOptions {
+        let mut options = PeerRequestOptions::no_options();
+        if !self.listens() {
+            return options;
+        }
+        let accepts = |request| {
+            context
+                .caller
+                .as_ref()
+                .is_some_and(|caller| caller.accepts(request))
+        };
+        let mut declared = JsonObject::new();
+        if accepts(RelayRequest::Sampling) {
+            declared.insert("sampling".into(), serde_json::json!({}));
+        }
+        if accepts(RelayRequest::Elicitation) {
+            declared.insert(
+                "elicitation".into(),
+                serde_json::json!({"form": {}, "url": {}}),
+            );
+        }
+        if accepts(RelayRequest::Roots) {
+            declared.insert("roots".into(), serde_json::json!({"listChanged": false}));
+        }
+        let capabilities =
+            serde_json::from_value(serde_json::Value::Object(declared)).unwrap_or_default();
+        let mut meta = rmcp::model::RequestMetaObject::default();
+        meta.set_client_capabilities(capabilities);
+        options.meta = Some(meta);
+        options
+    }
+
     /// Puts an `input_required` round's questions to the client whose call it is.
     async fn ask_caller(
         &self,
@@ -736,7 +771,8 @@ impl Upstream {
             message,
             data: None,
         };
-        let mut answers = InputResponses::new();
+        // Checked first, so nothing is asked of a client that cannot answer every question.
+        let mut questions = Vec::with_capacity(requests.len());
         for (key, request) in requests {
             let (relayed, params) = match &request {
                 InputRequest::CreateMessage(r) => (RelayRequest::Sampling, to_object(&r.params)),
@@ -758,13 +794,22 @@ impl Upstream {
                         "the server needs {method}, which the calling client does not support"
                     ))
                 })?;
-            let answer = caller
-                .request(relayed, params)
-                .await
-                .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
-            answers.insert(key, serde_json::Value::Object(answer));
+            questions.push((key, relayed, params, caller));
         }
-        Ok(answers)
+        // Asked together, under the server's own keys: a client that answers in input rounds gets
+        // the round as the server made it.
+        let asked = questions
+            .iter()
+            .map(|(key, relayed, params, caller)| async move {
+                let method = crate::methods::request_method(*relayed);
+                let answer = caller
+                    .request_keyed(key, *relayed, params.clone())
+                    .await
+                    .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
+                Ok::<_, UpstreamError>((key.clone(), serde_json::Value::Object(answer)))
+            });
+        let answers = futures::future::try_join_all(asked).await?;
+        Ok(answers.into_iter().collect())
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamError> {
