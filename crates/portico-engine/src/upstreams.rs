@@ -133,6 +133,12 @@ impl Upstreams {
         self.hub.resource_updates()
     }
 
+    /// List changes the passed-through server announced with its lists unchanged (see
+    /// [`Hub::announced_changes`]).
+    pub fn announced_changes(&self) -> broadcast::Receiver<portico_hub::ListKind> {
+        self.hub.announced_changes()
+    }
+
     pub async fn get_prompt(
         &self,
         name: &str,

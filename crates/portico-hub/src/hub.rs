@@ -22,6 +22,14 @@ const RESTARTS: RetryPolicy =
 /// failure is a new incident rather than part of a crash loop.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
+/// A list a server can announce a change of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
 /// Why the hub could not serve a request.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
@@ -156,6 +164,8 @@ struct Shared {
     child_stop: StopGrace,
     /// Exposed URIs of subscribed resources that changed upstream.
     resource_updates: broadcast::Sender<String>,
+    /// List changes the passed-through server announced although its lists read the same.
+    announced: broadcast::Sender<ListKind>,
     /// Held while a catalog is built and swapped in: two supervisors rebuilding at once could
     /// otherwise swap in last the catalog built from the older snapshots, losing a server's tools.
     rebuilding: Mutex<()>,
@@ -236,6 +246,7 @@ impl Hub {
             backoff: settings.backoff,
             child_stop: settings.child_stop,
             resource_updates: broadcast::channel(256).0,
+            announced: broadcast::channel(64).0,
             rebuilding: Mutex::new(()),
         });
         Hub {
@@ -544,6 +555,14 @@ impl Hub {
     /// Exposed URIs of subscribed resources as their upstreams report changes.
     pub fn resource_updates(&self) -> broadcast::Receiver<String> {
         self.shared.resource_updates.subscribe()
+    }
+
+    /// The list changes (`ToolsChanged`, `PromptsChanged`, `ResourcesChanged`) the passed-through
+    /// server ([`Hub::passthrough_server`]) announced while its lists read the same as before:
+    /// the announcement is its to make, so the doors pass it on. A change that shows in the lists
+    /// comes through [`Hub::subscribe`] only.
+    pub fn announced_changes(&self) -> broadcast::Receiver<ListKind> {
+        self.shared.announced.subscribe()
     }
 
     pub async fn get_prompt(
@@ -899,11 +918,51 @@ async fn on_event(
         let _ = shared.resource_updates.send(exposed);
         return;
     }
-    // Coalesce a burst of list changes into one refresh.
-    while events.try_recv().is_ok() {}
+    // Coalesce a burst of list changes into one refresh; resource updates in it still go out.
+    let mut kinds = vec![event.clone()];
+    while let Ok(next) = events.try_recv() {
+        match next {
+            UpstreamEvent::ResourceUpdated(uri) => {
+                let exposed = if prefixed {
+                    portico_core::naming::namespace_resource_uri(server, &uri)
+                } else {
+                    uri
+                };
+                let _ = shared.resource_updates.send(exposed);
+            }
+            other if !kinds.contains(&other) => kinds.push(other),
+            _ => {}
+        }
+    }
     tracing::debug!(server, ?event, "list changed; refreshing");
+    let before = shared.slots[index]
+        .state
+        .lock()
+        .expect("slot lock")
+        .catalog
+        .clone();
     match upstream.list_catalog().await {
-        Ok(catalog) => shared.update_catalog(index, |s| record_catalog(s, catalog, prefixed)),
+        Ok(catalog) => {
+            let same = before.is_some_and(|before| {
+                before.tools == catalog.tools
+                    && before.prompts == catalog.prompts
+                    && before.resources == catalog.resources
+                    && before.resource_templates == catalog.resource_templates
+            });
+            shared.update_catalog(index, |s| record_catalog(s, catalog, prefixed));
+            let passed_through = shared.slots.len() == 1 && !prefixed;
+            if same && passed_through {
+                for kind in kinds {
+                    let kind = match kind {
+                        UpstreamEvent::ToolsChanged => ListKind::Tools,
+                        UpstreamEvent::PromptsChanged => ListKind::Prompts,
+                        UpstreamEvent::ResourcesChanged => ListKind::Resources,
+                        UpstreamEvent::ResourceUpdated(_) => continue,
+                    };
+                    let _ = shared.announced.send(kind);
+                }
+            }
+        }
         Err(error) => tracing::warn!(server, "refresh after {event:?} failed: {error}"),
     }
 }

@@ -274,6 +274,15 @@ impl Backend {
     }
 
     /// Exposed URIs of subscribed resources that changed.
+    /// List changes a passed-through upstream announced with its lists unchanged, which the door
+    /// passes on; none before a daemon, whose door decides.
+    pub fn announced_changes(&self) -> Option<broadcast::Receiver<portico_engine::ListKind>> {
+        match self {
+            Backend::Local(engine) => Some(engine.upstreams().announced_changes()),
+            Backend::Daemon(_) => None,
+        }
+    }
+
     pub fn resource_updates(&self) -> broadcast::Receiver<String> {
         match self {
             Backend::Local(engine) => engine.upstreams().resource_updates(),

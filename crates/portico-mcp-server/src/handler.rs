@@ -270,6 +270,7 @@ impl PorticoServer {
         Changes {
             backend: self.backend.changes(),
             host: self.host_tools.changes(),
+            announced: self.backend.announced_changes(),
         }
     }
 
@@ -845,18 +846,18 @@ impl PorticoServer {
         let accepted = context.accepted().clone();
         let sink = context.sink();
         loop {
-            tokio::select! {
+            let change = tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = changes.changed() => {
-                    if !changed {
-                        return Ok(());
-                    }
-                }
-            }
+                change = changes.next() => change,
+            };
             let Ok(now) = self.listing(&principal).await.map(|l| l.digest()) else {
                 continue;
             };
-            let changed = ChangedKinds::between(&last, &now, &self.options.exposure);
+            let changed = match change {
+                Change::Ended => return Ok(()),
+                Change::Maybe => ChangedKinds::between(&last, &now, &self.options.exposure),
+                Change::Announced(kind) => ChangedKinds::announced(kind, &self.options.exposure),
+            };
             let sent = async {
                 if changed.tools && accepted.tools_list_changed == Some(true) {
                     sink.notify_tool_list_changed().await?;
@@ -1052,7 +1053,11 @@ impl PorticoServer {
             .unwrap_or_default()
             .digest();
         let exposure = &self.options.exposure;
-        while changes.changed().await {
+        loop {
+            let change = changes.next().await;
+            if let Change::Ended = change {
+                return;
+            }
             let Ok(now) = self
                 .listing(&self.door_principal())
                 .await
@@ -1060,7 +1065,10 @@ impl PorticoServer {
             else {
                 continue;
             };
-            let changed = ChangedKinds::between(&last, &now, exposure);
+            let changed = match change {
+                Change::Announced(kind) => ChangedKinds::announced(kind, exposure),
+                _ => ChangedKinds::between(&last, &now, exposure),
+            };
             let sent = async {
                 if changed.tools {
                     peer.notify_tool_list_changed().await?;
@@ -1085,14 +1093,53 @@ impl PorticoServer {
 struct Changes {
     backend: tokio::sync::watch::Receiver<u64>,
     host: tokio::sync::watch::Receiver<u64>,
+    announced: Option<tokio::sync::broadcast::Receiver<portico_engine::ListKind>>,
+}
+
+/// What [`Changes::next`] saw.
+enum Change {
+    /// Something may have changed: compare the listings.
+    Maybe,
+    /// A passed-through upstream announced a change of this list, which reads the same.
+    Announced(portico_engine::ListKind),
+    /// Nothing can change any more.
+    Ended,
 }
 
 impl Changes {
-    /// Waits for the next change; false once neither source can change any more.
-    async fn changed(&mut self) -> bool {
+    /// Waits for the next change.
+    async fn next(&mut self) -> Change {
+        let announced = async {
+            match self.announced.as_mut() {
+                Some(announced) => loop {
+                    match announced.recv().await {
+                        Ok(kind) => return Some(kind),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => return None,
+                    }
+                },
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            r = self.backend.changed() => r.is_ok(),
-            r = self.host.changed() => r.is_ok(),
+            r = self.backend.changed() => if r.is_ok() { Change::Maybe } else { Change::Ended },
+            r = self.host.changed() => if r.is_ok() { Change::Maybe } else { Change::Ended },
+            kind = announced => match kind {
+                Some(kind) => Change::Announced(kind),
+                None => Change::Ended,
+            },
+        }
+    }
+}
+
+impl ChangedKinds {
+    /// Only the announced list, if exposed.
+    fn announced(kind: portico_engine::ListKind, exposure: &Exposure) -> Self {
+        use portico_engine::ListKind;
+        ChangedKinds {
+            tools: exposure.tools && kind == ListKind::Tools,
+            prompts: exposure.prompts && kind == ListKind::Prompts,
+            resources: exposure.resources && kind == ListKind::Resources,
         }
     }
 }
