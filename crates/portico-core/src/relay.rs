@@ -85,6 +85,12 @@ pub trait Caller: Send + Sync {
         let _ = key;
         self.request(request, params)
     }
+    /// Answers the client sent with its call before anything was asked of it (a 2026-07-28
+    /// client may send `inputResponses` up front, for a server that needs no round to know its
+    /// questions), by key. Taken once: the first upstream request of the call carries them.
+    fn take_answers_given(&self) -> Option<JsonObject> {
+        None
+    }
     /// Asks the client's model for a completion (a [`RelayRequest::Sampling`] Portico makes itself,
     /// for an agent); the caller writes the protocol's request and reads its answer.
     fn sample<'a>(

@@ -812,9 +812,15 @@ impl PorticoServer {
                 tokio::sync::mpsc::channel(crate::input_rounds::MAX_REQUESTS_PER_ROUND);
             let mut call_context = self.call_context(&context);
             if let Some(inner) = call_context.caller.take() {
+                // Answers sent up front go to the upstream with the call, whose own they are.
+                let given = request
+                    .input_responses
+                    .clone()
+                    .map(|answers| answers.into_iter().collect());
                 call_context.caller = Some(Arc::new(InputRoundsCaller {
                     inner,
                     events: events.clone(),
+                    given: Mutex::new(given),
                 }));
             }
             let server = self.clone();

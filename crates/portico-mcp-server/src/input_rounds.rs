@@ -387,6 +387,8 @@ fn random_handle() -> String {
 pub(crate) struct InputRoundsCaller {
     pub(crate) inner: Arc<dyn Caller>,
     pub(crate) events: mpsc::Sender<CallEvent>,
+    /// The `inputResponses` the client's first request of the call carried, until taken.
+    pub(crate) given: Mutex<Option<JsonObject>>,
 }
 
 impl InputRoundsCaller {
@@ -444,6 +446,10 @@ impl Caller for InputRoundsCaller {
 
     fn can_confirm(&self) -> bool {
         self.inner.can_confirm()
+    }
+
+    fn take_answers_given(&self) -> Option<JsonObject> {
+        self.given.lock().expect("given answers lock").take()
     }
 
     /// An approval question becomes an input round like any other request.
@@ -527,6 +533,7 @@ mod tests {
         let call = call(InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         });
         tokio::spawn(async move {
             let place = parked.admit(OWNER).unwrap();
@@ -633,6 +640,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let first = caller
@@ -722,6 +730,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let error = caller
@@ -759,6 +768,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let answer = caller
@@ -825,6 +835,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let _ = caller
@@ -867,6 +878,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let answer = caller
@@ -912,6 +924,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events,
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             caller
@@ -965,6 +978,7 @@ mod tests {
         let caller = Arc::new(InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         });
         let asked = MAX_REQUESTS_PER_ROUND + 4;
         // Every request is in the channel or waiting on it before the first round starts.

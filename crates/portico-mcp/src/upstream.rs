@@ -645,6 +645,11 @@ impl Upstream {
             meta.set_log_level(level);
             params.meta = Some(meta);
         }
+        params.input_responses = context
+            .caller
+            .as_ref()
+            .and_then(|caller| caller.take_answers_given())
+            .map(|answers| answers.into_iter().collect());
         // One place for the whole call, its input rounds included.
         let _place = self
             .place(&what, tokio::time::Instant::now() + self.timeout)
