@@ -143,8 +143,9 @@ impl Upstreams {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        rest: JsonObject,
     ) -> Result<JsonObject, UpstreamsError> {
-        Ok(self.hub.get_prompt(name, arguments).await?)
+        Ok(self.hub.get_prompt(name, arguments, rest).await?)
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamsError> {

@@ -565,10 +565,12 @@ impl Hub {
         self.shared.announced.subscribe()
     }
 
+    /// Gets a prompt by its exposed name; `rest` is the rest of the request, passed on unread.
     pub async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        rest: JsonObject,
     ) -> Result<JsonObject, HubError> {
         let catalog = self.catalog();
         let (server, upstream_name) = match catalog.prompt(name) {
@@ -584,7 +586,7 @@ impl Hub {
         };
         let got = self
             .upstream(&server)?
-            .get_prompt(upstream_name, arguments)
+            .get_prompt(upstream_name, arguments, rest)
             .await;
         self.answered(&server, got)
     }

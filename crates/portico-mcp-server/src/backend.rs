@@ -307,6 +307,7 @@ impl Backend {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        rest: JsonObject,
     ) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
@@ -314,9 +315,9 @@ impl Backend {
                 if hub.catalog().prompt(name).is_none() {
                     settle(hub).await;
                 }
-                hub.get_prompt(name, arguments).await?
+                hub.get_prompt(name, arguments, rest).await?
             }
-            Backend::Daemon(link) => link.upstream.get_prompt(name, arguments).await?,
+            Backend::Daemon(link) => link.upstream.get_prompt(name, arguments, rest).await?,
         })
     }
 

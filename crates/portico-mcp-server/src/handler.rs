@@ -929,14 +929,39 @@ impl PorticoServer {
     async fn serve_get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         self.require_exposed(Kind::Prompts)?;
+        // The rest of the request (a 2026-07-28 client's answers to the upstream's input rounds)
+        // goes to the upstream unread; the envelope is this request's own.
+        let mut rest = serde_json::to_value(&request)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        for own in ["name", "arguments", "_meta"] {
+            rest.remove(own);
+        }
         let result = self
             .backend
-            .get_prompt(&request.name, request.arguments)
+            .get_prompt(&request.name, request.arguments, rest)
             .await
             .map_err(backend_error)?;
+        // A 2026-07-28 upstream's input rounds for a prompt go to a 2026-07-28 client as they
+        // are: its answers and the round's requestState come back to the upstream with the retry.
+        if result.get("resultType").and_then(|t| t.as_str()) == Some("input_required") {
+            if !takes_input_rounds(&context) {
+                return Err(McpError::internal_error(
+                    format!(
+                        "prompt `{}` needs input from the client, which Portico relays for prompts only to 2026-07-28 clients",
+                        request.name
+                    ),
+                    None,
+                ));
+            }
+            let input: rmcp::model::InputRequiredResult =
+                from_object("prompt input round", result)?;
+            return Ok(GetPromptResponse::InputRequired(input));
+        }
         let result: GetPromptResult = from_result("prompt", result)?;
         self.within_budget(&format!("prompt `{}`", request.name), &result)?;
         Ok(result.into())

@@ -828,20 +828,40 @@ impl Upstream {
         Ok(to_object(&result))
     }
 
+    /// Gets a prompt; `rest` is the rest of the client's request (on 2026-07-28, its
+    /// `inputResponses` and `requestState`), passed on unread. The answer is the prompt, or the
+    /// server's `input_required` result as it sent it, for the client to answer.
     pub async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        mut rest: JsonObject,
     ) -> Result<JsonObject, UpstreamError> {
-        let mut params = GetPromptRequestParams::new(name.to_string());
-        params.arguments = arguments;
+        rest.insert("name".into(), name.into());
+        if let Some(arguments) = arguments {
+            rest.insert("arguments".into(), serde_json::Value::Object(arguments));
+        }
+        let params: GetPromptRequestParams = from_params(&self.server, "prompts/get", rest)?;
         let result = self
             .request(
                 format!("prompts/get `{name}`"),
-                self.peer.get_prompt(params),
+                self.peer.get_prompt_once(params),
             )
             .await?;
-        Ok(to_object(&result))
+        Ok(match result {
+            rmcp::model::GetPromptResponse::Complete(result) => to_object(&result),
+            rmcp::model::GetPromptResponse::InputRequired(input) => to_object(&input),
+            // A kind of answer newer than this code.
+            _ => {
+                return Err(UpstreamError::Remote {
+                    server: self.server.clone(),
+                    what: format!("prompts/get `{name}`"),
+                    code: None,
+                    message: "the server answered with something that is neither a prompt nor an input round".into(),
+                    data: None,
+                });
+            }
+        })
     }
 }
 

@@ -173,7 +173,11 @@ async fn python_sdk_server_negotiates_2026_07_28_over_stdio() {
         .unwrap();
     assert_eq!(item["contents"][0]["text"], "item 42");
     let prompt = hub
-        .get_prompt("mcp_modern_greet", args(json!({"name": "Ada"})))
+        .get_prompt(
+            "mcp_modern_greet",
+            args(json!({"name": "Ada"})),
+            Default::default(),
+        )
         .await
         .unwrap();
     assert!(
