@@ -250,3 +250,74 @@ async fn mcp_post(base: &str, body: Value, headers: &[(&str, &str)]) -> reqwest:
     }
     request.send().await.unwrap()
 }
+
+/// A 2026-07-28 request through `portico mcp` with the envelope naming `capabilities`.
+fn call_2026(capabilities: Value, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    params
+}
+
+/// A 2026-07-28 client calling through Portico to a 2026-07-28 upstream gets the upstream's input
+/// round as the upstream made it: its key, not one of Portico's; its answer under that key
+/// completes the call. A client that declares no elicitation is declared so upstream, which then
+/// refuses the call itself (-32021 with its `data`), instead of asking what nobody can answer.
+#[test]
+fn input_rounds_keep_the_upstreams_keys_and_calls_declare_the_callers_capabilities() {
+    let home = passthrough_home();
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    let form = json!({"elicitation": {"form": {}}});
+    let (round, _) = session.request(
+        1,
+        "tools/call",
+        call_2026(
+            form.clone(),
+            json!({"name": "favourite_colour", "arguments": {}}),
+        ),
+    );
+    let result = &round["result"];
+    assert_eq!(result["resultType"], "input_required", "{round}");
+    let keys: Vec<&String> = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["__main__:ask_colour"], "{round}");
+    assert_eq!(
+        result["inputRequests"]["__main__:ask_colour"]["method"], "elicitation/create",
+        "{round}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_string();
+    let (done, _) = session.request(
+        2,
+        "tools/call",
+        call_2026(
+            form,
+            json!({"name": "favourite_colour", "arguments": {}, "requestState": state,
+                   "inputResponses": {"__main__:ask_colour":
+                       {"action": "accept", "content": {"colour": "green"}}}}),
+        ),
+    );
+    assert_eq!(
+        done["result"]["content"][0]["text"], "you like green",
+        "{done}"
+    );
+    let (refused, _) = session.request(
+        3,
+        "tools/call",
+        call_2026(
+            json!({}),
+            json!({"name": "favourite_colour", "arguments": {}}),
+        ),
+    );
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(
+        refused["error"]["data"],
+        json!({"requiredCapabilities": {"elicitation": {"form": {}}}}),
+        "{refused}"
+    );
+    assert!(session.finish().success());
+}
