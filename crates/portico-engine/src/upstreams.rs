@@ -166,7 +166,7 @@ mod tests {
             what: "getting a prompt".into(),
             code,
             message: "bad argument".into(),
-            data: Some(serde_json::json!({"uri": "x://y"})),
+            data: Some(Box::new(serde_json::json!({"uri": "x://y"}))),
         })
     }
 

@@ -481,7 +481,7 @@ impl Hub {
                 Err(HubError::Answered(ProtocolError {
                     code,
                     message,
-                    data,
+                    data: data.map(|data| *data),
                 }))
             }
             other => Ok(other?),

@@ -548,8 +548,12 @@ fn backend_error(error: BackendError) -> McpError {
             code: Some(code),
             data,
             ..
-        })
-        | BackendError::Upstreams(UpstreamsError::Remote { code, data, .. }) => McpError::new(
+        }) => McpError::new(
+            rmcp::model::ErrorCode(*code),
+            error.to_string(),
+            data.as_deref().cloned(),
+        ),
+        BackendError::Upstreams(UpstreamsError::Remote { code, data, .. }) => McpError::new(
             rmcp::model::ErrorCode(*code),
             error.to_string(),
             data.clone(),

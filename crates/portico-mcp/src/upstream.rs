@@ -82,8 +82,9 @@ pub enum UpstreamError {
         what: String,
         code: Option<i32>,
         message: String,
-        /// The error's `data`, as the server sent it (a resource-not-found error's `uri`).
-        data: Option<serde_json::Value>,
+        /// The error's `data`, as the server sent it (a resource-not-found error's `uri`); boxed,
+        /// as it is rare and every `Result` carrying this error would be as large.
+        data: Option<Box<serde_json::Value>>,
     },
 }
 
@@ -1195,7 +1196,7 @@ fn service_error(server: &str, what: String, error: ServiceError) -> UpstreamErr
             what,
             code: Some(e.code.0),
             message: e.message.to_string(),
-            data: e.data,
+            data: e.data.map(Box::new),
         },
         other => UpstreamError::Remote {
             server: server.to_string(),
