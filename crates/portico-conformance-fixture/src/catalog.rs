@@ -51,7 +51,7 @@ fn no_arguments() -> Value {
 /// `tools/list`: every tool the server scenarios call, handshake-era ones first.
 pub fn tools() -> Value {
     let tool = |name: &str, description: &str| json!({"name": name, "description": description, "inputSchema": no_arguments()});
-    json!({"tools": [
+    let mut tools = json!({"tools": [
         tool("test_simple_text", "Returns one text content item (tools-call-simple-text)."),
         tool("test_image_content", "Returns one PNG image content item (tools-call-image)."),
         tool("test_audio_content", "Returns one WAV audio content item (tools-call-audio)."),
@@ -130,7 +130,11 @@ pub fn tools() -> Value {
         tool("test_logging_tool", "Logs at info only when the request's _meta asks for a logLevel (server-stateless)."),
         tool("test_trigger_tool_change", "Announces notifications/tools/list_changed to the subscriptions/listen streams that asked for it."),
         tool("test_trigger_prompt_change", "Announces notifications/prompts/list_changed to the subscriptions/listen streams that asked for it.")
-    ]})
+    ]});
+    if let Some(Value::Array(listed)) = tools.get_mut("tools") {
+        listed.extend(crate::tasks::tools());
+    }
+    tools
 }
 
 pub fn text_result(text: &str) -> Value {
@@ -175,7 +179,7 @@ pub fn mixed_content_result() -> Value {
     ]})
 }
 
-/// `elicitation/create` params for `test_elicitation` (the 0.1.16 description asks for username + email).
+/// `elicitation/create` params for `test_elicitation` (the suite's description asks for username + email).
 pub fn elicitation_basic(message: &str) -> Value {
     json!({
         "mode": "form",
@@ -473,7 +477,7 @@ mod tests {
     fn tool_listing_survives_rmcp_and_keeps_2020_12_keywords() {
         let listed = round_trip::<ListToolsResult>(tools());
         let tools = listed["tools"].as_array().unwrap();
-        assert_eq!(tools.len(), 28);
+        assert_eq!(tools.len(), 35);
         for tool in tools {
             assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()));
             assert!(tool["inputSchema"].is_object());

@@ -331,12 +331,15 @@ fn run(
 
 /// The text of a completed exchange's result.
 pub fn completion_text(name: &str, answers: &Map<String, Value>) -> String {
+    // Every key of every round is present once an exchange completes; a missing one reads as null
+    // rather than panicking.
+    let answer = |key: &str| answers.get(key).unwrap_or(&Value::Null);
     let elicited = |key: &str, field: &str| -> String {
-        answers[key]["content"][field]
+        answer(key)["content"][field]
             .as_str()
-            .map_or_else(|| answers[key]["content"][field].to_string(), str::to_owned)
+            .map_or_else(|| answer(key)["content"][field].to_string(), str::to_owned)
     };
-    let sampled = |key: &str| sampled_text(&answers[key]);
+    let sampled = |key: &str| sampled_text(answer(key));
     match name {
         "test_input_required_result_elicitation" => {
             format!("Hello, {}!", elicited("user_name", "name"))
@@ -345,7 +348,7 @@ pub fn completion_text(name: &str, answers: &Map<String, Value>) -> String {
             format!("LLM response: {}", sampled("capital_question"))
         }
         "test_input_required_result_list_roots" => {
-            let roots: Vec<&str> = answers["client_roots"]["roots"]
+            let roots: Vec<&str> = answer("client_roots")["roots"]
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -355,7 +358,7 @@ pub fn completion_text(name: &str, answers: &Map<String, Value>) -> String {
         }
         "test_input_required_result_request_state" => format!(
             "state-ok: confirmation {} arrived with a verified requestState",
-            answers["confirm"]["content"]["ok"]
+            answer("confirm")["content"]["ok"]
         ),
         "test_input_required_result_tampered_state" => {
             "state-ok: the requestState passed its integrity check".to_owned()
@@ -364,7 +367,7 @@ pub fn completion_text(name: &str, answers: &Map<String, Value>) -> String {
             "Received all inputs: name={}, greeting={}, roots={}",
             elicited("user_name", "name"),
             sampled("greeting"),
-            answers["client_roots"]["roots"]
+            answer("client_roots")["roots"]
                 .as_array()
                 .map_or(0, Vec::len)
         ),
@@ -374,9 +377,9 @@ pub fn completion_text(name: &str, answers: &Map<String, Value>) -> String {
             elicited("step2", "color")
         ),
         "test_sampling" => format!("LLM response: {}", sampled("sampling")),
-        "test_elicitation" => elicitation_summary("User response", &answers["elicitation"]),
+        "test_elicitation" => elicitation_summary("User response", answer("elicitation")),
         "test_elicitation_sep1034_defaults" | "test_elicitation_sep1330_enums" => {
-            elicitation_summary("Elicitation completed", &answers["elicitation"])
+            elicitation_summary("Elicitation completed", answer("elicitation"))
         }
         _ => format!(
             "{name} completed with answers for: {}",
@@ -409,8 +412,9 @@ pub fn sampled_text(result: &Value) -> String {
 
 /// The `prompts/get` result of [`PROMPT`] once its context was elicited.
 pub fn prompt_result(answers: &Map<String, Value>) -> Value {
-    let context = answers["user_context"]["content"]["context"]
-        .as_str()
+    let context = answers
+        .get("user_context")
+        .and_then(|answer| answer["content"]["context"].as_str())
         .unwrap_or("");
     json!({"messages": [{
         "role": "user",

@@ -14,16 +14,17 @@
 //! - a 2026-07-28 request (stateless, its own `_meta`): `resultType` on every result, caching hints,
 //!   [`input_required`] rounds instead of mid-call requests (with an HMAC-sealed `requestState`),
 //!   the `server-stateless` diagnostic tools, and change notifications on [`listen`] streams;
-//! - both: DNS-rebinding protection (Host/Origin checks).
+//! - both: DNS-rebinding protection (Host/Origin checks), `Mcp-Method`/`Mcp-Name`/`Mcp-Param-*`
+//!   header validation (rmcp's, fed by the tool schemas), JSON Schema 2020-12 input schemas.
 //!
 //! Run directly against the suite it shows the suite and the fixture agree; placed behind Portico (as
 //! a stdio or HTTP upstream) it lets the same suite measure what Portico relays. Portico negotiates
 //! 2026-07-28 with it, so a 2025-11-25 client's sampling and elicitation reach the fixture as
 //! `input_required` rounds that Portico relays.
 //!
-//! Not covered yet (run by the suite but unscored): the tasks extension (`tasks-*`; rmcp 3.11 has the
-//! types and handler hooks, the fixture lacks the scenarios' tools), the 2026 checks of
-//! `json-schema-2020-12` and `http-custom-header-server-validation`.
+//! The tasks extension (SEP-2663) is there too, for requests that declare it: [`tasks`] keeps the
+//! tasks behind `greet`, `slow_compute`, `failing_job`, `confirm_delete` and the others the `tasks-*`
+//! scenarios call; rmcp 3.11 carries its wire (`CreateTaskResult`, `tasks/get|update|cancel`).
 //!
 //! It is **not** part of Portico's product: nothing in Portico depends on it, it is not published, and
 //! its behaviour is dictated by the suite, not by what a useful server would do.
@@ -37,6 +38,7 @@ pub mod input_required;
 pub mod listen;
 pub mod reconnect;
 pub mod server;
+pub mod tasks;
 
 pub use server::ConformanceServer;
 

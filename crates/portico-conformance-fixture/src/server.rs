@@ -37,6 +37,7 @@ use crate::catalog::{self, CompletionRef, PromptError, RECONNECTION_TOOL, wire};
 use crate::input_required::{self, Outcome, StateSeal};
 use crate::listen::{Change, Listeners};
 use crate::reconnect::StreamControl;
+use crate::tasks::{self, Tasks};
 
 /// Delay between the notifications of the logging and progress tools. The suite's descriptions ask for
 /// "~50ms" so that a client sees the notifications arrive while the call is still open.
@@ -67,6 +68,7 @@ const LOGGER: &str = "portico-conformance-fixture";
 pub struct Shared {
     seal: StateSeal,
     listeners: Listeners,
+    tasks: Arc<Tasks>,
 }
 
 /// One MCP session's handler. Over Streamable HTTP rmcp builds one per session (through the service
@@ -445,7 +447,8 @@ impl ServerHandler for ConformanceServer {
             "resources": {"subscribe": true, "listChanged": false},
             "prompts": {"listChanged": true},
             "logging": {},
-            "completions": {}
+            "completions": {},
+            "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}}
         }));
         InitializeResult::new(capabilities)
             .with_server_info(wire(json!({
@@ -479,6 +482,27 @@ impl ServerHandler for ConformanceServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.unwrap_or_default();
+        if tasks::handles(&request.name) {
+            let call = self.shared.tasks.call(
+                &request.name,
+                &arguments,
+                &client_capabilities(&context),
+                request.input_responses.as_ref(),
+            )?;
+            return Ok(match call {
+                tasks::Call::Done(result) => complete::<CallToolResult>(result).into(),
+                tasks::Call::After(delay, result) => {
+                    tokio::time::sleep(delay).await;
+                    complete::<CallToolResult>(result).into()
+                }
+                tasks::Call::Ask(result) => {
+                    CallToolResponse::InputRequired(wire::<rmcp::model::InputRequiredResult>(
+                        result,
+                    ))
+                }
+                tasks::Call::Task(created) => CallToolResponse::Task(created),
+            });
+        }
         let round = self.input_round(
             &request.name,
             &arguments,
@@ -572,6 +596,32 @@ impl ServerHandler for ConformanceServer {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(&request.uri);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.shared.tasks.get(&request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared
+            .tasks
+            .update(&request.task_id, &request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared.tasks.cancel(&request.task_id)
     }
 
     fn accepted_subscription_filter(
