@@ -581,9 +581,12 @@ impl ServerHandler for PorticoServer {
                 .tools;
         }
         if exposure.resources {
+            // Subscriptions are served in both eras: `resources/subscribe`, and resource URIs
+            // on a `subscriptions/listen` stream.
             capabilities.resources = ServerCapabilities::builder()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .build()
                 .resources;
         }
@@ -772,9 +775,14 @@ impl ServerHandler for PorticoServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // List changes are supported; per-resource update subscriptions are not relayed yet.
+        // List changes, and updates of at most MAX_LISTENED_RESOURCES resources per stream.
         let mut accepted = requested.clone();
-        accepted.resource_subscriptions = None;
+        accepted.resource_subscriptions = match &accepted.resource_subscriptions {
+            Some(uris) if self.exposed(Kind::Resources) && !uris.is_empty() => {
+                Some(uris.iter().take(MAX_LISTENED_RESOURCES).cloned().collect())
+            }
+            _ => None,
+        };
         Some(accepted)
     }
 
@@ -849,8 +857,36 @@ impl PorticoServer {
             .await
     }
 
+    /// A 2026-07-28 client's `subscriptions/listen` stream: list changes, and updates of the
+    /// resources it names, which Portico follows upstream for as long as the stream is open.
     async fn serve_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let followed = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        for uri in &followed {
+            if let Err(error) = self.backend.subscribe(uri).await {
+                tracing::warn!(
+                    uri,
+                    "subscriptions/listen: cannot follow the resource: {error}"
+                );
+            }
+        }
+        let served = self.listen_until_done(&context, &followed).await;
+        for uri in &followed {
+            let _ = self.backend.unsubscribe(uri).await;
+        }
+        served
+    }
+
+    async fn listen_until_done(
+        &self,
+        context: &SubscriptionContext,
+        followed: &[String],
+    ) -> Result<(), McpError> {
         let mut changes = self.changes();
+        let mut updates = self.backend.resource_updates();
         let principal = self.principal_of(context.request_context());
         let mut last = self.listing(&principal).await.unwrap_or_default().digest();
         let accepted = context.accepted().clone();
@@ -859,6 +895,12 @@ impl PorticoServer {
             let change = tokio::select! {
                 _ = context.cancelled() => return Ok(()),
                 change = changes.next() => change,
+                uri = next_update(&mut updates), if !followed.is_empty() => {
+                    if followed.contains(&uri) && sink.notify_resource_updated(uri).await.is_err() {
+                        return Ok(());
+                    }
+                    continue;
+                }
             };
             let Ok(now) = self.listing(&principal).await.map(|l| l.digest()) else {
                 continue;
@@ -1120,6 +1162,21 @@ impl PorticoServer {
                 return;
             }
             last = now;
+        }
+    }
+}
+
+/// Resources one `subscriptions/listen` stream may follow: each is followed upstream while it is
+/// open, so a client cannot make Portico follow unboundedly many.
+const MAX_LISTENED_RESOURCES: usize = 64;
+
+/// The next resource update; never, once no more can come.
+async fn next_update(updates: &mut tokio::sync::broadcast::Receiver<String>) -> String {
+    loop {
+        match updates.recv().await {
+            Ok(uri) => return uri,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => std::future::pending().await,
         }
     }
 }

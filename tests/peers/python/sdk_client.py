@@ -31,6 +31,9 @@ Options:
   --subscribe URI           resources/subscribe (handshake era). Repeatable, in order
                             with --call/--read/--prompt.
   --unsubscribe URI         resources/unsubscribe (handshake era). Repeatable, likewise.
+  --listen-resource URI     2026-07-28: open a subscriptions/listen stream for updates of URI
+                            (repeatable: one stream naming them all) before the actions; its
+                            honored filter is reported under "resource_listen"
   --wait-updates N          after the actions, wait up to --timeout until N
                             notifications/resources/updated have arrived; every one that
                             arrived is reported under "resource_updates" (their URIs, in
@@ -191,6 +194,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--subscribe", action=_Subscribe, metavar="URI")
     p.add_argument("--unsubscribe", action=_Unsubscribe, metavar="URI")
     p.add_argument("--wait-updates", type=int, default=0, metavar="N")
+    p.add_argument("--listen-resource", action="append", default=[], metavar="URI")
     p.add_argument("--prompt", action=_Prompt, metavar="NAME")
     p.add_argument("--prompt-args", action=_PromptArgs, metavar="JSON")
     p.add_argument("--expect-list-changed", action="store_true")
@@ -310,7 +314,7 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.client.subscriptions import ToolsListChanged
+    from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
     from mcp.shared._httpx_utils import create_mcp_http_client
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
@@ -334,6 +338,8 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
             via.add("notification")
             list_changed.set()
         elif method == "notifications/resources/updated":
+            if ns.listen_resource:
+                return  # the SDK tees the stream's events here too; the stream's watcher counts them
             out["resource_updates"].append(str(message.params.uri))
             if len(out["resource_updates"]) >= ns.wait_updates:
                 updated.set()
@@ -424,6 +430,29 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
             except Exception as e:  # noqa: BLE001
                 log(f"subscriptions/listen failed: {describe(e)}")
                 out["listen"] = {"error": error_entry(e)}
+
+        # ---- resource updates on a stream of their own
+        if ns.listen_resource and out["era"] == "modern":
+            try:
+                rsub = await stack.enter_async_context(client.listen(resource_subscriptions=ns.listen_resource))
+                out["resource_listen"] = {"honored": dump(rsub.honored)}
+
+                async def watch_resources() -> None:
+                    try:
+                        async for event in rsub:
+                            if isinstance(event, ResourceUpdated):
+                                out["resource_updates"].append(str(event.uri))
+                                if len(out["resource_updates"]) >= ns.wait_updates:
+                                    updated.set()
+                    except Exception as e:  # noqa: BLE001
+                        out["resource_listen"]["lost"] = error_entry(e)
+
+                rtg = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(rtg.cancel_scope.cancel)
+                rtg.start_soon(watch_resources)
+            except Exception as e:  # noqa: BLE001
+                log(f"subscriptions/listen for resources failed: {describe(e)}")
+                out["resource_listen"] = {"error": error_entry(e)}
 
         # ---- lists
         if ns.list:
@@ -527,6 +556,7 @@ def main() -> None:
         "prompt_results": [],
         "subscriptions": [],
         "resource_updates": [],
+        "resource_listen": None,
         "list_changed": False,
         "list_changed_via": None,
         "listen": None,

@@ -321,3 +321,41 @@ fn input_rounds_keep_the_upstreams_keys_and_calls_declare_the_callers_capabiliti
     );
     assert!(session.finish().success());
 }
+
+/// A 2026-07-28 client names resources on its `subscriptions/listen` stream: Portico follows them
+/// upstream while the stream is open and sends their updates on it, and none for other URIs.
+#[test]
+fn a_2026_client_listens_for_resource_updates_through_portico() {
+    let home = passthrough_home();
+    let config = home.config().display().to_string();
+    let mut args: Vec<String> = ["--era", "modern", "--timeout", "20"]
+        .map(String::from)
+        .to_vec();
+    args.extend(["--listen-resource".into(), "fixture://greeting".into()]);
+    args.extend(touch("fixture://other"));
+    args.extend(touch("fixture://greeting"));
+    args.extend(["--wait-updates".into(), "1".into()]);
+    args.extend([
+        "--stdio".into(),
+        "--".into(),
+        env!("CARGO_BIN_EXE_portico").into(),
+        "mcp".into(),
+        "--standalone".into(),
+        "--config".into(),
+        config,
+    ]);
+    let report = sdk_report(|command| {
+        command.args(&args).env("PORTICO_HOME", home.dir.path());
+    });
+    assert_eq!(report["protocol_version"], "2026-07-28", "{report:#}");
+    assert_eq!(
+        report["resource_listen"]["honored"]["resourceSubscriptions"],
+        json!(["fixture://greeting"]),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["resource_updates"],
+        json!(["fixture://greeting"]),
+        "{report:#}"
+    );
+}
