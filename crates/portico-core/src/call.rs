@@ -92,6 +92,19 @@ pub enum CallError {
     /// the request named something that does not exist).
     #[error("{0}")]
     Failed(String),
+    /// The one upstream of a gateway that passes its upstream through (`[expose] prefix = false`
+    /// and a single server) answered with a protocol error, which the doors pass on as it is:
+    /// code, message and data.
+    #[error("{}", .0.message)]
+    Protocol(ProtocolError),
+}
+
+/// An upstream's own protocol error (a JSON-RPC error), kept whole so a door can answer with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError {
+    pub code: i32,
+    pub message: String,
+    pub data: Option<Value>,
 }
 
 #[cfg(test)]

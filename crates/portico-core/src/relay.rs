@@ -73,6 +73,24 @@ pub trait Caller: Send + Sync {
         request: RelayRequest,
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>>;
+    /// [`Caller::request`] for an input its asker names `key` (a 2026-07-28 upstream's
+    /// `inputRequests` key): a caller that puts requests to its client as input rounds of its own
+    /// keeps the name, so the client sees the upstream's keys. By default the key is not used.
+    fn request_keyed<'a>(
+        &'a self,
+        key: &'a str,
+        request: RelayRequest,
+        params: JsonObject,
+    ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
+        let _ = key;
+        self.request(request, params)
+    }
+    /// Answers the client sent with its call before anything was asked of it (a 2026-07-28
+    /// client may send `inputResponses` up front, for a server that needs no round to know its
+    /// questions), by key. Taken once: the first upstream request of the call carries them.
+    fn take_answers_given(&self) -> Option<JsonObject> {
+        None
+    }
     /// Asks the client's model for a completion (a [`RelayRequest::Sampling`] Portico makes itself,
     /// for an agent); the caller writes the protocol's request and reads its answer.
     fn sample<'a>(

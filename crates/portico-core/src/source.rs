@@ -55,6 +55,12 @@ pub trait ToolSource: Send + Sync {
     fn origin(&self, _name: &str) -> Option<ToolOrigin> {
         None
     }
+    /// A tool the source does not list but takes anyway, asked only once no source finds the name:
+    /// the hub's sole unprefixed upstream, whose unknown names are its own to answer. Its entry
+    /// has no schemas, so the upstream checks the arguments itself.
+    fn unlisted(&self, _name: &str) -> Option<ToolEntry> {
+        None
+    }
     /// Runs the tool. `Err` is a failure to reach or run it (shown to the caller as an error result,
     /// and audited by its kind); a tool that ran and failed returns its own error result.
     fn call<'a>(

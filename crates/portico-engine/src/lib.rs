@@ -28,6 +28,7 @@ use portico_store::{AuditWriter, Store};
 
 mod upstreams;
 
+pub use portico_hub::ListKind;
 pub use upstreams::{Upstreams, UpstreamsError};
 
 /// The file the store lives in, inside the data dir.

@@ -19,9 +19,14 @@ pub enum UpstreamsError {
     /// No resource at that URI in the catalog.
     #[error("{0}")]
     UnknownResource(String),
-    /// The upstream refused with a JSON-RPC error of its own, passed on with its code.
+    /// The upstream refused with a JSON-RPC error of its own, passed on with its code (and, from
+    /// a passed-through upstream, its own message and `data`).
     #[error("{message}")]
-    Remote { code: i32, message: String },
+    Remote {
+        code: i32,
+        message: String,
+        data: Option<serde_json::Value>,
+    },
     /// Anything else: the server is not ready, or the request timed out or failed on the way.
     #[error("{0}")]
     Failed(String),
@@ -30,12 +35,23 @@ pub enum UpstreamsError {
 impl From<HubError> for UpstreamsError {
     fn from(error: HubError) -> Self {
         let message = error.to_string();
+        if let HubError::Answered(answered) = error {
+            return UpstreamsError::Remote {
+                code: answered.code,
+                message: answered.message,
+                data: answered.data,
+            };
+        }
         match (&error, error.jsonrpc_code()) {
             (HubError::UnknownPrompt { .. } | HubError::UnknownTool { .. }, _) => {
                 UpstreamsError::UnknownPrompt(message)
             }
             (HubError::UnknownResource { .. }, _) => UpstreamsError::UnknownResource(message),
-            (_, Some(code)) => UpstreamsError::Remote { code, message },
+            (_, Some(code)) => UpstreamsError::Remote {
+                code,
+                message,
+                data: None,
+            },
             _ => UpstreamsError::Failed(message),
         }
     }
@@ -117,12 +133,19 @@ impl Upstreams {
         self.hub.resource_updates()
     }
 
+    /// List changes the passed-through server announced with its lists unchanged (see
+    /// [`Hub::announced_changes`]).
+    pub fn announced_changes(&self) -> broadcast::Receiver<portico_hub::ListKind> {
+        self.hub.announced_changes()
+    }
+
     pub async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        rest: JsonObject,
     ) -> Result<JsonObject, UpstreamsError> {
-        Ok(self.hub.get_prompt(name, arguments).await?)
+        Ok(self.hub.get_prompt(name, arguments, rest).await?)
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamsError> {
@@ -143,6 +166,7 @@ mod tests {
             what: "getting a prompt".into(),
             code,
             message: "bad argument".into(),
+            data: Some(Box::new(serde_json::json!({"uri": "x://y"}))),
         })
     }
 
@@ -167,6 +191,19 @@ mod tests {
                 UpstreamsError::Remote {
                     code: -32602,
                     message: "server `s`: getting a prompt failed: bad argument".into(),
+                    data: None,
+                },
+            ),
+            (
+                HubError::Answered(portico_core::ProtocolError {
+                    code: -32602,
+                    message: "Resource not found".into(),
+                    data: Some(serde_json::json!({"uri": "x://y"})),
+                }),
+                UpstreamsError::Remote {
+                    code: -32602,
+                    message: "Resource not found".into(),
+                    data: Some(serde_json::json!({"uri": "x://y"})),
                 },
             ),
             (

@@ -6,8 +6,8 @@ use portico_config::{Config, McpServerConfig};
 use portico_core::relay::CallContext;
 use portico_core::retry::RetryPolicy;
 use portico_core::{
-    CallError, Catalog, CompletionRef, JsonObject, ServerCatalog, ServerState, ServerStatus,
-    ToolResult,
+    CallError, Catalog, CompletionRef, JsonObject, ProtocolError, ServerCatalog, ServerState,
+    ServerStatus, ToolResult,
 };
 use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::{broadcast, mpsc, watch};
@@ -21,6 +21,14 @@ const RESTARTS: RetryPolicy =
 /// A session that lived at least this long resets the backoff: the server was healthy, so its next
 /// failure is a new incident rather than part of a crash loop.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// A list a server can announce a change of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
 
 /// Why the hub could not serve a request.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +56,10 @@ pub enum HubError {
     },
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    /// The passed-through upstream's own JSON-RPC error (see [`Hub::passthrough_server`]), as it
+    /// sent it: no Portico words around the message, its code and data kept.
+    #[error("{}", .0.message)]
+    Answered(ProtocolError),
 }
 
 impl HubError {
@@ -55,6 +67,7 @@ impl HubError {
     pub fn jsonrpc_code(&self) -> Option<i32> {
         match self {
             HubError::Upstream(UpstreamError::Remote { code, .. }) => *code,
+            HubError::Answered(error) => Some(error.code),
             _ => None,
         }
     }
@@ -71,6 +84,7 @@ impl From<HubError> for CallError {
             HubError::UnknownTool { .. }
             | HubError::UnknownPrompt { .. }
             | HubError::UnknownResource { .. } => CallError::NotFound(error.to_string()),
+            HubError::Answered(error) => CallError::Protocol(error),
         }
     }
 }
@@ -150,6 +164,8 @@ struct Shared {
     child_stop: StopGrace,
     /// Exposed URIs of subscribed resources that changed upstream.
     resource_updates: broadcast::Sender<String>,
+    /// List changes the passed-through server announced although its lists read the same.
+    announced: broadcast::Sender<ListKind>,
     /// Held while a catalog is built and swapped in: two supervisors rebuilding at once could
     /// otherwise swap in last the catalog built from the older snapshots, losing a server's tools.
     rebuilding: Mutex<()>,
@@ -230,6 +246,7 @@ impl Hub {
             backoff: settings.backoff,
             child_stop: settings.child_stop,
             resource_updates: broadcast::channel(256).0,
+            announced: broadcast::channel(64).0,
             rebuilding: Mutex::new(()),
         });
         Hub {
@@ -418,19 +435,57 @@ impl Hub {
         context: &CallContext,
     ) -> Result<ToolResult, HubError> {
         let catalog = self.catalog();
-        let Some(tool) = catalog.tool(name) else {
-            return Err(HubError::UnknownTool {
-                name: name.to_string(),
-                hint: portico_core::naming::suggest(
-                    name,
-                    catalog.tools().iter().map(|t| t.name.as_str()),
-                ),
-            });
+        let (server, upstream_name) = match catalog.tool(name) {
+            Some(tool) => (tool.server.clone(), tool.upstream_name.as_str()),
+            // The passed-through upstream answers for names it does not list.
+            None => match self.passthrough_server() {
+                Some(server) => (server, name),
+                None => {
+                    return Err(HubError::UnknownTool {
+                        name: name.to_string(),
+                        hint: portico_core::naming::suggest(
+                            name,
+                            catalog.tools().iter().map(|t| t.name.as_str()),
+                        ),
+                    });
+                }
+            },
         };
-        let upstream = self.upstream(&tool.server)?;
-        Ok(upstream
-            .call_tool_with(&tool.upstream_name, arguments, context)
-            .await?)
+        let upstream = self.upstream(&server)?;
+        let called = upstream
+            .call_tool_with(upstream_name, arguments, context)
+            .await;
+        self.answered(&server, called)
+    }
+
+    /// The server a gateway passes through: with `[expose] prefix = false` (or the server's own
+    /// `prefix = false`) and exactly one server, Portico adds no names of its own, so what that
+    /// server defines is its to answer: names and URIs it does not list (it may serve them
+    /// anyway, or answer with its own error), and its errors, passed on as it sent them.
+    pub fn passthrough_server(&self) -> Option<String> {
+        match self.shared.slots.as_slice() {
+            [only] if !only.prefixed => Some(only.config.name.clone()),
+            _ => None,
+        }
+    }
+
+    /// An upstream's answer, its JSON-RPC error passed on whole when `server` is passed through.
+    fn answered<T>(&self, server: &str, result: Result<T, UpstreamError>) -> Result<T, HubError> {
+        match result {
+            Err(UpstreamError::Remote {
+                code: Some(code),
+                message,
+                data,
+                ..
+            }) if self.passthrough_server().as_deref() == Some(server) => {
+                Err(HubError::Answered(ProtocolError {
+                    code,
+                    message,
+                    data: data.map(|data| *data),
+                }))
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Routes `completion/complete` by its reference: a prompt by exposed name, a resource by URI.
@@ -440,11 +495,18 @@ impl Hub {
         reference: &CompletionRef,
         request: JsonObject,
     ) -> Result<JsonObject, HubError> {
-        let (server, upstream_ref) = upstream_completion_ref(&self.catalog(), reference)?;
-        Ok(self
+        let (server, upstream_ref) = match upstream_completion_ref(&self.catalog(), reference) {
+            Ok(found) => found,
+            Err(unknown) => match self.passthrough_server() {
+                Some(server) => (server, reference.clone()),
+                None => return Err(unknown),
+            },
+        };
+        let completed = self
             .upstream(&server)?
             .complete(&upstream_ref, request)
-            .await?)
+            .await;
+        self.answered(&server, completed)
     }
 
     /// Forwards `logging/setLevel` to every ready upstream that logs. Failures are logged, not returned:
@@ -467,19 +529,24 @@ impl Hub {
     /// Subscribes to a resource at its upstream; changes arrive on [`Hub::resource_updates`].
     pub async fn subscribe_resource(&self, uri: &str) -> Result<(), HubError> {
         let (server, upstream_uri) = self.resource_owner(uri)?;
-        Ok(self.upstream(&server)?.subscribe(&upstream_uri).await?)
+        let subscribed = self.upstream(&server)?.subscribe(&upstream_uri).await;
+        self.answered(&server, subscribed)
     }
 
     pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), HubError> {
         let (server, upstream_uri) = self.resource_owner(uri)?;
-        Ok(self.upstream(&server)?.unsubscribe(&upstream_uri).await?)
+        let unsubscribed = self.upstream(&server)?.unsubscribe(&upstream_uri).await;
+        self.answered(&server, unsubscribed)
     }
 
+    /// The server of an exposed resource URI and the URI in its own terms; a URI nobody lists
+    /// belongs to the passed-through server, if there is one.
     fn resource_owner(&self, uri: &str) -> Result<(String, String), HubError> {
         let catalog = self.catalog();
         catalog
             .resolve_resource_uri(uri)
             .map(|(s, u)| (s.to_string(), u.to_string()))
+            .or_else(|| self.passthrough_server().map(|s| (s, uri.to_string())))
             .ok_or_else(|| HubError::UnknownResource {
                 uri: uri.to_string(),
             })
@@ -490,35 +557,50 @@ impl Hub {
         self.shared.resource_updates.subscribe()
     }
 
+    /// The list changes (`ToolsChanged`, `PromptsChanged`, `ResourcesChanged`) the passed-through
+    /// server ([`Hub::passthrough_server`]) announced while its lists read the same as before:
+    /// the announcement is its to make, so the doors pass it on. A change that shows in the lists
+    /// comes through [`Hub::subscribe`] only.
+    pub fn announced_changes(&self) -> broadcast::Receiver<ListKind> {
+        self.shared.announced.subscribe()
+    }
+
+    /// Gets a prompt by its exposed name; `rest` is the rest of the request, passed on unread.
     pub async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        rest: JsonObject,
     ) -> Result<JsonObject, HubError> {
         let catalog = self.catalog();
-        let prompt = catalog
-            .prompt(name)
-            .ok_or_else(|| HubError::UnknownPrompt {
-                name: name.to_string(),
-            })?;
-        let upstream = self.upstream(&prompt.server)?;
-        Ok(upstream
-            .get_prompt(&prompt.upstream_name, arguments)
-            .await?)
+        let (server, upstream_name) = match catalog.prompt(name) {
+            Some(prompt) => (prompt.server.clone(), prompt.upstream_name.as_str()),
+            None => match self.passthrough_server() {
+                Some(server) => (server, name),
+                None => {
+                    return Err(HubError::UnknownPrompt {
+                        name: name.to_string(),
+                    });
+                }
+            },
+        };
+        let got = self
+            .upstream(&server)?
+            .get_prompt(upstream_name, arguments, rest)
+            .await;
+        self.answered(&server, got)
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, HubError> {
-        let catalog = self.catalog();
-        let (server, upstream_uri) =
-            catalog
-                .resolve_resource_uri(uri)
-                .ok_or_else(|| HubError::UnknownResource {
-                    uri: uri.to_string(),
-                })?;
-        let upstream = self.upstream(server)?;
-        let mut result = upstream.read_resource(upstream_uri).await?;
-        // Contents carry the upstream URI; give the client back the URI it asked with.
-        rewrite_content_uris(&mut result, server, upstream_uri, uri);
+        let (server, upstream_uri) = self.resource_owner(uri)?;
+        let upstream = self.upstream(&server)?;
+        let read = upstream.read_resource(&upstream_uri).await;
+        let mut result = self.answered(&server, read)?;
+        // Contents carry the upstream URI; give the client back the URI it asked with (through
+        // a passed-through server they are the same: its contents stay as it wrote them).
+        if self.passthrough_server().as_deref() != Some(server.as_str()) {
+            rewrite_content_uris(&mut result, &server, &upstream_uri, uri);
+        }
         Ok(result)
     }
 
@@ -838,11 +920,51 @@ async fn on_event(
         let _ = shared.resource_updates.send(exposed);
         return;
     }
-    // Coalesce a burst of list changes into one refresh.
-    while events.try_recv().is_ok() {}
+    // Coalesce a burst of list changes into one refresh; resource updates in it still go out.
+    let mut kinds = vec![event.clone()];
+    while let Ok(next) = events.try_recv() {
+        match next {
+            UpstreamEvent::ResourceUpdated(uri) => {
+                let exposed = if prefixed {
+                    portico_core::naming::namespace_resource_uri(server, &uri)
+                } else {
+                    uri
+                };
+                let _ = shared.resource_updates.send(exposed);
+            }
+            other if !kinds.contains(&other) => kinds.push(other),
+            _ => {}
+        }
+    }
     tracing::debug!(server, ?event, "list changed; refreshing");
+    let before = shared.slots[index]
+        .state
+        .lock()
+        .expect("slot lock")
+        .catalog
+        .clone();
     match upstream.list_catalog().await {
-        Ok(catalog) => shared.update_catalog(index, |s| record_catalog(s, catalog, prefixed)),
+        Ok(catalog) => {
+            let same = before.is_some_and(|before| {
+                before.tools == catalog.tools
+                    && before.prompts == catalog.prompts
+                    && before.resources == catalog.resources
+                    && before.resource_templates == catalog.resource_templates
+            });
+            shared.update_catalog(index, |s| record_catalog(s, catalog, prefixed));
+            let passed_through = shared.slots.len() == 1 && !prefixed;
+            if same && passed_through {
+                for kind in kinds {
+                    let kind = match kind {
+                        UpstreamEvent::ToolsChanged => ListKind::Tools,
+                        UpstreamEvent::PromptsChanged => ListKind::Prompts,
+                        UpstreamEvent::ResourcesChanged => ListKind::Resources,
+                        UpstreamEvent::ResourceUpdated(_) => continue,
+                    };
+                    let _ = shared.announced.send(kind);
+                }
+            }
+        }
         Err(error) => tracing::warn!(server, "refresh after {event:?} failed: {error}"),
     }
 }

@@ -19,6 +19,6 @@
 mod hub;
 mod tools;
 
-pub use hub::{Hub, HubError, HubSettings};
+pub use hub::{Hub, HubError, HubSettings, ListKind};
 pub use portico_mcp::StopGrace;
 pub use tools::HubTools;

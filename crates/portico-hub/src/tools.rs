@@ -62,6 +62,22 @@ impl ToolSource for HubTools {
         Some(entry(self.hub.catalog().tool(name)?, generation))
     }
 
+    /// The passed-through server's names it does not list ([`Hub::passthrough_server`]): the
+    /// call goes to it under the name as given, and its answer, or its error, is the client's.
+    fn unlisted(&self, name: &str) -> Option<ToolEntry> {
+        self.hub.passthrough_server()?;
+        let mut definition = JsonObject::new();
+        definition.insert("name".into(), name.into());
+        Some(ToolEntry {
+            name: name.to_string(),
+            definition: std::sync::Arc::new(definition),
+            trust: Trust::Untrusted,
+            sensitive: false,
+            timeout: None,
+            generation: self.generation(),
+        })
+    }
+
     fn origin(&self, name: &str) -> Option<ToolOrigin> {
         let catalog = self.hub.catalog();
         let tool = catalog.tool(name)?;

@@ -45,6 +45,14 @@ pub enum BackendError {
 }
 
 impl BackendError {
+    /// A passed-through upstream's own protocol error, which the door answers with as it is.
+    pub fn is_protocol_error(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Pipeline(PipelineError::Source(portico_core::CallError::Protocol(_)))
+        )
+    }
+
     pub fn is_unknown_tool(&self) -> bool {
         matches!(
             self,
@@ -201,6 +209,12 @@ impl Backend {
             Backend::Local(engine) => {
                 let context = ToolContext::of(principal.clone()).with_relay(context.clone());
                 let outcome = engine.pipeline().call(name, arguments, &context).await?;
+                // A passed-through upstream's protocol error is the door's answer, not a result.
+                if let Some(error @ PipelineError::Source(portico_core::CallError::Protocol(_))) =
+                    outcome.error
+                {
+                    return Err(error.into());
+                }
                 crate::host_policy::served(outcome)
             }
             // Boxed so the in-process arm's future (and the task rmcp spawns per request to hold it)
@@ -260,6 +274,15 @@ impl Backend {
     }
 
     /// Exposed URIs of subscribed resources that changed.
+    /// List changes a passed-through upstream announced with its lists unchanged, which the door
+    /// passes on; none before a daemon, whose door decides.
+    pub fn announced_changes(&self) -> Option<broadcast::Receiver<portico_engine::ListKind>> {
+        match self {
+            Backend::Local(engine) => Some(engine.upstreams().announced_changes()),
+            Backend::Daemon(_) => None,
+        }
+    }
+
     pub fn resource_updates(&self) -> broadcast::Receiver<String> {
         match self {
             Backend::Local(engine) => engine.upstreams().resource_updates(),
@@ -284,6 +307,7 @@ impl Backend {
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        rest: JsonObject,
     ) -> Result<JsonObject, BackendError> {
         Ok(match self {
             Backend::Local(engine) => {
@@ -291,9 +315,9 @@ impl Backend {
                 if hub.catalog().prompt(name).is_none() {
                     settle(hub).await;
                 }
-                hub.get_prompt(name, arguments).await?
+                hub.get_prompt(name, arguments, rest).await?
             }
-            Backend::Daemon(link) => link.upstream.get_prompt(name, arguments).await?,
+            Backend::Daemon(link) => link.upstream.get_prompt(name, arguments, rest).await?,
         })
     }
 

@@ -270,6 +270,7 @@ impl PorticoServer {
         Changes {
             backend: self.backend.changes(),
             host: self.host_tools.changes(),
+            announced: self.backend.announced_changes(),
         }
     }
 
@@ -302,7 +303,10 @@ impl PorticoServer {
         };
         let result = match result {
             Ok(result) => result,
-            Err(error) if error.is_unknown_tool() => return Err(backend_error(error)),
+            // Unknown, or the passed-through upstream's own protocol error: a protocol error here.
+            Err(error) if error.is_unknown_tool() || error.is_protocol_error() => {
+                return Err(backend_error(error));
+            }
             Err(error) => {
                 return Ok(
                     CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
@@ -524,6 +528,14 @@ fn from_object<T: DeserializeOwned>(what: &str, object: JsonObject) -> Result<T,
 
 fn backend_error(error: BackendError) -> McpError {
     match &error {
+        // A passed-through upstream's error, exactly as it sent it.
+        BackendError::Pipeline(portico_pipeline::PipelineError::Source(
+            portico_core::CallError::Protocol(answered),
+        )) => McpError::new(
+            rmcp::model::ErrorCode(answered.code),
+            answered.message.clone(),
+            answered.data.clone(),
+        ),
         BackendError::Upstreams(UpstreamsError::UnknownPrompt(_))
         | BackendError::Pipeline(portico_pipeline::PipelineError::UnknownTool { .. }) => {
             McpError::invalid_params(error.to_string(), None)
@@ -531,13 +543,21 @@ fn backend_error(error: BackendError) -> McpError {
         BackendError::Upstreams(UpstreamsError::UnknownResource(_)) => {
             McpError::resource_not_found(error.to_string(), None)
         }
-        // The upstream's own JSON-RPC error passes through with its code.
+        // The upstream's own JSON-RPC error passes through with its code and data.
         BackendError::Daemon(portico_mcp::UpstreamError::Remote {
-            code: Some(code), ..
-        })
-        | BackendError::Upstreams(UpstreamsError::Remote { code, .. }) => {
-            McpError::new(rmcp::model::ErrorCode(*code), error.to_string(), None)
-        }
+            code: Some(code),
+            data,
+            ..
+        }) => McpError::new(
+            rmcp::model::ErrorCode(*code),
+            error.to_string(),
+            data.as_deref().cloned(),
+        ),
+        BackendError::Upstreams(UpstreamsError::Remote { code, data, .. }) => McpError::new(
+            rmcp::model::ErrorCode(*code),
+            error.to_string(),
+            data.clone(),
+        ),
         _ => McpError::internal_error(error.to_string(), None),
     }
 }
@@ -561,9 +581,12 @@ impl ServerHandler for PorticoServer {
                 .tools;
         }
         if exposure.resources {
+            // Subscriptions are served in both eras: `resources/subscribe`, and resource URIs
+            // on a `subscriptions/listen` stream.
             capabilities.resources = ServerCapabilities::builder()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .build()
                 .resources;
         }
@@ -580,6 +603,22 @@ impl ServerHandler for PorticoServer {
             info = info.with_instructions(instructions.clone());
         }
         info
+    }
+
+    /// A catalog tool's definition, for rmcp's HTTP transport to check a `tools/call`'s
+    /// `Mcp-Param-*` headers against the `x-mcp-header` annotations of its input schema
+    /// (SEP-2243) before the call reaches the handler. Upstream tools only: Portico's own have
+    /// no such annotations, and a daemon's tools are checked by the daemon's door.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let Backend::Local(engine) = &self.backend else {
+            return None;
+        };
+        if !self.exposed(Kind::Tools) {
+            return None;
+        }
+        let catalog = engine.catalog();
+        let definition = catalog.tool(name)?.exposed_definition();
+        serde_json::from_value(serde_json::Value::Object(definition)).ok()
     }
 
     async fn list_tools(
@@ -736,9 +775,14 @@ impl ServerHandler for PorticoServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // List changes are supported; per-resource update subscriptions are not relayed yet.
+        // List changes, and updates of at most MAX_LISTENED_RESOURCES resources per stream.
         let mut accepted = requested.clone();
-        accepted.resource_subscriptions = None;
+        accepted.resource_subscriptions = match &accepted.resource_subscriptions {
+            Some(uris) if self.exposed(Kind::Resources) && !uris.is_empty() => {
+                Some(uris.iter().take(MAX_LISTENED_RESOURCES).cloned().collect())
+            }
+            _ => None,
+        };
         Some(accepted)
     }
 
@@ -780,9 +824,15 @@ impl PorticoServer {
                 tokio::sync::mpsc::channel(crate::input_rounds::MAX_REQUESTS_PER_ROUND);
             let mut call_context = self.call_context(&context);
             if let Some(inner) = call_context.caller.take() {
+                // Answers sent up front go to the upstream with the call, whose own they are.
+                let given = request
+                    .input_responses
+                    .clone()
+                    .map(|answers| answers.into_iter().collect());
                 call_context.caller = Some(Arc::new(InputRoundsCaller {
                     inner,
                     events: events.clone(),
+                    given: Mutex::new(given),
                 }));
             }
             let server = self.clone();
@@ -807,25 +857,59 @@ impl PorticoServer {
             .await
     }
 
+    /// A 2026-07-28 client's `subscriptions/listen` stream: list changes, and updates of the
+    /// resources it names, which Portico follows upstream for as long as the stream is open.
     async fn serve_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let followed = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        for uri in &followed {
+            if let Err(error) = self.backend.subscribe(uri).await {
+                tracing::warn!(
+                    uri,
+                    "subscriptions/listen: cannot follow the resource: {error}"
+                );
+            }
+        }
+        let served = self.listen_until_done(&context, &followed).await;
+        for uri in &followed {
+            let _ = self.backend.unsubscribe(uri).await;
+        }
+        served
+    }
+
+    async fn listen_until_done(
+        &self,
+        context: &SubscriptionContext,
+        followed: &[String],
+    ) -> Result<(), McpError> {
         let mut changes = self.changes();
+        let mut updates = self.backend.resource_updates();
         let principal = self.principal_of(context.request_context());
         let mut last = self.listing(&principal).await.unwrap_or_default().digest();
         let accepted = context.accepted().clone();
         let sink = context.sink();
         loop {
-            tokio::select! {
+            let change = tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = changes.changed() => {
-                    if !changed {
+                change = changes.next() => change,
+                uri = next_update(&mut updates), if !followed.is_empty() => {
+                    if followed.contains(&uri) && sink.notify_resource_updated(uri).await.is_err() {
                         return Ok(());
                     }
+                    continue;
                 }
-            }
+            };
             let Ok(now) = self.listing(&principal).await.map(|l| l.digest()) else {
                 continue;
             };
-            let changed = ChangedKinds::between(&last, &now, &self.options.exposure);
+            let changed = match change {
+                Change::Ended => return Ok(()),
+                Change::Maybe => ChangedKinds::between(&last, &now, &self.options.exposure),
+                Change::Announced(kind) => ChangedKinds::announced(kind, &self.options.exposure),
+            };
             let sent = async {
                 if changed.tools && accepted.tools_list_changed == Some(true) {
                     sink.notify_tool_list_changed().await?;
@@ -891,14 +975,39 @@ impl PorticoServer {
     async fn serve_get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         self.require_exposed(Kind::Prompts)?;
+        // The rest of the request (a 2026-07-28 client's answers to the upstream's input rounds)
+        // goes to the upstream unread; the envelope is this request's own.
+        let mut rest = serde_json::to_value(&request)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        for own in ["name", "arguments", "_meta"] {
+            rest.remove(own);
+        }
         let result = self
             .backend
-            .get_prompt(&request.name, request.arguments)
+            .get_prompt(&request.name, request.arguments, rest)
             .await
             .map_err(backend_error)?;
+        // A 2026-07-28 upstream's input rounds for a prompt go to a 2026-07-28 client as they
+        // are: its answers and the round's requestState come back to the upstream with the retry.
+        if result.get("resultType").and_then(|t| t.as_str()) == Some("input_required") {
+            if !takes_input_rounds(&context) {
+                return Err(McpError::internal_error(
+                    format!(
+                        "prompt `{}` needs input from the client, which Portico relays for prompts only to 2026-07-28 clients",
+                        request.name
+                    ),
+                    None,
+                ));
+            }
+            let input: rmcp::model::InputRequiredResult =
+                from_object("prompt input round", result)?;
+            return Ok(GetPromptResponse::InputRequired(input));
+        }
         let result: GetPromptResult = from_result("prompt", result)?;
         self.within_budget(&format!("prompt `{}`", request.name), &result)?;
         Ok(result.into())
@@ -910,11 +1019,20 @@ impl PorticoServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         self.require_exposed(Kind::Resources)?;
-        let result = self
-            .backend
-            .read_resource(&request.uri)
-            .await
-            .map_err(backend_error)?;
+        let result =
+            self.backend
+                .read_resource(&request.uri)
+                .await
+                .map_err(|error| match error {
+                    // SEP-2164: the error names the URI it did not find.
+                    BackendError::Upstreams(UpstreamsError::UnknownResource(message)) => {
+                        McpError::resource_not_found(
+                            message,
+                            Some(serde_json::json!({ "uri": request.uri })),
+                        )
+                    }
+                    other => backend_error(other),
+                })?;
         let result: ReadResourceResult = from_result("resource contents", result)?;
         self.within_budget(&format!("resource `{}`", request.uri), &result)?;
         Ok(result.into())
@@ -1012,7 +1130,11 @@ impl PorticoServer {
             .unwrap_or_default()
             .digest();
         let exposure = &self.options.exposure;
-        while changes.changed().await {
+        loop {
+            let change = changes.next().await;
+            if let Change::Ended = change {
+                return;
+            }
             let Ok(now) = self
                 .listing(&self.door_principal())
                 .await
@@ -1020,7 +1142,10 @@ impl PorticoServer {
             else {
                 continue;
             };
-            let changed = ChangedKinds::between(&last, &now, exposure);
+            let changed = match change {
+                Change::Announced(kind) => ChangedKinds::announced(kind, exposure),
+                _ => ChangedKinds::between(&last, &now, exposure),
+            };
             let sent = async {
                 if changed.tools {
                     peer.notify_tool_list_changed().await?;
@@ -1041,18 +1166,72 @@ impl PorticoServer {
     }
 }
 
+/// Resources one `subscriptions/listen` stream may follow: each is followed upstream while it is
+/// open, so a client cannot make Portico follow unboundedly many.
+const MAX_LISTENED_RESOURCES: usize = 64;
+
+/// The next resource update; never, once no more can come.
+async fn next_update(updates: &mut tokio::sync::broadcast::Receiver<String>) -> String {
+    loop {
+        match updates.recv().await {
+            Ok(uri) => return uri,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
 /// Change signals from the backend and the host tools, awaited together.
 struct Changes {
     backend: tokio::sync::watch::Receiver<u64>,
     host: tokio::sync::watch::Receiver<u64>,
+    announced: Option<tokio::sync::broadcast::Receiver<portico_engine::ListKind>>,
+}
+
+/// What [`Changes::next`] saw.
+enum Change {
+    /// Something may have changed: compare the listings.
+    Maybe,
+    /// A passed-through upstream announced a change of this list, which reads the same.
+    Announced(portico_engine::ListKind),
+    /// Nothing can change any more.
+    Ended,
 }
 
 impl Changes {
-    /// Waits for the next change; false once neither source can change any more.
-    async fn changed(&mut self) -> bool {
+    /// Waits for the next change.
+    async fn next(&mut self) -> Change {
+        let announced = async {
+            match self.announced.as_mut() {
+                Some(announced) => loop {
+                    match announced.recv().await {
+                        Ok(kind) => return Some(kind),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => return None,
+                    }
+                },
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            r = self.backend.changed() => r.is_ok(),
-            r = self.host.changed() => r.is_ok(),
+            r = self.backend.changed() => if r.is_ok() { Change::Maybe } else { Change::Ended },
+            r = self.host.changed() => if r.is_ok() { Change::Maybe } else { Change::Ended },
+            kind = announced => match kind {
+                Some(kind) => Change::Announced(kind),
+                None => Change::Ended,
+            },
+        }
+    }
+}
+
+impl ChangedKinds {
+    /// Only the announced list, if exposed.
+    fn announced(kind: portico_engine::ListKind, exposure: &Exposure) -> Self {
+        use portico_engine::ListKind;
+        ChangedKinds {
+            tools: exposure.tools && kind == ListKind::Tools,
+            prompts: exposure.prompts && kind == ListKind::Prompts,
+            resources: exposure.resources && kind == ListKind::Resources,
         }
     }
 }

@@ -61,6 +61,8 @@ pub(crate) enum CallEvent {
     Input {
         request: RelayRequest,
         params: JsonObject,
+        /// The name the asker gave the input, kept as the round's key when it is free.
+        key: Option<String>,
         answer: Answer,
     },
     Done(Result<CallToolResponse, McpError>),
@@ -320,11 +322,17 @@ impl ParkedCalls {
                 Some(CallEvent::Input {
                     request,
                     params,
+                    key,
                     answer,
                 }) => {
                     let method = request_method(request);
-                    parked.next_key += 1;
-                    let key = format!("portico-{}", parked.next_key);
+                    let key = match key {
+                        Some(key) if !requests.contains_key(&key) => key,
+                        _ => {
+                            parked.next_key += 1;
+                            format!("portico-{}", parked.next_key)
+                        }
+                    };
                     match serde_json::from_value::<InputRequest>(
                         json!({"method": method, "params": params}),
                     ) {
@@ -379,6 +387,31 @@ fn random_handle() -> String {
 pub(crate) struct InputRoundsCaller {
     pub(crate) inner: Arc<dyn Caller>,
     pub(crate) events: mpsc::Sender<CallEvent>,
+    /// The `inputResponses` the client's first request of the call carried, until taken.
+    pub(crate) given: Mutex<Option<JsonObject>>,
+}
+
+impl InputRoundsCaller {
+    fn ask(
+        &self,
+        key: Option<String>,
+        request: RelayRequest,
+        params: JsonObject,
+    ) -> BoxFuture<'_, Result<JsonObject, RelayError>> {
+        Box::pin(async move {
+            let (answer, reply) = oneshot::channel();
+            self.events
+                .send(CallEvent::Input {
+                    request,
+                    params,
+                    key,
+                    answer,
+                })
+                .await
+                .map_err(|_| gone())?;
+            reply.await.map_err(|_| gone())?
+        })
+    }
 }
 
 impl Caller for InputRoundsCaller {
@@ -391,18 +424,16 @@ impl Caller for InputRoundsCaller {
         request: RelayRequest,
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
-        Box::pin(async move {
-            let (answer, reply) = oneshot::channel();
-            self.events
-                .send(CallEvent::Input {
-                    request,
-                    params,
-                    answer,
-                })
-                .await
-                .map_err(|_| gone())?;
-            reply.await.map_err(|_| gone())?
-        })
+        self.ask(None, request, params)
+    }
+
+    fn request_keyed<'a>(
+        &'a self,
+        key: &'a str,
+        request: RelayRequest,
+        params: JsonObject,
+    ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
+        self.ask(Some(key.to_string()), request, params)
     }
 
     /// A model completion becomes an input round like any other request.
@@ -415,6 +446,10 @@ impl Caller for InputRoundsCaller {
 
     fn can_confirm(&self) -> bool {
         self.inner.can_confirm()
+    }
+
+    fn take_answers_given(&self) -> Option<JsonObject> {
+        self.given.lock().expect("given answers lock").take()
     }
 
     /// An approval question becomes an input round like any other request.
@@ -498,6 +533,7 @@ mod tests {
         let call = call(InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         });
         tokio::spawn(async move {
             let place = parked.admit(OWNER).unwrap();
@@ -604,6 +640,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let first = caller
@@ -693,6 +730,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let error = caller
@@ -730,6 +768,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let answer = caller
@@ -796,6 +835,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let _ = caller
@@ -838,6 +878,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             let answer = caller
@@ -883,6 +924,7 @@ mod tests {
         let caller = InputRoundsCaller {
             inner: Arc::new(Silent),
             events,
+            given: Mutex::default(),
         };
         let work = tokio::spawn(async move {
             caller
@@ -936,6 +978,7 @@ mod tests {
         let caller = Arc::new(InputRoundsCaller {
             inner: Arc::new(Silent),
             events: events.clone(),
+            given: Mutex::default(),
         });
         let asked = MAX_REQUESTS_PER_ROUND + 4;
         // Every request is in the channel or waiting on it before the first round starts.

@@ -15,6 +15,7 @@ mod elicitation;
 pub mod legacy_sse;
 mod methods;
 mod ordering;
+mod resource_updates;
 mod results;
 mod sampling;
 mod stdio;

@@ -82,6 +82,9 @@ pub enum UpstreamError {
         what: String,
         code: Option<i32>,
         message: String,
+        /// The error's `data`, as the server sent it (a resource-not-found error's `uri`); boxed,
+        /// as it is rare and every `Result` carrying this error would be as large.
+        data: Option<Box<serde_json::Value>>,
     },
 }
 
@@ -153,6 +156,14 @@ pub struct Upstream {
     /// Requests waiting for a place now.
     waiting_for_place: std::sync::atomic::AtomicUsize,
     stop: CancellationToken,
+    /// Where the session's events go: list changes, resource updates.
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+    /// On a 2026-07-28 session, the update stream of each subscribed resource.
+    resource_streams: crate::resource_updates::ResourceStreams,
+    /// On a 2026-07-28 session, which has no `logging/setLevel`, the level a client set: sent in
+    /// the `_meta` of each call instead (`io.modelcontextprotocol/logLevel`).
+    #[allow(deprecated)]
+    log_level: std::sync::Mutex<Option<rmcp::model::LoggingLevel>>,
 }
 
 /// Names a request in the errors it may end with; called only to write one, so a call that succeeds
@@ -363,6 +374,9 @@ impl Upstream {
             max_in_flight: config.max_concurrent_calls.max(1),
             waiting_for_place: std::sync::atomic::AtomicUsize::new(0),
             stop,
+            events: events.clone(),
+            resource_streams: Default::default(),
+            log_level: Default::default(),
         };
         upstream.listen_for_changes(peer_info.as_deref(), events);
         (upstream, UpstreamExit(exit))
@@ -620,6 +634,16 @@ impl Upstream {
         let what = || format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
+        if let Some(level) = *self.log_level.lock().expect("log level lock") {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.set_log_level(level);
+            params.meta = Some(meta);
+        }
+        params.input_responses = context
+            .caller
+            .as_ref()
+            .and_then(|caller| caller.take_answers_given())
+            .map(|answers| answers.into_iter().collect());
         // One place for the whole call, its input rounds included.
         let _place = self
             .place(&what, tokio::time::Instant::now() + self.timeout)
@@ -642,7 +666,7 @@ impl Upstream {
             // stop inflating every future and task that holds a call (this one was 16.7 KB).
             let handle = Box::pin(
                 self.peer
-                    .send_request_with_option(request, PeerRequestOptions::no_options()),
+                    .send_request_with_option(request, self.call_options(context)),
             )
             .await
             .map_err(|e| service_error(&self.server, what(), e))?;
@@ -683,6 +707,7 @@ impl Upstream {
                         message: format!(
                             "the server answered with something that is not a tool result: {shown}"
                         ),
+                        data: None,
                     });
                 }
             }
@@ -692,7 +717,43 @@ impl Upstream {
             what: what(),
             code: None,
             message: format!("the server still asked for input after {MAX_INPUT_ROUNDS} rounds"),
+            data: None,
         })
+    }
+
+    /// A 2026-07-28 request declares its client's capabilities itself: a call says what its
+    /// calling client can answer (the session's own, which offer everything so that Portico is
+    /// asked, would have the server ask what nobody can answer, instead of refusing the call).
+    fn call_options(&self, context: &CallContext) -> PeerRequestOptions {
+        let mut options = PeerRequestOptions::no_options();
+        if !self.listens() {
+            return options;
+        }
+        let accepts = |request| {
+            context
+                .caller
+                .as_ref()
+                .is_some_and(|caller| caller.accepts(request))
+        };
+        let mut declared = JsonObject::new();
+        if accepts(RelayRequest::Sampling) {
+            declared.insert("sampling".into(), serde_json::json!({}));
+        }
+        if accepts(RelayRequest::Elicitation) {
+            declared.insert(
+                "elicitation".into(),
+                serde_json::json!({"form": {}, "url": {}}),
+            );
+        }
+        if accepts(RelayRequest::Roots) {
+            declared.insert("roots".into(), serde_json::json!({"listChanged": false}));
+        }
+        let capabilities =
+            serde_json::from_value(serde_json::Value::Object(declared)).unwrap_or_default();
+        let mut meta = rmcp::model::RequestMetaObject::default();
+        meta.set_client_capabilities(capabilities);
+        options.meta = Some(meta);
+        options
     }
 
     /// Puts an `input_required` round's questions to the client whose call it is.
@@ -707,8 +768,10 @@ impl Upstream {
             what: what.to_string(),
             code: Some(-32600),
             message,
+            data: None,
         };
-        let mut answers = InputResponses::new();
+        // Checked first, so nothing is asked of a client that cannot answer every question.
+        let mut questions = Vec::with_capacity(requests.len());
         for (key, request) in requests {
             let (relayed, params) = match &request {
                 InputRequest::CreateMessage(r) => (RelayRequest::Sampling, to_object(&r.params)),
@@ -730,17 +793,25 @@ impl Upstream {
                         "the server needs {method}, which the calling client does not support"
                     ))
                 })?;
-            let form = (relayed == RelayRequest::Elicitation).then(|| params.clone());
-            let mut answer = caller
-                .request(relayed, params)
-                .await
-                .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
-            if let Some(form) = form {
-                crate::elicitation::apply_defaults(&form, &mut answer);
-            }
-            answers.insert(key, serde_json::Value::Object(answer));
+            questions.push((key, relayed, params, caller));
         }
-        Ok(answers)
+        // Asked together, under the server's own keys: a client that answers in input rounds gets
+        // the round as the server made it.
+        let asked = questions
+            .iter()
+            .map(|(key, relayed, params, caller)| async move {
+                let method = crate::methods::request_method(*relayed);
+                let mut answer = caller
+                    .request_keyed(key, *relayed, params.clone())
+                    .await
+                    .map_err(|e| refused(format!("the client did not answer {method}: {e}")))?;
+                if *relayed == RelayRequest::Elicitation {
+                    crate::elicitation::apply_defaults(params, &mut answer);
+                }
+                Ok::<_, UpstreamError>((key.clone(), serde_json::Value::Object(answer)))
+            });
+        let answers = futures::future::try_join_all(asked).await?;
+        Ok(answers.into_iter().collect())
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<JsonObject, UpstreamError> {
@@ -754,20 +825,40 @@ impl Upstream {
         Ok(to_object(&result))
     }
 
+    /// Gets a prompt; `rest` is the rest of the client's request (on 2026-07-28, its
+    /// `inputResponses` and `requestState`), passed on unread. The answer is the prompt, or the
+    /// server's `input_required` result as it sent it, for the client to answer.
     pub async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        mut rest: JsonObject,
     ) -> Result<JsonObject, UpstreamError> {
-        let mut params = GetPromptRequestParams::new(name.to_string());
-        params.arguments = arguments;
+        rest.insert("name".into(), name.into());
+        if let Some(arguments) = arguments {
+            rest.insert("arguments".into(), serde_json::Value::Object(arguments));
+        }
+        let params: GetPromptRequestParams = from_params(&self.server, "prompts/get", rest)?;
         let result = self
             .request(
                 format!("prompts/get `{name}`"),
-                self.peer.get_prompt(params),
+                self.peer.get_prompt_once(params),
             )
             .await?;
-        Ok(to_object(&result))
+        Ok(match result {
+            rmcp::model::GetPromptResponse::Complete(result) => to_object(&result),
+            rmcp::model::GetPromptResponse::InputRequired(input) => to_object(&input),
+            // A kind of answer newer than this code.
+            _ => {
+                return Err(UpstreamError::Remote {
+                    server: self.server.clone(),
+                    what: format!("prompts/get `{name}`"),
+                    code: None,
+                    message: "the server answered with something that is neither a prompt nor an input round".into(),
+                    data: None,
+                });
+            }
+        })
     }
 }
 
@@ -804,7 +895,8 @@ impl Upstream {
         Ok(to_object(&result))
     }
 
-    /// Forwards `logging/setLevel`; `level` is the protocol's level name.
+    /// Forwards `logging/setLevel`; `level` is the protocol's level name. A 2026-07-28 session has
+    /// no such request: the level goes with each call instead.
     #[allow(deprecated)]
     pub async fn set_level(&self, level: &str) -> Result<(), UpstreamError> {
         let params: SetLevelRequestParams = from_params(
@@ -815,12 +907,31 @@ impl Upstream {
                 .cloned()
                 .unwrap_or_default(),
         )?;
+        if self.listens() {
+            *self.log_level.lock().expect("log level lock") = Some(params.level);
+            return Ok(());
+        }
         self.request("logging/setLevel", self.peer.set_level(params))
             .await
     }
 
+    /// Whether this session speaks 2026-07-28 or later, where notifications outside a request
+    /// come only on `subscriptions/listen` streams.
+    fn listens(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version >= ProtocolVersion::NO_INITIALIZE)
+    }
+
+    /// Subscribes to updates of `uri` (the upstream's own URI), which then arrive as
+    /// [`UpstreamEvent::ResourceUpdated`]: by `resources/subscribe` on a handshake-era session;
+    /// on a 2026-07-28 one, where that method is gone, by a `subscriptions/listen` stream for the
+    /// URI, open once the upstream acknowledged it.
     #[allow(deprecated)]
     pub async fn subscribe(&self, uri: &str) -> Result<(), UpstreamError> {
+        if self.listens() {
+            return self.listen_for_updates(uri).await;
+        }
         let params = SubscribeRequestParams::new(uri.to_string());
         self.request(
             format!("resources/subscribe `{uri}`"),
@@ -829,8 +940,69 @@ impl Upstream {
         .await
     }
 
+    async fn listen_for_updates(&self, uri: &str) -> Result<(), UpstreamError> {
+        use crate::resource_updates::{Added, MAX_RESOURCE_STREAMS, acknowledged, listen};
+        let what = || format!("subscriptions/listen for updates of `{uri}`");
+        match self.resource_streams.add(uri) {
+            Added::Shared => return Ok(()),
+            Added::Full => {
+                return Err(UpstreamError::Remote {
+                    server: self.server.clone(),
+                    what: what(),
+                    code: Some(-32603),
+                    message: format!(
+                        "Portico already follows {MAX_RESOURCE_STREAMS} resources of this server, its limit per server; unsubscribe from one first"
+                    ),
+                    data: None,
+                });
+            }
+            Added::New => {}
+        }
+        // Translated from the client's `resources/subscribe`, so the upstream's refusal is
+        // Portico's to explain, not the client's to read as an answer to what it sent.
+        let subscription = match self.request(what(), listen(&self.peer, uri)).await {
+            Ok(subscription) => subscription,
+            Err(UpstreamError::Remote {
+                server,
+                what,
+                code: Some(code),
+                message,
+                ..
+            }) => {
+                return Err(UpstreamError::Remote {
+                    server,
+                    what,
+                    code: None,
+                    message: format!(
+                        "the server refused the stream ({code} {message}): a 2026-07-28 server without subscriptions/listen offers no resource updates"
+                    ),
+                    data: None,
+                });
+            }
+            Err(other) => return Err(other),
+        };
+        if !acknowledged(&subscription, uri) {
+            return Err(UpstreamError::Remote {
+                server: self.server.clone(),
+                what: what(),
+                code: Some(-32602),
+                message: "the server does not send updates for this resource (its acknowledgment left it out)".into(),
+                data: None,
+            });
+        }
+        self.resource_streams
+            .opened(uri, subscription, self.events.clone(), &self.stop);
+        Ok(())
+    }
+
     #[allow(deprecated)]
     pub async fn unsubscribe(&self, uri: &str) -> Result<(), UpstreamError> {
+        if self.listens() {
+            // Unsubscribing from what is not subscribed is not an error, as with
+            // `resources/unsubscribe`.
+            self.resource_streams.remove(uri);
+            return Ok(());
+        }
         let params = UnsubscribeRequestParams::new(uri.to_string());
         self.request(
             format!("resources/unsubscribe `{uri}`"),
@@ -863,6 +1035,7 @@ fn from_params<T: serde::de::DeserializeOwned>(
         what: what.to_string(),
         code: Some(-32602),
         message: format!("invalid params: {e}"),
+        data: None,
     })
 }
 
@@ -1087,12 +1260,14 @@ fn service_error(server: &str, what: String, error: ServiceError) -> UpstreamErr
             what,
             code: Some(e.code.0),
             message: e.message.to_string(),
+            data: e.data.map(Box::new),
         },
         other => UpstreamError::Remote {
             server: server.to_string(),
             what,
             code: None,
             message: error_chain(&other),
+            data: None,
         },
     }
 }

@@ -177,6 +177,7 @@ impl PipelineError {
                 CallError::Budget(_)
                 | CallError::UpstreamGone(_)
                 | CallError::UpstreamFailed(_)
+                | CallError::Protocol(_)
                 | CallError::Failed(_) => Outcome::Error,
             },
         }
@@ -522,6 +523,17 @@ impl Pipeline {
             .find_map(|source| source.find(name).map(|entry| (source, entry)))
     }
 
+    /// A name no source lists that one still takes ([`ToolSource::unlisted`]). Never with
+    /// `[policy] pin_tools`: a tool without a definition has nothing to pin, so it is not called.
+    fn unlisted(&self, name: &str) -> Option<(Arc<dyn ToolSource>, ToolEntry)> {
+        if self.pins().is_some() {
+            return None;
+        }
+        self.sources()
+            .into_iter()
+            .find_map(|source| source.unlisted(name).map(|entry| (source, entry)))
+    }
+
     /// Runs one call through every stage: resolve, capability, input schema, policies, timeout,
     /// execute, output schema, truncation (for agents), audit.
     pub async fn call(
@@ -566,7 +578,7 @@ impl Pipeline {
             Some(found) => Some(found),
             None => {
                 self.settle().await;
-                self.find(name)
+                self.find(name).or_else(|| self.unlisted(name))
             }
         };
         let Some((source, entry)) = found else {

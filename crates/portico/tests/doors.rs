@@ -21,6 +21,8 @@ mod clients;
 mod daemon;
 #[path = "doors/failure_branch.rs"]
 mod failure_branch;
+#[path = "doors/gateway.rs"]
+mod gateway;
 #[path = "doors/legacy_sse.rs"]
 mod legacy_sse;
 #[path = "doors/on_behalf.rs"]

@@ -19,7 +19,9 @@ Usage:
   On stdio one line "modern_server: ready (stdio)" goes to stderr at start.
 
 Tools:      echo(message) -> "echo: ..."; add(a, b) -> structured {"sum": a+b}
-            (with outputSchema); delete_item(id) with title + annotations.
+            (with outputSchema); delete_item(id) with title + annotations;
+            touch(uri): a notifications/resources/updated for uri (listed or not);
+            in_region(region), whose argument has an x-mcp-header annotation.
 Resources:  fixture://greeting (text/plain); template fixture://items/{id}.
 Prompts:    greet(name).
 """
@@ -35,7 +37,7 @@ from typing import Annotated
 
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 SERVER_NAME = "portico-modern-fixture"
 GREETING = "Hello from the Portico modern fixture!"
@@ -69,6 +71,25 @@ async def add_tool(name: str, ctx: Context) -> str:
     server.add_tool(added, name=name, description=f"Added at run time: {name}", structured_output=False)
     await ctx.notify_tools_changed()
     return f"added {name}"
+
+
+@server.tool(
+    description="Announces that the resource <uri> changed (notifications/resources/updated to the "
+    "subscriptions/listen streams that asked for it); the URI need not be listed.",
+    structured_output=False,
+)
+async def touch(uri: str, ctx: Context) -> str:
+    await ctx.notify_resource_updated(uri)
+    return f"touched {uri}"
+
+
+@server.tool(
+    description="Answers 'region <region>'; its region argument is mirrored in the Mcp-Param-Region "
+    "header (x-mcp-header, SEP-2243), which HTTP servers check against the body.",
+    structured_output=False,
+)
+def in_region(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+    return f"region {region}"
 
 
 class Favourite(BaseModel):

@@ -28,6 +28,16 @@ Options:
   --read URI                resources/read. Repeatable.
   --prompt NAME [--prompt-args JSON]   prompts/get. Repeatable.
                             --call/--read/--prompt run in command-line order.
+  --subscribe URI           resources/subscribe (handshake era). Repeatable, in order
+                            with --call/--read/--prompt.
+  --unsubscribe URI         resources/unsubscribe (handshake era). Repeatable, likewise.
+  --listen-resource URI     2026-07-28: open a subscriptions/listen stream for updates of URI
+                            (repeatable: one stream naming them all) before the actions; its
+                            honored filter is reported under "resource_listen"
+  --wait-updates N          after the actions, wait up to --timeout until N
+                            notifications/resources/updated have arrived; every one that
+                            arrived is reported under "resource_updates" (their URIs, in
+                            arrival order), also without this option
   --expect-list-changed     subscribe to tools list changes (2026-07-28: subscriptions/listen,
                             opened before the actions; handshake era: the
                             notifications/tools/list_changed notification), and after the
@@ -119,6 +129,16 @@ class _Read(argparse.Action):
         ns.actions.append({"kind": "read", "uri": value})
 
 
+class _Subscribe(argparse.Action):
+    def __call__(self, parser, ns, value, option_string=None):
+        ns.actions.append({"kind": "subscribe", "uri": value})
+
+
+class _Unsubscribe(argparse.Action):
+    def __call__(self, parser, ns, value, option_string=None):
+        ns.actions.append({"kind": "unsubscribe", "uri": value})
+
+
 class _Prompt(argparse.Action):
     def __call__(self, parser, ns, value, option_string=None):
         ns.actions.append({"kind": "prompt", "name": value, "args": None})
@@ -171,6 +191,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--call", action=_Call, metavar="NAME")
     p.add_argument("--args", action=_Args, metavar="JSON")
     p.add_argument("--read", action=_Read, metavar="URI")
+    p.add_argument("--subscribe", action=_Subscribe, metavar="URI")
+    p.add_argument("--unsubscribe", action=_Unsubscribe, metavar="URI")
+    p.add_argument("--wait-updates", type=int, default=0, metavar="N")
+    p.add_argument("--listen-resource", action="append", default=[], metavar="URI")
     p.add_argument("--prompt", action=_Prompt, metavar="NAME")
     p.add_argument("--prompt-args", action=_PromptArgs, metavar="JSON")
     p.add_argument("--expect-list-changed", action="store_true")
@@ -290,7 +314,7 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.client.subscriptions import ToolsListChanged
+    from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
     from mcp.shared._httpx_utils import create_mcp_http_client
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
@@ -302,6 +326,7 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
 
     list_changed = anyio.Event()
     via: set[str] = set()
+    updated = anyio.Event()
 
     async def message_handler(message: Any) -> None:
         if isinstance(message, Exception):
@@ -312,6 +337,12 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
             # On 2026-07-28 the SDK also tees subscriptions/listen events here.
             via.add("notification")
             list_changed.set()
+        elif method == "notifications/resources/updated":
+            if ns.listen_resource:
+                return  # the SDK tees the stream's events here too; the stream's watcher counts them
+            out["resource_updates"].append(str(message.params.uri))
+            if len(out["resource_updates"]) >= ns.wait_updates:
+                updated.set()
         elif method is not None:
             log(f"notification {method}")
 
@@ -400,6 +431,29 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
                 log(f"subscriptions/listen failed: {describe(e)}")
                 out["listen"] = {"error": error_entry(e)}
 
+        # ---- resource updates on a stream of their own
+        if ns.listen_resource and out["era"] == "modern":
+            try:
+                rsub = await stack.enter_async_context(client.listen(resource_subscriptions=ns.listen_resource))
+                out["resource_listen"] = {"honored": dump(rsub.honored)}
+
+                async def watch_resources() -> None:
+                    try:
+                        async for event in rsub:
+                            if isinstance(event, ResourceUpdated):
+                                out["resource_updates"].append(str(event.uri))
+                                if len(out["resource_updates"]) >= ns.wait_updates:
+                                    updated.set()
+                    except Exception as e:  # noqa: BLE001
+                        out["resource_listen"]["lost"] = error_entry(e)
+
+                rtg = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(rtg.cancel_scope.cancel)
+                rtg.start_soon(watch_resources)
+            except Exception as e:  # noqa: BLE001
+                log(f"subscriptions/listen for resources failed: {describe(e)}")
+                out["resource_listen"] = {"error": error_entry(e)}
+
         # ---- lists
         if ns.list:
             out.update(await list_everything(client))
@@ -424,6 +478,14 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
                     if ns.progress:
                         entry["progress"] = progress
                     out["calls"].append(entry)
+                elif kind in ("subscribe", "unsubscribe"):
+                    entry = {"uri": action["uri"]}
+                    if kind == "subscribe":
+                        await client.subscribe_resource(action["uri"])
+                    else:
+                        await client.unsubscribe_resource(action["uri"])
+                    entry["result"] = "ok"
+                    out["subscriptions"].append({"kind": kind, **entry})
                 elif kind == "read":
                     entry = {"uri": action["uri"]}
                     res = await client.read_resource(action["uri"])
@@ -439,7 +501,17 @@ async def run(ns: argparse.Namespace, out: dict[str, Any], connected: list[bool]
                 if os.environ.get("SDK_CLIENT_TRACEBACK"):
                     traceback.print_exc()
                 entry["error"] = error_entry(e)
-                {"call": out["calls"], "read": out["reads"], "prompt": out["prompt_results"]}[kind].append(entry)
+                if kind in ("subscribe", "unsubscribe"):
+                    out["subscriptions"].append({"kind": kind, **entry})
+                else:
+                    {"call": out["calls"], "read": out["reads"], "prompt": out["prompt_results"]}[kind].append(entry)
+
+        # ---- wait for resource updates
+        if ns.wait_updates > 0:
+            with anyio.move_on_after(ns.timeout):
+                await updated.wait()
+            if not updated.is_set():
+                log(f"{len(out['resource_updates'])} of {ns.wait_updates} resource updates within {ns.timeout:g} s")
 
         # ---- wait for list_changed
         if ns.expect_list_changed:
@@ -482,6 +554,9 @@ def main() -> None:
         "elicitations": [],
         "reads": [],
         "prompt_results": [],
+        "subscriptions": [],
+        "resource_updates": [],
+        "resource_listen": None,
         "list_changed": False,
         "list_changed_via": None,
         "listen": None,

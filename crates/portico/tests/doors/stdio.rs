@@ -351,7 +351,8 @@ fn input_required_from_a_2026_upstream_reaches_a_handshake_era_client() {
     session.wait_for_stderr("server=\"modern\" protocol=\"2026-07-28\"");
     assert!(session.finish().success());
 
-    // A client that cannot answer gets a clear failure, not a hang.
+    // A client that cannot answer gets a clear failure, not a hang: the call declares the
+    // client's own capabilities upstream, so the upstream refuses it itself.
     let mut mute = StdioSession::start(&home, &["--standalone"]);
     mute.initialize("2025-11-25");
     let (refused, _) = mute.request(
@@ -362,7 +363,7 @@ fn input_required_from_a_2026_upstream_reaches_a_handshake_era_client() {
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     let text = refused["result"]["content"][0]["text"].as_str().unwrap();
     assert!(
-        text.contains("needs elicitation/create, which the calling client does not support"),
+        text.contains("Client did not declare the form elicitation capability"),
         "{text}"
     );
     assert!(mute.finish().success());

@@ -142,7 +142,7 @@ async fn python_sdk_server_negotiates_2026_07_28_over_stdio() {
             status.resource_templates,
             status.prompts
         ),
-        (5, 1, 1, 1)
+        (7, 1, 1, 1)
     );
     let sum = hub
         .call_tool("mcp_modern_add", args(json!({"a": 2, "b": 3})))
@@ -173,7 +173,11 @@ async fn python_sdk_server_negotiates_2026_07_28_over_stdio() {
         .unwrap();
     assert_eq!(item["contents"][0]["text"], "item 42");
     let prompt = hub
-        .get_prompt("mcp_modern_greet", args(json!({"name": "Ada"})))
+        .get_prompt(
+            "mcp_modern_greet",
+            args(json!({"name": "Ada"})),
+            Default::default(),
+        )
         .await
         .unwrap();
     assert!(
