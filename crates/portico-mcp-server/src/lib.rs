@@ -20,6 +20,7 @@ mod input_rounds;
 pub mod pricing;
 mod relay;
 pub mod requests;
+pub mod task_routes;
 pub mod tool_search;
 
 pub use backend::{Backend, BackendError, DaemonLink, Listing};
