@@ -371,6 +371,13 @@ impl PorticoServer {
             .task_operation(&server, operation)
             .await
             .map_err(backend_error)?;
+        // `tasks/get` answers carry the status; `tasks/update` and `tasks/cancel` acks do not.
+        if matches!(
+            answer.get("status").and_then(serde_json::Value::as_str),
+            Some("completed" | "failed" | "cancelled")
+        ) {
+            self.task_routes.settle(&task_id);
+        }
         Ok(answer)
     }
 

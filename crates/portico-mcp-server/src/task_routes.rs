@@ -2,7 +2,9 @@
 //! `tasks/get`, `tasks/update` and `tasks/cancel` reach that upstream, from that client only.
 //!
 //! Shared by every session: a 2026-07-28 client polls from new connections. Bounded in all and per
-//! client; a route is dropped once its task is seen final or its ttl has run out.
+//! client. A route goes when its ttl runs out; once its task is seen final it stays readable (the
+//! upstream still answers for it, and a client may read the result again) but no longer counts
+//! against its client's bound, and final routes are the first dropped when the map is full.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +23,8 @@ struct Route {
     server: String,
     owner: String,
     expires: Instant,
+    /// Its task was seen completed, failed or cancelled.
+    settled: bool,
 }
 
 /// The routes of the tasks relayed through this door.
@@ -75,7 +79,10 @@ impl TaskRoutes {
         let now = Instant::now();
         let mut routes = self.lock();
         routes.retain(|_, route| route.expires > now);
-        let owned = routes.values().filter(|route| route.owner == owner).count();
+        let owned = routes
+            .values()
+            .filter(|route| route.owner == owner && !route.settled)
+            .count();
         if owned >= self.max_per_client {
             return Err(TaskRouteError::ClientFull {
                 owner: owner.to_string(),
@@ -83,7 +90,18 @@ impl TaskRoutes {
             });
         }
         if routes.len() >= self.max {
-            return Err(TaskRouteError::Full { max: self.max });
+            // Settled routes make room, the one expiring first first.
+            let oldest_settled = routes
+                .iter()
+                .filter(|(_, route)| route.settled)
+                .min_by_key(|(_, route)| route.expires)
+                .map(|(id, _)| id.clone());
+            match oldest_settled {
+                Some(id) => {
+                    routes.remove(&id);
+                }
+                None => return Err(TaskRouteError::Full { max: self.max }),
+            }
         }
         let ttl = ttl.unwrap_or(MAX_TASK_ROUTE_TTL).min(MAX_TASK_ROUTE_TTL);
         routes.insert(
@@ -92,6 +110,7 @@ impl TaskRoutes {
                 server: server.to_string(),
                 owner: owner.to_string(),
                 expires: now + ttl,
+                settled: false,
             },
         );
         Ok(())
@@ -106,9 +125,16 @@ impl TaskRoutes {
             .map(|route| route.server.clone())
     }
 
-    /// Forgets `task_id` (its task was seen final).
+    /// Forgets `task_id` (its creation could not be relayed).
     pub fn forget(&self, task_id: &str) {
         self.lock().remove(task_id);
+    }
+
+    /// Marks `task_id` settled: its task was seen completed, failed or cancelled.
+    pub fn settle(&self, task_id: &str) {
+        if let Some(route) = self.lock().get_mut(task_id) {
+            route.settled = true;
+        }
     }
 
     /// How many routes are held (for tests).
@@ -158,6 +184,24 @@ mod tests {
             Err(TaskRouteError::Full { max: 3 })
         );
         assert_eq!(routes.len(), 3);
+
+        // A settled task frees its client's place, and is what a full map drops first.
+        routes.settle("a1");
+        routes.record("a3", "s", "a", None).unwrap();
+        assert_eq!(routes.server_of("a1", "a"), None);
+        assert_eq!(routes.server_of("a2", "a").as_deref(), Some("s"));
+        assert_eq!(routes.server_of("a3", "a").as_deref(), Some("s"));
+        assert_eq!(routes.len(), 3);
+    }
+
+    #[test]
+    fn a_settled_route_stays_readable_for_its_owner() {
+        let routes = TaskRoutes::with_limits(4, 1);
+        routes.record("t1", "s", "a", None).unwrap();
+        routes.settle("t1");
+        routes.record("t2", "s", "a", None).unwrap();
+        assert_eq!(routes.server_of("t1", "a").as_deref(), Some("s"));
+        assert_eq!(routes.server_of("t1", "b"), None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -150,6 +150,9 @@ async fn a_task_created_upstream_is_polled_to_its_result_by_its_client_only() {
         done["result"]["result"]["content"][0]["text"], "slow_compute t13 finished after 0.3 s",
         "{done}"
     );
+    // A finished task stays readable for its owner (the fixture keeps it for its ttl).
+    let again = request(&base, OWNER, "tasks/get", json!({"taskId": task_id}), true).await;
+    assert_eq!(again["result"]["status"], "completed", "{again}");
     // An id Portico never relayed is not found either.
     let unknown = request(
         &base,
