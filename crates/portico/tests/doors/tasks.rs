@@ -36,7 +36,7 @@ fn fixture_bin() -> PathBuf {
     fixture
 }
 
-fn home() -> Home {
+fn home(extra: &str) -> Home {
     let entry = crate::support::stdio_entry("fixture", &fixture_bin(), &["stdio"], "");
     Home::new(&format!(
         r#"[server]
@@ -52,9 +52,17 @@ token = "{OTHER}"
 
 [expose]
 prefix = false
-
+{extra}
 {entry}"#
     ))
+}
+
+fn start(home: &Home) -> Daemon {
+    tokio::task::block_in_place(|| {
+        let mut daemon = Daemon::start(home);
+        daemon.wait_for_line("portico: ready");
+        daemon
+    })
 }
 
 /// One stateless 2026-07-28 request to the daemon's `/mcp` as the client with `token`.
@@ -96,12 +104,8 @@ async fn request(base: &str, token: &str, method: &str, params: Value, tasks: bo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_created_upstream_is_polled_to_its_result_by_its_client_only() {
-    let home = home();
-    let mut daemon = tokio::task::block_in_place(|| {
-        let mut daemon = Daemon::start(&home);
-        daemon.wait_for_line("portico: ready");
-        daemon
-    });
+    let home = home("");
+    let mut daemon = start(&home);
     let base = daemon.base.clone();
     let call = json!({"name": "slow_compute", "arguments": {"seconds": 0.3, "label": "t13"}});
 
@@ -164,5 +168,35 @@ async fn a_task_created_upstream_is_polled_to_its_result_by_its_client_only() {
     .await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 
+    assert!(tokio::task::block_in_place(|| daemon.stop()).success());
+}
+
+/// The task's creation is the call: a policy that denies the tool refuses a task-augmented call
+/// as any other, with its envelope, and no task is made upstream or routed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_refuses_a_task_augmented_call_before_any_task_exists() {
+    let home = home(
+        r#"
+[[policies]]
+tools = ["slow_compute"]
+callers = ["client:owner"]
+action = "deny"
+reason = "no slow work for owner"
+"#,
+    );
+    let mut daemon = start(&home);
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 0.1}});
+    let refused = request(&daemon.base, OWNER, "tools/call", call.clone(), true).await;
+    let result = &refused["result"];
+    assert_eq!(result["isError"], true, "{refused}");
+    assert!(result.get("taskId").is_none(), "{refused}");
+    assert_eq!(result["structuredContent"]["ok"], false, "{refused}");
+    assert_eq!(
+        result["structuredContent"]["error"]["code"], "policy_denied",
+        "{refused}"
+    );
+    // The other client is not denied: its call becomes a task.
+    let created = request(&daemon.base, OTHER, "tools/call", call, true).await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
     assert!(tokio::task::block_in_place(|| daemon.stop()).success());
 }
