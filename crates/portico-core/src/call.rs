@@ -22,6 +22,42 @@ pub struct ToolResult {
     pub is_error: Option<bool>,
     /// Metadata the tool attached to the result.
     pub meta: Option<JsonObject>,
+    /// The call became a task on its server (the MCP tasks extension): the other fields are empty
+    /// and the task's first state is here; boxed, as it is rare.
+    pub task: Option<Box<CreatedTask>>,
+}
+
+/// A task an upstream created for a call, as a door relays it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreatedTask {
+    /// The upstream that runs the task, which answers for it later.
+    pub server: String,
+    /// The task's first state, opaque (its id, status, timestamps, ttl), as the server sent it.
+    pub state: JsonObject,
+}
+
+/// A question about a task, for the upstream that runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskOperation {
+    /// The task's current state, with its result, error or questions inlined.
+    Get { task_id: String },
+    /// Answers to some of the task's questions, keyed as the task asked them.
+    Update {
+        task_id: String,
+        answers: JsonObject,
+    },
+    /// Asks the server to stop the task.
+    Cancel { task_id: String },
+}
+
+impl TaskOperation {
+    pub fn task_id(&self) -> &str {
+        match self {
+            TaskOperation::Get { task_id }
+            | TaskOperation::Update { task_id, .. }
+            | TaskOperation::Cancel { task_id } => task_id,
+        }
+    }
 }
 
 impl ToolResult {

@@ -33,7 +33,7 @@ pub mod retry;
 pub mod source;
 pub mod time;
 
-pub use call::{CallError, ProtocolError, ToolResult};
+pub use call::{CallError, CreatedTask, ProtocolError, TaskOperation, ToolResult};
 pub use catalog::{
     Catalog, CatalogPrompt, CatalogResource, CatalogResourceTemplate, CatalogTool, NameCollision,
     PromptDef, ResourceDef, ResourceTemplateDef, ServerCatalog, ToolDef,

@@ -67,6 +67,11 @@ pub struct RelayError {
 pub trait Caller: Send + Sync {
     /// Whether the client declared support for `request`.
     fn accepts(&self, request: RelayRequest) -> bool;
+    /// Whether the client takes a task for an answer (it declared the MCP tasks extension on this
+    /// call), so the call may become a task on its server. By default it does not.
+    fn accepts_tasks(&self) -> bool {
+        false
+    }
     /// Sends a request to the client and waits for its answer.
     fn request<'a>(
         &'a self,

@@ -124,6 +124,15 @@ impl Upstreams {
         Ok(self.hub.subscribe_resource(uri).await?)
     }
 
+    /// Asks `server` about one of its tasks (see [`Hub::task_operation`]).
+    pub async fn task_operation(
+        &self,
+        server: &str,
+        operation: portico_core::TaskOperation,
+    ) -> Result<JsonObject, UpstreamsError> {
+        Ok(self.hub.task_operation(server, operation).await?)
+    }
+
     pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), UpstreamsError> {
         Ok(self.hub.unsubscribe_resource(uri).await?)
     }

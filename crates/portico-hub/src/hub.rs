@@ -533,6 +533,17 @@ impl Hub {
         self.answered(&server, subscribed)
     }
 
+    /// Asks `server` about one of its tasks (the MCP tasks extension); the door that relayed the
+    /// task's creation knows which server runs it.
+    pub async fn task_operation(
+        &self,
+        server: &str,
+        operation: portico_core::TaskOperation,
+    ) -> Result<JsonObject, HubError> {
+        let answered = self.upstream(server)?.task_operation(operation).await;
+        self.answered(server, answered)
+    }
+
     pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), HubError> {
         let (server, upstream_uri) = self.resource_owner(uri)?;
         let unsubscribed = self.upstream(&server)?.unsubscribe(&upstream_uri).await;

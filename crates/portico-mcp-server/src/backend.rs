@@ -265,6 +265,18 @@ impl Backend {
         Ok(())
     }
 
+    /// Asks the upstream `server` (a daemon: the daemon) about one of its tasks.
+    pub async fn task_operation(
+        &self,
+        server: &str,
+        operation: portico_core::TaskOperation,
+    ) -> Result<JsonObject, BackendError> {
+        Ok(match self {
+            Backend::Local(engine) => engine.upstreams().task_operation(server, operation).await?,
+            Backend::Daemon(link) => link.upstream.task_operation(operation).await?,
+        })
+    }
+
     pub async fn unsubscribe(&self, uri: &str) -> Result<(), BackendError> {
         match self {
             Backend::Local(engine) => engine.upstreams().unsubscribe_resource(uri).await?,

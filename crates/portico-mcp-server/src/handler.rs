@@ -106,6 +106,8 @@ pub struct PorticoServer {
     /// 2026-07-28 calls waiting for their client's answers; shared by every session, since a
     /// stateless client may come back on another connection.
     parked: ParkedCalls,
+    /// Tasks upstreams run for this door's clients; shared by every session, like `parked`.
+    task_routes: crate::task_routes::TaskRoutes,
     /// Ends this session's relay task once rmcp drops the session's last handle of this server;
     /// `None` in the relay task's own copy, which must not keep its session alive.
     session: Option<Arc<SessionEnd>>,
@@ -163,6 +165,7 @@ impl PorticoServer {
             host_tools,
             host_pipeline,
             parked: ParkedCalls::default(),
+            task_routes: crate::task_routes::TaskRoutes::default(),
             session: Some(Arc::default()),
             relays: Arc::default(),
             principal: None,
@@ -215,6 +218,7 @@ impl PorticoServer {
             host_tools: self.host_tools.clone(),
             host_pipeline: self.host_pipeline.clone(),
             parked: self.parked.clone(),
+            task_routes: self.task_routes.clone(),
             session: Some(Arc::default()),
             relays: self.relays.clone(),
             principal: None,
@@ -279,6 +283,7 @@ impl PorticoServer {
     async fn forward_call(
         &self,
         principal: &Principal,
+        owner: &str,
         name: &str,
         arguments: Option<JsonObject>,
         call_context: &CallContext,
@@ -313,8 +318,67 @@ impl PorticoServer {
                 );
             }
         };
+        if let Some(task) = result.task {
+            return self.relayed_task(*task, owner);
+        }
         let result: CallToolResult = from_result("tool result", tool_result_into_object(result))?;
         Ok(self.budgeted(name, result))
+    }
+
+    /// A task an upstream created for the call: routed for its client, then answered as created.
+    fn relayed_task(
+        &self,
+        task: portico_core::CreatedTask,
+        owner: &str,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut state = task.state;
+        let task_id = state
+            .get("taskId")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let ttl = state
+            .get("ttlMs")
+            .and_then(serde_json::Value::as_u64)
+            .map(std::time::Duration::from_millis);
+        self.task_routes
+            .record(&task_id, &task.server, owner, ttl)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        state.insert("resultType".into(), "task".into());
+        let created: rmcp::model::CreateTaskResult =
+            from_result("task result", state).inspect_err(|_| self.task_routes.forget(&task_id))?;
+        Ok(CallToolResponse::Task(created))
+    }
+
+    /// `tasks/get|update|cancel` from `owner`: to the upstream that runs the task, if `owner`
+    /// created it through this door; any other client is told there is no such task.
+    async fn task_operation(
+        &self,
+        owner: &str,
+        operation: portico_core::TaskOperation,
+    ) -> Result<JsonObject, McpError> {
+        let task_id = operation.task_id().to_string();
+        let Some(server) = self.task_routes.server_of(&task_id, owner) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "task not found: no task {task_id} of this client runs through Portico (it never existed, expired, or another client created it)"
+                ),
+                None,
+            ));
+        };
+        let answer = self
+            .backend
+            .task_operation(&server, operation)
+            .await
+            .map_err(backend_error)?;
+        // `tasks/get` answers carry the status; `tasks/update` and `tasks/cancel` acks do not.
+        if matches!(
+            answer.get("status").and_then(serde_json::Value::as_str),
+            Some("completed" | "failed" | "cancelled")
+        ) {
+            self.task_routes.settle(&task_id);
+        }
+        Ok(answer)
     }
 
     /// A result over the response budget becomes an isError result saying so.
@@ -387,6 +451,7 @@ impl PorticoServer {
     async fn run_call(
         &self,
         principal: &Principal,
+        owner: &str,
         request: CallToolRequestParams,
         call_context: CallContext,
         cancelled: tokio_util::sync::CancellationToken,
@@ -394,11 +459,18 @@ impl PorticoServer {
         if self.options.tool_search != ToolSearch::Off && tool_search::is_meta_tool(&request.name) {
             // Boxed: the meta-tools' future holds a listing and a forwarded call, and would size
             // every plain call's future (and the task rmcp spawns for it) too.
-            return Box::pin(self.call_meta_tool(principal, request, call_context, cancelled))
-                .await;
+            return Box::pin(self.call_meta_tool(
+                principal,
+                owner,
+                request,
+                call_context,
+                cancelled,
+            ))
+            .await;
         }
         self.forward_call(
             principal,
+            owner,
             &request.name,
             request.arguments,
             &call_context,
@@ -412,6 +484,7 @@ impl PorticoServer {
     async fn call_meta_tool(
         &self,
         principal: &Principal,
+        owner: &str,
         request: CallToolRequestParams,
         call_context: CallContext,
         cancelled: tokio_util::sync::CancellationToken,
@@ -439,7 +512,14 @@ impl PorticoServer {
                     }
                 };
                 return self
-                    .forward_call(principal, name, inner_arguments, &call_context, &cancelled)
+                    .forward_call(
+                        principal,
+                        owner,
+                        name,
+                        inner_arguments,
+                        &call_context,
+                        &cancelled,
+                    )
                     .await;
             }
         };
@@ -596,6 +676,17 @@ impl ServerHandler for PorticoServer {
                 .enable_prompts_list_changed()
                 .build()
                 .prompts;
+        }
+        if exposure.tools {
+            // Tasks are the upstreams': a call becomes one only on an upstream that creates
+            // tasks, for a client that declared the extension; Portico relays them.
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(
+                    rmcp::model::TASKS_EXTENSION_ID.to_string(),
+                    JsonObject::new(),
+                );
         }
         let mut info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("portico", env!("CARGO_PKG_VERSION")));
@@ -786,6 +877,46 @@ impl ServerHandler for PorticoServer {
         Some(accepted)
     }
 
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        let operation = portico_core::TaskOperation::Get {
+            task_id: request.task_id,
+        };
+        let mut answer = self.task_operation(&client_of(&context), operation).await?;
+        answer.insert("resultType".into(), "complete".into());
+        from_result("task state", answer)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let operation = portico_core::TaskOperation::Update {
+            task_id: request.task_id,
+            answers: request.input_responses.into_iter().collect(),
+        };
+        self.task_operation(&client_of(&context), operation)
+            .await
+            .map(drop)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let operation = portico_core::TaskOperation::Cancel {
+            task_id: request.task_id,
+        };
+        self.task_operation(&client_of(&context), operation)
+            .await
+            .map(drop)
+    }
+
     /// 2026-07-28 clients ask for list changes on a `subscriptions/listen` stream instead.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         Box::pin(self.serve_listen(context)).await
@@ -842,9 +973,10 @@ impl PorticoServer {
             // `input_rounds`).
             let cancelled = tokio_util::sync::CancellationToken::new();
             let cancel = cancelled.clone().drop_guard();
+            let owner = client_of(&context);
             let call = Box::pin(async move {
                 server
-                    .run_call(&principal, request, call_context, cancelled)
+                    .run_call(&principal, &owner, request, call_context, cancelled)
                     .await
             });
             return self
@@ -853,8 +985,14 @@ impl PorticoServer {
                 .await;
         }
         let call_context = self.call_context(&context);
-        self.run_call(&principal, request, call_context, context.ct)
-            .await
+        self.run_call(
+            &principal,
+            &client_of(&context),
+            request,
+            call_context,
+            context.ct,
+        )
+        .await
     }
 
     /// A 2026-07-28 client's `subscriptions/listen` stream: list changes, and updates of the

@@ -419,6 +419,10 @@ impl Caller for InputRoundsCaller {
         self.inner.accepts(request)
     }
 
+    fn accepts_tasks(&self) -> bool {
+        self.inner.accepts_tasks()
+    }
+
     fn request<'a>(
         &'a self,
         request: RelayRequest,

@@ -7,7 +7,9 @@
 //! into clear errors instead of half-written frames. A call a policy refuses is answered with seed
 //! 002's failure envelope, and a tool a policy denies or holds is marked in its listing, its
 //! `outputSchema` admitting the failure branch ([`host_policy`]). Embedders put their own
-//! [`ToolPolicy`]s in front of chosen tools ([`PorticoServer::with_tool_policies`]). Transports (stdio with dual framing, Streamable
+//! [`ToolPolicy`]s in front of chosen tools ([`PorticoServer::with_tool_policies`]). Tasks an
+//! upstream creates for a client's call (the MCP tasks extension) are relayed, their
+//! `tasks/get|update|cancel` routed to that upstream for that client only ([`task_routes`]). Transports (stdio with dual framing, Streamable
 //! HTTP) are chosen by the caller; this crate only speaks the protocol.
 //!
 //! It does not connect to upstreams (the hub does) and does not own HTTP routing or authentication (the
@@ -20,6 +22,7 @@ mod input_rounds;
 pub mod pricing;
 mod relay;
 pub mod requests;
+pub mod task_routes;
 pub mod tool_search;
 
 pub use backend::{Backend, BackendError, DaemonLink, Listing};

@@ -64,6 +64,13 @@ impl Caller for DownstreamCaller {
             .is_some_and(|c| !c.is_null())
     }
 
+    fn accepts_tasks(&self) -> bool {
+        self.capabilities
+            .get("extensions")
+            .and_then(|extensions| extensions.get(rmcp::model::TASKS_EXTENSION_ID))
+            .is_some_and(|c| !c.is_null())
+    }
+
     fn request<'a>(
         &'a self,
         request: RelayRequest,

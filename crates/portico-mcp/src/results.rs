@@ -25,6 +25,7 @@ pub fn tool_result_from_object(mut object: JsonObject) -> ToolResult {
             Some(Value::Object(meta)) => Some(meta),
             _ => None,
         },
+        task: None,
     }
 }
 
@@ -41,6 +42,7 @@ pub fn tool_result_from_rmcp(result: rmcp::model::CallToolResult) -> ToolResult 
         structured_content: result.structured_content,
         is_error: result.is_error,
         meta: result.meta.map(|meta| meta.0),
+        task: None,
     }
 }
 

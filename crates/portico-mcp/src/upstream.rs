@@ -117,6 +117,11 @@ impl From<UpstreamError> for CallError {
     }
 }
 
+/// `capabilities.extensions` declaring the MCP tasks extension (SEP-2663).
+fn tasks_extension() -> serde_json::Value {
+    serde_json::json!({ rmcp::model::TASKS_EXTENSION_ID: {} })
+}
+
 /// What the handshake told us about the server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HandshakeInfo {
@@ -696,6 +701,19 @@ impl Upstream {
                 ServerResult::CallToolResult(result) => {
                     return Ok(tool_result_from_rmcp(result));
                 }
+                // Only sent when the call declared the tasks extension (rmcp refuses it otherwise):
+                // the caller takes tasks, and asks this server about it by its id later.
+                ServerResult::CreateTaskResult(created) => {
+                    let mut state = portico_core::to_object(&created);
+                    state.remove("resultType");
+                    return Ok(ToolResult {
+                        task: Some(Box::new(portico_core::CreatedTask {
+                            server: self.server.clone(),
+                            state,
+                        })),
+                        ..ToolResult::default()
+                    });
+                }
                 // No client could read it as a tool's answer: the server broke the protocol.
                 other => {
                     let mut shown = serde_json::to_string(&other).unwrap_or_default();
@@ -719,6 +737,64 @@ impl Upstream {
             message: format!("the server still asked for input after {MAX_INPUT_ROUNDS} rounds"),
             data: None,
         })
+    }
+
+    /// Asks this server about one of its tasks (`tasks/get`, `tasks/update`, `tasks/cancel`), for a
+    /// caller that takes tasks: the request declares the tasks extension. The answer is the
+    /// server's result object, `resultType` dropped.
+    pub async fn task_operation(
+        &self,
+        operation: portico_core::TaskOperation,
+    ) -> Result<JsonObject, UpstreamError> {
+        use portico_core::TaskOperation;
+        use rmcp::model::{
+            CancelTaskParams, CancelTaskRequest, GetTaskParams, GetTaskRequest, UpdateTaskParams,
+            UpdateTaskRequest,
+        };
+        let (method, request) = match &operation {
+            TaskOperation::Get { task_id } => (
+                "tasks/get",
+                ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(
+                    task_id.clone(),
+                ))),
+            ),
+            TaskOperation::Update { task_id, answers } => (
+                "tasks/update",
+                ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(UpdateTaskParams::new(
+                    task_id.clone(),
+                    answers.clone().into_iter().collect(),
+                ))),
+            ),
+            TaskOperation::Cancel { task_id } => (
+                "tasks/cancel",
+                ClientRequest::CancelTaskRequest(CancelTaskRequest::new(CancelTaskParams::new(
+                    task_id.clone(),
+                ))),
+            ),
+        };
+        let what = || format!("{method} `{}`", operation.task_id());
+        let _place = self
+            .place(&what, tokio::time::Instant::now() + self.timeout)
+            .await?;
+        let mut options = PeerRequestOptions::no_options();
+        if self.listens() {
+            let capabilities =
+                serde_json::from_value(serde_json::json!({"extensions": tasks_extension()}))
+                    .unwrap_or_default();
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.set_client_capabilities(capabilities);
+            options.meta = Some(meta);
+        }
+        let handle = Box::pin(self.peer.send_request_with_option(request, options))
+            .await
+            .map_err(|e| service_error(&self.server, what(), e))?;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let result = self
+            .timed(&what, deadline, Box::pin(handle.await_response()))
+            .await?;
+        let mut object = portico_core::to_object(&result);
+        object.remove("resultType");
+        Ok(object)
     }
 
     /// A 2026-07-28 request declares its client's capabilities itself: a call says what its
@@ -747,6 +823,13 @@ impl Upstream {
         }
         if accepts(RelayRequest::Roots) {
             declared.insert("roots".into(), serde_json::json!({"listChanged": false}));
+        }
+        if context
+            .caller
+            .as_ref()
+            .is_some_and(|caller| caller.accepts_tasks())
+        {
+            declared.insert("extensions".into(), tasks_extension());
         }
         let capabilities =
             serde_json::from_value(serde_json::Value::Object(declared)).unwrap_or_default();

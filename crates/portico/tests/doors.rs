@@ -35,3 +35,5 @@ mod policies;
 mod sdk;
 #[path = "doors/stdio.rs"]
 mod stdio;
+#[path = "doors/tasks.rs"]
+mod tasks;
