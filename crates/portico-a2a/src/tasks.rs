@@ -633,6 +633,10 @@ impl Tasks {
             context_id,
             tool,
             text: message_text(&message),
+            message_id: message
+                .get("messageId")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             conversation,
             untrusted: untrusted_tool(&message),
             live,
@@ -1044,6 +1048,9 @@ impl Tasks {
     /// artifacts a scripted agent sets).
     fn start_agent(&self, run: &Run) -> (JoinHandle<AgentCall>, UnboundedReceiver<ProgressEvent>) {
         let mut arguments = json!({"message": run.text});
+        if let Some(message_id) = &run.message_id {
+            arguments["message_id"] = json!(message_id);
+        }
         if let Some(conversation) = &run.conversation {
             arguments["conversation_id"] = json!(conversation);
         }
@@ -1300,6 +1307,7 @@ fn closing_run(id: &str, task: &TaskRecord, live: Arc<Live>) -> Run {
         context_id: task.context_id.clone(),
         tool: String::new(),
         text: String::new(),
+        message_id: None,
         conversation: None,
         untrusted: None,
         live,
@@ -1345,6 +1353,8 @@ struct Run {
     context_id: String,
     tool: String,
     text: String,
+    /// The sender's `messageId`: the agent's scripted rules may match it.
+    message_id: Option<String>,
     conversation: Option<String>,
     /// The sender's turn had read untrusted output from this tool (see `wire::UNTRUSTED_METADATA`).
     untrusted: Option<String>,
