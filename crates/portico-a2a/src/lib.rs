@@ -15,6 +15,7 @@
 
 mod card;
 mod error;
+mod parts;
 pub mod pricing;
 mod push;
 mod rest03;

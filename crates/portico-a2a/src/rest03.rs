@@ -124,8 +124,8 @@ async fn send(
         async {
             let (agent, who) = caller(&state, &agent, &headers, who)?;
             let params = send_params(&server::rest_body(&body)?);
-            let task = server::send(&state, &who, &agent, &params).await?;
-            Ok(Json(json!({"task": task_to_rest03(&task)})).into_response())
+            let answer = server::send(&state, &who, &agent, &params).await?;
+            Ok(Json(answer.rest03()).into_response())
         }
         .await,
     )

@@ -355,13 +355,13 @@ async fn agent_card(
 // Operations, independent of binding.
 
 /// A send that answers with the task: at once, or (blocking, the default) once it is finished or
-/// waiting for input.
+/// waiting for input; or, if the agent answered a blocking send with a plain message, with that.
 pub(crate) async fn send(
     state: &A2aState,
     caller: &Caller,
     agent: &str,
     params: &Value,
-) -> Result<Value, A2aError> {
+) -> Result<SendAnswer, A2aError> {
     let owner = caller.owner.as_str();
     let configuration = params.get("configuration").cloned().unwrap_or_default();
     // `returnImmediately` (1.0) or `blocking: false` (0.3) answers at once.
@@ -378,8 +378,13 @@ pub(crate) async fn send(
     let (sent, history_length) = start(state, caller, agent, params, answer).await?;
     if answer == Answer::WhenSettled {
         sent.settled().await;
+        if let Some(message) = sent.message_answer() {
+            return Ok(SendAnswer::Message(message));
+        }
     }
-    sent_task(state, owner, &sent, history_length).await
+    Ok(SendAnswer::Task(
+        sent_task(state, owner, &sent, history_length).await?,
+    ))
 }
 
 /// A send that answers with the task at once, then streams its events.
@@ -729,10 +734,10 @@ async fn dispatch(
     let ok = |result: Value| Ok(axum::Json(rpc_result(id, result)).into_response());
     match (version, method) {
         (Version::V1, "SendMessage") | (Version::V03, "message/send") => {
-            let task = send(state, caller, agent, params).await?;
+            let answer = send(state, caller, agent, params).await?;
             match version {
-                Version::V1 => ok(json!({"task": task})),
-                Version::V03 => ok(wire::task_to_v03(&task)),
+                Version::V1 => ok(answer.v1()),
+                Version::V03 => ok(answer.v03()),
             }
         }
         (Version::V1, "SendStreamingMessage") | (Version::V03, "message/stream") => {
@@ -910,10 +915,10 @@ async fn rest_send(
             let version = rest_version(&headers)?;
             let agent = state.agent_name(&agent)?;
             let params = rest_body(&body)?;
-            let task = send(&state, &caller, &agent, &params).await?;
+            let answer = send(&state, &caller, &agent, &params).await?;
             Ok(axum::Json(match version {
-                Version::V1 => json!({"task": task}),
-                Version::V03 => wire::task_to_v03(&task),
+                Version::V1 => answer.v1(),
+                Version::V03 => answer.v03(),
             }))
         }
         .await,
@@ -1148,7 +1153,14 @@ async fn legacy_send(State(state): State<A2aState>, caller: Caller, body: Bytes)
             message.insert("contextId".into(), json!(session));
         }
         let send_params = json!({"message": message});
-        let task = send(&state, &caller, &agent, &send_params).await?;
+        // The early draft has no message answers: the message is given as a finished task's.
+        let task = match send(&state, &caller, &agent, &send_params).await? {
+            SendAnswer::Task(task) => task,
+            SendAnswer::Message(message) => json!({
+                "id": message["messageId"], "contextId": message["contextId"],
+                "status": {"state": "TASK_STATE_COMPLETED", "message": message},
+            }),
+        };
         let v03 = wire::task_to_v03(&task);
         let typed = |parts: &Value| -> Value {
             Value::Array(parts.as_array().into_iter().flatten().map(|p| {
@@ -1177,6 +1189,9 @@ async fn legacy_send(State(state): State<A2aState>, caller: Caller, body: Bytes)
         (Err(error), false) => rest_error(&error),
     }
 }
+
+mod answer;
+pub(crate) use answer::SendAnswer;
 
 #[cfg(test)]
 mod tests;

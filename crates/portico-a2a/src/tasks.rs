@@ -67,6 +67,9 @@ struct Known {
     /// A terminal status was planned for the task: every later write is dropped, so a run that stops
     /// late (after its cancel gave up waiting) cannot undo the end of the task.
     finished: bool,
+    /// The agent answered with a plain message before anyone heard of the task: the send is
+    /// answered with it, and the task is never stored.
+    message_answer: Option<Value>,
 }
 
 /// A task that is not stored yet (see the module docs).
@@ -275,6 +278,11 @@ impl Sent {
         let _ = state
             .wait_for(|state| is_terminal(state) || is_interrupted(state))
             .await;
+    }
+
+    /// The message the agent answered with instead of a task (see `Known::message_answer`).
+    pub fn message_answer(&self) -> Option<Value> {
+        self.live.known().message_answer.clone()
     }
 
     /// The task as this process's run last stored it: `Ok(None)` if this process did not write it (read
@@ -1099,12 +1107,14 @@ impl Tasks {
             },
             ProgressEvent::Artifact {
                 name,
-                text,
+                part,
                 last_chunk,
             } => {
-                self.on_artifact(run, &mut reported.artifacts, &name, &text, last_chunk)
+                let part = crate::parts::part_json(&part);
+                self.on_artifact(run, &mut reported.artifacts, &name, part, last_chunk)
                     .await
             }
+            ProgressEvent::AnswerAsMessage => reported.as_message = true,
             ProgressEvent::ToolStarted { .. } | ProgressEvent::ToolFinished { .. } => {}
         }
     }
@@ -1116,7 +1126,7 @@ impl Tasks {
         run: &Run,
         artifacts: &mut Vec<Value>,
         name: &str,
-        text: &str,
+        part: Value,
         last_chunk: bool,
     ) {
         let append = match artifacts
@@ -1125,20 +1135,19 @@ impl Tasks {
         {
             Some(existing) => {
                 if let Some(parts) = existing["parts"].as_array_mut() {
-                    parts.push(json!({"text": text}));
+                    parts.push(part.clone());
                 }
                 true
             }
             None => {
-                artifacts
-                    .push(json!({"artifactId": name, "name": name, "parts": [{"text": text}]}));
+                artifacts.push(json!({"artifactId": name, "name": name, "parts": [part.clone()]}));
                 false
             }
         };
         run.live.publish(|| {
             json!({"artifactUpdate": {
                 "taskId": run.task_id, "contextId": run.context_id,
-                "artifact": {"artifactId": name, "name": name, "parts": [{"text": text}]},
+                "artifact": {"artifactId": name, "name": name, "parts": [part]},
                 "append": append, "lastChunk": last_chunk,
             }})
         });
@@ -1153,6 +1162,7 @@ impl Tasks {
         let Reported {
             requested,
             mut artifacts,
+            as_message,
             ..
         } = reported;
         let structured = result.structured_content.as_ref();
@@ -1160,6 +1170,13 @@ impl Tasks {
             .and_then(|s| s["reply"].as_str())
             .map(str::to_string)
             .unwrap_or_else(|| model_text(result));
+        if as_message
+            && requested.is_none()
+            && artifacts.is_empty()
+            && self.answer_with_message(run, &reply)
+        {
+            return;
+        }
         let mut also = TaskUpdate::default();
         if let Some(conversation) = structured.and_then(|s| s["conversation_id"].as_str())
             && run.conversation.as_deref() != Some(conversation)
@@ -1191,6 +1208,27 @@ impl Tasks {
                     .await;
             }
         }
+    }
+
+    /// Answers the run's send with `reply` as a plain message, when nobody has heard of its task yet
+    /// (a blocking send, stored only once settled): the task is then never stored. Otherwise (the
+    /// task was acknowledged, or is continued) returns false and the task completes as usual.
+    fn answer_with_message(&self, run: &Run, reply: &str) -> bool {
+        let mut known = run.live.known();
+        if known.unstored.is_none() || known.finished {
+            return false;
+        }
+        known.unstored = None;
+        known.finished = true;
+        known.message_answer = Some(json!({
+            "messageId": random_id(),
+            "contextId": run.context_id,
+            "role": "ROLE_AGENT",
+            "parts": [{"text": reply}],
+        }));
+        drop(known);
+        run.live.state.send_replace("TASK_STATE_COMPLETED".into());
+        true
     }
 
     /// Registers a push notification config (already normalised) for a task the caller owns.
@@ -1341,6 +1379,8 @@ struct Reported {
     artifacts: Vec<Value>,
     /// Whether the response artifact has had text (later text appends to it).
     streamed: bool,
+    /// The agent's answer is a plain message (see [`Tasks::answer_with_message`]).
+    as_message: bool,
 }
 
 /// What the pipeline answers a call of the agent's tool.

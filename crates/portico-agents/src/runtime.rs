@@ -13,8 +13,8 @@ use portico_llm::{
     Usage,
 };
 use portico_pipeline::{
-    Pipeline, Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust,
-    TurnState, WeakPipeline, model_text,
+    ArtifactPart, Pipeline, Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns,
+    ToolSource, Trust, TurnState, WeakPipeline, model_text,
 };
 use portico_store::{BatchWriter, Conversation, NewMessage, Store};
 use serde::Serialize;
@@ -583,13 +583,14 @@ fn progress_sink(context: &ToolContext) -> EventSink {
             StreamEvent::Status { state, message } => ProgressEvent::Status { state, message },
             StreamEvent::Artifact {
                 name,
-                text,
+                part,
                 last_chunk,
             } => ProgressEvent::Artifact {
                 name,
-                text,
+                part,
                 last_chunk,
             },
+            StreamEvent::AnswerAsMessage => ProgressEvent::AnswerAsMessage,
         })
     })
 }
@@ -763,7 +764,20 @@ fn progress_as_messages(
             ProgressEvent::ToolFinished { name, is_error } => {
                 format!("[{name} {}]", if is_error { "failed" } else { "done" })
             }
-            ProgressEvent::Artifact { name, text, .. } => format!("[{name}] {text}"),
+            ProgressEvent::Artifact { name, part, .. } => match part {
+                ArtifactPart::Text(text) => format!("[{name}] {text}"),
+                ArtifactPart::File {
+                    name: file, bytes, ..
+                } => format!(
+                    "[{name}] file {} ({} bytes)",
+                    file.as_deref().unwrap_or("(unnamed)"),
+                    bytes.len()
+                ),
+                ArtifactPart::FileUrl { url, .. } => format!("[{name}] file {url}"),
+                ArtifactPart::Data(data) => format!("[{name}] {}", Value::Object(data)),
+            },
+            // Only a protocol with messages and tasks tells them apart.
+            ProgressEvent::AnswerAsMessage => return,
         };
         messages.send(message);
     })
