@@ -985,13 +985,18 @@ async fn rest_task(
     )
 }
 
-/// `POST /tasks/{id}:cancel`.
+/// `POST /tasks/{id}:cancel`, and `POST /tasks/{id}:subscribe` as `GET` (the spec's binding table
+/// says POST, its proto GET; clients use both).
 async fn rest_task_action(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
+    if task.ends_with(":subscribe") {
+        let query = Query(std::collections::HashMap::new());
+        return rest_task(State(state), Path((agent, task)), query, caller, headers).await;
+    }
     rest(
         async {
             state.agent_name(&agent)?;
