@@ -107,6 +107,11 @@ pub fn form_for(header: Option<Version>, query: Option<&str>) -> Version {
     }
 }
 
+/// How long a client may keep a card (spec 8.6.1: a `max-age` suited to how often it changes). A card
+/// changes with its agent's tools, so a minute, after which the ETag makes a re-read a 304; `private`
+/// because a card depends on the client's scope.
+pub const CACHE_CONTROL: &str = "private, max-age=60";
+
 /// A strong ETag of a card's bytes.
 pub fn etag(body: &[u8]) -> String {
     let hash = Sha256::digest(body);

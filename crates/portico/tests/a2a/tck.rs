@@ -370,6 +370,15 @@ async fn a_card_without_a_version_is_strictly_the_1_0_card_and_0_3_clients_get_t
         ["streaming", "pushNotifications", "extendedAgentCard"]
     );
     let v1 = card(&format!("{base}/.well-known/agent-card.json"), Some("1.0")).await;
+    let response = http()
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()["cache-control"].to_str().unwrap(),
+        "private, max-age=60"
+    );
     assert_eq!(unversioned, v1);
     let per_agent = card(&format!("{url}/.well-known/agent-card.json"), None).await;
     assert_eq!(per_agent, v1);
