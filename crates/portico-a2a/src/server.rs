@@ -59,6 +59,8 @@ pub struct A2aOptions {
     pub push_allow_private_network: bool,
     /// Open event streams (subscriptions, streamed sends): in all, and per caller identity.
     pub streams: crate::tasks::StreamLimits,
+    /// The card form a card request without a version gets (`[a2a] unversioned_card`).
+    pub unversioned_card: portico_config::CardVersion,
 }
 
 #[derive(Clone)]
@@ -279,10 +281,14 @@ async fn serve_card(
 }
 
 /// Which card form to serve (see [`card::form_for`]).
-fn card_version(headers: &HeaderMap, query: &CardQuery) -> Version {
+fn card_version(state: &A2aState, headers: &HeaderMap, query: &CardQuery) -> Version {
     card::form_for(
         requested_version(headers).ok().flatten(),
         query.version.as_deref(),
+        match state.options.unversioned_card {
+            portico_config::CardVersion::V1 => Version::V1,
+            portico_config::CardVersion::V03 => Version::V03,
+        },
     )
 }
 
@@ -298,7 +304,7 @@ async fn primary_card(
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
-    let version = card_version(&headers, &query);
+    let version = card_version(&state, &headers, &query);
     serve_card(&state, &caller, state.primary(), version, &headers).await
 }
 
@@ -317,7 +323,7 @@ async fn agent_card(
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
-    let version = card_version(&headers, &query);
+    let version = card_version(&state, &headers, &query);
     let name = state.agent_name(&agent).ok();
     serve_card(&state, &caller, name, version, &headers).await
 }

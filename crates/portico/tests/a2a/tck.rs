@@ -420,6 +420,27 @@ async fn a_card_without_a_version_is_strictly_the_1_0_card_and_0_3_clients_get_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_of_0_3_clients_serves_the_0_3_card_without_a_version() {
+    let home = Home::new(&format!("[a2a]\nunversioned_card = \"0.3\"\n{PARTS_AGENT}"));
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+
+    let unversioned = card(&format!("{base}/.well-known/agent-card.json"), None).await;
+    assert_eq!(unversioned["url"], format!("{base}/a2a/parts"));
+    assert_eq!(unversioned["protocolVersion"], "0.3.0");
+    assert!(unversioned.get("supportedInterfaces").is_none());
+    let v1 = card(&format!("{base}/.well-known/agent-card.json"), Some("1.0")).await;
+    assert!(v1.get("url").is_none(), "{v1:#}");
+    assert_eq!(v1["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    let by_query = card(
+        &format!("{base}/.well-known/agent-card.json?version=1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(by_query, v1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_over_http_json_answers_post_as_get() {
     let home = tck_home();
     let daemon = daemon(&home);
