@@ -477,9 +477,8 @@ fn list_query(owner: &str, params: &Value) -> Result<TaskQuery, A2aError> {
     let state = match params.get("status").and_then(Value::as_str) {
         None | Some("") | Some("TASK_STATE_UNSPECIFIED") => None,
         Some(s) => Some(
-            wire::state_from_any(s)
-                .ok_or_else(|| A2aError::InvalidParams(format!("`{s}` is not a task state")))?
-                .to_string(),
+            portico_core::TaskState::from_any_name(s)
+                .ok_or_else(|| A2aError::InvalidParams(format!("`{s}` is not a task state")))?,
         ),
     };
     let page_size = match params.get("pageSize") {

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use portico_core::ToolResult;
+use portico_core::{TaskState, ToolResult};
 use portico_engine::Engine;
 use portico_pipeline::{
     CallOutcome, PipelineError, Principal, ProgressEvent, ToolContext, model_text,
@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::A2aError;
-use crate::wire::{is_interrupted, is_terminal, message_text};
+use crate::wire::message_text;
 
 /// The artifact an agent's answer goes into.
 pub const RESPONSE_ARTIFACT: &str = "response";
@@ -50,7 +50,7 @@ struct Live {
     /// nobody listens to (a blocking send) costs no channel.
     events: Mutex<Option<broadcast::Sender<Value>>>,
     /// The latest state, for waiters.
-    state: watch::Sender<String>,
+    state: watch::Sender<TaskState>,
     known: Mutex<Known>,
 }
 
@@ -108,7 +108,7 @@ impl Live {
         if update
             .status
             .as_ref()
-            .is_some_and(|change| is_terminal(&change.state))
+            .is_some_and(|change| change.state.is_terminal())
         {
             known.finished = true;
         }
@@ -120,10 +120,10 @@ impl Live {
         let settles = update
             .status
             .as_ref()
-            .is_some_and(|change| is_terminal(&change.state) || is_interrupted(&change.state));
+            .is_some_and(|change| change.state.is_settled());
         if update.status.is_some() {
             pending.earlier.push(EarlierStatus {
-                state: task.state.clone(),
+                state: task.state,
                 status: task.status.clone(),
                 at_ms: pending.status_at_ms,
             });
@@ -272,9 +272,7 @@ impl Sent {
     pub async fn settled(&self) {
         let mut state = self.live.state.subscribe();
         // An error means the run is gone without saying so; the task is what the store says.
-        let _ = state
-            .wait_for(|state| is_terminal(state) || is_interrupted(state))
-            .await;
+        let _ = state.wait_for(|state| state.is_settled()).await;
     }
 
     /// The task as this process's run last stored it: `Ok(None)` if this process did not write it (read
@@ -420,15 +418,15 @@ impl Tasks {
         blocking(move || {
             let mut failed = 0;
             for task in store.active_tasks()? {
-                if is_interrupted(&task.state) {
+                if task.state.is_interrupted() {
                     continue;
                 }
                 let status = json!({
-                    "state": "TASK_STATE_FAILED",
+                    "state": TaskState::Failed,
                     "message": agent_message(&task.id, &task.context_id, "Portico restarted while this task was running; send the message again"),
                     "timestamp": portico_core::time::now_rfc3339(),
                 });
-                store.update_task_status(&task.id, "TASK_STATE_FAILED", &status)?;
+                store.update_task_status(&task.id, TaskState::Failed, &status)?;
                 failed += 1;
             }
             Ok(failed)
@@ -475,7 +473,7 @@ impl Tasks {
                     push: AtomicBool::new(false),
                     running: AtomicBool::new(false),
                     events: Mutex::default(),
-                    state: watch::channel(String::new()).0,
+                    state: watch::channel(TaskState::Unspecified).0,
                     known: Mutex::default(),
                 })
             })
@@ -487,7 +485,7 @@ impl Tasks {
     fn run_ended(&self, id: &str, live: &Arc<Live>) {
         let mut table = self.table();
         live.running.store(false, Ordering::Relaxed);
-        let finished = is_terminal(&live.state.borrow());
+        let finished = live.state.borrow().is_terminal();
         if (finished || !live.has_listeners())
             && table
                 .tasks
@@ -552,7 +550,7 @@ impl Tasks {
         let finished =
             || A2aError::Unsupported(format!("task `{id}` has finished; {when_finished}"));
         let task = self.get(owner, id).await?;
-        if is_terminal(&task.state) {
+        if task.state.is_terminal() {
             return Err(finished());
         }
         let permit = self.reserve_stream(owner)?;
@@ -560,7 +558,7 @@ impl Tasks {
         // Read again now that events are caught: what happened since the check is in this copy or
         // in the events. A task that finished meanwhile frees its subscription here.
         let task = self.get(owner, id).await?;
-        if is_terminal(&task.state) {
+        if task.state.is_terminal() {
             return Err(finished());
         }
         Ok((task, subscription))
@@ -620,7 +618,7 @@ impl Tasks {
             .live_for_send(owner, &task_id, known, continued.is_some(), push)
             .await?;
         // A continued task still shows the state it waited in: waiters must see the new run instead.
-        live.state.send_replace("TASK_STATE_SUBMITTED".into());
+        live.state.send_replace(TaskState::Submitted);
         let sent = Sent {
             task_id: task_id.clone(),
             events: permit.map(|permit| self.attach(permit, &task_id, Some(live.clone()))),
@@ -708,8 +706,8 @@ impl Tasks {
         if task.agent != agent {
             return Err(A2aError::TaskNotFound(task_id.to_string()));
         }
-        if !is_interrupted(&task.state) {
-            let reason = if is_terminal(&task.state) {
+        if !task.state.is_interrupted() {
+            let reason = if task.state.is_terminal() {
                 "has finished; send a new message without taskId (the same contextId continues the conversation)"
             } else {
                 "is still working; wait for it, or cancel it"
@@ -776,8 +774,8 @@ impl Tasks {
             context_id: context_id.clone(),
             owner: owner.to_string(),
             agent: agent.to_string(),
-            state: "TASK_STATE_SUBMITTED".into(),
-            status: json!({"state": "TASK_STATE_SUBMITTED", "timestamp": portico_core::time::now_rfc3339()}),
+            state: TaskState::Submitted,
+            status: json!({"state": TaskState::Submitted, "timestamp": portico_core::time::now_rfc3339()}),
             history: vec![message.clone()],
             artifacts: Vec::new(),
             metadata: json!({"portico": {"conversation_id": conversation}}),
@@ -895,7 +893,7 @@ impl Tasks {
     }
 
     /// Records a status change, tells listeners, and wakes waiters.
-    async fn set_status(&self, run: &Run, state: &str, message: Option<Value>) {
+    async fn set_status(&self, run: &Run, state: TaskState, message: Option<Value>) {
         self.set_status_with(run, state, message, TaskUpdate::default())
             .await;
     }
@@ -905,7 +903,7 @@ impl Tasks {
     async fn set_status_with(
         &self,
         run: &Run,
-        state: &str,
+        state: TaskState,
         message: Option<Value>,
         also: TaskUpdate,
     ) {
@@ -916,7 +914,7 @@ impl Tasks {
         let update = TaskUpdate {
             message,
             status: Some(TaskStatusUpdate {
-                state: state.to_string(),
+                state,
                 status: status.clone(),
             }),
             ..also
@@ -935,7 +933,7 @@ impl Tasks {
             pusher.notify(&run.task_id, event());
         }
         run.live.publish(event);
-        run.live.state.send_replace(state.to_string());
+        run.live.state.send_replace(state);
     }
 
     async fn save_artifacts(&self, run: &Run, artifacts: &[Value]) {
@@ -1000,7 +998,7 @@ impl Tasks {
         let abort = call.abort_handle();
         // The agent starts while `working` is being stored (its first write, the conversation, can
         // share that transaction); what it reports waits in `reports` until `working` is out.
-        self.set_status(&run, "TASK_STATE_WORKING", None).await;
+        self.set_status(&run, TaskState::Working, None).await;
         let mut reported = Reported::default();
         let outcome = loop {
             tokio::select! {
@@ -1019,7 +1017,7 @@ impl Tasks {
 
         let outcome = match outcome {
             None => {
-                self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                self.set_status(&run, TaskState::Canceled, None).await;
                 self.run_ended(&run.task_id, &run.live);
                 return;
             }
@@ -1031,7 +1029,7 @@ impl Tasks {
         match outcome {
             Err(error) => {
                 let message = agent_message(&run.task_id, &run.context_id, &error);
-                self.set_status(&run, "TASK_STATE_FAILED", Some(message))
+                self.set_status(&run, TaskState::Failed, Some(message))
                     .await;
             }
             Ok(result) => self.answered(&run, &result, reported).await,
@@ -1080,9 +1078,9 @@ impl Tasks {
                 }}));
                 reported.streamed = true;
             }
-            ProgressEvent::Status { state, message } => match crate::wire::state_from_any(&state) {
-                Some(state) if is_terminal(state) || is_interrupted(state) => {
-                    reported.requested = Some((state.to_string(), message));
+            ProgressEvent::Status { state, message } => match TaskState::from_any_name(&state) {
+                Some(state) if state.is_settled() => {
+                    reported.requested = Some((state, message));
                 }
                 Some(state) => {
                     let message = message.map(|m| agent_message(&run.task_id, &run.context_id, &m));
@@ -1167,7 +1165,7 @@ impl Tasks {
                 if !artifacts.is_empty() {
                     also.artifacts = Some(artifacts);
                 }
-                self.set_status_with(run, &state, Some(message), also).await;
+                self.set_status_with(run, state, Some(message), also).await;
             }
             None => {
                 let response = json!({"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": reply}]});
@@ -1180,7 +1178,7 @@ impl Tasks {
                 artifacts.retain(|a| a["artifactId"] != json!(RESPONSE_ARTIFACT));
                 artifacts.push(response);
                 also.artifacts = Some(artifacts);
-                self.set_status_with(run, "TASK_STATE_COMPLETED", Some(message), also)
+                self.set_status_with(run, TaskState::Completed, Some(message), also)
                     .await;
             }
         }
@@ -1240,10 +1238,10 @@ impl Tasks {
     /// run's later writes are dropped).
     pub async fn cancel(&self, owner: &str, id: &str) -> Result<TaskRecord, A2aError> {
         let task = self.get(owner, id).await?;
-        if is_terminal(&task.state) {
+        if task.state.is_terminal() {
             return Err(A2aError::TaskNotCancelable {
                 id: id.to_string(),
-                state: crate::wire::state_to_v03(&task.state).to_string(),
+                state: task.state.v03_name().to_string(),
             });
         }
         // Only a run moves a task on when cancelled: the table also holds tasks that someone merely
@@ -1261,14 +1259,11 @@ impl Tasks {
                 // A run heeds its cancel switch only while its agent runs: one that has just
                 // answered goes on to store its answer, and if that leaves the task waiting for
                 // input, nothing will end the task but this cancel.
-                let seen = tokio::time::timeout(
-                    CANCEL_GRACE,
-                    state.wait_for(|s| is_terminal(s) || is_interrupted(s)),
-                )
-                .await
-                .ok()
-                .and_then(|seen| seen.ok().map(|state| state.clone()));
-                if !seen.as_deref().is_some_and(is_terminal) {
+                let seen = tokio::time::timeout(CANCEL_GRACE, state.wait_for(|s| s.is_settled()))
+                    .await
+                    .ok()
+                    .and_then(|seen| seen.ok().map(|state| *state));
+                if !seen.is_some_and(TaskState::is_terminal) {
                     if seen.is_none() {
                         tracing::warn!(
                             "task {id}: its run did not stop within {CANCEL_GRACE:?} of being cancelled; storing it canceled without the run"
@@ -1276,14 +1271,14 @@ impl Tasks {
                     }
                     let run = closing_run(id, &task, live);
                     // The run takes its entry out of the table when it ends.
-                    self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                    self.set_status(&run, TaskState::Canceled, None).await;
                 }
                 // The run's own terminal write, if it planned one first, is committed by now.
                 self.inner.writer.flush().await;
             }
             None => {
                 let run = closing_run(id, &task, self.live_for_run(id));
-                self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                self.set_status(&run, TaskState::Canceled, None).await;
                 self.run_ended(id, &run.live);
             }
         }
@@ -1329,7 +1324,7 @@ fn untrusted_tool(message: &Value) -> Option<String> {
 #[derive(Default)]
 struct Reported {
     /// A terminal or interrupted state the agent set, with its message: the run ends in it.
-    requested: Option<(String, Option<String>)>,
+    requested: Option<(TaskState, Option<String>)>,
     artifacts: Vec<Value>,
     /// Whether the response artifact has had text (later text appends to it).
     streamed: bool,
@@ -1397,7 +1392,7 @@ rules = [
         json!({"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]})
     }
 
-    fn states(store: &Store, id: &str) -> Vec<String> {
+    fn states(store: &Store, id: &str) -> Vec<TaskState> {
         store
             .task_status_history(id)
             .unwrap()
@@ -1429,7 +1424,7 @@ rules = [
             engine.store().task(&sent.task_id).unwrap(),
             Some(answered.clone())
         );
-        assert_eq!(answered.state, "TASK_STATE_COMPLETED");
+        assert_eq!(answered.state, TaskState::Completed);
         assert_eq!(text_of(&answered.artifacts[0]), "thought");
         // The request, the agent's "thinking" and its answer.
         assert_eq!(answered.history.len(), 3);
@@ -1437,10 +1432,10 @@ rules = [
         assert_eq!(
             states(engine.store(), &sent.task_id),
             [
-                "TASK_STATE_SUBMITTED",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_COMPLETED"
+                TaskState::Submitted,
+                TaskState::Working,
+                TaskState::Working,
+                TaskState::Completed
             ]
         );
         assert_eq!(history[2].status["message"]["parts"][0]["text"], "thinking");
@@ -1480,14 +1475,14 @@ rules = [
         let answered = sent.stored().unwrap().unwrap();
         let stored = engine.store().task(&sent.task_id).unwrap().unwrap();
         assert_eq!(task_json(&answered, None), task_json(&stored, None));
-        assert_eq!(stored.state, "TASK_STATE_COMPLETED");
+        assert_eq!(stored.state, TaskState::Completed);
         assert_eq!(
             states(engine.store(), &sent.task_id),
             [
-                "TASK_STATE_SUBMITTED",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_COMPLETED"
+                TaskState::Submitted,
+                TaskState::Working,
+                TaskState::Working,
+                TaskState::Completed
             ]
         );
     }
@@ -1558,7 +1553,7 @@ rules = [
         assert_eq!(tasks.live_counts(), (0, 0), "the last listener freed it");
 
         let (task, first) = tasks.subscribe("alice", &id, finished).await.unwrap();
-        assert_eq!(task.state, "TASK_STATE_INPUT_REQUIRED");
+        assert_eq!(task.state, TaskState::InputRequired);
         let (_, second) = tasks.subscribe("alice", &id, finished).await.unwrap();
         assert_eq!(tasks.live_counts(), (1, 2));
         let refused = tasks.subscribe("bob", &id, finished).await.err().unwrap();
@@ -1603,8 +1598,8 @@ rules = [
             context_id: random_id(),
             owner: "alice".into(),
             agent: "echo".into(),
-            state: "TASK_STATE_WORKING".into(),
-            status: json!({"state": "TASK_STATE_WORKING"}),
+            state: TaskState::Working.into(),
+            status: json!({"state": TaskState::Working}),
             history: vec![message(text)],
             artifacts: Vec::new(),
             metadata: json!({}),
@@ -1647,8 +1642,7 @@ rules = [
         let (this, asked) = (tasks.clone(), settling.clone());
         let answering = tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            this.set_status(&run, "TASK_STATE_INPUT_REQUIRED", None)
-                .await;
+            this.set_status(&run, TaskState::InputRequired, None).await;
             this.run_ended(&asked, &run.live);
         });
         let started = std::time::Instant::now();
@@ -1660,14 +1654,14 @@ rules = [
         .expect("a cancel answers")
         .unwrap();
         assert!(started.elapsed() < CANCEL_GRACE, "{:?}", started.elapsed());
-        assert_eq!(answered.state, "TASK_STATE_CANCELED");
+        assert_eq!(answered.state, TaskState::Canceled);
         answering.await.unwrap();
         assert_eq!(
             states(engine.store(), &settling),
             [
-                "TASK_STATE_WORKING",
-                "TASK_STATE_INPUT_REQUIRED",
-                "TASK_STATE_CANCELED"
+                TaskState::Working,
+                TaskState::InputRequired,
+                TaskState::Canceled
             ]
         );
         for id in [&listened, &stuck] {
@@ -1678,24 +1672,24 @@ rules = [
             .await
             .expect("a cancel answers")
             .unwrap();
-            assert_eq!(answered.state, "TASK_STATE_CANCELED");
+            assert_eq!(answered.state, TaskState::Canceled);
             let stored = engine.store().task(id).unwrap().unwrap();
-            assert_eq!(stored.state, "TASK_STATE_CANCELED");
+            assert_eq!(stored.state, TaskState::Canceled);
         }
         // The stuck run's late update does not undo the cancel, in the store or for waiters.
         let task = engine.store().task(&stuck).unwrap().unwrap();
         let run = closing_run(&stuck, &task, live.clone());
-        tasks.set_status(&run, "TASK_STATE_WORKING", None).await;
+        tasks.set_status(&run, TaskState::Working, None).await;
         tasks.inner.writer.flush().await;
         assert_eq!(
             engine.store().task(&stuck).unwrap().unwrap().state,
-            "TASK_STATE_CANCELED"
+            TaskState::Canceled
         );
         assert_eq!(
             states(engine.store(), &stuck),
-            ["TASK_STATE_WORKING", "TASK_STATE_CANCELED"]
+            [TaskState::Working, TaskState::Canceled]
         );
-        assert_eq!(*live.state.borrow(), "TASK_STATE_CANCELED");
+        assert_eq!(*live.state.borrow(), TaskState::Canceled);
         // Nothing is left behind once the listener and the run are gone.
         drop(subscription);
         tasks.run_ended(&stuck, &live);
