@@ -15,6 +15,8 @@
 
 mod card;
 mod error;
+mod jsonrpc;
+mod ops;
 pub mod pricing;
 mod push;
 mod rest03;

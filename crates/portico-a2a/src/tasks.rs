@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use portico_a2a_client::protocol::v1;
 use portico_core::{TaskState, ToolResult};
 use portico_engine::Engine;
 use portico_pipeline::{
@@ -29,7 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::A2aError;
-use crate::wire::message_text;
+use crate::push::StoredPushConfig;
 
 /// The artifact an agent's answer goes into.
 pub const RESPONSE_ARTIFACT: &str = "response";
@@ -48,7 +49,7 @@ struct Live {
     running: AtomicBool,
     /// The task's event channel: made for its first listener and dropped with its last, so a task
     /// nobody listens to (a blocking send) costs no channel.
-    events: Mutex<Option<broadcast::Sender<Value>>>,
+    events: Mutex<Option<broadcast::Sender<v1::StreamResponse>>>,
     /// The latest state, for waiters.
     state: watch::Sender<TaskState>,
     known: Mutex<Known>,
@@ -151,7 +152,7 @@ impl Live {
 
     /// Sends an event to the task's streams. It is built only when someone listens: nobody does for a
     /// blocking send, which answers with the task once it is done.
-    fn publish(&self, event: impl FnOnce() -> Value) {
+    fn publish(&self, event: impl FnOnce() -> v1::StreamResponse) {
         let events = self.events.lock().expect("task events lock");
         if let Some(sender) = events.as_ref()
             && sender.receiver_count() > 0
@@ -212,14 +213,14 @@ impl Drop for StreamPermit {
 /// One listener of a task's events. Dropping it (its client went away, or its stream ended) frees
 /// its share of the channel; the last one frees the channel, and the live entry if no run needs it.
 pub struct Subscription {
-    receiver: Option<broadcast::Receiver<Value>>,
+    receiver: Option<broadcast::Receiver<v1::StreamResponse>>,
     task_id: String,
     live: Arc<Live>,
     permit: StreamPermit,
 }
 
 impl Subscription {
-    pub async fn recv(&mut self) -> Result<Value, broadcast::error::RecvError> {
+    pub async fn recv(&mut self) -> Result<v1::StreamResponse, broadcast::error::RecvError> {
         match self.receiver.as_mut() {
             Some(receiver) => receiver.recv().await,
             None => Err(broadcast::error::RecvError::Closed),
@@ -343,45 +344,103 @@ async fn blocking<T: Send + 'static>(
         .map_err(store_error)
 }
 
-/// The 1.0 JSON of a stored task, its history cut to `history_length` (newest kept).
-pub fn task_json(record: &TaskRecord, history_length: Option<usize>) -> Value {
-    let mut history = record.history.clone();
+/// A stored task as a 1.0 `Task`, its history cut to `history_length` (newest kept). What Portico
+/// stored it wrote from these types; a message or artifact that does not read back (written by an
+/// older Portico that passed client JSON through) is left out, and logged.
+pub fn task_of(record: &TaskRecord, history_length: Option<usize>) -> v1::Task {
+    fn typed<T: serde::de::DeserializeOwned>(task: &str, what: &str, value: &Value) -> Option<T> {
+        serde_json::from_value(value.clone())
+            .map_err(|e| {
+                tracing::warn!("task {task}: a stored {what} does not read as A2A 1.0: {e}")
+            })
+            .ok()
+    }
+    let mut history = record.history.as_slice();
     if let Some(keep) = history_length
         && history.len() > keep
     {
-        history.drain(..history.len() - keep);
+        history = &history[history.len() - keep..];
     }
-    let mut task = json!({
-        "id": record.id,
-        "contextId": record.context_id,
-        "status": record.status,
-        "artifacts": record.artifacts,
-        "history": history,
+    let status = typed(&record.id, "status", &record.status).unwrap_or(v1::TaskStatus {
+        state: record.state,
+        message: None,
+        timestamp: None,
     });
     let metadata = public_metadata(&record.metadata);
-    if !metadata.as_object().is_none_or(|m| m.is_empty()) {
-        task["metadata"] = metadata;
+    v1::Task {
+        id: record.id.clone(),
+        context_id: record.context_id.clone(),
+        status,
+        artifacts: record
+            .artifacts
+            .iter()
+            .filter_map(|a| typed(&record.id, "artifact", a))
+            .collect(),
+        history: history
+            .iter()
+            .filter_map(|m| typed(&record.id, "message", m))
+            .collect(),
+        metadata: (!metadata.is_empty()).then_some(metadata),
     }
-    task
+}
+
+/// The 1.0 JSON of a stored task (see [`task_of`]).
+pub fn task_json(record: &TaskRecord, history_length: Option<usize>) -> Value {
+    to_json(&task_of(record, history_length))
+}
+
+/// A protocol value as JSON: for the store, which keeps JSON. Serialising these types cannot fail
+/// (string keys, no non-finite floats but what JSON already held).
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or_default()
 }
 
 /// Task metadata without Portico's own bookkeeping (which conversation the task continues).
-fn public_metadata(metadata: &Value) -> Value {
-    let mut metadata = metadata.clone();
-    if let Some(map) = metadata.as_object_mut() {
-        map.remove("portico");
-    }
+fn public_metadata(metadata: &Value) -> v1::Struct {
+    let mut metadata = metadata.as_object().cloned().unwrap_or_default();
+    metadata.remove("portico");
     metadata
 }
 
-fn agent_message(task_id: &str, context_id: &str, text: &str) -> Value {
-    json!({
-        "messageId": random_id(),
-        "contextId": context_id,
-        "taskId": task_id,
-        "role": "ROLE_AGENT",
-        "parts": [{"text": text}],
-    })
+/// Portico's bookkeeping in a task's metadata: the agent conversation the task continues.
+fn portico_metadata(conversation: Option<&str>) -> Value {
+    json!({"portico": {"conversation_id": conversation}})
+}
+
+fn stored_conversation(metadata: &Value) -> Option<String> {
+    metadata
+        .get("portico")
+        .and_then(|p| p.get("conversation_id"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn agent_message(task_id: &str, context_id: &str, text: &str) -> v1::Message {
+    v1::Message {
+        message_id: random_id(),
+        context_id: Some(context_id.to_string()),
+        task_id: Some(task_id.to_string()),
+        role: v1::Role::Agent,
+        parts: vec![v1::Part::text(text)],
+        ..v1::Message::default()
+    }
+}
+
+fn status_now(state: TaskState, message: Option<v1::Message>) -> v1::TaskStatus {
+    v1::TaskStatus {
+        state,
+        message,
+        timestamp: Some(portico_core::time::now_rfc3339()),
+    }
+}
+
+fn text_artifact(name: &str, text: &str) -> v1::Artifact {
+    v1::Artifact {
+        artifact_id: name.to_string(),
+        name: Some(name.to_string()),
+        parts: vec![v1::Part::text(text)],
+        ..v1::Artifact::default()
+    }
 }
 
 impl Tasks {
@@ -421,11 +480,12 @@ impl Tasks {
                 if task.state.is_interrupted() {
                     continue;
                 }
-                let status = json!({
-                    "state": TaskState::Failed,
-                    "message": agent_message(&task.id, &task.context_id, "Portico restarted while this task was running; send the message again"),
-                    "timestamp": portico_core::time::now_rfc3339(),
-                });
+                let message = agent_message(
+                    &task.id,
+                    &task.context_id,
+                    "Portico restarted while this task was running; send the message again",
+                );
+                let status = to_json(&status_now(TaskState::Failed, Some(message)));
                 store.update_task_status(&task.id, TaskState::Failed, &status)?;
                 failed += 1;
             }
@@ -578,8 +638,8 @@ impl Tasks {
         owner: &str,
         principal: &Principal,
         agent: &str,
-        mut message: Value,
-        push: Option<(Value, crate::wire::Version)>,
+        mut message: v1::Message,
+        push: Option<(v1::TaskPushNotificationConfig, crate::wire::Version)>,
         answer: Answer,
     ) -> Result<Sent, A2aError> {
         // A stream's room is taken first: a stream refused for want of it leaves nothing behind.
@@ -591,11 +651,7 @@ impl Tasks {
         if !principal.may_use(&tool) {
             return Err(self.refused(principal, &tool).await);
         }
-        let continued = message
-            .get("taskId")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
+        let continued = message.task_id.clone().filter(|s| !s.is_empty());
         // Stored only when its send is answered: see the module docs.
         let store_later = answer == Answer::WhenSettled && push.is_none();
         let opened = match continued.as_deref() {
@@ -630,7 +686,7 @@ impl Tasks {
             task_id,
             context_id,
             tool,
-            text: message_text(&message),
+            text: message.text(),
             conversation,
             untrusted: untrusted_tool(&message),
             live,
@@ -659,8 +715,8 @@ impl Tasks {
     fn check_send(
         &self,
         agent: &str,
-        message: &Value,
-        push: Option<&(Value, crate::wire::Version)>,
+        message: &v1::Message,
+        push: Option<&(v1::TaskPushNotificationConfig, crate::wire::Version)>,
     ) -> Result<String, A2aError> {
         if let Some((config, _)) = push {
             let pusher = self
@@ -668,20 +724,12 @@ impl Tasks {
                 .pusher
                 .as_ref()
                 .ok_or(A2aError::PushNotSupported)?;
-            pusher.check_url(config["url"].as_str().unwrap_or_default())?;
+            pusher.check_url(&config.url)?;
         }
-        if message
-            .get("parts")
-            .and_then(Value::as_array)
-            .is_none_or(|p| p.is_empty())
-        {
+        if message.parts.is_empty() {
             return Err(A2aError::InvalidParams("the message has no parts".into()));
         }
-        if message
-            .get("messageId")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
+        if message.message_id.is_empty() {
             return Err(A2aError::InvalidParams(
                 "the message has no messageId".into(),
             ));
@@ -700,7 +748,7 @@ impl Tasks {
         owner: &str,
         agent: &str,
         task_id: &str,
-        message: &mut Value,
+        message: &mut v1::Message,
     ) -> Result<Opened, A2aError> {
         let task = self.get(owner, task_id).await?;
         if task.agent != agent {
@@ -714,12 +762,10 @@ impl Tasks {
             };
             return Err(A2aError::Unsupported(format!("task `{task_id}` {reason}")));
         }
-        let conversation = task.metadata["portico"]["conversation_id"]
-            .as_str()
-            .map(str::to_string);
-        message["contextId"] = json!(task.context_id);
+        let conversation = stored_conversation(&task.metadata);
+        message.context_id = Some(task.context_id.clone());
         let update = TaskUpdate {
-            message: Some(message.clone()),
+            message: Some(to_json(message)),
             ..TaskUpdate::default()
         };
         self.inner
@@ -748,14 +794,10 @@ impl Tasks {
         &self,
         owner: &str,
         agent: &str,
-        message: &mut Value,
+        message: &mut v1::Message,
         store_later: bool,
     ) -> Result<Opened, A2aError> {
-        let given_context = message
-            .get("contextId")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
+        let given_context = message.context_id.clone().filter(|s| !s.is_empty());
         // The same context continues the same conversation with the agent; a new context has
         // none to look up.
         let (context_id, conversation) = match given_context {
@@ -766,8 +808,8 @@ impl Tasks {
             None => (random_id(), None),
         };
         let task_id = random_id();
-        message["contextId"] = json!(context_id);
-        message["taskId"] = json!(task_id);
+        message.context_id = Some(context_id.clone());
+        message.task_id = Some(task_id.clone());
         let now = portico_core::time::now_ms();
         let record = TaskRecord {
             id: task_id.clone(),
@@ -775,10 +817,10 @@ impl Tasks {
             owner: owner.to_string(),
             agent: agent.to_string(),
             state: TaskState::Submitted,
-            status: json!({"state": TaskState::Submitted, "timestamp": portico_core::time::now_rfc3339()}),
-            history: vec![message.clone()],
+            status: to_json(&status_now(TaskState::Submitted, None)),
+            history: vec![to_json(message)],
             artifacts: Vec::new(),
-            metadata: json!({"portico": {"conversation_id": conversation}}),
+            metadata: portico_metadata(conversation.as_deref()),
             created_at_ms: now,
             updated_at_ms: now,
         };
@@ -835,7 +877,7 @@ impl Tasks {
         task_id: &str,
         known: Known,
         continued: bool,
-        push: Option<(Value, crate::wire::Version)>,
+        push: Option<(v1::TaskPushNotificationConfig, crate::wire::Version)>,
     ) -> Result<Arc<Live>, A2aError> {
         let live = self.live_for_run(task_id);
         *live.known() = known;
@@ -851,7 +893,7 @@ impl Tasks {
             }
         }
         if let Some((config, version)) = push {
-            let registered = match crate::push::normalise_config(task_id, &config, version) {
+            let registered = match crate::push::normalise_config(task_id, config, version) {
                 Ok(config) => self.put_push_config(owner, task_id, config).await,
                 Err(error) => Err(error),
             };
@@ -885,15 +927,11 @@ impl Tasks {
             .tasks
             .into_iter()
             .filter(|t| t.agent == agent)
-            .find_map(|t| {
-                t.metadata["portico"]["conversation_id"]
-                    .as_str()
-                    .map(str::to_string)
-            }))
+            .find_map(|t| stored_conversation(&t.metadata)))
     }
 
     /// Records a status change, tells listeners, and wakes waiters.
-    async fn set_status(&self, run: &Run, state: TaskState, message: Option<Value>) {
+    async fn set_status(&self, run: &Run, state: TaskState, message: Option<v1::Message>) {
         self.set_status_with(run, state, message, TaskUpdate::default())
             .await;
     }
@@ -904,18 +942,15 @@ impl Tasks {
         &self,
         run: &Run,
         state: TaskState,
-        message: Option<Value>,
+        message: Option<v1::Message>,
         also: TaskUpdate,
     ) {
-        let mut status = json!({"state": state, "timestamp": portico_core::time::now_rfc3339()});
-        if let Some(message) = &message {
-            status["message"] = message.clone();
-        }
+        let status = status_now(state, message);
         let update = TaskUpdate {
-            message,
+            message: status.message.as_ref().map(to_json),
             status: Some(TaskStatusUpdate {
                 state,
-                status: status.clone(),
+                status: to_json(&status),
             }),
             ..also
         };
@@ -923,9 +958,12 @@ impl Tasks {
             return;
         }
         let event = || {
-            json!({"statusUpdate": {
-                "taskId": run.task_id, "contextId": run.context_id, "status": status,
-            }})
+            v1::StreamResponse::StatusUpdate(v1::TaskStatusUpdateEvent {
+                task_id: run.task_id.clone(),
+                context_id: run.context_id.clone(),
+                status: status.clone(),
+                metadata: None,
+            })
         };
         if run.live.push.load(std::sync::atomic::Ordering::Relaxed)
             && let Some(pusher) = &self.inner.pusher
@@ -936,9 +974,9 @@ impl Tasks {
         run.live.state.send_replace(state);
     }
 
-    async fn save_artifacts(&self, run: &Run, artifacts: &[Value]) {
+    async fn save_artifacts(&self, run: &Run, artifacts: &[v1::Artifact]) {
         let update = TaskUpdate {
-            artifacts: Some(artifacts.to_vec()),
+            artifacts: Some(artifacts.iter().map(to_json).collect()),
             ..TaskUpdate::default()
         };
         self.write(run, update, "its artifacts").await;
@@ -1071,11 +1109,9 @@ impl Tasks {
         match report {
             ProgressEvent::Text(text) => {
                 let append = reported.streamed;
-                run.live.publish(|| json!({"artifactUpdate": {
-                    "taskId": run.task_id, "contextId": run.context_id,
-                    "artifact": {"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": text}]},
-                    "append": append, "lastChunk": false,
-                }}));
+                run.live.publish(|| {
+                    artifact_update(run, text_artifact(RESPONSE_ARTIFACT, &text), append, false)
+                });
                 reported.streamed = true;
             }
             ProgressEvent::Status { state, message } => match TaskState::from_any_name(&state) {
@@ -1105,34 +1141,23 @@ impl Tasks {
     async fn on_artifact(
         &self,
         run: &Run,
-        artifacts: &mut Vec<Value>,
+        artifacts: &mut Vec<v1::Artifact>,
         name: &str,
         text: &str,
         last_chunk: bool,
     ) {
-        let append = match artifacts
-            .iter_mut()
-            .find(|a| a["artifactId"] == json!(name))
-        {
+        let append = match artifacts.iter_mut().find(|a| a.artifact_id == name) {
             Some(existing) => {
-                if let Some(parts) = existing["parts"].as_array_mut() {
-                    parts.push(json!({"text": text}));
-                }
+                existing.parts.push(v1::Part::text(text));
                 true
             }
             None => {
-                artifacts
-                    .push(json!({"artifactId": name, "name": name, "parts": [{"text": text}]}));
+                artifacts.push(text_artifact(name, text));
                 false
             }
         };
-        run.live.publish(|| {
-            json!({"artifactUpdate": {
-                "taskId": run.task_id, "contextId": run.context_id,
-                "artifact": {"artifactId": name, "name": name, "parts": [{"text": text}]},
-                "append": append, "lastChunk": last_chunk,
-            }})
-        });
+        run.live
+            .publish(|| artifact_update(run, text_artifact(name, text), append, last_chunk));
         if last_chunk {
             self.save_artifacts(run, artifacts).await;
         }
@@ -1155,7 +1180,7 @@ impl Tasks {
         if let Some(conversation) = structured.and_then(|s| s["conversation_id"].as_str())
             && run.conversation.as_deref() != Some(conversation)
         {
-            also.metadata = Some(json!({"portico": {"conversation_id": conversation}}));
+            also.metadata = Some(portico_metadata(Some(conversation)));
         }
         let message = agent_message(&run.task_id, &run.context_id, &reply);
         match requested {
@@ -1163,21 +1188,17 @@ impl Tasks {
             // answer is the question or the reason.
             Some((state, _)) => {
                 if !artifacts.is_empty() {
-                    also.artifacts = Some(artifacts);
+                    also.artifacts = Some(artifacts.iter().map(to_json).collect());
                 }
                 self.set_status_with(run, state, Some(message), also).await;
             }
             None => {
-                let response = json!({"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": reply}]});
-                run.live.publish(|| {
-                    json!({"artifactUpdate": {
-                        "taskId": run.task_id, "contextId": run.context_id,
-                        "artifact": response, "append": false, "lastChunk": true,
-                    }})
-                });
-                artifacts.retain(|a| a["artifactId"] != json!(RESPONSE_ARTIFACT));
+                let response = text_artifact(RESPONSE_ARTIFACT, &reply);
+                run.live
+                    .publish(|| artifact_update(run, response.clone(), false, true));
+                artifacts.retain(|a| a.artifact_id != RESPONSE_ARTIFACT);
                 artifacts.push(response);
-                also.artifacts = Some(artifacts);
+                also.artifacts = Some(artifacts.iter().map(to_json).collect());
                 self.set_status_with(run, TaskState::Completed, Some(message), also)
                     .await;
             }
@@ -1189,18 +1210,18 @@ impl Tasks {
         &self,
         owner: &str,
         task_id: &str,
-        config: Value,
-    ) -> Result<Value, A2aError> {
+        config: StoredPushConfig,
+    ) -> Result<StoredPushConfig, A2aError> {
         let pusher = self
             .inner
             .pusher
             .as_ref()
             .ok_or(A2aError::PushNotSupported)?;
-        pusher.check_url(config["url"].as_str().unwrap_or_default())?;
+        pusher.check_url(&config.config.url)?;
         self.get(owner, task_id).await?;
         let store = self.store();
-        let (id, stored) = (task_id.to_string(), config.clone());
-        let config_id = config["id"].as_str().unwrap_or_default().to_string();
+        let (id, stored) = (task_id.to_string(), to_json(&config));
+        let config_id = config.id().to_string();
         blocking(move || store.put_push_config(&id, &config_id, &stored)).await?;
         // A run or a listener of this process has the task live; any later run reads the store.
         if let Some(live) = self.table().tasks.get(task_id) {
@@ -1209,14 +1230,22 @@ impl Tasks {
         Ok(config)
     }
 
-    pub async fn push_configs(&self, owner: &str, task_id: &str) -> Result<Vec<Value>, A2aError> {
+    pub async fn push_configs(
+        &self,
+        owner: &str,
+        task_id: &str,
+    ) -> Result<Vec<StoredPushConfig>, A2aError> {
         self.get(owner, task_id).await?;
         let store = self.store();
         let id = task_id.to_string();
         Ok(blocking(move || store.push_configs(&id))
             .await?
             .into_iter()
-            .map(|(_, c)| c)
+            .filter_map(|(config_id, c)| {
+                serde_json::from_value(c)
+                    .map_err(|e| tracing::warn!("task {task_id}: push notification config {config_id} does not read: {e}"))
+                    .ok()
+            })
             .collect())
     }
 
@@ -1310,14 +1339,29 @@ struct Opened {
 }
 
 /// The tool whose untrusted output the sender's turn had read, as the message's metadata says.
-fn untrusted_tool(message: &Value) -> Option<String> {
+fn untrusted_tool(message: &v1::Message) -> Option<String> {
     message
-        .pointer(&format!(
-            "/metadata/{}",
-            crate::wire::UNTRUSTED_METADATA.replace('/', "~1")
-        ))
-        .and_then(Value::as_str)
+        .metadata
+        .as_ref()?
+        .get(crate::wire::UNTRUSTED_METADATA)?
+        .as_str()
         .map(str::to_string)
+}
+
+fn artifact_update(
+    run: &Run,
+    artifact: v1::Artifact,
+    append: bool,
+    last_chunk: bool,
+) -> v1::StreamResponse {
+    v1::StreamResponse::ArtifactUpdate(v1::TaskArtifactUpdateEvent {
+        task_id: run.task_id.clone(),
+        context_id: run.context_id.clone(),
+        artifact,
+        append,
+        last_chunk,
+        metadata: None,
+    })
 }
 
 /// What the running agent reported that the task's end needs.
@@ -1325,7 +1369,7 @@ fn untrusted_tool(message: &Value) -> Option<String> {
 struct Reported {
     /// A terminal or interrupted state the agent set, with its message: the run ends in it.
     requested: Option<(TaskState, Option<String>)>,
-    artifacts: Vec<Value>,
+    artifacts: Vec<v1::Artifact>,
     /// Whether the response artifact has had text (later text appends to it).
     streamed: bool,
 }
@@ -1388,8 +1432,13 @@ rules = [
         Engine::start(&config, portico_engine::EngineOptions::in_dir(dir)).unwrap()
     }
 
-    fn message(text: &str) -> Value {
-        json!({"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]})
+    fn message(text: &str) -> v1::Message {
+        v1::Message {
+            message_id: format!("m-{text}"),
+            role: v1::Role::User,
+            parts: vec![v1::Part::text(text)],
+            ..v1::Message::default()
+        }
     }
 
     fn states(store: &Store, id: &str) -> Vec<TaskState> {
@@ -1566,7 +1615,7 @@ rules = [
 
         // A finished task is refused, and holds nothing.
         let mut done = message("red");
-        done["taskId"] = json!(id);
+        done.task_id = Some(id.clone());
         let sent = tasks
             .send(
                 "alice",
@@ -1598,9 +1647,9 @@ rules = [
             context_id: random_id(),
             owner: "alice".into(),
             agent: "echo".into(),
-            state: TaskState::Working.into(),
+            state: TaskState::Working,
             status: json!({"state": TaskState::Working}),
-            history: vec![message(text)],
+            history: vec![to_json(&message(text))],
             artifacts: Vec::new(),
             metadata: json!({}),
             created_at_ms: now,
