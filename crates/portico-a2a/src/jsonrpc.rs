@@ -228,12 +228,12 @@ async fn dispatch(
     };
     match request {
         R::SendMessage(request) => {
-            let task = ops::send_message(state, caller, agent, request, version).await?;
-            ok(to_json(&v1::SendMessageResponse::Task(task)))
+            let answer = ops::send_message(state, caller, agent, request, version).await?;
+            ok(to_json(&answer))
         }
         R::MessageSend(params) => {
-            let task = ops::send_message(state, caller, agent, params.into(), version).await?;
-            ok(task_in(task, version))
+            let answer = ops::send_message(state, caller, agent, params.into(), version).await?;
+            ok(to_json(&v03::StreamEvent::from(answer)))
         }
         R::SendStreamingMessage(request) => {
             let (task, events) =

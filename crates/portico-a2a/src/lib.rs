@@ -17,6 +17,7 @@ mod card;
 mod error;
 mod jsonrpc;
 mod ops;
+mod parts;
 pub mod pricing;
 mod push;
 mod rest03;

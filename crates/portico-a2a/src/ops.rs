@@ -18,14 +18,15 @@ const MAX_PAGE_SIZE: u32 = 100;
 const DEFAULT_PAGE_SIZE: u32 = 50;
 
 /// `SendMessage`: the task, at once (`returnImmediately`) or, by default, once it is finished or
-/// waiting for input. `version` is the one the client spoke: its webhooks get that form.
+/// waiting for input; or, when the agent answered a blocking send with a plain message, that
+/// message. `version` is the one the client spoke: its webhooks get that form.
 pub(crate) async fn send_message(
     state: &A2aState,
     caller: &Caller,
     agent: &str,
     request: v1::SendMessageRequest,
     version: Version,
-) -> Result<v1::Task, A2aError> {
+) -> Result<v1::SendMessageResponse, A2aError> {
     let immediately = request
         .configuration
         .as_ref()
@@ -38,8 +39,13 @@ pub(crate) async fn send_message(
     let (sent, history_length) = start(state, caller, agent, request, version, answer).await?;
     if answer == Answer::WhenSettled {
         sent.settled().await;
+        if let Some(message) = sent.message_answer() {
+            return Ok(v1::SendMessageResponse::Message(message));
+        }
     }
-    sent_task(state, &caller.owner, &sent, history_length).await
+    Ok(v1::SendMessageResponse::Task(
+        sent_task(state, &caller.owner, &sent, history_length).await?,
+    ))
 }
 
 /// `SendStreamingMessage`: the task as created, and its events from before its run started.

@@ -127,8 +127,16 @@ async fn send(
         async {
             let (agent, who) = caller(&state, &agent, &headers, who)?;
             let request = server::typed_value(send_params(&server::rest_body(&body)?))?;
-            let task = ops::send_message(&state, &who, &agent, request, Version::V03).await?;
-            Ok(Json(json!({"task": task_to_rest03(&to_json(&task))})).into_response())
+            let answer =
+                match ops::send_message(&state, &who, &agent, request, Version::V03).await? {
+                    v1::SendMessageResponse::Task(task) => {
+                        json!({"task": task_to_rest03(&to_json(&task))})
+                    }
+                    v1::SendMessageResponse::Message(message) => {
+                        json!({"message": message_to_rest03(&to_json(&message))})
+                    }
+                };
+            Ok(Json(answer).into_response())
         }
         .await,
     )

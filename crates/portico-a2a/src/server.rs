@@ -225,8 +225,8 @@ impl A2aState {
         }
     }
 
-    /// The card in one version's form, or (`None`) both forms merged.
-    async fn card(&self, agent: &str, version: Option<Version>) -> Option<Value> {
+    /// The card in `version`'s form.
+    async fn card(&self, agent: &str, version: Version) -> Option<Value> {
         let agent = self.engine.agents().agent(agent)?.clone();
         let principal = Principal::agent(agent.config.name.clone(), agent.patterns.clone());
         let tools = self.engine.pipeline().list(&principal).await;
@@ -235,27 +235,7 @@ impl A2aState {
             &self.options.listen_path,
             &agent.config.name,
         );
-        Some(match version {
-            Some(version) => card::card(&agent, &tools, &url, version),
-            None => {
-                let mut merged = card::card(&agent, &tools, &url, Version::V03);
-                if let (Some(merged), Value::Object(v1)) = (
-                    merged.as_object_mut(),
-                    card::card(&agent, &tools, &url, Version::V1),
-                ) {
-                    for (key, value) in v1 {
-                        // Both forms have `capabilities`: keep every flag of each.
-                        match (merged.get_mut(&key), value) {
-                            (Some(Value::Object(old)), Value::Object(new)) => old.extend(new),
-                            (_, value) => {
-                                merged.insert(key, value);
-                            }
-                        }
-                    }
-                }
-                merged
-            }
-        })
+        Some(card::card(&agent, &tools, &url, version))
     }
 }
 
@@ -264,7 +244,7 @@ async fn serve_card(
     state: &A2aState,
     caller: &Caller,
     agent: Option<String>,
-    version: Option<Version>,
+    version: Version,
     headers: &HeaderMap,
 ) -> Response {
     // An agent outside the client's scope is not there for it, card included.
@@ -309,20 +289,17 @@ async fn serve_card(
     response
 }
 
-/// Which card form to serve: the one the `A2A-Version` header (or `?version=`) asks for; without
-/// either, both forms' fields in one document, since a missing header means 0.3 to the spec but 1.0
-/// SDKs read the same path, and each ignores the other's fields.
-fn card_version(headers: &HeaderMap, query: &CardQuery) -> Option<Version> {
-    match (requested_version(headers), query.version.as_deref()) {
-        (Ok(Some(version)), _) => Some(version),
-        (_, Some("0.3" | "0.3.0")) => Some(Version::V03),
-        (_, Some("1" | "1.0" | "1.0.0")) => Some(Version::V1),
-        _ => None,
-    }
+/// Which card form to serve (see [`card::form_for`]).
+fn card_version(headers: &HeaderMap, query: &CardQuery) -> Version {
+    card::form_for(
+        requested_version(headers).ok().flatten(),
+        query.version.as_deref(),
+    )
 }
 
 #[derive(serde::Deserialize, Default)]
 struct CardQuery {
+    #[serde(alias = "A2A-Version")]
     version: Option<String>,
 }
 
@@ -341,14 +318,7 @@ async fn legacy_card(
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
-    serve_card(
-        &state,
-        &caller,
-        state.primary(),
-        Some(Version::V03),
-        &headers,
-    )
-    .await
+    serve_card(&state, &caller, state.primary(), Version::V03, &headers).await
 }
 
 async fn agent_card(
@@ -581,10 +551,10 @@ async fn rest_send(
             let version = rest_version(&headers)?;
             let agent = state.agent_name(&agent)?;
             let request: v1::SendMessageRequest = typed_body(&body)?;
-            let task = ops::send_message(&state, &caller, &agent, request, Version::V1).await?;
+            let answer = ops::send_message(&state, &caller, &agent, request, Version::V1).await?;
             Ok(axum::Json(match version {
-                Version::V1 => to_json(&v1::SendMessageResponse::Task(task)),
-                Version::V03 => task_in(task, version),
+                Version::V1 => to_json(&answer),
+                Version::V03 => to_json(&v03::StreamEvent::from(answer)),
             }))
         }
         .await,
@@ -849,7 +819,20 @@ async fn legacy_send(State(state): State<A2aState>, caller: Caller, body: Bytes)
             message,
             ..v1::SendMessageRequest::default()
         };
-        let task = ops::send_message(&state, &caller, &agent, request, Version::V03).await?;
+        // The early draft has no message answers: a message is given as a finished task's.
+        let task = match ops::send_message(&state, &caller, &agent, request, Version::V03).await? {
+            v1::SendMessageResponse::Task(task) => task,
+            v1::SendMessageResponse::Message(message) => v1::Task {
+                id: message.message_id.clone(),
+                context_id: message.context_id.clone().unwrap_or_default(),
+                status: v1::TaskStatus {
+                    state: portico_a2a_client::protocol::TaskState::Completed,
+                    message: Some(message),
+                    timestamp: None,
+                },
+                ..v1::Task::default()
+            },
+        };
         let v03 = v03::Task::from(task);
         let mut status = to_json(&v03.status);
         if let Some(message) = status.get_mut("message") {

@@ -68,6 +68,9 @@ struct Known {
     /// A terminal status was planned for the task: every later write is dropped, so a run that stops
     /// late (after its cancel gave up waiting) cannot undo the end of the task.
     finished: bool,
+    /// The agent answered with a plain message before anyone heard of the task: the send is
+    /// answered with it, and the task is never stored.
+    message_answer: Option<v1::Message>,
 }
 
 /// A task that is not stored yet (see the module docs).
@@ -274,6 +277,11 @@ impl Sent {
         let mut state = self.live.state.subscribe();
         // An error means the run is gone without saying so; the task is what the store says.
         let _ = state.wait_for(|state| state.is_settled()).await;
+    }
+
+    /// The message the agent answered with instead of a task (see `Known::message_answer`).
+    pub fn message_answer(&self) -> Option<v1::Message> {
+        self.live.known().message_answer.clone()
     }
 
     /// The task as this process's run last stored it: `Ok(None)` if this process did not write it (read
@@ -687,6 +695,7 @@ impl Tasks {
             context_id,
             tool,
             text: message.text(),
+            message_id: Some(message.message_id.clone()).filter(|id| !id.is_empty()),
             conversation,
             untrusted: untrusted_tool(&message),
             live,
@@ -1080,6 +1089,9 @@ impl Tasks {
     /// artifacts a scripted agent sets).
     fn start_agent(&self, run: &Run) -> (JoinHandle<AgentCall>, UnboundedReceiver<ProgressEvent>) {
         let mut arguments = json!({"message": run.text});
+        if let Some(message_id) = &run.message_id {
+            arguments["message_id"] = json!(message_id);
+        }
         if let Some(conversation) = &run.conversation {
             arguments["conversation_id"] = json!(conversation);
         }
@@ -1126,12 +1138,14 @@ impl Tasks {
             },
             ProgressEvent::Artifact {
                 name,
-                text,
+                part,
                 last_chunk,
             } => {
-                self.on_artifact(run, &mut reported.artifacts, &name, &text, last_chunk)
+                let part = crate::parts::part_of(part);
+                self.on_artifact(run, &mut reported.artifacts, &name, part, last_chunk)
                     .await
             }
+            ProgressEvent::AnswerAsMessage => reported.as_message = true,
             ProgressEvent::ToolStarted { .. } | ProgressEvent::ToolFinished { .. } => {}
         }
     }
@@ -1143,21 +1157,25 @@ impl Tasks {
         run: &Run,
         artifacts: &mut Vec<v1::Artifact>,
         name: &str,
-        text: &str,
+        part: v1::Part,
         last_chunk: bool,
     ) {
+        let chunk = v1::Artifact {
+            parts: vec![part.clone()],
+            ..text_artifact(name, "")
+        };
         let append = match artifacts.iter_mut().find(|a| a.artifact_id == name) {
             Some(existing) => {
-                existing.parts.push(v1::Part::text(text));
+                existing.parts.push(part);
                 true
             }
             None => {
-                artifacts.push(text_artifact(name, text));
+                artifacts.push(chunk.clone());
                 false
             }
         };
         run.live
-            .publish(|| artifact_update(run, text_artifact(name, text), append, last_chunk));
+            .publish(|| artifact_update(run, chunk, append, last_chunk));
         if last_chunk {
             self.save_artifacts(run, artifacts).await;
         }
@@ -1169,6 +1187,7 @@ impl Tasks {
         let Reported {
             requested,
             mut artifacts,
+            as_message,
             ..
         } = reported;
         let structured = result.structured_content.as_ref();
@@ -1176,6 +1195,13 @@ impl Tasks {
             .and_then(|s| s["reply"].as_str())
             .map(str::to_string)
             .unwrap_or_else(|| model_text(result));
+        if as_message
+            && requested.is_none()
+            && artifacts.is_empty()
+            && self.answer_with_message(run, &reply)
+        {
+            return;
+        }
         let mut also = TaskUpdate::default();
         if let Some(conversation) = structured.and_then(|s| s["conversation_id"].as_str())
             && run.conversation.as_deref() != Some(conversation)
@@ -1203,6 +1229,25 @@ impl Tasks {
                     .await;
             }
         }
+    }
+
+    /// Answers the run's send with `reply` as a plain message, when nobody has heard of its task yet
+    /// (a blocking send, stored only once settled): the task is then never stored. Otherwise (the
+    /// task was acknowledged, or is continued) returns false and the task completes as usual.
+    fn answer_with_message(&self, run: &Run, reply: &str) -> bool {
+        let mut known = run.live.known();
+        if known.unstored.is_none() || known.finished {
+            return false;
+        }
+        known.unstored = None;
+        known.finished = true;
+        known.message_answer = Some(v1::Message {
+            task_id: None,
+            ..agent_message(&run.task_id, &run.context_id, reply)
+        });
+        drop(known);
+        run.live.state.send_replace(TaskState::Completed);
+        true
     }
 
     /// Registers a push notification config (already normalised) for a task the caller owns.
@@ -1324,6 +1369,7 @@ fn closing_run(id: &str, task: &TaskRecord, live: Arc<Live>) -> Run {
         context_id: task.context_id.clone(),
         tool: String::new(),
         text: String::new(),
+        message_id: None,
         conversation: None,
         untrusted: None,
         live,
@@ -1372,6 +1418,8 @@ struct Reported {
     artifacts: Vec<v1::Artifact>,
     /// Whether the response artifact has had text (later text appends to it).
     streamed: bool,
+    /// The agent's answer is a plain message (see [`Tasks::answer_with_message`]).
+    as_message: bool,
 }
 
 /// What the pipeline answers a call of the agent's tool.
@@ -1384,6 +1432,8 @@ struct Run {
     context_id: String,
     tool: String,
     text: String,
+    /// The sender's `messageId`: the agent's scripted rules may match it.
+    message_id: Option<String>,
     conversation: Option<String>,
     /// The sender's turn had read untrusted output from this tool (see `wire::UNTRUSTED_METADATA`).
     untrusted: Option<String>,

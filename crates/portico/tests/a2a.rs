@@ -26,3 +26,5 @@ mod sdk;
 mod server;
 #[path = "a2a/store.rs"]
 mod store;
+#[path = "a2a/tck.rs"]
+mod tck;
