@@ -365,7 +365,9 @@ pub struct PushConfigRequest {
 pub struct ListTaskPushNotificationConfigsRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
-    #[serde(alias = "task_id")]
+    /// Earlier Portico servers read the task as `id` here too; that is kept (unambiguous: the
+    /// request has no other id).
+    #[serde(alias = "task_id", alias = "id")]
     pub task_id: String,
     #[serde(
         default,
