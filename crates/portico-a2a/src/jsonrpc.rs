@@ -185,6 +185,9 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(error) = unsupported_content_type(&headers) {
+        return rpc_error(&Value::Null, &error);
+    }
     let header = match requested_version(&headers) {
         Ok(header) => header,
         Err(error) => return rpc_error(&read(&body, None).id, &error),
@@ -199,6 +202,21 @@ pub(crate) async fn handle(
         Ok(response) => response,
         Err(error) => rpc_error(&id, &error),
     }
+}
+
+/// JSON-RPC bodies are JSON: a request that says it is something else is refused before it is read
+/// (`-32005`). No `Content-Type` at all is taken as JSON, as before.
+fn unsupported_content_type(headers: &HeaderMap) -> Option<A2aError> {
+    let value = headers.get(axum::http::header::CONTENT_TYPE)?;
+    let text = value.to_str().unwrap_or("(not text)");
+    let media_type = text
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let json = media_type == "application/json" || media_type.ends_with("+json");
+    (!json).then(|| A2aError::ContentTypeNotSupported(text.to_string()))
 }
 
 /// A task in `version`'s form.
@@ -389,6 +407,46 @@ mod tests {
             variants.insert(std::mem::discriminant(&parsed));
         }
         assert_eq!(variants.len(), METHODS.len(), "one variant per method");
+    }
+
+    #[test]
+    fn the_rate_limiters_method_lists_are_the_sends_and_subscriptions_here() {
+        let sends: Vec<&str> = METHODS
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| {
+                matches!(
+                    request(name, params_for(name)),
+                    Ok((
+                        A2aRequest::SendMessage(_)
+                            | A2aRequest::SendStreamingMessage(_)
+                            | A2aRequest::MessageSend(_)
+                            | A2aRequest::MessageStream(_),
+                        _
+                    ))
+                )
+            })
+            .collect();
+        let priced: Vec<&str> = crate::pricing::AGENT_METHODS
+            .iter()
+            .copied()
+            .filter(|m| *m != "tasks/send")
+            .collect();
+        assert_eq!(sends, priced);
+        let subscriptions: Vec<&str> = METHODS
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| {
+                matches!(
+                    request(name, params_for(name)),
+                    Ok((
+                        A2aRequest::SubscribeToTask(_) | A2aRequest::TasksResubscribe(_),
+                        _
+                    ))
+                )
+            })
+            .collect();
+        assert_eq!(subscriptions, crate::pricing::STREAM_METHODS);
     }
 
     #[test]

@@ -76,6 +76,7 @@ fn sdk_error_type(error: &A2aError) -> &'static str {
         A2aError::TaskNotCancelable { .. } => "TaskNotCancelableError",
         A2aError::PushNotSupported => "PushNotificationNotSupportedError",
         A2aError::Unsupported(_) => "UnsupportedOperationError",
+        A2aError::ContentTypeNotSupported(_) => "ContentTypeNotSupportedError",
         A2aError::ExtendedCardNotConfigured => "ExtendedAgentCardNotConfiguredError",
         A2aError::VersionNotSupported(_) => "VersionNotSupportedError",
         // The SDKs have no class of their own for it.

@@ -269,3 +269,41 @@ async fn params_of_the_wrong_shape_name_the_field() {
         "{sent}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_rpc_refuses_a_body_that_says_it_is_not_json() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}});
+    for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
+        let response = http()
+            .post(format!("{base}/a2a/echo"))
+            .header("Content-Type", content_type)
+            .header("A2A-Version", "1.0")
+            .body(request.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{content_type}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32005, "{content_type}: {body}");
+        assert_eq!(
+            body["error"]["data"][0]["reason"],
+            "CONTENT_TYPE_NOT_SUPPORTED"
+        );
+    }
+    // JSON, with parameters or as a `+json` type, is read.
+    for content_type in ["application/json; charset=utf-8", "application/a2a+json"] {
+        let response = http()
+            .post(format!("{base}/a2a/echo"))
+            .header("Content-Type", content_type)
+            .header("A2A-Version", "1.0")
+            .body(request.to_string())
+            .send()
+            .await
+            .unwrap();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32001, "{content_type}: {body}");
+    }
+}
