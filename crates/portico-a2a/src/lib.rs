@@ -15,6 +15,8 @@
 
 mod card;
 mod error;
+mod jsonrpc;
+mod ops;
 mod parts;
 pub mod pricing;
 mod push;

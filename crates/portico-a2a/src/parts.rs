@@ -2,19 +2,24 @@
 //! `url` and `data`, with `filename` and `mediaType`). The 0.3 form follows at the edge, from this.
 
 use base64::Engine as _;
+use portico_a2a_client::protocol::v1;
 use portico_pipeline::ArtifactPart;
-use serde_json::{Map, Value, json};
 
-pub(crate) fn part_json(part: &ArtifactPart) -> Value {
+pub(crate) fn part_of(part: ArtifactPart) -> v1::Part {
+    let file = |content, filename, media_type| v1::Part {
+        content,
+        metadata: None,
+        filename,
+        media_type,
+    };
     match part {
-        ArtifactPart::Text(text) => json!({"text": text}),
+        ArtifactPart::Text(text) => v1::Part::text(text),
         ArtifactPart::File {
             bytes,
             name,
             media_type,
         } => file(
-            "raw",
-            base64::engine::general_purpose::STANDARD.encode(bytes),
+            v1::PartContent::Raw(base64::engine::general_purpose::STANDARD.encode(bytes)),
             name,
             media_type,
         ),
@@ -22,25 +27,18 @@ pub(crate) fn part_json(part: &ArtifactPart) -> Value {
             url,
             name,
             media_type,
-        } => file("url", url.clone(), name, media_type),
-        ArtifactPart::Data(data) => json!({"data": data}),
+        } => file(v1::PartContent::Url(url), name, media_type),
+        ArtifactPart::Data(data) => v1::Part {
+            content: v1::PartContent::Data(serde_json::Value::Object(data)),
+            ..v1::Part::text("")
+        },
     }
-}
-
-fn file(key: &str, content: String, name: &Option<String>, media_type: &Option<String>) -> Value {
-    let mut part = Map::new();
-    part.insert(key.into(), Value::String(content));
-    if let Some(name) = name {
-        part.insert("filename".into(), json!(name));
-    }
-    if let Some(media_type) = media_type {
-        part.insert("mediaType".into(), json!(media_type));
-    }
-    Value::Object(part)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
 
     #[test]
@@ -60,7 +58,10 @@ mod tests {
             },
             ArtifactPart::Data(data.as_object().unwrap().clone()),
         ];
-        let json: Vec<Value> = parts.iter().map(part_json).collect();
+        let json: Vec<Value> = parts
+            .into_iter()
+            .map(|p| serde_json::to_value(part_of(p)).unwrap())
+            .collect();
         assert_eq!(
             json,
             vec![

@@ -16,6 +16,8 @@ mod client_side;
 
 #[path = "a2a/lifecycle.rs"]
 mod lifecycle;
+#[path = "a2a/protocol.rs"]
+mod protocol;
 #[path = "a2a/push.rs"]
 mod push;
 #[path = "a2a/sdk.rs"]
