@@ -62,6 +62,8 @@ pub struct A2aOptions {
     pub push_allow_private_network: bool,
     /// Open event streams (subscriptions, streamed sends): in all, and per caller identity.
     pub streams: crate::tasks::StreamLimits,
+    /// The card form a card request without a version gets (`[a2a] unversioned_card`).
+    pub unversioned_card: portico_config::CardVersion,
 }
 
 #[derive(Clone)]
@@ -283,17 +285,22 @@ async fn serve_card(
     if let Ok(value) = HeaderValue::from_str(&tag) {
         response.headers_mut().insert(header::ETAG, value);
     }
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(card::CACHE_CONTROL),
+    );
     response
 }
 
 /// Which card form to serve (see [`card::form_for`]).
-fn card_version(headers: &HeaderMap, query: &CardQuery) -> Version {
+fn card_version(state: &A2aState, headers: &HeaderMap, query: &CardQuery) -> Version {
     card::form_for(
         requested_version(headers).ok().flatten(),
         query.version.as_deref(),
+        match state.options.unversioned_card {
+            portico_config::CardVersion::V1 => Version::V1,
+            portico_config::CardVersion::V03 => Version::V03,
+        },
     )
 }
 
@@ -309,7 +316,7 @@ async fn primary_card(
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
-    let version = card_version(&headers, &query);
+    let version = card_version(&state, &headers, &query);
     serve_card(&state, &caller, state.primary(), version, &headers).await
 }
 
@@ -328,7 +335,7 @@ async fn agent_card(
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
-    let version = card_version(&headers, &query);
+    let version = card_version(&state, &headers, &query);
     let name = state.agent_name(&agent).ok();
     serve_card(&state, &caller, name, version, &headers).await
 }

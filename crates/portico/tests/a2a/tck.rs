@@ -370,6 +370,15 @@ async fn a_card_without_a_version_is_strictly_the_1_0_card_and_0_3_clients_get_t
         ["streaming", "pushNotifications", "extendedAgentCard"]
     );
     let v1 = card(&format!("{base}/.well-known/agent-card.json"), Some("1.0")).await;
+    let response = http()
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()["cache-control"].to_str().unwrap(),
+        "private, max-age=60"
+    );
     assert_eq!(unversioned, v1);
     let per_agent = card(&format!("{url}/.well-known/agent-card.json"), None).await;
     assert_eq!(per_agent, v1);
@@ -408,6 +417,27 @@ async fn a_card_without_a_version_is_strictly_the_1_0_card_and_0_3_clients_get_t
         .unwrap();
     assert_eq!(response["result"]["kind"], "task", "{response}");
     assert_eq!(response["result"]["status"]["state"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_of_0_3_clients_serves_the_0_3_card_without_a_version() {
+    let home = Home::new(&format!("[a2a]\nunversioned_card = \"0.3\"\n{PARTS_AGENT}"));
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+
+    let unversioned = card(&format!("{base}/.well-known/agent-card.json"), None).await;
+    assert_eq!(unversioned["url"], format!("{base}/a2a/parts"));
+    assert_eq!(unversioned["protocolVersion"], "0.3.0");
+    assert!(unversioned.get("supportedInterfaces").is_none());
+    let v1 = card(&format!("{base}/.well-known/agent-card.json"), Some("1.0")).await;
+    assert!(v1.get("url").is_none(), "{v1:#}");
+    assert_eq!(v1["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    let by_query = card(
+        &format!("{base}/.well-known/agent-card.json?version=1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(by_query, v1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
