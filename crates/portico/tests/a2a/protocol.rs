@@ -307,3 +307,59 @@ async fn json_rpc_refuses_a_body_that_says_it_is_not_json() {
         assert_eq!(body["error"]["code"], -32001, "{content_type}: {body}");
     }
 }
+
+/// The HTTP+JSON bindings (1.0, 0.3 under `/v1`) and the draft's `tasks/send` read the same typed
+/// requests: a body of the wrong shape is their invalid-params error, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_binding_names_the_field_of_a_malformed_request() {
+    let home = home("");
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let post = |path: &str, body: Value| {
+        let url = format!("{base}{path}");
+        async move {
+            let response = http().post(url).json(&body).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, body) = post(
+        "/a2a/echo/message:send",
+        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": "hi"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["status"], "INVALID_ARGUMENT", "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "invalid parameters: `message.parts` must be an array, not a string"
+    );
+    let (status, body) = post(
+        "/a2a/echo/tasks/t1/pushNotificationConfigs",
+        json!({"url": 5}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "invalid parameters: `url` must be a string, not a number"
+    );
+    let (status, body) = post(
+        "/a2a/echo/v1/message:send",
+        json!({"message": {"content": 3}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["type"], "InvalidParamsError", "{body}");
+    let (status, body) = post(
+        "/a2a/tasks/send",
+        json!({"id": "1", "message": {"parts": [{"type": "text"}]}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("invalid parameters: `message.parts"),
+        "{message}"
+    );
+}
