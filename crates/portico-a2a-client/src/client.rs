@@ -481,7 +481,7 @@ impl A2aClient {
     pub async fn get_task(&self, endpoint: &Endpoint, id: &str) -> Result<Value, ClientError> {
         let method = Self::method(endpoint.version, "GetTask", "tasks/get");
         let result = match endpoint.binding {
-            Binding::JsonRpc => self.rpc(endpoint, method, json!({"id": id})).await?,
+            Binding::JsonRpc => self.rpc(endpoint, method, task_id_params(id)).await?,
             Binding::HttpJson => {
                 let path = format!("/tasks/{}", segment(id));
                 self.rest(endpoint, Method::GET, &path, method, None)
@@ -495,7 +495,7 @@ impl A2aClient {
     pub async fn cancel_task(&self, endpoint: &Endpoint, id: &str) -> Result<Value, ClientError> {
         let method = Self::method(endpoint.version, "CancelTask", "tasks/cancel");
         let result = match endpoint.binding {
-            Binding::JsonRpc => self.rpc(endpoint, method, json!({"id": id})).await?,
+            Binding::JsonRpc => self.rpc(endpoint, method, task_id_params(id)).await?,
             Binding::HttpJson => {
                 let path = format!("/tasks/{}:cancel", segment(id));
                 self.rest(endpoint, Method::POST, &path, method, Some(&json!({})))
@@ -521,6 +521,15 @@ impl A2aClient {
                 ),
             })
     }
+}
+
+/// The params of a request for one task (`GetTask`, `CancelTask`, and their 0.3 names).
+fn task_id_params(id: &str) -> Value {
+    let request = crate::protocol::v1::TaskIdRequest {
+        id: id.to_string(),
+        ..Default::default()
+    };
+    serde_json::to_value(request).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use portico_net::sse::{ResponseEvents, SseError, SseLimits};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::protocol::v1;
 use crate::wire::{self, Version, is_interrupted};
 
 use super::*;
@@ -102,20 +103,21 @@ impl A2aClient {
         on_event: &(dyn Fn(A2aEvent) + Send + Sync),
     ) -> Result<SendOutcome, ClientError> {
         let timeout = request.timeout.unwrap_or(self.timeout);
-        let mut message = json!({
-            "messageId": message_id(),
-            "role": "ROLE_USER",
-            "parts": [{"text": request.text}],
-        });
-        if let Some(task_id) = &request.task_id {
-            message["taskId"] = json!(task_id);
-        }
-        if let Some(context_id) = &request.context_id {
-            message["contextId"] = json!(context_id);
-        }
-        if let Some(tool) = &request.untrusted {
-            message["metadata"] = json!({ wire::UNTRUSTED_METADATA: tool });
-        }
+        let message = v1::Message {
+            message_id: message_id(),
+            context_id: request.context_id.clone(),
+            task_id: request.task_id.clone(),
+            role: v1::Role::User,
+            parts: vec![v1::Part::text(request.text.clone())],
+            metadata: request.untrusted.as_ref().map(|tool| {
+                v1::Struct::from_iter([(
+                    wire::UNTRUSTED_METADATA.to_string(),
+                    Value::from(tool.as_str()),
+                )])
+            }),
+            ..v1::Message::default()
+        };
+        let message = serde_json::to_value(&message).unwrap_or_default();
         let mut tracker = Tracker::new(on_event);
         tracker.continuing = request.task_id.is_some();
         let run = self.run(card, &message, &mut tracker);
