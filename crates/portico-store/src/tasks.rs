@@ -6,9 +6,10 @@
 //! authentication, are never evicted, so when every stored task is active creation fails with
 //! [`StoreError::TasksFull`].
 //!
-//! Status, messages, artifacts, metadata and push configs are kept as opaque JSON. Only the state name
-//! is interpreted, to tell finished tasks from active ones; it must be an A2A 1.0 enum name. The store
-//! does not police transitions (a finished task can be written to); that is the server's business.
+//! Status, messages, artifacts, metadata and push configs are kept as opaque JSON. Only the state is
+//! interpreted, to tell finished tasks from active ones: it is core's `TaskState`, stored as its 1.0
+//! enum name (the same column values as before the type existed). The store does not police
+//! transitions (a finished task can be written to); that is the server's business.
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params, params_from_iter};
