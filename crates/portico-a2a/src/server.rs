@@ -529,11 +529,12 @@ fn task_in(task: v1::Task, version: Version) -> Value {
 }
 
 /// A query string's values as JSON, so that a request type reads them: `true`/`false` as booleans,
-/// the rest as strings (the request types read integers written as text).
+/// the rest as strings (the request types read integers written as text); an empty value is no value.
 fn query_object(query: HashMap<String, String>) -> Value {
     Value::Object(
         query
             .into_iter()
+            .filter(|(_, v)| !v.is_empty())
             .map(|(k, v)| {
                 let value = match v.as_str() {
                     "true" => Value::Bool(true),
