@@ -47,3 +47,37 @@ pub(crate) mod lenient_int {
         value.serialize(serializer)
     }
 }
+
+/// Reads an optional state where an empty string means none (what a client that writes proto3
+/// defaults sends for "no filter").
+pub(crate) mod optional_state {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::TaskState;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<TaskState>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum StateOrEmpty {
+            State(TaskState),
+            Empty(String),
+        }
+        match Option::<StateOrEmpty>::deserialize(deserializer)? {
+            None => Ok(None),
+            Some(StateOrEmpty::State(state)) => Ok(Some(state)),
+            Some(StateOrEmpty::Empty(text)) if text.is_empty() => Ok(None),
+            Some(StateOrEmpty::Empty(text)) => Err(serde::de::Error::custom(format!(
+                "`{text}` is not an A2A task state (TASK_STATE_WORKING, ...)"
+            ))),
+        }
+    }
+
+    pub fn serialize<S: Serializer>(
+        value: &Option<TaskState>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.serialize(serializer)
+    }
+}

@@ -296,7 +296,11 @@ pub struct ListTasksRequest {
     pub tenant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", alias = "context_id")]
     pub context_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::optional_state"
+    )]
     pub status: Option<TaskState>,
     #[serde(
         default,
@@ -443,6 +447,15 @@ mod tests {
         assert_eq!(list.page_size, Some(5));
         assert_eq!(list.status, Some(TaskState::Working));
         assert!(serde_json::from_value::<ListTasksRequest>(json!({"pageSize": -1})).is_err());
+        let unfiltered: ListTasksRequest = serde_json::from_value(json!({"status": ""})).unwrap();
+        assert_eq!(unfiltered.status, None);
+        let error = serde_json::from_value::<ListTasksRequest>(json!({"status": "sleeping"}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("`sleeping` is not an A2A task state"),
+            "{error}"
+        );
         let message: Message = serde_json::from_value(
             json!({"message_id": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}),
         )
