@@ -76,6 +76,11 @@ async fn start(
     version: Version,
     answer: Answer,
 ) -> Result<(Sent, Option<usize>), A2aError> {
+    let mut message = request.message;
+    // A message that names no role is the sender's, as Portico has always read it.
+    if message.role == v1::Role::Unspecified {
+        message.role = v1::Role::User;
+    }
     let configuration = request.configuration.unwrap_or_default();
     let history_length = configuration.history_length.map(|n| n as usize);
     let push = configuration
@@ -87,7 +92,7 @@ async fn start(
             &caller.owner,
             &caller.principal,
             agent,
-            request.message,
+            message,
             push,
             answer,
         )

@@ -102,7 +102,9 @@ enum AnyPart {
     V1(v1::Part),
 }
 
-fn any_parts<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<v1::Part>, D::Error> {
+pub(crate) fn any_parts<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<v1::Part>, D::Error> {
     let parts = Vec::<AnyPart>::deserialize(deserializer)?;
     Ok(parts
         .into_iter()

@@ -69,7 +69,12 @@ pub struct Message {
     pub context_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", alias = "task_id")]
     pub task_id: Option<String>,
+    /// Required by the proto; a message without one reads as unspecified (the server takes it as
+    /// the user's, as it always has).
+    #[serde(default)]
     pub role: Role,
+    /// Read leniently: a 0.3 part (`kind`-tagged) in a 1.0 message is understood.
+    #[serde(deserialize_with = "super::v03::any_parts")]
     pub parts: Vec<Part>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
@@ -462,6 +467,16 @@ mod tests {
         .unwrap();
         assert_eq!(message.message_id, "m");
         assert_eq!(message.text(), "x");
+        // 0.3 parts in a 1.0 message, and no role, are read as the server always read them.
+        let mixed: Message = serde_json::from_value(json!({"messageId": "m",
+            "parts": [{"kind": "file", "file": {"uri": "https://x/y.pdf", "name": "y.pdf"}}]}))
+        .unwrap();
+        assert_eq!(mixed.role, Role::Unspecified);
+        assert_eq!(
+            mixed.parts[0].content,
+            PartContent::Url("https://x/y.pdf".into())
+        );
+        assert_eq!(mixed.text(), "[attached: y.pdf]");
     }
 
     #[test]
