@@ -1295,6 +1295,25 @@ mod tests {
     }
 
     #[test]
+    fn every_state_is_stored_as_its_1_0_name_and_read_back() {
+        let store = Store::open_in_memory().unwrap();
+        for (i, state) in TaskState::ALL.into_iter().enumerate() {
+            let id = format!("t{i}");
+            store
+                .create_task(&task(&id, "alice", "c", state, 1), &unlimited())
+                .unwrap();
+            let column: String = store
+                .conn()
+                .query_row("SELECT state FROM a2a_tasks WHERE id = ?1", [&id], |row| {
+                    row.get(0)
+                })
+                .unwrap();
+            assert_eq!(column, state.v1_name());
+            assert_eq!(store.task(&id).unwrap().unwrap().state, state);
+        }
+    }
+
+    #[test]
     fn a_stored_state_this_store_never_writes_is_reported_when_read() {
         let store = Store::open_in_memory().unwrap();
         store
