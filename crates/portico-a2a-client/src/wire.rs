@@ -3,6 +3,7 @@
 //! `url`, `data`); 0.3 clients get and send the 0.3 form (`kind`-tagged objects, lower-case states,
 //! `parts` with `kind` text/file/data). These functions translate both ways.
 
+use portico_core::TaskState;
 use serde_json::{Map, Value, json};
 
 /// A2A protocol versions this server speaks.
@@ -26,49 +27,24 @@ impl Version {
 /// own task stricter by setting it.
 pub const UNTRUSTED_METADATA: &str = "portico/untrusted";
 
-pub const STATES: &[(&str, &str)] = &[
-    ("TASK_STATE_SUBMITTED", "submitted"),
-    ("TASK_STATE_WORKING", "working"),
-    ("TASK_STATE_COMPLETED", "completed"),
-    ("TASK_STATE_FAILED", "failed"),
-    ("TASK_STATE_CANCELED", "canceled"),
-    ("TASK_STATE_INPUT_REQUIRED", "input-required"),
-    ("TASK_STATE_REJECTED", "rejected"),
-    ("TASK_STATE_AUTH_REQUIRED", "auth-required"),
-];
-
-/// `TASK_STATE_WORKING` → `working`.
+/// `TASK_STATE_WORKING` → `working` (`unknown` for anything else).
 pub fn state_to_v03(state: &str) -> &'static str {
-    STATES
-        .iter()
-        .find(|(v1, _)| *v1 == state)
-        .map_or("unknown", |(_, v03)| v03)
+    TaskState::from_v1_name(state).map_or("unknown", TaskState::v03_name)
 }
 
 /// `working` or `TASK_STATE_WORKING` → `TASK_STATE_WORKING`.
 pub fn state_from_any(state: &str) -> Option<&'static str> {
-    STATES
-        .iter()
-        .find(|(v1, v03)| *v1 == state || *v03 == state)
-        .map(|(v1, _)| *v1)
+    TaskState::from_any_name(state).map(TaskState::v1_name)
 }
 
+/// Whether a 1.0 state name is terminal (see [`TaskState::is_terminal`]).
 pub fn is_terminal(state: &str) -> bool {
-    matches!(
-        state,
-        "TASK_STATE_COMPLETED"
-            | "TASK_STATE_FAILED"
-            | "TASK_STATE_CANCELED"
-            | "TASK_STATE_REJECTED"
-    )
+    TaskState::from_v1_name(state).is_some_and(TaskState::is_terminal)
 }
 
 /// Waiting for the client (more input, or authorization): the task is not finished, but no work runs.
 pub fn is_interrupted(state: &str) -> bool {
-    matches!(
-        state,
-        "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED"
-    )
+    TaskState::from_v1_name(state).is_some_and(TaskState::is_interrupted)
 }
 
 pub(crate) fn object(value: &Value) -> Map<String, Value> {

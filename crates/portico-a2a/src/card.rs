@@ -1,4 +1,5 @@
-//! Agent cards: what each Portico agent tells other frameworks about itself, in the 1.0 and 0.3 forms.
+//! Agent cards: what each Portico agent tells other frameworks about itself, in the 1.0 and 0.3 forms,
+//! each strictly in its own version's schema.
 
 use portico_agents::Agent;
 use portico_pipeline::ToolEntry;
@@ -92,9 +93,47 @@ pub fn card(agent: &Agent, tools: &[ToolEntry], url: &str, version: Version) -> 
     }
 }
 
+/// Which form a card request gets: the one its `A2A-Version` header, else its `?version=` (or
+/// `?A2A-Version=`) parameter, asks for; without either, `unversioned` (the 1.0 card unless
+/// configured otherwise). Each form is strictly valid for its version's schema: a document with
+/// both forms' fields fails 1.0 validation (its card allows no other fields), and neither the 0.3
+/// nor the 1.0 SDKs send a version when they read a card, so no header cannot tell them apart. A
+/// 0.3-only client reads the 0.3 card at `/.well-known/agent.json`, or with `?version=0.3`.
+pub fn form_for(header: Option<Version>, query: Option<&str>, unversioned: Version) -> Version {
+    match (header, query) {
+        (Some(version), _) => version,
+        (None, Some("0.3" | "0.3.0")) => Version::V03,
+        (None, Some("1" | "1.0" | "1.0.0")) => Version::V1,
+        _ => unversioned,
+    }
+}
+
+/// How long a client may keep a card (spec 8.6.1: a `max-age` suited to how often it changes). A card
+/// changes with its agent's tools, so a minute, after which the ETag makes a re-read a 304; `private`
+/// because a card depends on the client's scope.
+pub const CACHE_CONTROL: &str = "private, max-age=60";
+
 /// A strong ETag of a card's bytes.
 pub fn etag(body: &[u8]) -> String {
     let hash = Sha256::digest(body);
     let hex: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
     format!("\"{hex}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_card_request_without_a_version_gets_the_configured_form() {
+        use Version::{V1, V03};
+        assert_eq!(form_for(None, None, V1), V1);
+        assert_eq!(form_for(None, None, V03), V03);
+        assert_eq!(form_for(None, Some("1.0"), V03), V1);
+        assert_eq!(form_for(None, Some("0.3"), V1), V03);
+        assert_eq!(form_for(None, Some("0.3.0"), V1), V03);
+        assert_eq!(form_for(None, Some("0.9"), V1), V1);
+        assert_eq!(form_for(Some(V03), Some("1.0"), V1), V03);
+        assert_eq!(form_for(Some(V1), Some("0.3"), V03), V1);
+    }
 }

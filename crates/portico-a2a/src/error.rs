@@ -27,6 +27,8 @@ pub enum A2aError {
     PushNotSupported,
     #[error("{0}")]
     Unsupported(String),
+    #[error("content type `{0}` is not supported here; send the request as application/json")]
+    ContentTypeNotSupported(String),
     #[error("the extended agent card is not configured")]
     ExtendedCardNotConfigured,
     #[error("A2A version `{0}` is not supported; this server speaks 1.0 and 0.3")]
@@ -54,6 +56,7 @@ impl A2aError {
             A2aError::TaskNotCancelable { .. } => -32002,
             A2aError::PushNotSupported => -32003,
             A2aError::Unsupported(_) => -32004,
+            A2aError::ContentTypeNotSupported(_) => -32005,
             A2aError::ExtendedCardNotConfigured => -32007,
             A2aError::VersionNotSupported(_) => -32009,
             // A2A names no JSON-RPC code for it: one of the implementation-defined server errors.
@@ -75,6 +78,7 @@ impl A2aError {
             A2aError::TaskNotCancelable { .. } => "TASK_NOT_CANCELABLE",
             A2aError::PushNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             A2aError::Unsupported(_) => "UNSUPPORTED_OPERATION",
+            A2aError::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
             A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
             A2aError::PermissionDenied(_) => "PERMISSION_DENIED",
@@ -91,6 +95,7 @@ impl A2aError {
             | A2aError::VersionNotSupported(_) => 400,
             A2aError::MethodNotFound(_) | A2aError::TaskNotFound(_) => 404,
             A2aError::TaskNotCancelable { .. } => 409,
+            A2aError::ContentTypeNotSupported(_) => 415,
             A2aError::ExtendedCardNotConfigured => 400,
             A2aError::Busy(_) | A2aError::TooManyStreams(_) => 503,
             A2aError::Internal(_) => 500,
@@ -100,7 +105,7 @@ impl A2aError {
 
     fn grpc_status(&self) -> &'static str {
         match self.http_status() {
-            400 => "INVALID_ARGUMENT",
+            400 | 415 => "INVALID_ARGUMENT",
             404 => "NOT_FOUND",
             403 => "PERMISSION_DENIED",
             409 => "FAILED_PRECONDITION",

@@ -5,6 +5,11 @@
 //! names), HTTP+JSON (the 1.0 paths under `{listen_path}/{agent}`, the 0.3 ones under
 //! `{listen_path}/{agent}/v1`), and the early draft's `POST {listen_path}/tasks/send`.
 //!
+//! It works on the protocol's types (`portico_a2a_client::protocol`: 1.0, and 0.3 converted at the
+//! edge): each binding reads its request into them (JSON-RPC into one `A2aRequest` variant per
+//! method) and calls the one operation for it in `ops`; JSON is written only at the bindings and
+//! for the task store, which keeps it.
+//!
 //! Tasks are stored before they are acknowledged, run the agent through the call pipeline in the
 //! background (streamed over SSE, cancelled for real), and are visible only to the caller that made
 //! them.
@@ -15,13 +20,16 @@
 
 mod card;
 mod error;
+mod jsonrpc;
+mod ops;
+mod parts;
 pub mod pricing;
 mod push;
 mod rest03;
 mod server;
 mod tasks;
 
-// The 1.0 and 0.3 JSON forms are shared with the client, which sits below the engine.
+// The protocol's versions and the 0.3 JSON forms are shared with the client, below the engine.
 use portico_a2a_client::wire;
 
 pub use error::A2aError;

@@ -11,15 +11,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use portico_a2a_client::protocol::{v1, v03};
 use portico_core::retry::RetryPolicy;
 use portico_net::SafeClient;
 use portico_store::Store;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::error::A2aError;
-use crate::tasks::task_json;
-use crate::wire::{self, Version, is_terminal};
+use crate::tasks::task_of;
+use crate::wire::Version;
 
 /// Three retries from 0.25 s; a webhook's `Retry-After` is honoured up to 30 s, so one slow webhook
 /// cannot hold a task's later notifications for long.
@@ -37,7 +39,7 @@ pub struct Pusher {
 struct Inner {
     client: SafeClient,
     store: Store,
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>,
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<v1::StreamResponse>>>,
 }
 
 impl Pusher {
@@ -60,8 +62,8 @@ impl Pusher {
             .map_err(|e| A2aError::InvalidParams(format!("push notification url `{url}`: {e}")))
     }
 
-    /// Queues a status update (1.0 `StreamResponse` form) for the task's webhooks.
-    pub fn notify(&self, task_id: &str, event: Value) {
+    /// Queues a status update for the task's webhooks.
+    pub fn notify(&self, task_id: &str, event: v1::StreamResponse) {
         let mut queues = self.inner.queues.lock().expect("push queues lock");
         let queue = queues.entry(task_id.to_string()).or_insert_with(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
@@ -71,7 +73,11 @@ impl Pusher {
         let _ = queue.send(event);
     }
 
-    async fn deliver_all(self, task_id: String, mut events: mpsc::UnboundedReceiver<Value>) {
+    async fn deliver_all(
+        self,
+        task_id: String,
+        mut events: mpsc::UnboundedReceiver<v1::StreamResponse>,
+    ) {
         while let Some(event) = events.recv().await {
             let store = self.inner.store.clone();
             let id = task_id.clone();
@@ -86,20 +92,23 @@ impl Pusher {
                 continue;
             };
             for (_, stored) in configs {
-                let version = match stored["portico_version"].as_str() {
-                    Some("0.3") => Version::V03,
-                    _ => Version::V1,
+                let Ok(stored) = serde_json::from_value::<StoredPushConfig>(stored) else {
+                    tracing::warn!(
+                        "task {task_id}: skipping a push notification config that does not parse"
+                    );
+                    continue;
                 };
-                let body = match (version, &task) {
-                    (Version::V03, Some(task)) => wire::task_to_v03(&task_json(task, None)),
-                    _ => event.clone(),
+                // A 0.3 webhook gets the whole task; a 1.0 one the event.
+                let body = match (stored.version(), &task) {
+                    (Version::V03, Some(task)) => {
+                        serde_json::to_value(v03::Task::from(task_of(task, None)))
+                    }
+                    _ => serde_json::to_value(&event),
                 };
-                self.deliver(&task_id, &stored, &body).await;
+                self.deliver(&task_id, &stored.config, &body.unwrap_or_default())
+                    .await;
             }
-            let state = event["statusUpdate"]["status"]["state"]
-                .as_str()
-                .unwrap_or_default();
-            if is_terminal(state) {
+            if event.state().is_some_and(|state| state.is_terminal()) {
                 break;
             }
         }
@@ -110,10 +119,8 @@ impl Pusher {
             .remove(&task_id);
     }
 
-    async fn deliver(&self, task_id: &str, config: &Value, body: &Value) {
-        let Some(url) = config["url"].as_str() else {
-            return;
-        };
+    async fn deliver(&self, task_id: &str, config: &v1::TaskPushNotificationConfig, body: &Value) {
+        let url = config.url.as_str();
         let mut retries = 0u32;
         loop {
             let request = match self.inner.client.request(reqwest::Method::POST, url) {
@@ -124,15 +131,17 @@ impl Pusher {
                 }
             };
             let mut request = request.json(body).timeout(Duration::from_secs(10));
-            if let Some(token) = config["token"].as_str().filter(|t| !t.is_empty()) {
+            if let Some(token) = config.token.as_deref().filter(|t| !t.is_empty()) {
                 request = request.header("X-A2A-Notification-Token", token);
             }
-            let auth = &config["authentication"];
-            if let Some(credentials) = auth["credentials"].as_str() {
-                let scheme = auth["scheme"]
-                    .as_str()
-                    .or_else(|| auth["schemes"][0].as_str())
-                    .unwrap_or("Bearer");
+            if let Some(auth) = &config.authentication
+                && let Some(credentials) = &auth.credentials
+            {
+                let scheme = if auth.scheme.is_empty() {
+                    "Bearer"
+                } else {
+                    &auth.scheme
+                };
                 request = request.header(
                     reqwest::header::AUTHORIZATION,
                     format!("{scheme} {credentials}"),
@@ -167,61 +176,64 @@ impl Pusher {
     }
 }
 
-/// A push config as a client sent it, normalised to the 1.0 fields (plus the version it came in).
-pub fn normalise_config(
-    task_id: &str,
-    config: &Value,
-    version: Version,
-) -> Result<Value, A2aError> {
-    let url = config["url"]
-        .as_str()
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| A2aError::InvalidParams("push notification config needs `url`".into()))?;
-    let id = config["id"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("{:032x}", rand::random::<u128>()));
-    let mut normalised =
-        json!({"id": id, "taskId": task_id, "url": url, "portico_version": version.label()});
-    if let Some(token) = config["token"].as_str() {
-        normalised["token"] = json!(token);
-    }
-    let auth = &config["authentication"];
-    if auth.is_object() {
-        let scheme = auth["scheme"]
-            .as_str()
-            .or_else(|| auth["schemes"][0].as_str())
-            .unwrap_or("Bearer");
-        normalised["authentication"] =
-            json!({"scheme": scheme, "credentials": auth["credentials"]});
-    }
-    Ok(normalised)
+/// A push config as Portico keeps it: the 1.0 config with its task and id set, and the version
+/// its client spoke (which shapes the webhook's body).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredPushConfig {
+    #[serde(flatten)]
+    pub config: v1::TaskPushNotificationConfig,
+    pub portico_version: String,
 }
 
-/// A stored config as `version` shows it (credentials are the client's own; they are returned).
-pub fn config_view(stored: &Value, version: Version) -> Value {
-    let mut config = stored.clone();
-    if let Some(map) = config.as_object_mut() {
-        map.remove("portico_version");
+impl StoredPushConfig {
+    /// The config's id (set when it is registered).
+    pub fn id(&self) -> &str {
+        self.config.id.as_deref().unwrap_or_default()
     }
-    match version {
-        Version::V1 => config,
-        Version::V03 => {
-            let task_id = config["taskId"].clone();
-            let mut inner = config.clone();
-            if let Some(map) = inner.as_object_mut() {
-                map.remove("taskId");
-                if let Some(auth) = map.get("authentication").cloned() {
-                    map.insert(
-                        "authentication".into(),
-                        json!({"schemes": [auth["scheme"]], "credentials": auth["credentials"]}),
-                    );
-                }
-            }
-            json!({"taskId": task_id, "pushNotificationConfig": inner})
+
+    pub fn version(&self) -> Version {
+        match self.portico_version.as_str() {
+            "0.3" => Version::V03,
+            _ => Version::V1,
         }
     }
+
+    /// The config as `version` shows it (credentials are the client's own; they are returned).
+    pub fn view(&self, version: Version) -> Value {
+        let shown = match version {
+            Version::V1 => serde_json::to_value(&self.config),
+            Version::V03 => {
+                serde_json::to_value(v03::TaskPushNotificationConfig::from(self.config.clone()))
+            }
+        };
+        shown.unwrap_or_default()
+    }
+}
+
+/// A push config as a client sent it, with the task and an id (a fresh one if it has none).
+pub fn normalise_config(
+    task_id: &str,
+    config: v1::TaskPushNotificationConfig,
+    version: Version,
+) -> Result<StoredPushConfig, A2aError> {
+    if config.url.is_empty() {
+        return Err(A2aError::InvalidParams(
+            "push notification config needs `url`".into(),
+        ));
+    }
+    let id = config
+        .id
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("{:032x}", rand::random::<u128>()));
+    Ok(StoredPushConfig {
+        config: v1::TaskPushNotificationConfig {
+            tenant: None,
+            id: Some(id),
+            task_id: Some(task_id.to_string()),
+            ..config
+        },
+        portico_version: version.label().to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -278,7 +290,11 @@ mod tests {
 
     async fn gap_before_the_retry(status: StatusCode, retry_after: String) -> Duration {
         let (url, arrivals) = refusing_once(status, retry_after).await;
-        let (pusher, config, body) = (pusher(), json!({"url": url}), json!({}));
+        let config = v1::TaskPushNotificationConfig {
+            url,
+            ..Default::default()
+        };
+        let (pusher, body) = (pusher(), serde_json::json!({}));
         let delivery = pusher.deliver("t", &config, &body);
         tokio::time::timeout(Duration::from_secs(20), delivery)
             .await

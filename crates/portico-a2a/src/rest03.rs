@@ -32,9 +32,12 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
 use crate::error::A2aError;
+use portico_a2a_client::protocol::{TaskState, v1, v03};
+
+use crate::ops;
 use crate::server::{self, A2aState, Caller};
-use crate::tasks::task_json;
-use crate::wire::{Version, is_interrupted, is_terminal};
+use crate::tasks::to_json;
+use crate::wire::Version;
 
 /// The 0.3 HTTP+JSON routes, merged into the A2A router.
 pub(crate) fn routes(listen_path: &str) -> Router<A2aState> {
@@ -73,6 +76,7 @@ fn sdk_error_type(error: &A2aError) -> &'static str {
         A2aError::TaskNotCancelable { .. } => "TaskNotCancelableError",
         A2aError::PushNotSupported => "PushNotificationNotSupportedError",
         A2aError::Unsupported(_) => "UnsupportedOperationError",
+        A2aError::ContentTypeNotSupported(_) => "ContentTypeNotSupportedError",
         A2aError::ExtendedCardNotConfigured => "ExtendedAgentCardNotConfiguredError",
         A2aError::VersionNotSupported(_) => "VersionNotSupportedError",
         // The SDKs have no class of their own for it.
@@ -123,9 +127,17 @@ async fn send(
     respond(
         async {
             let (agent, who) = caller(&state, &agent, &headers, who)?;
-            let params = send_params(&server::rest_body(&body)?);
-            let task = server::send(&state, &who, &agent, &params).await?;
-            Ok(Json(json!({"task": task_to_rest03(&task)})).into_response())
+            let request = server::typed_value(send_params(&server::rest_body(&body)?))?;
+            let answer =
+                match ops::send_message(&state, &who, &agent, request, Version::V03).await? {
+                    v1::SendMessageResponse::Task(task) => {
+                        json!({"task": task_to_rest03(&to_json(&task))})
+                    }
+                    v1::SendMessageResponse::Message(message) => {
+                        json!({"message": message_to_rest03(&to_json(&message))})
+                    }
+                };
+            Ok(Json(answer).into_response())
         }
         .await,
     )
@@ -141,10 +153,11 @@ async fn stream(
     respond(
         async {
             let (agent, who) = caller(&state, &agent, &headers, who)?;
-            let params = send_params(&server::rest_body(&body)?);
-            let (task, receiver) = server::send_streaming(&state, &who, &agent, &params).await?;
+            let request = server::typed_value(send_params(&server::rest_body(&body)?))?;
+            let (task, receiver) =
+                ops::send_streaming_message(&state, &who, &agent, request, Version::V03).await?;
             Ok(server::sse(server::event_stream(
-                json!({"task": task}),
+                task,
                 receiver,
                 Version::V1,
                 |event| stream_event_to_rest03(&event),
@@ -155,9 +168,9 @@ async fn stream(
 }
 
 async fn subscribe(state: &A2aState, owner: &str, id: &str) -> Result<Response, A2aError> {
-    let (record, receiver) = state.tasks.subscribe(owner, id, "GET it instead").await?;
+    let (task, receiver) = ops::subscribe_to_task(state, owner, id, "GET it instead").await?;
     Ok(server::sse(server::event_stream(
-        json!({"task": task_json(&record, None)}),
+        task,
         receiver,
         Version::V1,
         |event| stream_event_to_rest03(&event),
@@ -188,8 +201,13 @@ async fn task_get(
                     })
                 })
                 .transpose()?;
-            let task = server::task_value(&state, &owner, &task, history).await?;
-            Ok(Json(task_to_rest03(&task)).into_response())
+            let request = v1::GetTaskRequest {
+                tenant: None,
+                id: task,
+                history_length: history.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            };
+            let task = ops::get_task(&state, &owner, &request).await?;
+            Ok(Json(task_to_rest03(&to_json(&task))).into_response())
         }
         .await,
     )
@@ -212,8 +230,8 @@ async fn task_post(
             let Some(id) = task.strip_suffix(":cancel") else {
                 return Err(A2aError::MethodNotFound(format!("POST v1/tasks/{task}")));
             };
-            let record = state.tasks.cancel(&owner, id).await?;
-            Ok(Json(task_to_rest03(&task_json(&record, None))).into_response())
+            let task = ops::cancel_task(&state, &owner, id).await?;
+            Ok(Json(task_to_rest03(&to_json(&task))).into_response())
         }
         .await,
     )
@@ -230,10 +248,11 @@ async fn push_create(
         async {
             let (_, who) = caller(&state, &agent, &headers, who)?;
             let owner = who.owner;
-            let config = push_config_from_rest03(&server::rest_body(&body)?);
-            let config = crate::push::normalise_config(&task, &config, Version::V03)?;
-            let stored = state.tasks.put_push_config(&owner, &task, config).await?;
-            Ok(Json(push_config_to_rest03(&stored)).into_response())
+            let config: v03::PushNotificationConfig =
+                server::typed_value(push_config_from_rest03(&server::rest_body(&body)?))?;
+            let stored =
+                ops::create_push_config(&state, &owner, &task, config.into(), Version::V03).await?;
+            Ok(Json(push_config_to_rest03(&stored.view(Version::V1))).into_response())
         }
         .await,
     )
@@ -249,12 +268,10 @@ async fn push_list(
         async {
             let (_, who) = caller(&state, &agent, &headers, who)?;
             let owner = who.owner;
-            let configs: Vec<Value> = state
-                .tasks
-                .push_configs(&owner, &task)
+            let configs: Vec<Value> = ops::list_push_configs(&state, &owner, &task)
                 .await?
                 .iter()
-                .map(push_config_to_rest03)
+                .map(|c| push_config_to_rest03(&c.view(Version::V1)))
                 .collect();
             Ok(Json(json!({"configs": configs, "nextPageToken": ""})).into_response())
         }
@@ -272,18 +289,8 @@ async fn push_get(
         async {
             let (_, who) = caller(&state, &agent, &headers, who)?;
             let owner = who.owner;
-            let config = state
-                .tasks
-                .push_configs(&owner, &task)
-                .await?
-                .into_iter()
-                .find(|c| c["id"] == json!(id))
-                .ok_or_else(|| {
-                    A2aError::InvalidParams(format!(
-                        "task `{task}` has no push notification config `{id}`"
-                    ))
-                })?;
-            Ok(Json(push_config_to_rest03(&config)).into_response())
+            let config = ops::get_push_config(&state, &owner, &task, Some(&id)).await?;
+            Ok(Json(push_config_to_rest03(&config.view(Version::V1))).into_response())
         }
         .await,
     )
@@ -299,11 +306,7 @@ async fn push_delete(
         async {
             let (_, who) = caller(&state, &agent, &headers, who)?;
             let owner = who.owner;
-            if !state.tasks.delete_push_config(&owner, &task, &id).await? {
-                return Err(A2aError::InvalidParams(format!(
-                    "task `{task}` has no push notification config `{id}`"
-                )));
-            }
+            ops::delete_push_config(&state, &owner, &task, &id).await?;
             Ok(Json(json!({})).into_response())
         }
         .await,
@@ -316,7 +319,7 @@ async fn extended_card(
     who: Caller,
     headers: HeaderMap,
 ) -> Response {
-    respond(caller(&state, &agent, &headers, who).and(Err(A2aError::ExtendedCardNotConfigured)))
+    respond(caller(&state, &agent, &headers, who).and(Err(ops::get_extended_agent_card())))
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -619,7 +622,7 @@ pub(crate) fn stream_event_to_rest03(event: &Value) -> Value {
         out.insert("status".into(), status_to_rest03(&status));
         out.insert(
             "final".into(),
-            json!(is_terminal(state) || is_interrupted(state)),
+            json!(TaskState::from_v1_name(state).is_some_and(TaskState::is_settled)),
         );
         copy(update, &mut out, &["metadata"]);
         return json!({"statusUpdate": out});
@@ -781,9 +784,10 @@ mod tests {
             push_config_from_rest03(&json!({"url": "https://hook"})),
             json!({"url": "https://hook"})
         );
-        let stored = crate::push::normalise_config("t", &expected, Version::V03).unwrap();
+        let config: v03::PushNotificationConfig = serde_json::from_value(expected).unwrap();
+        let stored = crate::push::normalise_config("t", config.into(), Version::V03).unwrap();
         assert_eq!(
-            push_config_to_rest03(&stored),
+            push_config_to_rest03(&stored.view(Version::V1)),
             json!({"name": "tasks/t/pushNotificationConfigs/c1", "pushNotificationConfig": {
                 "id": "c1", "url": "https://hook", "token": "tok",
                 "authentication": {"schemes": ["Bearer"], "credentials": "s"}}})

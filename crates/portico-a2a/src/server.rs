@@ -5,6 +5,7 @@
 //! header means 0.3. Leniency where it costs nothing: a 1.0 method name without the header is served
 //! as 1.0, since no 0.3 client sends one.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -16,16 +17,18 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::Stream;
+use portico_a2a_client::protocol::{v1, v03};
 use portico_engine::Engine;
 use portico_pipeline::Principal;
-use portico_store::{TaskLimits, TaskQuery};
+use portico_store::TaskLimits;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::card;
 use crate::error::A2aError;
-use crate::tasks::{Answer, Sent, Subscription, Tasks, task_json};
-use crate::wire::{self, Version, is_interrupted, is_terminal};
+use crate::tasks::{Subscription, Tasks, to_json};
+use crate::wire::Version;
+use crate::{jsonrpc, ops};
 
 /// The client webhooks are POSTed with. Without one (it cannot be built), push notifications are
 /// not offered.
@@ -59,6 +62,8 @@ pub struct A2aOptions {
     pub push_allow_private_network: bool,
     /// Open event streams (subscriptions, streamed sends): in all, and per caller identity.
     pub streams: crate::tasks::StreamLimits,
+    /// The card form a card request without a version gets (`[a2a] unversioned_card`).
+    pub unversioned_card: portico_config::CardVersion,
 }
 
 #[derive(Clone)]
@@ -117,7 +122,10 @@ pub(crate) fn routes_and_tasks(engine: Engine, options: A2aOptions) -> (Router, 
         .route("/.well-known/agent-card.json", get(primary_card))
         .route("/.well-known/agent.json", get(legacy_card))
         .route(&format!("{lp}/tasks/send"), post(legacy_send))
-        .route(&format!("{lp}/{{agent}}"), post(jsonrpc))
+        // The card's URL, and the same with a trailing slash (what clients that join paths to a
+        // base URL send).
+        .route(&format!("{lp}/{{agent}}"), post(jsonrpc::handle))
+        .route(&format!("{lp}/{{agent}}/"), post(jsonrpc::handle))
         .route(
             &format!("{lp}/{{agent}}/.well-known/agent-card.json"),
             get(agent_card),
@@ -141,7 +149,13 @@ pub(crate) fn routes_and_tasks(engine: Engine, options: A2aOptions) -> (Router, 
             &format!("{lp}/{{agent}}/extendedAgentCard"),
             get(rest_extended_card),
         )
-        .merge(crate::rest03::routes(&lp))
+        .merge(crate::rest03::routes(&lp));
+    // Every answer under the A2A paths is JSON, the unknown paths and the wrong methods too. The
+    // router's fallback is the daemon's (no other door sets one): paths outside A2A's keep their
+    // plain 404.
+    let router = router
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(wrong_method)
         .with_state(state);
     (router, tasks)
 }
@@ -213,8 +227,8 @@ impl A2aState {
         }
     }
 
-    /// The card in one version's form, or (`None`) both forms merged.
-    async fn card(&self, agent: &str, version: Option<Version>) -> Option<Value> {
+    /// The card in `version`'s form.
+    async fn card(&self, agent: &str, version: Version) -> Option<Value> {
         let agent = self.engine.agents().agent(agent)?.clone();
         let principal = Principal::agent(agent.config.name.clone(), agent.patterns.clone());
         let tools = self.engine.pipeline().list(&principal).await;
@@ -223,27 +237,7 @@ impl A2aState {
             &self.options.listen_path,
             &agent.config.name,
         );
-        Some(match version {
-            Some(version) => card::card(&agent, &tools, &url, version),
-            None => {
-                let mut merged = card::card(&agent, &tools, &url, Version::V03);
-                if let (Some(merged), Value::Object(v1)) = (
-                    merged.as_object_mut(),
-                    card::card(&agent, &tools, &url, Version::V1),
-                ) {
-                    for (key, value) in v1 {
-                        // Both forms have `capabilities`: keep every flag of each.
-                        match (merged.get_mut(&key), value) {
-                            (Some(Value::Object(old)), Value::Object(new)) => old.extend(new),
-                            (_, value) => {
-                                merged.insert(key, value);
-                            }
-                        }
-                    }
-                }
-                merged
-            }
-        })
+        Some(card::card(&agent, &tools, &url, version))
     }
 }
 
@@ -252,7 +246,7 @@ async fn serve_card(
     state: &A2aState,
     caller: &Caller,
     agent: Option<String>,
-    version: Option<Version>,
+    version: Version,
     headers: &HeaderMap,
 ) -> Response {
     // An agent outside the client's scope is not there for it, card included.
@@ -291,26 +285,28 @@ async fn serve_card(
     if let Ok(value) = HeaderValue::from_str(&tag) {
         response.headers_mut().insert(header::ETAG, value);
     }
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(card::CACHE_CONTROL),
+    );
     response
 }
 
-/// Which card form to serve: the one the `A2A-Version` header (or `?version=`) asks for; without
-/// either, both forms' fields in one document, since a missing header means 0.3 to the spec but 1.0
-/// SDKs read the same path, and each ignores the other's fields.
-fn card_version(headers: &HeaderMap, query: &CardQuery) -> Option<Version> {
-    match (requested_version(headers), query.version.as_deref()) {
-        (Ok(Some(version)), _) => Some(version),
-        (_, Some("0.3" | "0.3.0")) => Some(Version::V03),
-        (_, Some("1" | "1.0" | "1.0.0")) => Some(Version::V1),
-        _ => None,
-    }
+/// Which card form to serve (see [`card::form_for`]).
+fn card_version(state: &A2aState, headers: &HeaderMap, query: &CardQuery) -> Version {
+    card::form_for(
+        requested_version(headers).ok().flatten(),
+        query.version.as_deref(),
+        match state.options.unversioned_card {
+            portico_config::CardVersion::V1 => Version::V1,
+            portico_config::CardVersion::V03 => Version::V03,
+        },
+    )
 }
 
 #[derive(serde::Deserialize, Default)]
 struct CardQuery {
+    #[serde(alias = "A2A-Version")]
     version: Option<String>,
 }
 
@@ -320,7 +316,7 @@ async fn primary_card(
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
-    let version = card_version(&headers, &query);
+    let version = card_version(&state, &headers, &query);
     serve_card(&state, &caller, state.primary(), version, &headers).await
 }
 
@@ -329,14 +325,7 @@ async fn legacy_card(
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
-    serve_card(
-        &state,
-        &caller,
-        state.primary(),
-        Some(Version::V03),
-        &headers,
-    )
-    .await
+    serve_card(&state, &caller, state.primary(), Version::V03, &headers).await
 }
 
 async fn agent_card(
@@ -346,204 +335,13 @@ async fn agent_card(
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
-    let version = card_version(&headers, &query);
+    let version = card_version(&state, &headers, &query);
     let name = state.agent_name(&agent).ok();
     serve_card(&state, &caller, name, version, &headers).await
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Operations, independent of binding.
-
-/// A send that answers with the task: at once, or (blocking, the default) once it is finished or
-/// waiting for input.
-pub(crate) async fn send(
-    state: &A2aState,
-    caller: &Caller,
-    agent: &str,
-    params: &Value,
-) -> Result<Value, A2aError> {
-    let owner = caller.owner.as_str();
-    let configuration = params.get("configuration").cloned().unwrap_or_default();
-    // `returnImmediately` (1.0) or `blocking: false` (0.3) answers at once.
-    let immediately = configuration
-        .get("returnImmediately")
-        .and_then(Value::as_bool)
-        == Some(true)
-        || configuration.get("blocking").and_then(Value::as_bool) == Some(false);
-    let answer = if immediately {
-        Answer::AtOnce
-    } else {
-        Answer::WhenSettled
-    };
-    let (sent, history_length) = start(state, caller, agent, params, answer).await?;
-    if answer == Answer::WhenSettled {
-        sent.settled().await;
-    }
-    sent_task(state, owner, &sent, history_length).await
-}
-
-/// A send that answers with the task at once, then streams its events.
-pub(crate) async fn send_streaming(
-    state: &A2aState,
-    caller: &Caller,
-    agent: &str,
-    params: &Value,
-) -> Result<(Value, Subscription), A2aError> {
-    let owner = caller.owner.as_str();
-    let (mut sent, history_length) = start(state, caller, agent, params, Answer::Stream).await?;
-    let events = sent
-        .events
-        .take()
-        .ok_or_else(|| A2aError::Internal("a streamed task came without its events".into()))?;
-    Ok((
-        sent_task(state, owner, &sent, history_length).await?,
-        events,
-    ))
-}
-
-/// Starts the task a send's `params` describe; also returns the history length it asks for.
-async fn start(
-    state: &A2aState,
-    caller: &Caller,
-    agent: &str,
-    params: &Value,
-    answer: Answer,
-) -> Result<(Sent, Option<usize>), A2aError> {
-    let message = match params.get("message") {
-        Some(message) if message.is_object() => wire::message_from_any(message),
-        Some(other) => {
-            return Err(A2aError::InvalidParams(format!(
-                "`message` must be an object with `messageId`, `role` and `parts`, not {}",
-                json_kind(other)
-            )));
-        }
-        None => return Err(A2aError::InvalidParams("`message` is required".into())),
-    };
-    let configuration = params.get("configuration").cloned().unwrap_or_default();
-    let history_length = configuration
-        .get("historyLength")
-        .and_then(Value::as_u64)
-        .map(|n| n as usize);
-    let push = configuration
-        .get("taskPushNotificationConfig")
-        .map(|c| (c.clone(), Version::V1))
-        .or_else(|| {
-            configuration
-                .get("pushNotificationConfig")
-                .map(|c| (c.clone(), Version::V03))
-        })
-        .filter(|(c, _)| c.is_object());
-    let sent = state
-        .tasks
-        .send(
-            &caller.owner,
-            &caller.principal,
-            agent,
-            message,
-            push,
-            answer,
-        )
-        .await?;
-    Ok((sent, history_length))
-}
-
-/// The task of a send as its caller should see it. What the run has stored is what the store holds;
-/// it is read back only if this process did not write it.
-async fn sent_task(
-    state: &A2aState,
-    owner: &str,
-    sent: &Sent,
-    history_length: Option<usize>,
-) -> Result<Value, A2aError> {
-    match sent.stored()? {
-        Some(record) => Ok(task_json(&record, history_length)),
-        None => task_value(state, owner, &sent.task_id, history_length).await,
-    }
-}
-
-pub(crate) async fn task_value(
-    state: &A2aState,
-    owner: &str,
-    id: &str,
-    history_length: Option<usize>,
-) -> Result<Value, A2aError> {
-    Ok(task_json(
-        &state.tasks.get(owner, id).await?,
-        history_length,
-    ))
-}
-
-fn list_query(owner: &str, params: &Value) -> Result<TaskQuery, A2aError> {
-    let state = match params.get("status").and_then(Value::as_str) {
-        None | Some("") | Some("TASK_STATE_UNSPECIFIED") => None,
-        Some(s) => Some(
-            wire::state_from_any(s)
-                .ok_or_else(|| A2aError::InvalidParams(format!("`{s}` is not a task state")))?
-                .to_string(),
-        ),
-    };
-    let page_size = match params.get("pageSize") {
-        None | Some(Value::Null) => 0,
-        Some(v) => v
-            .as_u64()
-            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            .filter(|n| *n <= 100)
-            .ok_or_else(|| {
-                A2aError::InvalidParams("`pageSize` must be a number from 1 to 100".into())
-            })? as usize,
-    };
-    Ok(TaskQuery {
-        owner: owner.to_string(),
-        context_id: params
-            .get("contextId")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        state,
-        updated_after_ms: None,
-        page_size,
-        page_token: params
-            .get("pageToken")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-    })
-}
-
-async fn list(state: &A2aState, owner: &str, params: &Value) -> Result<Value, A2aError> {
-    let query = list_query(owner, params)?;
-    let page_size = if query.page_size == 0 {
-        50
-    } else {
-        query.page_size
-    };
-    let history_length = params
-        .get("historyLength")
-        .and_then(Value::as_u64)
-        .map(|n| n as usize);
-    let include_artifacts = params.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
-    let page = state.tasks.list(query).await.map_err(|e| match e {
-        A2aError::Internal(m) if m.contains("page token") => A2aError::InvalidParams(m),
-        other => other,
-    })?;
-    let tasks: Vec<Value> = page
-        .tasks
-        .iter()
-        .map(|t| {
-            let mut task = task_json(t, Some(history_length.unwrap_or(0)));
-            if !include_artifacts && let Some(map) = task.as_object_mut() {
-                map.remove("artifacts");
-            }
-            task
-        })
-        .collect();
-    Ok(json!({
-        "tasks": tasks,
-        "nextPageToken": page.next_page_token.unwrap_or_default(),
-        "pageSize": page_size,
-        "totalSize": page.total_size,
-    }))
-}
+// What the bindings share: reading a body into a protocol type, and event streams.
 
 /// What kind of JSON value `value` is, for an error message.
 pub(crate) fn json_kind(value: &Value) -> &'static str {
@@ -557,29 +355,85 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-fn string_param<'a>(params: &'a Value, names: &[&str]) -> Result<&'a str, A2aError> {
-    names
-        .iter()
-        .find_map(|n| params.get(*n).and_then(Value::as_str))
-        .ok_or_else(|| A2aError::InvalidParams(format!("`{}` is required", names[0])))
+/// A request body (or params) read as `T`, or the invalid-params error naming the field that is
+/// wrong. An empty body is an empty object.
+pub(crate) fn typed_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, A2aError> {
+    if body.is_empty() {
+        return typed_value(json!({}));
+    }
+    let value: Value = serde_json::from_slice(body).map_err(|e| A2aError::Parse(e.to_string()))?;
+    typed_value(value)
+}
+
+/// [`typed_body`] of a value already parsed.
+pub(crate) fn typed_value<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, A2aError> {
+    if !value.is_object() {
+        return Err(A2aError::InvalidParams(format!(
+            "the request must be a JSON object, not {}",
+            json_kind(&value)
+        )));
+    }
+    let shown = value.clone();
+    serde_path_to_error::deserialize(value).map_err(|e| invalid_params(e, &shown, ""))
+}
+
+/// The invalid-params error of a request that did not read as its type: the field (its path
+/// below `prefix`), what it must be and what it is.
+pub(crate) fn invalid_params(
+    error: serde_path_to_error::Error<serde_json::Error>,
+    request: &Value,
+    prefix: &str,
+) -> A2aError {
+    use serde_path_to_error::Segment;
+    let mut at = Some(request);
+    for segment in error.path().iter() {
+        at = match segment {
+            Segment::Map { key } => at.and_then(|v| v.get(key)),
+            Segment::Seq { index } => at.and_then(|v| v.get(index)),
+            Segment::Enum { .. } | Segment::Unknown => at,
+        };
+    }
+    let path = error.path().to_string();
+    let field = path.strip_prefix(prefix).unwrap_or(&path).to_string();
+    let why = error.into_inner().to_string();
+    // serde says "invalid type: string \"hi\", expected struct Message at line 1 column 2".
+    let why = why.split(" at line ").next().unwrap_or(&why).to_string();
+    if field.is_empty() || field == "." {
+        return A2aError::InvalidParams(why);
+    }
+    let expected = why.split_once("expected ").map_or("", |(_, e)| e);
+    let shape = if expected.starts_with("struct") || expected.contains("map") {
+        "an object"
+    } else if expected.contains("sequence") {
+        "an array"
+    } else if expected.starts_with('u') || expected.starts_with('i') {
+        "an integer"
+    } else {
+        expected
+    };
+    let wrong_shape = why.starts_with("invalid type") || why.starts_with("invalid length");
+    match at {
+        Some(value) if wrong_shape && json_kind(value) != shape => A2aError::InvalidParams(
+            format!("`{field}` must be {shape}, not {}", json_kind(value)),
+        ),
+        _ => A2aError::InvalidParams(format!("`{field}`: {why}")),
+    }
 }
 
 /// A stream of events in `version`'s form, starting with the task itself and ending after the task
 /// finishes or stops for input. It owns the subscription: when the client goes away and the response
-/// is dropped, the subscription goes with it.
+/// is dropped, the subscription goes with it. `wrap` puts each event (as JSON) in its binding's
+/// envelope.
 pub(crate) fn event_stream(
-    first: Value,
+    first: v1::Task,
     subscription: Subscription,
     version: Version,
     wrap: impl Fn(Value) -> Value + Send + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-    let first_state = first["task"]["status"]["state"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let finished = first.status.state.is_terminal();
     let stream = EventStream {
-        first: Some(first),
-        subscription: (!is_terminal(&first_state)).then_some(subscription),
+        first: Some(v1::StreamResponse::Task(first)),
+        subscription: (!finished).then_some(subscription),
         version,
         wrap,
     };
@@ -590,7 +444,7 @@ pub(crate) fn event_stream(
 }
 
 struct EventStream<W> {
-    first: Option<Value>,
+    first: Option<v1::StreamResponse>,
     /// `None` once the task's last event is out.
     subscription: Option<Subscription>,
     version: Version,
@@ -598,27 +452,25 @@ struct EventStream<W> {
 }
 
 impl<W: Fn(Value) -> Value> EventStream<W> {
-    fn convert(&self, event: &Value) -> Value {
+    fn convert(&self, event: v1::StreamResponse) -> Value {
         (self.wrap)(match self.version {
-            Version::V1 => event.clone(),
-            Version::V03 => wire::stream_event_to_v03(event),
+            Version::V1 => to_json(&event),
+            Version::V03 => to_json(&v03::StreamEvent::from(event)),
         })
     }
 
     async fn next(&mut self) -> Option<Value> {
         if let Some(first) = self.first.take() {
-            return Some(self.convert(&first));
+            return Some(self.convert(first));
         }
         loop {
             match self.subscription.as_mut()?.recv().await {
                 Ok(event) => {
-                    let state = event["statusUpdate"]["status"]["state"]
-                        .as_str()
-                        .unwrap_or_default();
-                    if is_terminal(state) || is_interrupted(state) {
+                    if matches!(&event, v1::StreamResponse::StatusUpdate(update) if update.status.state.is_settled())
+                    {
                         self.subscription = None;
                     }
-                    return Some(self.convert(&event));
+                    return Some(self.convert(event));
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!("an A2A stream fell {n} events behind; they were skipped");
@@ -641,239 +493,9 @@ pub(crate) fn sse(
 }
 
 // ---------------------------------------------------------------------------------------------------
-// JSON-RPC.
-
-fn rpc_result(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-fn rpc_error(id: &Value, error: &A2aError) -> Response {
-    axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": error.to_jsonrpc()})).into_response()
-}
-
-const V1_METHODS: &[&str] = &[
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-    "GetExtendedAgentCard",
-];
-
-async fn jsonrpc(
-    State(state): State<A2aState>,
-    Path(agent): Path<String>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(request) => request,
-        Err(e) => return rpc_error(&Value::Null, &A2aError::Parse(e.to_string())),
-    };
-    let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let Some(method) = request
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
-        return rpc_error(
-            &id,
-            &A2aError::InvalidRequest(
-                "a JSON-RPC 2.0 request object with `method` is expected".into(),
-            ),
-        );
-    };
-    if request.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return rpc_error(
-            &id,
-            &A2aError::InvalidRequest("`jsonrpc` must be \"2.0\"".into()),
-        );
-    }
-    let version = match requested_version(&headers) {
-        Ok(Some(version)) => version,
-        Ok(None) if V1_METHODS.contains(&method.as_str()) => Version::V1,
-        Ok(None) => Version::V03,
-        Err(error) => return rpc_error(&id, &error),
-    };
-    let agent = match state.agent_name(&agent) {
-        Ok(agent) => agent,
-        Err(error) => return rpc_error(&id, &error),
-    };
-    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    match dispatch(&state, &caller, &agent, &method, &params, version, &id).await {
-        Ok(response) => response,
-        Err(error) => rpc_error(&id, &error),
-    }
-}
-
-async fn dispatch(
-    state: &A2aState,
-    caller: &Caller,
-    agent: &str,
-    method: &str,
-    params: &Value,
-    version: Version,
-    id: &Value,
-) -> Result<Response, A2aError> {
-    let owner = caller.owner.as_str();
-    let shape_task = |task: Value| match version {
-        Version::V1 => task,
-        Version::V03 => wire::task_to_v03(&task),
-    };
-    let ok = |result: Value| Ok(axum::Json(rpc_result(id, result)).into_response());
-    match (version, method) {
-        (Version::V1, "SendMessage") | (Version::V03, "message/send") => {
-            let task = send(state, caller, agent, params).await?;
-            match version {
-                Version::V1 => ok(json!({"task": task})),
-                Version::V03 => ok(wire::task_to_v03(&task)),
-            }
-        }
-        (Version::V1, "SendStreamingMessage") | (Version::V03, "message/stream") => {
-            let (task, receiver) = send_streaming(state, caller, agent, params).await?;
-            let id = id.clone();
-            Ok(sse(event_stream(
-                json!({"task": task}),
-                receiver,
-                version,
-                move |event| rpc_result(&id, event),
-            )))
-        }
-        (Version::V1, "GetTask") | (Version::V03, "tasks/get") => {
-            let task_id = string_param(params, &["id"])?;
-            let history = params
-                .get("historyLength")
-                .and_then(Value::as_u64)
-                .map(|n| n as usize);
-            ok(shape_task(
-                task_value(state, owner, task_id, history).await?,
-            ))
-        }
-        (Version::V1, "ListTasks") | (Version::V03, "tasks/list") => {
-            let mut page = list(state, owner, params).await?;
-            if version == Version::V03
-                && let Some(tasks) = page["tasks"].as_array_mut()
-            {
-                for task in tasks.iter_mut() {
-                    *task = wire::task_to_v03(task);
-                }
-            }
-            ok(page)
-        }
-        (Version::V1, "CancelTask") | (Version::V03, "tasks/cancel") => {
-            let task_id = string_param(params, &["id"])?;
-            let task = state.tasks.cancel(owner, task_id).await?;
-            ok(shape_task(task_json(&task, None)))
-        }
-        (Version::V1, "SubscribeToTask") | (Version::V03, "tasks/resubscribe") => {
-            let task_id = string_param(params, &["id"])?;
-            let (task, receiver) = state
-                .tasks
-                .subscribe(owner, task_id, "get it with GetTask instead of subscribing")
-                .await?;
-            let id = id.clone();
-            Ok(sse(event_stream(
-                json!({"task": task_json(&task, None)}),
-                receiver,
-                version,
-                move |event| rpc_result(&id, event),
-            )))
-        }
-        (Version::V1, "CreateTaskPushNotificationConfig") => {
-            let task_id = string_param(params, &["taskId"])?;
-            let config = crate::push::normalise_config(task_id, params, version)?;
-            let stored = state.tasks.put_push_config(owner, task_id, config).await?;
-            ok(crate::push::config_view(&stored, version))
-        }
-        (Version::V03, "tasks/pushNotificationConfig/set") => {
-            let task_id = string_param(params, &["taskId", "id"])?;
-            let config = params
-                .get("pushNotificationConfig")
-                .cloned()
-                .unwrap_or_default();
-            let config = crate::push::normalise_config(task_id, &config, version)?;
-            let stored = state.tasks.put_push_config(owner, task_id, config).await?;
-            ok(crate::push::config_view(&stored, version))
-        }
-        (Version::V1, "GetTaskPushNotificationConfig")
-        | (Version::V03, "tasks/pushNotificationConfig/get") => {
-            let task_id = string_param(params, &["taskId", "id"])?;
-            let wanted = match version {
-                Version::V1 => params.get("id").and_then(Value::as_str),
-                Version::V03 => params
-                    .get("pushNotificationConfigId")
-                    .and_then(Value::as_str),
-            };
-            let configs = state.tasks.push_configs(owner, task_id).await?;
-            let found = match wanted {
-                Some(id) => configs.into_iter().find(|c| c["id"] == json!(id)),
-                None => configs.into_iter().next(),
-            };
-            match found {
-                Some(config) => ok(crate::push::config_view(&config, version)),
-                None => Err(A2aError::InvalidParams(format!(
-                    "task `{task_id}` has no push notification config {}",
-                    wanted.map(|id| format!("`{id}`")).unwrap_or_default()
-                ))),
-            }
-        }
-        (Version::V1, "ListTaskPushNotificationConfigs")
-        | (Version::V03, "tasks/pushNotificationConfig/list") => {
-            let task_id = string_param(params, &["taskId", "id"])?;
-            let configs: Vec<Value> = state
-                .tasks
-                .push_configs(owner, task_id)
-                .await?
-                .iter()
-                .map(|c| crate::push::config_view(c, version))
-                .collect();
-            match version {
-                Version::V1 => ok(json!({"configs": configs, "nextPageToken": ""})),
-                Version::V03 => ok(Value::Array(configs)),
-            }
-        }
-        (Version::V1, "DeleteTaskPushNotificationConfig")
-        | (Version::V03, "tasks/pushNotificationConfig/delete") => {
-            let task_id = string_param(params, &["taskId", "id"])?;
-            let config_id = match version {
-                Version::V1 => string_param(params, &["id"])?,
-                Version::V03 => string_param(params, &["pushNotificationConfigId"])?,
-            };
-            if !state
-                .tasks
-                .delete_push_config(owner, task_id, config_id)
-                .await?
-            {
-                return Err(A2aError::InvalidParams(format!(
-                    "task `{task_id}` has no push notification config `{config_id}`"
-                )));
-            }
-            match version {
-                Version::V1 => ok(json!({})),
-                Version::V03 => ok(Value::Null),
-            }
-        }
-        (Version::V1, "GetExtendedAgentCard")
-        | (Version::V03, "agent/getAuthenticatedExtendedCard") => {
-            Err(A2aError::ExtendedCardNotConfigured)
-        }
-        (_, other) => Err(A2aError::MethodNotFound(format!(
-            "{other} (A2A {}; the A2A-Version header selects the version)",
-            version.label()
-        ))),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------
 // HTTP+JSON (1.0).
 
-fn rest_error(error: &A2aError) -> Response {
+pub(crate) fn rest_error(error: &A2aError) -> Response {
     let status =
         StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, axum::Json(error.to_rest())).into_response()
@@ -898,6 +520,33 @@ fn rest_version(headers: &HeaderMap) -> Result<Version, A2aError> {
     Ok(requested_version(headers)?.unwrap_or(Version::V1))
 }
 
+/// A task in `version`'s form.
+fn task_in(task: v1::Task, version: Version) -> Value {
+    match version {
+        Version::V1 => to_json(&task),
+        Version::V03 => to_json(&v03::Task::from(task)),
+    }
+}
+
+/// A query string's values as JSON, so that a request type reads them: `true`/`false` as booleans,
+/// the rest as strings (the request types read integers written as text); an empty value is no value.
+fn query_object(query: HashMap<String, String>) -> Value {
+    Value::Object(
+        query
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| {
+                let value = match v.as_str() {
+                    "true" => Value::Bool(true),
+                    "false" => Value::Bool(false),
+                    _ => Value::String(v),
+                };
+                (k, value)
+            })
+            .collect(),
+    )
+}
+
 async fn rest_send(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
@@ -909,11 +558,11 @@ async fn rest_send(
         async {
             let version = rest_version(&headers)?;
             let agent = state.agent_name(&agent)?;
-            let params = rest_body(&body)?;
-            let task = send(&state, &caller, &agent, &params).await?;
+            let request: v1::SendMessageRequest = typed_body(&body)?;
+            let answer = ops::send_message(&state, &caller, &agent, request, Version::V1).await?;
             Ok(axum::Json(match version {
-                Version::V1 => json!({"task": task}),
-                Version::V03 => wire::task_to_v03(&task),
+                Version::V1 => to_json(&answer),
+                Version::V03 => to_json(&v03::StreamEvent::from(answer)),
             }))
         }
         .await,
@@ -931,14 +580,10 @@ async fn rest_stream(
         async {
             let version = rest_version(&headers)?;
             let agent = state.agent_name(&agent)?;
-            let params = rest_body(&body)?;
-            let (task, receiver) = send_streaming(&state, &caller, &agent, &params).await?;
-            Ok(sse(event_stream(
-                json!({"task": task}),
-                receiver,
-                version,
-                |event| event,
-            )))
+            let request: v1::SendMessageRequest = typed_body(&body)?;
+            let (task, events) =
+                ops::send_streaming_message(&state, &caller, &agent, request, Version::V1).await?;
+            Ok(sse(event_stream(task, events, version, |event| event)))
         }
         .await,
     )
@@ -947,29 +592,15 @@ async fn rest_stream(
 async fn rest_list(
     State(state): State<A2aState>,
     Path(agent): Path<String>,
-    Query(query): Query<std::collections::HashMap<String, String>>,
+    Query(query): Query<HashMap<String, String>>,
     caller: Caller,
 ) -> Response {
     rest(
         async {
             state.agent_name(&agent)?;
-            let params: serde_json::Map<String, Value> = query
-                .into_iter()
-                .map(|(k, v)| {
-                    let value = match v.as_str() {
-                        "true" => Value::Bool(true),
-                        "false" => Value::Bool(false),
-                        _ => v
-                            .parse::<u64>()
-                            .map(Value::from)
-                            .unwrap_or(Value::String(v)),
-                    };
-                    (k, value)
-                })
-                .collect();
-            Ok(axum::Json(
-                list(&state, &caller.owner, &Value::Object(params)).await?,
-            ))
+            let request: v1::ListTasksRequest = typed_value(query_object(query))?;
+            let page = ops::list_tasks(&state, &caller.owner, &request).await?;
+            Ok(axum::Json(to_json(&page)))
         }
         .await,
     )
@@ -979,7 +610,7 @@ async fn rest_list(
 async fn rest_task(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
-    Query(query): Query<std::collections::HashMap<String, String>>,
+    Query(query): Query<HashMap<String, String>>,
     caller: Caller,
     headers: HeaderMap,
 ) -> Response {
@@ -989,28 +620,23 @@ async fn rest_task(
             let version = rest_version(&headers)?;
             let owner = caller.owner.clone();
             if let Some(id) = task.strip_suffix(":subscribe") {
-                let (record, receiver) =
-                    state.tasks.subscribe(&owner, id, "GET it instead").await?;
-                return Ok(sse(event_stream(
-                    json!({"task": task_json(&record, None)}),
-                    receiver,
-                    version,
-                    |e| e,
-                )));
+                let (task, events) =
+                    ops::subscribe_to_task(&state, &owner, id, "GET it instead").await?;
+                return Ok(sse(event_stream(task, events, version, |e| e)));
             }
-            let history = query.get("historyLength").and_then(|v| v.parse().ok());
-            let task = task_value(&state, &owner, &task, history).await?;
-            Ok(axum::Json(match version {
-                Version::V1 => task,
-                Version::V03 => wire::task_to_v03(&task),
-            })
-            .into_response())
+            let mut request = query_object(query);
+            if let Some(map) = request.as_object_mut() {
+                map.insert("id".into(), Value::String(task));
+            }
+            let request: v1::GetTaskRequest = typed_value(request)?;
+            let task = ops::get_task(&state, &owner, &request).await?;
+            Ok(axum::Json(task_in(task, version)).into_response())
         }
         .await,
     )
 }
 
-/// `POST /tasks/{id}:cancel`.
+/// `POST /tasks/{id}:cancel` (and `:subscribe`, which some clients POST).
 async fn rest_task_action(
     State(state): State<A2aState>,
     Path((agent, task)): Path<(String, String)>,
@@ -1021,15 +647,16 @@ async fn rest_task_action(
         async {
             state.agent_name(&agent)?;
             let version = rest_version(&headers)?;
+            if let Some(id) = task.strip_suffix(":subscribe") {
+                let (task, events) =
+                    ops::subscribe_to_task(&state, &caller.owner, id, "GET it instead").await?;
+                return Ok(sse(event_stream(task, events, version, |e| e)));
+            }
             let Some(id) = task.strip_suffix(":cancel") else {
                 return Err(A2aError::MethodNotFound(format!("POST /tasks/{task}")));
             };
-            let record = state.tasks.cancel(&caller.owner, id).await?;
-            let task = task_json(&record, None);
-            Ok(axum::Json(match version {
-                Version::V1 => task,
-                Version::V03 => wire::task_to_v03(&task),
-            }))
+            let task = ops::cancel_task(&state, &caller.owner, id).await?;
+            Ok(axum::Json(task_in(task, version)).into_response())
         }
         .await,
     )
@@ -1055,46 +682,24 @@ async fn rest_push(
             let config_id = param("id");
             let response = match (method.as_str(), config_id) {
                 ("POST", None) => {
-                    let body = rest_body(&body)?;
-                    let config = crate::push::normalise_config(&task_id, &body, version)?;
-                    let stored = state
-                        .tasks
-                        .put_push_config(&owner, &task_id, config)
-                        .await?;
-                    crate::push::config_view(&stored, version)
+                    let config: v1::TaskPushNotificationConfig = typed_body(&body)?;
+                    ops::create_push_config(&state, &owner, &task_id, config, version)
+                        .await?
+                        .view(version)
                 }
                 ("GET", None) => {
-                    let configs: Vec<Value> = state
-                        .tasks
-                        .push_configs(&owner, &task_id)
+                    let configs: Vec<Value> = ops::list_push_configs(&state, &owner, &task_id)
                         .await?
                         .iter()
-                        .map(|c| crate::push::config_view(c, version))
+                        .map(|c| c.view(version))
                         .collect();
                     json!({"configs": configs, "nextPageToken": ""})
                 }
-                ("GET", Some(id)) => state
-                    .tasks
-                    .push_configs(&owner, &task_id)
+                ("GET", Some(id)) => ops::get_push_config(&state, &owner, &task_id, Some(&id))
                     .await?
-                    .into_iter()
-                    .find(|c| c["id"] == json!(id))
-                    .map(|c| crate::push::config_view(&c, version))
-                    .ok_or_else(|| {
-                        A2aError::InvalidParams(format!(
-                            "task `{task_id}` has no push notification config `{id}`"
-                        ))
-                    })?,
+                    .view(version),
                 ("DELETE", Some(id)) => {
-                    if !state
-                        .tasks
-                        .delete_push_config(&owner, &task_id, &id)
-                        .await?
-                    {
-                        return Err(A2aError::InvalidParams(format!(
-                            "task `{task_id}` has no push notification config `{id}`"
-                        )));
-                    }
+                    ops::delete_push_config(&state, &owner, &task_id, &id).await?;
                     json!({})
                 }
                 (other, _) => {
@@ -1110,14 +715,80 @@ async fn rest_push(
 }
 
 async fn rest_extended_card() -> Response {
-    rest_error(&A2aError::ExtendedCardNotConfigured)
+    rest_error(&ops::get_extended_agent_card())
+}
+
+/// What any other request under the A2A paths gets: a JSON error, never an empty body.
+async fn no_such_route(
+    State(state): State<A2aState>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> Response {
+    let lp = state.options.listen_path.as_str();
+    let under_a2a = uri
+        .path()
+        .strip_prefix(lp)
+        .is_some_and(|rest| !lp.is_empty() && (rest.is_empty() || rest.starts_with('/')));
+    if !under_a2a && !uri.path().starts_with("/.well-known/agent") {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    rest_error(&A2aError::MethodNotFound(format!(
+        "{method} {}: no A2A operation here; the agent card lists the endpoints",
+        uri.path()
+    )))
+}
+
+/// A known A2A path asked with a method it does not take: a JSON 405.
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let error = A2aError::MethodNotFound(format!(
+        "{method} {}: this A2A path does not take {method}",
+        uri.path()
+    ));
+    let mut body = error.to_rest();
+    if let Some(error) = body.get_mut("error").and_then(Value::as_object_mut) {
+        error.insert("code".into(), json!(405));
+    }
+    (StatusCode::METHOD_NOT_ALLOWED, axum::Json(body)).into_response()
 }
 
 // ---------------------------------------------------------------------------------------------------
 // The early draft: `POST {listen_path}/tasks/send` to the primary agent.
 
-/// Accepts the draft's JSON-RPC envelope (`method: "tasks/send"`) or its bare params, runs the message
-/// to completion, and answers in the draft's shape (`sessionId`, parts typed with `type`).
+/// The draft's request: a JSON-RPC envelope (`method: "tasks/send"`) or its bare params.
+#[derive(serde::Deserialize)]
+struct DraftSend {
+    /// The task id the draft's client picked; only a string one names the message.
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default, rename = "sessionId")]
+    session_id: Option<String>,
+    message: v03::IncomingMessage,
+}
+
+/// The draft's answer: `sessionId`, and parts typed with `type` as well as `kind`.
+#[derive(serde::Serialize)]
+struct DraftTask {
+    id: String,
+    #[serde(rename = "sessionId")]
+    session_id: String,
+    status: Value,
+    artifacts: Vec<Value>,
+}
+
+/// Gives each part under `value` a `type` beside its `kind` (the draft's tag).
+fn draft_parts(mut value: Value) -> Value {
+    if let Some(parts) = value.get_mut("parts").and_then(Value::as_array_mut) {
+        for part in parts.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(kind) = part.get("kind").cloned() {
+                part.insert("type".into(), kind);
+            }
+        }
+    }
+    value
+}
+
+/// Accepts the draft's JSON-RPC envelope or its bare params, runs the message to completion, and
+/// answers in the draft's shape.
 async fn legacy_send(State(state): State<A2aState>, caller: Caller, body: Bytes) -> Response {
     let request = match rest_body(&body) {
         Ok(request) => request,
@@ -1126,54 +797,72 @@ async fn legacy_send(State(state): State<A2aState>, caller: Caller, body: Bytes)
     let envelope = request.get("jsonrpc").is_some();
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let params = if envelope {
-        request.get("params").cloned().unwrap_or_default()
+        request.get("params").cloned().unwrap_or_else(|| json!({}))
     } else {
-        request.clone()
+        request
     };
     let result = async {
-        let agent = state.primary().ok_or_else(|| A2aError::Unsupported("no agents are configured".into()))?;
-        let mut message = match params.get("message") {
-            Some(Value::Object(message)) => message.clone(),
-            Some(other) => return Err(A2aError::InvalidParams(format!(
-                "`message` must be an object like {{\"role\": \"user\", \"parts\": [{{\"type\": \"text\", \"text\": \"…\"}}]}}, not {}",
-                json_kind(other)
-            ))),
-            None => return Err(A2aError::InvalidParams("`message` is required".into())),
+        let agent = state
+            .primary()
+            .ok_or_else(|| A2aError::Unsupported("no agents are configured".into()))?;
+        let draft: DraftSend = typed_value(params).map_err(|error| match error {
+            A2aError::InvalidParams(why) => A2aError::InvalidParams(format!(
+                "{why}; a message is an object like {{\"role\": \"user\", \"parts\": [{{\"type\": \"text\", \"text\": \"…\"}}]}}"
+            )),
+            other => other,
+        })?;
+        let mut message = v1::Message::from(draft.message);
+        if message.message_id.is_empty() {
+            message.message_id = draft
+                .id
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or("legacy")
+                .to_string();
+        }
+        if let Some(session) = draft.session_id {
+            message.context_id = Some(session);
+        }
+        let request = v1::SendMessageRequest {
+            message,
+            ..v1::SendMessageRequest::default()
         };
-        if !message.contains_key("messageId") {
-            let id = params.get("id").and_then(Value::as_str).unwrap_or("legacy");
-            message.insert("messageId".into(), json!(id));
-        }
-        if let Some(session) = params.get("sessionId").and_then(Value::as_str) {
-            message.insert("contextId".into(), json!(session));
-        }
-        let send_params = json!({"message": message});
-        let task = send(&state, &caller, &agent, &send_params).await?;
-        let v03 = wire::task_to_v03(&task);
-        let typed = |parts: &Value| -> Value {
-            Value::Array(parts.as_array().into_iter().flatten().map(|p| {
-                let mut p = p.clone();
-                if let Some(part) = p.as_object_mut() && let Some(kind) = part.get("kind").cloned() {
-                    part.insert("type".into(), kind);
-                }
-                p
-            }).collect())
+        // The early draft has no message answers: a message is given as a finished task's.
+        let task = match ops::send_message(&state, &caller, &agent, request, Version::V03).await? {
+            v1::SendMessageResponse::Task(task) => task,
+            v1::SendMessageResponse::Message(message) => v1::Task {
+                id: message.message_id.clone(),
+                context_id: message.context_id.clone().unwrap_or_default(),
+                status: v1::TaskStatus {
+                    state: portico_a2a_client::protocol::TaskState::Completed,
+                    message: Some(message),
+                    timestamp: None,
+                },
+                ..v1::Task::default()
+            },
         };
-        let mut status = v03["status"].clone();
-        if let Some(parts) = status.pointer_mut("/message/parts") {
-            *parts = typed(parts);
+        let v03 = v03::Task::from(task);
+        let mut status = to_json(&v03.status);
+        if let Some(message) = status.get_mut("message") {
+            *message = draft_parts(message.take());
         }
-        let artifacts: Vec<Value> = v03["artifacts"].as_array().into_iter().flatten().map(|a| {
-            json!({"name": a["name"], "parts": typed(&a["parts"])})
-        }).collect();
-        Ok::<_, A2aError>(json!({
-            "id": task["id"], "sessionId": task["contextId"], "status": status, "artifacts": artifacts,
-        }))
-    }.await;
+        let artifacts = v03
+            .artifacts
+            .iter()
+            .map(|a| draft_parts(json!({"name": a.name, "parts": a.parts})))
+            .collect();
+        Ok::<_, A2aError>(DraftTask {
+            id: v03.id,
+            session_id: v03.context_id,
+            status,
+            artifacts,
+        })
+    }
+    .await;
     match (result, envelope) {
-        (Ok(task), true) => axum::Json(rpc_result(&id, task)).into_response(),
+        (Ok(task), true) => axum::Json(jsonrpc::rpc_result(&id, task)).into_response(),
         (Ok(task), false) => axum::Json(task).into_response(),
-        (Err(error), true) => rpc_error(&id, &error),
+        (Err(error), true) => jsonrpc::rpc_error(&id, &error),
         (Err(error), false) => rest_error(&error),
     }
 }

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use portico_core::ToolResult;
+use portico_a2a_client::protocol::v1;
+use portico_core::{TaskState, ToolResult};
 use portico_engine::Engine;
 use portico_pipeline::{
     CallOutcome, PipelineError, Principal, ProgressEvent, ToolContext, model_text,
@@ -29,7 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::A2aError;
-use crate::wire::{is_interrupted, is_terminal, message_text};
+use crate::push::StoredPushConfig;
 
 /// The artifact an agent's answer goes into.
 pub const RESPONSE_ARTIFACT: &str = "response";
@@ -48,9 +49,9 @@ struct Live {
     running: AtomicBool,
     /// The task's event channel: made for its first listener and dropped with its last, so a task
     /// nobody listens to (a blocking send) costs no channel.
-    events: Mutex<Option<broadcast::Sender<Value>>>,
+    events: Mutex<Option<broadcast::Sender<v1::StreamResponse>>>,
     /// The latest state, for waiters.
-    state: watch::Sender<String>,
+    state: watch::Sender<TaskState>,
     known: Mutex<Known>,
 }
 
@@ -67,6 +68,9 @@ struct Known {
     /// A terminal status was planned for the task: every later write is dropped, so a run that stops
     /// late (after its cancel gave up waiting) cannot undo the end of the task.
     finished: bool,
+    /// The agent answered with a plain message before anyone heard of the task: the send is
+    /// answered with it, and the task is never stored.
+    message_answer: Option<v1::Message>,
 }
 
 /// A task that is not stored yet (see the module docs).
@@ -108,7 +112,7 @@ impl Live {
         if update
             .status
             .as_ref()
-            .is_some_and(|change| is_terminal(&change.state))
+            .is_some_and(|change| change.state.is_terminal())
         {
             known.finished = true;
         }
@@ -120,10 +124,10 @@ impl Live {
         let settles = update
             .status
             .as_ref()
-            .is_some_and(|change| is_terminal(&change.state) || is_interrupted(&change.state));
+            .is_some_and(|change| change.state.is_settled());
         if update.status.is_some() {
             pending.earlier.push(EarlierStatus {
-                state: task.state.clone(),
+                state: task.state,
                 status: task.status.clone(),
                 at_ms: pending.status_at_ms,
             });
@@ -151,7 +155,7 @@ impl Live {
 
     /// Sends an event to the task's streams. It is built only when someone listens: nobody does for a
     /// blocking send, which answers with the task once it is done.
-    fn publish(&self, event: impl FnOnce() -> Value) {
+    fn publish(&self, event: impl FnOnce() -> v1::StreamResponse) {
         let events = self.events.lock().expect("task events lock");
         if let Some(sender) = events.as_ref()
             && sender.receiver_count() > 0
@@ -212,14 +216,14 @@ impl Drop for StreamPermit {
 /// One listener of a task's events. Dropping it (its client went away, or its stream ended) frees
 /// its share of the channel; the last one frees the channel, and the live entry if no run needs it.
 pub struct Subscription {
-    receiver: Option<broadcast::Receiver<Value>>,
+    receiver: Option<broadcast::Receiver<v1::StreamResponse>>,
     task_id: String,
     live: Arc<Live>,
     permit: StreamPermit,
 }
 
 impl Subscription {
-    pub async fn recv(&mut self) -> Result<Value, broadcast::error::RecvError> {
+    pub async fn recv(&mut self) -> Result<v1::StreamResponse, broadcast::error::RecvError> {
         match self.receiver.as_mut() {
             Some(receiver) => receiver.recv().await,
             None => Err(broadcast::error::RecvError::Closed),
@@ -272,9 +276,12 @@ impl Sent {
     pub async fn settled(&self) {
         let mut state = self.live.state.subscribe();
         // An error means the run is gone without saying so; the task is what the store says.
-        let _ = state
-            .wait_for(|state| is_terminal(state) || is_interrupted(state))
-            .await;
+        let _ = state.wait_for(|state| state.is_settled()).await;
+    }
+
+    /// The message the agent answered with instead of a task (see `Known::message_answer`).
+    pub fn message_answer(&self) -> Option<v1::Message> {
+        self.live.known().message_answer.clone()
     }
 
     /// The task as this process's run last stored it: `Ok(None)` if this process did not write it (read
@@ -345,45 +352,103 @@ async fn blocking<T: Send + 'static>(
         .map_err(store_error)
 }
 
-/// The 1.0 JSON of a stored task, its history cut to `history_length` (newest kept).
-pub fn task_json(record: &TaskRecord, history_length: Option<usize>) -> Value {
-    let mut history = record.history.clone();
+/// A stored task as a 1.0 `Task`, its history cut to `history_length` (newest kept). What Portico
+/// stored it wrote from these types; a message or artifact that does not read back (written by an
+/// older Portico that passed client JSON through) is left out, and logged.
+pub fn task_of(record: &TaskRecord, history_length: Option<usize>) -> v1::Task {
+    fn typed<T: serde::de::DeserializeOwned>(task: &str, what: &str, value: &Value) -> Option<T> {
+        serde_json::from_value(value.clone())
+            .map_err(|e| {
+                tracing::warn!("task {task}: a stored {what} does not read as A2A 1.0: {e}")
+            })
+            .ok()
+    }
+    let mut history = record.history.as_slice();
     if let Some(keep) = history_length
         && history.len() > keep
     {
-        history.drain(..history.len() - keep);
+        history = &history[history.len() - keep..];
     }
-    let mut task = json!({
-        "id": record.id,
-        "contextId": record.context_id,
-        "status": record.status,
-        "artifacts": record.artifacts,
-        "history": history,
+    let status = typed(&record.id, "status", &record.status).unwrap_or(v1::TaskStatus {
+        state: record.state,
+        message: None,
+        timestamp: None,
     });
     let metadata = public_metadata(&record.metadata);
-    if !metadata.as_object().is_none_or(|m| m.is_empty()) {
-        task["metadata"] = metadata;
+    v1::Task {
+        id: record.id.clone(),
+        context_id: record.context_id.clone(),
+        status,
+        artifacts: record
+            .artifacts
+            .iter()
+            .filter_map(|a| typed(&record.id, "artifact", a))
+            .collect(),
+        history: history
+            .iter()
+            .filter_map(|m| typed(&record.id, "message", m))
+            .collect(),
+        metadata: (!metadata.is_empty()).then_some(metadata),
     }
-    task
+}
+
+/// The 1.0 JSON of a stored task (see [`task_of`]).
+pub fn task_json(record: &TaskRecord, history_length: Option<usize>) -> Value {
+    to_json(&task_of(record, history_length))
+}
+
+/// A protocol value as JSON: for the store, which keeps JSON. Serialising these types cannot fail
+/// (string keys, no non-finite floats but what JSON already held).
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or_default()
 }
 
 /// Task metadata without Portico's own bookkeeping (which conversation the task continues).
-fn public_metadata(metadata: &Value) -> Value {
-    let mut metadata = metadata.clone();
-    if let Some(map) = metadata.as_object_mut() {
-        map.remove("portico");
-    }
+fn public_metadata(metadata: &Value) -> v1::Struct {
+    let mut metadata = metadata.as_object().cloned().unwrap_or_default();
+    metadata.remove("portico");
     metadata
 }
 
-fn agent_message(task_id: &str, context_id: &str, text: &str) -> Value {
-    json!({
-        "messageId": random_id(),
-        "contextId": context_id,
-        "taskId": task_id,
-        "role": "ROLE_AGENT",
-        "parts": [{"text": text}],
-    })
+/// Portico's bookkeeping in a task's metadata: the agent conversation the task continues.
+fn portico_metadata(conversation: Option<&str>) -> Value {
+    json!({"portico": {"conversation_id": conversation}})
+}
+
+fn stored_conversation(metadata: &Value) -> Option<String> {
+    metadata
+        .get("portico")
+        .and_then(|p| p.get("conversation_id"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn agent_message(task_id: &str, context_id: &str, text: &str) -> v1::Message {
+    v1::Message {
+        message_id: random_id(),
+        context_id: Some(context_id.to_string()),
+        task_id: Some(task_id.to_string()),
+        role: v1::Role::Agent,
+        parts: vec![v1::Part::text(text)],
+        ..v1::Message::default()
+    }
+}
+
+fn status_now(state: TaskState, message: Option<v1::Message>) -> v1::TaskStatus {
+    v1::TaskStatus {
+        state,
+        message,
+        timestamp: Some(portico_core::time::now_rfc3339()),
+    }
+}
+
+fn text_artifact(name: &str, text: &str) -> v1::Artifact {
+    v1::Artifact {
+        artifact_id: name.to_string(),
+        name: Some(name.to_string()),
+        parts: vec![v1::Part::text(text)],
+        ..v1::Artifact::default()
+    }
 }
 
 impl Tasks {
@@ -420,15 +485,16 @@ impl Tasks {
         blocking(move || {
             let mut failed = 0;
             for task in store.active_tasks()? {
-                if is_interrupted(&task.state) {
+                if task.state.is_interrupted() {
                     continue;
                 }
-                let status = json!({
-                    "state": "TASK_STATE_FAILED",
-                    "message": agent_message(&task.id, &task.context_id, "Portico restarted while this task was running; send the message again"),
-                    "timestamp": portico_core::time::now_rfc3339(),
-                });
-                store.update_task_status(&task.id, "TASK_STATE_FAILED", &status)?;
+                let message = agent_message(
+                    &task.id,
+                    &task.context_id,
+                    "Portico restarted while this task was running; send the message again",
+                );
+                let status = to_json(&status_now(TaskState::Failed, Some(message)));
+                store.update_task_status(&task.id, TaskState::Failed, &status)?;
                 failed += 1;
             }
             Ok(failed)
@@ -475,7 +541,7 @@ impl Tasks {
                     push: AtomicBool::new(false),
                     running: AtomicBool::new(false),
                     events: Mutex::default(),
-                    state: watch::channel(String::new()).0,
+                    state: watch::channel(TaskState::Unspecified).0,
                     known: Mutex::default(),
                 })
             })
@@ -487,7 +553,7 @@ impl Tasks {
     fn run_ended(&self, id: &str, live: &Arc<Live>) {
         let mut table = self.table();
         live.running.store(false, Ordering::Relaxed);
-        let finished = is_terminal(&live.state.borrow());
+        let finished = live.state.borrow().is_terminal();
         if (finished || !live.has_listeners())
             && table
                 .tasks
@@ -552,7 +618,7 @@ impl Tasks {
         let finished =
             || A2aError::Unsupported(format!("task `{id}` has finished; {when_finished}"));
         let task = self.get(owner, id).await?;
-        if is_terminal(&task.state) {
+        if task.state.is_terminal() {
             return Err(finished());
         }
         let permit = self.reserve_stream(owner)?;
@@ -560,7 +626,7 @@ impl Tasks {
         // Read again now that events are caught: what happened since the check is in this copy or
         // in the events. A task that finished meanwhile frees its subscription here.
         let task = self.get(owner, id).await?;
-        if is_terminal(&task.state) {
+        if task.state.is_terminal() {
             return Err(finished());
         }
         Ok((task, subscription))
@@ -580,8 +646,8 @@ impl Tasks {
         owner: &str,
         principal: &Principal,
         agent: &str,
-        mut message: Value,
-        push: Option<(Value, crate::wire::Version)>,
+        mut message: v1::Message,
+        push: Option<(v1::TaskPushNotificationConfig, crate::wire::Version)>,
         answer: Answer,
     ) -> Result<Sent, A2aError> {
         // A stream's room is taken first: a stream refused for want of it leaves nothing behind.
@@ -593,11 +659,7 @@ impl Tasks {
         if !principal.may_use(&tool) {
             return Err(self.refused(principal, &tool).await);
         }
-        let continued = message
-            .get("taskId")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
+        let continued = message.task_id.clone().filter(|s| !s.is_empty());
         // Stored only when its send is answered: see the module docs.
         let store_later = answer == Answer::WhenSettled && push.is_none();
         let opened = match continued.as_deref() {
@@ -620,7 +682,7 @@ impl Tasks {
             .live_for_send(owner, &task_id, known, continued.is_some(), push)
             .await?;
         // A continued task still shows the state it waited in: waiters must see the new run instead.
-        live.state.send_replace("TASK_STATE_SUBMITTED".into());
+        live.state.send_replace(TaskState::Submitted);
         let sent = Sent {
             task_id: task_id.clone(),
             events: permit.map(|permit| self.attach(permit, &task_id, Some(live.clone()))),
@@ -632,7 +694,8 @@ impl Tasks {
             task_id,
             context_id,
             tool,
-            text: message_text(&message),
+            text: message.text(),
+            message_id: Some(message.message_id.clone()).filter(|id| !id.is_empty()),
             conversation,
             untrusted: untrusted_tool(&message),
             live,
@@ -661,8 +724,8 @@ impl Tasks {
     fn check_send(
         &self,
         agent: &str,
-        message: &Value,
-        push: Option<&(Value, crate::wire::Version)>,
+        message: &v1::Message,
+        push: Option<&(v1::TaskPushNotificationConfig, crate::wire::Version)>,
     ) -> Result<String, A2aError> {
         if let Some((config, _)) = push {
             let pusher = self
@@ -670,20 +733,12 @@ impl Tasks {
                 .pusher
                 .as_ref()
                 .ok_or(A2aError::PushNotSupported)?;
-            pusher.check_url(config["url"].as_str().unwrap_or_default())?;
+            pusher.check_url(&config.url)?;
         }
-        if message
-            .get("parts")
-            .and_then(Value::as_array)
-            .is_none_or(|p| p.is_empty())
-        {
+        if message.parts.is_empty() {
             return Err(A2aError::InvalidParams("the message has no parts".into()));
         }
-        if message
-            .get("messageId")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
+        if message.message_id.is_empty() {
             return Err(A2aError::InvalidParams(
                 "the message has no messageId".into(),
             ));
@@ -702,26 +757,24 @@ impl Tasks {
         owner: &str,
         agent: &str,
         task_id: &str,
-        message: &mut Value,
+        message: &mut v1::Message,
     ) -> Result<Opened, A2aError> {
         let task = self.get(owner, task_id).await?;
         if task.agent != agent {
             return Err(A2aError::TaskNotFound(task_id.to_string()));
         }
-        if !is_interrupted(&task.state) {
-            let reason = if is_terminal(&task.state) {
+        if !task.state.is_interrupted() {
+            let reason = if task.state.is_terminal() {
                 "has finished; send a new message without taskId (the same contextId continues the conversation)"
             } else {
                 "is still working; wait for it, or cancel it"
             };
             return Err(A2aError::Unsupported(format!("task `{task_id}` {reason}")));
         }
-        let conversation = task.metadata["portico"]["conversation_id"]
-            .as_str()
-            .map(str::to_string);
-        message["contextId"] = json!(task.context_id);
+        let conversation = stored_conversation(&task.metadata);
+        message.context_id = Some(task.context_id.clone());
         let update = TaskUpdate {
-            message: Some(message.clone()),
+            message: Some(to_json(message)),
             ..TaskUpdate::default()
         };
         self.inner
@@ -750,14 +803,10 @@ impl Tasks {
         &self,
         owner: &str,
         agent: &str,
-        message: &mut Value,
+        message: &mut v1::Message,
         store_later: bool,
     ) -> Result<Opened, A2aError> {
-        let given_context = message
-            .get("contextId")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
+        let given_context = message.context_id.clone().filter(|s| !s.is_empty());
         // The same context continues the same conversation with the agent; a new context has
         // none to look up.
         let (context_id, conversation) = match given_context {
@@ -768,19 +817,19 @@ impl Tasks {
             None => (random_id(), None),
         };
         let task_id = random_id();
-        message["contextId"] = json!(context_id);
-        message["taskId"] = json!(task_id);
+        message.context_id = Some(context_id.clone());
+        message.task_id = Some(task_id.clone());
         let now = portico_core::time::now_ms();
         let record = TaskRecord {
             id: task_id.clone(),
             context_id: context_id.clone(),
             owner: owner.to_string(),
             agent: agent.to_string(),
-            state: "TASK_STATE_SUBMITTED".into(),
-            status: json!({"state": "TASK_STATE_SUBMITTED", "timestamp": portico_core::time::now_rfc3339()}),
-            history: vec![message.clone()],
+            state: TaskState::Submitted,
+            status: to_json(&status_now(TaskState::Submitted, None)),
+            history: vec![to_json(message)],
             artifacts: Vec::new(),
-            metadata: json!({"portico": {"conversation_id": conversation}}),
+            metadata: portico_metadata(conversation.as_deref()),
             created_at_ms: now,
             updated_at_ms: now,
         };
@@ -837,7 +886,7 @@ impl Tasks {
         task_id: &str,
         known: Known,
         continued: bool,
-        push: Option<(Value, crate::wire::Version)>,
+        push: Option<(v1::TaskPushNotificationConfig, crate::wire::Version)>,
     ) -> Result<Arc<Live>, A2aError> {
         let live = self.live_for_run(task_id);
         *live.known() = known;
@@ -853,7 +902,7 @@ impl Tasks {
             }
         }
         if let Some((config, version)) = push {
-            let registered = match crate::push::normalise_config(task_id, &config, version) {
+            let registered = match crate::push::normalise_config(task_id, config, version) {
                 Ok(config) => self.put_push_config(owner, task_id, config).await,
                 Err(error) => Err(error),
             };
@@ -887,15 +936,11 @@ impl Tasks {
             .tasks
             .into_iter()
             .filter(|t| t.agent == agent)
-            .find_map(|t| {
-                t.metadata["portico"]["conversation_id"]
-                    .as_str()
-                    .map(str::to_string)
-            }))
+            .find_map(|t| stored_conversation(&t.metadata)))
     }
 
     /// Records a status change, tells listeners, and wakes waiters.
-    async fn set_status(&self, run: &Run, state: &str, message: Option<Value>) {
+    async fn set_status(&self, run: &Run, state: TaskState, message: Option<v1::Message>) {
         self.set_status_with(run, state, message, TaskUpdate::default())
             .await;
     }
@@ -905,19 +950,16 @@ impl Tasks {
     async fn set_status_with(
         &self,
         run: &Run,
-        state: &str,
-        message: Option<Value>,
+        state: TaskState,
+        message: Option<v1::Message>,
         also: TaskUpdate,
     ) {
-        let mut status = json!({"state": state, "timestamp": portico_core::time::now_rfc3339()});
-        if let Some(message) = &message {
-            status["message"] = message.clone();
-        }
+        let status = status_now(state, message);
         let update = TaskUpdate {
-            message,
+            message: status.message.as_ref().map(to_json),
             status: Some(TaskStatusUpdate {
-                state: state.to_string(),
-                status: status.clone(),
+                state,
+                status: to_json(&status),
             }),
             ..also
         };
@@ -925,9 +967,12 @@ impl Tasks {
             return;
         }
         let event = || {
-            json!({"statusUpdate": {
-                "taskId": run.task_id, "contextId": run.context_id, "status": status,
-            }})
+            v1::StreamResponse::StatusUpdate(v1::TaskStatusUpdateEvent {
+                task_id: run.task_id.clone(),
+                context_id: run.context_id.clone(),
+                status: status.clone(),
+                metadata: None,
+            })
         };
         if run.live.push.load(std::sync::atomic::Ordering::Relaxed)
             && let Some(pusher) = &self.inner.pusher
@@ -935,12 +980,12 @@ impl Tasks {
             pusher.notify(&run.task_id, event());
         }
         run.live.publish(event);
-        run.live.state.send_replace(state.to_string());
+        run.live.state.send_replace(state);
     }
 
-    async fn save_artifacts(&self, run: &Run, artifacts: &[Value]) {
+    async fn save_artifacts(&self, run: &Run, artifacts: &[v1::Artifact]) {
         let update = TaskUpdate {
-            artifacts: Some(artifacts.to_vec()),
+            artifacts: Some(artifacts.iter().map(to_json).collect()),
             ..TaskUpdate::default()
         };
         self.write(run, update, "its artifacts").await;
@@ -1000,7 +1045,7 @@ impl Tasks {
         let abort = call.abort_handle();
         // The agent starts while `working` is being stored (its first write, the conversation, can
         // share that transaction); what it reports waits in `reports` until `working` is out.
-        self.set_status(&run, "TASK_STATE_WORKING", None).await;
+        self.set_status(&run, TaskState::Working, None).await;
         let mut reported = Reported::default();
         let outcome = loop {
             tokio::select! {
@@ -1019,7 +1064,7 @@ impl Tasks {
 
         let outcome = match outcome {
             None => {
-                self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                self.set_status(&run, TaskState::Canceled, None).await;
                 self.run_ended(&run.task_id, &run.live);
                 return;
             }
@@ -1031,7 +1076,7 @@ impl Tasks {
         match outcome {
             Err(error) => {
                 let message = agent_message(&run.task_id, &run.context_id, &error);
-                self.set_status(&run, "TASK_STATE_FAILED", Some(message))
+                self.set_status(&run, TaskState::Failed, Some(message))
                     .await;
             }
             Ok(result) => self.answered(&run, &result, reported).await,
@@ -1044,6 +1089,9 @@ impl Tasks {
     /// artifacts a scripted agent sets).
     fn start_agent(&self, run: &Run) -> (JoinHandle<AgentCall>, UnboundedReceiver<ProgressEvent>) {
         let mut arguments = json!({"message": run.text});
+        if let Some(message_id) = &run.message_id {
+            arguments["message_id"] = json!(message_id);
+        }
         if let Some(conversation) = &run.conversation {
             arguments["conversation_id"] = json!(conversation);
         }
@@ -1073,16 +1121,14 @@ impl Tasks {
         match report {
             ProgressEvent::Text(text) => {
                 let append = reported.streamed;
-                run.live.publish(|| json!({"artifactUpdate": {
-                    "taskId": run.task_id, "contextId": run.context_id,
-                    "artifact": {"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": text}]},
-                    "append": append, "lastChunk": false,
-                }}));
+                run.live.publish(|| {
+                    artifact_update(run, text_artifact(RESPONSE_ARTIFACT, &text), append, false)
+                });
                 reported.streamed = true;
             }
-            ProgressEvent::Status { state, message } => match crate::wire::state_from_any(&state) {
-                Some(state) if is_terminal(state) || is_interrupted(state) => {
-                    reported.requested = Some((state.to_string(), message));
+            ProgressEvent::Status { state, message } => match TaskState::from_any_name(&state) {
+                Some(state) if state.is_settled() => {
+                    reported.requested = Some((state, message));
                 }
                 Some(state) => {
                     let message = message.map(|m| agent_message(&run.task_id, &run.context_id, &m));
@@ -1092,12 +1138,14 @@ impl Tasks {
             },
             ProgressEvent::Artifact {
                 name,
-                text,
+                part,
                 last_chunk,
             } => {
-                self.on_artifact(run, &mut reported.artifacts, &name, &text, last_chunk)
+                let part = crate::parts::part_of(part);
+                self.on_artifact(run, &mut reported.artifacts, &name, part, last_chunk)
                     .await
             }
+            ProgressEvent::AnswerAsMessage => reported.as_message = true,
             ProgressEvent::ToolStarted { .. } | ProgressEvent::ToolFinished { .. } => {}
         }
     }
@@ -1107,34 +1155,27 @@ impl Tasks {
     async fn on_artifact(
         &self,
         run: &Run,
-        artifacts: &mut Vec<Value>,
+        artifacts: &mut Vec<v1::Artifact>,
         name: &str,
-        text: &str,
+        part: v1::Part,
         last_chunk: bool,
     ) {
-        let append = match artifacts
-            .iter_mut()
-            .find(|a| a["artifactId"] == json!(name))
-        {
+        let chunk = v1::Artifact {
+            parts: vec![part.clone()],
+            ..text_artifact(name, "")
+        };
+        let append = match artifacts.iter_mut().find(|a| a.artifact_id == name) {
             Some(existing) => {
-                if let Some(parts) = existing["parts"].as_array_mut() {
-                    parts.push(json!({"text": text}));
-                }
+                existing.parts.push(part);
                 true
             }
             None => {
-                artifacts
-                    .push(json!({"artifactId": name, "name": name, "parts": [{"text": text}]}));
+                artifacts.push(chunk.clone());
                 false
             }
         };
-        run.live.publish(|| {
-            json!({"artifactUpdate": {
-                "taskId": run.task_id, "contextId": run.context_id,
-                "artifact": {"artifactId": name, "name": name, "parts": [{"text": text}]},
-                "append": append, "lastChunk": last_chunk,
-            }})
-        });
+        run.live
+            .publish(|| artifact_update(run, chunk, append, last_chunk));
         if last_chunk {
             self.save_artifacts(run, artifacts).await;
         }
@@ -1146,6 +1187,7 @@ impl Tasks {
         let Reported {
             requested,
             mut artifacts,
+            as_message,
             ..
         } = reported;
         let structured = result.structured_content.as_ref();
@@ -1153,11 +1195,18 @@ impl Tasks {
             .and_then(|s| s["reply"].as_str())
             .map(str::to_string)
             .unwrap_or_else(|| model_text(result));
+        if as_message
+            && requested.is_none()
+            && artifacts.is_empty()
+            && self.answer_with_message(run, &reply)
+        {
+            return;
+        }
         let mut also = TaskUpdate::default();
         if let Some(conversation) = structured.and_then(|s| s["conversation_id"].as_str())
             && run.conversation.as_deref() != Some(conversation)
         {
-            also.metadata = Some(json!({"portico": {"conversation_id": conversation}}));
+            also.metadata = Some(portico_metadata(Some(conversation)));
         }
         let message = agent_message(&run.task_id, &run.context_id, &reply);
         match requested {
@@ -1165,25 +1214,40 @@ impl Tasks {
             // answer is the question or the reason.
             Some((state, _)) => {
                 if !artifacts.is_empty() {
-                    also.artifacts = Some(artifacts);
+                    also.artifacts = Some(artifacts.iter().map(to_json).collect());
                 }
-                self.set_status_with(run, &state, Some(message), also).await;
+                self.set_status_with(run, state, Some(message), also).await;
             }
             None => {
-                let response = json!({"artifactId": RESPONSE_ARTIFACT, "name": RESPONSE_ARTIFACT, "parts": [{"text": reply}]});
-                run.live.publish(|| {
-                    json!({"artifactUpdate": {
-                        "taskId": run.task_id, "contextId": run.context_id,
-                        "artifact": response, "append": false, "lastChunk": true,
-                    }})
-                });
-                artifacts.retain(|a| a["artifactId"] != json!(RESPONSE_ARTIFACT));
+                let response = text_artifact(RESPONSE_ARTIFACT, &reply);
+                run.live
+                    .publish(|| artifact_update(run, response.clone(), false, true));
+                artifacts.retain(|a| a.artifact_id != RESPONSE_ARTIFACT);
                 artifacts.push(response);
-                also.artifacts = Some(artifacts);
-                self.set_status_with(run, "TASK_STATE_COMPLETED", Some(message), also)
+                also.artifacts = Some(artifacts.iter().map(to_json).collect());
+                self.set_status_with(run, TaskState::Completed, Some(message), also)
                     .await;
             }
         }
+    }
+
+    /// Answers the run's send with `reply` as a plain message, when nobody has heard of its task yet
+    /// (a blocking send, stored only once settled): the task is then never stored. Otherwise (the
+    /// task was acknowledged, or is continued) returns false and the task completes as usual.
+    fn answer_with_message(&self, run: &Run, reply: &str) -> bool {
+        let mut known = run.live.known();
+        if known.unstored.is_none() || known.finished {
+            return false;
+        }
+        known.unstored = None;
+        known.finished = true;
+        known.message_answer = Some(v1::Message {
+            task_id: None,
+            ..agent_message(&run.task_id, &run.context_id, reply)
+        });
+        drop(known);
+        run.live.state.send_replace(TaskState::Completed);
+        true
     }
 
     /// Registers a push notification config (already normalised) for a task the caller owns.
@@ -1191,18 +1255,18 @@ impl Tasks {
         &self,
         owner: &str,
         task_id: &str,
-        config: Value,
-    ) -> Result<Value, A2aError> {
+        config: StoredPushConfig,
+    ) -> Result<StoredPushConfig, A2aError> {
         let pusher = self
             .inner
             .pusher
             .as_ref()
             .ok_or(A2aError::PushNotSupported)?;
-        pusher.check_url(config["url"].as_str().unwrap_or_default())?;
+        pusher.check_url(&config.config.url)?;
         self.get(owner, task_id).await?;
         let store = self.store();
-        let (id, stored) = (task_id.to_string(), config.clone());
-        let config_id = config["id"].as_str().unwrap_or_default().to_string();
+        let (id, stored) = (task_id.to_string(), to_json(&config));
+        let config_id = config.id().to_string();
         blocking(move || store.put_push_config(&id, &config_id, &stored)).await?;
         // A run or a listener of this process has the task live; any later run reads the store.
         if let Some(live) = self.table().tasks.get(task_id) {
@@ -1211,14 +1275,22 @@ impl Tasks {
         Ok(config)
     }
 
-    pub async fn push_configs(&self, owner: &str, task_id: &str) -> Result<Vec<Value>, A2aError> {
+    pub async fn push_configs(
+        &self,
+        owner: &str,
+        task_id: &str,
+    ) -> Result<Vec<StoredPushConfig>, A2aError> {
         self.get(owner, task_id).await?;
         let store = self.store();
         let id = task_id.to_string();
         Ok(blocking(move || store.push_configs(&id))
             .await?
             .into_iter()
-            .map(|(_, c)| c)
+            .filter_map(|(config_id, c)| {
+                serde_json::from_value(c)
+                    .map_err(|e| tracing::warn!("task {task_id}: push notification config {config_id} does not read: {e}"))
+                    .ok()
+            })
             .collect())
     }
 
@@ -1240,10 +1312,10 @@ impl Tasks {
     /// run's later writes are dropped).
     pub async fn cancel(&self, owner: &str, id: &str) -> Result<TaskRecord, A2aError> {
         let task = self.get(owner, id).await?;
-        if is_terminal(&task.state) {
+        if task.state.is_terminal() {
             return Err(A2aError::TaskNotCancelable {
                 id: id.to_string(),
-                state: crate::wire::state_to_v03(&task.state).to_string(),
+                state: task.state.v03_name().to_string(),
             });
         }
         // Only a run moves a task on when cancelled: the table also holds tasks that someone merely
@@ -1261,14 +1333,11 @@ impl Tasks {
                 // A run heeds its cancel switch only while its agent runs: one that has just
                 // answered goes on to store its answer, and if that leaves the task waiting for
                 // input, nothing will end the task but this cancel.
-                let seen = tokio::time::timeout(
-                    CANCEL_GRACE,
-                    state.wait_for(|s| is_terminal(s) || is_interrupted(s)),
-                )
-                .await
-                .ok()
-                .and_then(|seen| seen.ok().map(|state| state.clone()));
-                if !seen.as_deref().is_some_and(is_terminal) {
+                let seen = tokio::time::timeout(CANCEL_GRACE, state.wait_for(|s| s.is_settled()))
+                    .await
+                    .ok()
+                    .and_then(|seen| seen.ok().map(|state| *state));
+                if !seen.is_some_and(TaskState::is_terminal) {
                     if seen.is_none() {
                         tracing::warn!(
                             "task {id}: its run did not stop within {CANCEL_GRACE:?} of being cancelled; storing it canceled without the run"
@@ -1276,14 +1345,14 @@ impl Tasks {
                     }
                     let run = closing_run(id, &task, live);
                     // The run takes its entry out of the table when it ends.
-                    self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                    self.set_status(&run, TaskState::Canceled, None).await;
                 }
                 // The run's own terminal write, if it planned one first, is committed by now.
                 self.inner.writer.flush().await;
             }
             None => {
                 let run = closing_run(id, &task, self.live_for_run(id));
-                self.set_status(&run, "TASK_STATE_CANCELED", None).await;
+                self.set_status(&run, TaskState::Canceled, None).await;
                 self.run_ended(id, &run.live);
             }
         }
@@ -1300,6 +1369,7 @@ fn closing_run(id: &str, task: &TaskRecord, live: Arc<Live>) -> Run {
         context_id: task.context_id.clone(),
         tool: String::new(),
         text: String::new(),
+        message_id: None,
         conversation: None,
         untrusted: None,
         live,
@@ -1315,24 +1385,41 @@ struct Opened {
 }
 
 /// The tool whose untrusted output the sender's turn had read, as the message's metadata says.
-fn untrusted_tool(message: &Value) -> Option<String> {
+fn untrusted_tool(message: &v1::Message) -> Option<String> {
     message
-        .pointer(&format!(
-            "/metadata/{}",
-            crate::wire::UNTRUSTED_METADATA.replace('/', "~1")
-        ))
-        .and_then(Value::as_str)
+        .metadata
+        .as_ref()?
+        .get(crate::wire::UNTRUSTED_METADATA)?
+        .as_str()
         .map(str::to_string)
+}
+
+fn artifact_update(
+    run: &Run,
+    artifact: v1::Artifact,
+    append: bool,
+    last_chunk: bool,
+) -> v1::StreamResponse {
+    v1::StreamResponse::ArtifactUpdate(v1::TaskArtifactUpdateEvent {
+        task_id: run.task_id.clone(),
+        context_id: run.context_id.clone(),
+        artifact,
+        append,
+        last_chunk,
+        metadata: None,
+    })
 }
 
 /// What the running agent reported that the task's end needs.
 #[derive(Default)]
 struct Reported {
     /// A terminal or interrupted state the agent set, with its message: the run ends in it.
-    requested: Option<(String, Option<String>)>,
-    artifacts: Vec<Value>,
+    requested: Option<(TaskState, Option<String>)>,
+    artifacts: Vec<v1::Artifact>,
     /// Whether the response artifact has had text (later text appends to it).
     streamed: bool,
+    /// The agent's answer is a plain message (see [`Tasks::answer_with_message`]).
+    as_message: bool,
 }
 
 /// What the pipeline answers a call of the agent's tool.
@@ -1345,6 +1432,8 @@ struct Run {
     context_id: String,
     tool: String,
     text: String,
+    /// The sender's `messageId`: the agent's scripted rules may match it.
+    message_id: Option<String>,
     conversation: Option<String>,
     /// The sender's turn had read untrusted output from this tool (see `wire::UNTRUSTED_METADATA`).
     untrusted: Option<String>,
@@ -1393,11 +1482,16 @@ rules = [
         Engine::start(&config, portico_engine::EngineOptions::in_dir(dir)).unwrap()
     }
 
-    fn message(text: &str) -> Value {
-        json!({"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]})
+    fn message(text: &str) -> v1::Message {
+        v1::Message {
+            message_id: format!("m-{text}"),
+            role: v1::Role::User,
+            parts: vec![v1::Part::text(text)],
+            ..v1::Message::default()
+        }
     }
 
-    fn states(store: &Store, id: &str) -> Vec<String> {
+    fn states(store: &Store, id: &str) -> Vec<TaskState> {
         store
             .task_status_history(id)
             .unwrap()
@@ -1429,7 +1523,7 @@ rules = [
             engine.store().task(&sent.task_id).unwrap(),
             Some(answered.clone())
         );
-        assert_eq!(answered.state, "TASK_STATE_COMPLETED");
+        assert_eq!(answered.state, TaskState::Completed);
         assert_eq!(text_of(&answered.artifacts[0]), "thought");
         // The request, the agent's "thinking" and its answer.
         assert_eq!(answered.history.len(), 3);
@@ -1437,10 +1531,10 @@ rules = [
         assert_eq!(
             states(engine.store(), &sent.task_id),
             [
-                "TASK_STATE_SUBMITTED",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_COMPLETED"
+                TaskState::Submitted,
+                TaskState::Working,
+                TaskState::Working,
+                TaskState::Completed
             ]
         );
         assert_eq!(history[2].status["message"]["parts"][0]["text"], "thinking");
@@ -1480,14 +1574,14 @@ rules = [
         let answered = sent.stored().unwrap().unwrap();
         let stored = engine.store().task(&sent.task_id).unwrap().unwrap();
         assert_eq!(task_json(&answered, None), task_json(&stored, None));
-        assert_eq!(stored.state, "TASK_STATE_COMPLETED");
+        assert_eq!(stored.state, TaskState::Completed);
         assert_eq!(
             states(engine.store(), &sent.task_id),
             [
-                "TASK_STATE_SUBMITTED",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_COMPLETED"
+                TaskState::Submitted,
+                TaskState::Working,
+                TaskState::Working,
+                TaskState::Completed
             ]
         );
     }
@@ -1558,7 +1652,7 @@ rules = [
         assert_eq!(tasks.live_counts(), (0, 0), "the last listener freed it");
 
         let (task, first) = tasks.subscribe("alice", &id, finished).await.unwrap();
-        assert_eq!(task.state, "TASK_STATE_INPUT_REQUIRED");
+        assert_eq!(task.state, TaskState::InputRequired);
         let (_, second) = tasks.subscribe("alice", &id, finished).await.unwrap();
         assert_eq!(tasks.live_counts(), (1, 2));
         let refused = tasks.subscribe("bob", &id, finished).await.err().unwrap();
@@ -1571,7 +1665,7 @@ rules = [
 
         // A finished task is refused, and holds nothing.
         let mut done = message("red");
-        done["taskId"] = json!(id);
+        done.task_id = Some(id.clone());
         let sent = tasks
             .send(
                 "alice",
@@ -1603,9 +1697,9 @@ rules = [
             context_id: random_id(),
             owner: "alice".into(),
             agent: "echo".into(),
-            state: "TASK_STATE_WORKING".into(),
-            status: json!({"state": "TASK_STATE_WORKING"}),
-            history: vec![message(text)],
+            state: TaskState::Working,
+            status: json!({"state": TaskState::Working}),
+            history: vec![to_json(&message(text))],
             artifacts: Vec::new(),
             metadata: json!({}),
             created_at_ms: now,
@@ -1647,8 +1741,7 @@ rules = [
         let (this, asked) = (tasks.clone(), settling.clone());
         let answering = tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            this.set_status(&run, "TASK_STATE_INPUT_REQUIRED", None)
-                .await;
+            this.set_status(&run, TaskState::InputRequired, None).await;
             this.run_ended(&asked, &run.live);
         });
         let started = std::time::Instant::now();
@@ -1660,14 +1753,14 @@ rules = [
         .expect("a cancel answers")
         .unwrap();
         assert!(started.elapsed() < CANCEL_GRACE, "{:?}", started.elapsed());
-        assert_eq!(answered.state, "TASK_STATE_CANCELED");
+        assert_eq!(answered.state, TaskState::Canceled);
         answering.await.unwrap();
         assert_eq!(
             states(engine.store(), &settling),
             [
-                "TASK_STATE_WORKING",
-                "TASK_STATE_INPUT_REQUIRED",
-                "TASK_STATE_CANCELED"
+                TaskState::Working,
+                TaskState::InputRequired,
+                TaskState::Canceled
             ]
         );
         for id in [&listened, &stuck] {
@@ -1678,24 +1771,24 @@ rules = [
             .await
             .expect("a cancel answers")
             .unwrap();
-            assert_eq!(answered.state, "TASK_STATE_CANCELED");
+            assert_eq!(answered.state, TaskState::Canceled);
             let stored = engine.store().task(id).unwrap().unwrap();
-            assert_eq!(stored.state, "TASK_STATE_CANCELED");
+            assert_eq!(stored.state, TaskState::Canceled);
         }
         // The stuck run's late update does not undo the cancel, in the store or for waiters.
         let task = engine.store().task(&stuck).unwrap().unwrap();
         let run = closing_run(&stuck, &task, live.clone());
-        tasks.set_status(&run, "TASK_STATE_WORKING", None).await;
+        tasks.set_status(&run, TaskState::Working, None).await;
         tasks.inner.writer.flush().await;
         assert_eq!(
             engine.store().task(&stuck).unwrap().unwrap().state,
-            "TASK_STATE_CANCELED"
+            TaskState::Canceled
         );
         assert_eq!(
             states(engine.store(), &stuck),
-            ["TASK_STATE_WORKING", "TASK_STATE_CANCELED"]
+            [TaskState::Working, TaskState::Canceled]
         );
-        assert_eq!(*live.state.borrow(), "TASK_STATE_CANCELED");
+        assert_eq!(*live.state.borrow(), TaskState::Canceled);
         // Nothing is left behind once the listener and the run are gone.
         drop(subscription);
         tasks.run_ended(&stuck, &live);

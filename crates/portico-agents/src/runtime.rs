@@ -13,8 +13,8 @@ use portico_llm::{
     Usage,
 };
 use portico_pipeline::{
-    Pipeline, Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns, ToolSource, Trust,
-    TurnState, WeakPipeline, model_text,
+    ArtifactPart, Pipeline, Principal, ProgressEvent, ToolContext, ToolEntry, ToolPatterns,
+    ToolSource, Trust, TurnState, WeakPipeline, model_text,
 };
 use portico_store::{BatchWriter, Conversation, NewMessage, Store};
 use serde::Serialize;
@@ -208,12 +208,15 @@ impl AgentRuntime {
     }
 
     /// Runs one message through an agent: loads or starts the conversation, loops model → tools →
-    /// model until a final answer, and stores every message. `context` is the caller's: its depth,
-    /// relay (for the sampling driver and progress) and progress sink carry into the run.
+    /// model until a final answer, and stores every message. `message_id` is the id the caller gave
+    /// the message (an A2A `messageId`), which the scripted driver's rules can match. `context` is
+    /// the caller's: its depth, relay (for the sampling driver and progress) and progress sink carry
+    /// into the run.
     pub async fn send(
         &self,
         name: &str,
         message: &str,
+        message_id: Option<&str>,
         conversation_id: Option<&str>,
         context: &ToolContext,
     ) -> Result<AgentReply, AgentError> {
@@ -228,7 +231,7 @@ impl AgentRuntime {
         let secs = agent.config.timeout_secs;
         match tokio::time::timeout(
             Duration::from_secs(secs),
-            self.run(&agent, message, conversation_id, context),
+            self.run(&agent, message, message_id, conversation_id, context),
         )
         .await
         {
@@ -244,6 +247,7 @@ impl AgentRuntime {
         &self,
         agent: &Arc<Agent>,
         message: &str,
+        message_id: Option<&str>,
         conversation_id: Option<&str>,
         context: &ToolContext,
     ) -> Result<AgentReply, AgentError> {
@@ -260,7 +264,7 @@ impl AgentRuntime {
             })?;
         let user = ChatMessage::User {
             text: message.to_string(),
-            message_id: None,
+            message_id: message_id.map(str::to_string),
         };
         let (conversation, mut messages) = self
             .open_conversation(name, conversation_id, &context.client_label(), user)
@@ -579,13 +583,14 @@ fn progress_sink(context: &ToolContext) -> EventSink {
             StreamEvent::Status { state, message } => ProgressEvent::Status { state, message },
             StreamEvent::Artifact {
                 name,
-                text,
+                part,
                 last_chunk,
             } => ProgressEvent::Artifact {
                 name,
-                text,
+                part,
                 last_chunk,
             },
+            StreamEvent::AnswerAsMessage => ProgressEvent::AnswerAsMessage,
         })
     })
 }
@@ -642,8 +647,8 @@ async fn blocking<T: Send + 'static, E: Send + 'static>(
     }
 }
 
-/// The agents as pipeline tools: `portico_agent_{name}` with a `message` and an optional
-/// `conversation_id`.
+/// The agents as pipeline tools: `portico_agent_{name}` with a `message`, an optional
+/// `conversation_id` and an optional `message_id` (the caller's id for the message).
 pub struct AgentTools {
     runtime: Arc<AgentRuntime>,
     /// One entry per agent, built once: listing and resolving agents happens on every call (an A2A
@@ -672,7 +677,8 @@ impl AgentTools {
                 "type": "object",
                 "properties": {
                     "message": {"type": "string", "description": "What to ask or tell the agent."},
-                    "conversation_id": {"type": "string", "description": "Continue an earlier conversation: the conversation_id a previous answer returned."}
+                    "conversation_id": {"type": "string", "description": "Continue an earlier conversation: the conversation_id a previous answer returned."},
+                    "message_id": {"type": "string", "description": "Your own id for this message (an A2A messageId), if it has one."}
                 },
                 "required": ["message"]
             },
@@ -714,6 +720,7 @@ impl ToolSource for AgentTools {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let conversation_id = arguments.get("conversation_id").and_then(Value::as_str);
+            let message_id = arguments.get("message_id").and_then(Value::as_str);
             let mut context = context.clone();
             let mut forwarded = None;
             if context.progress.is_none()
@@ -724,7 +731,7 @@ impl ToolSource for AgentTools {
             }
             let reply = self
                 .runtime
-                .send(&entry.name, message, conversation_id, &context)
+                .send(&entry.name, message, message_id, conversation_id, &context)
                 .await;
             if let Some(messages) = forwarded {
                 messages.flush().await;
@@ -757,7 +764,20 @@ fn progress_as_messages(
             ProgressEvent::ToolFinished { name, is_error } => {
                 format!("[{name} {}]", if is_error { "failed" } else { "done" })
             }
-            ProgressEvent::Artifact { name, text, .. } => format!("[{name}] {text}"),
+            ProgressEvent::Artifact { name, part, .. } => match part {
+                ArtifactPart::Text(text) => format!("[{name}] {text}"),
+                ArtifactPart::File {
+                    name: file, bytes, ..
+                } => format!(
+                    "[{name}] file {} ({} bytes)",
+                    file.as_deref().unwrap_or("(unnamed)"),
+                    bytes.len()
+                ),
+                ArtifactPart::FileUrl { url, .. } => format!("[{name}] file {url}"),
+                ArtifactPart::Data(data) => format!("[{name}] {}", Value::Object(data)),
+            },
+            // Only a protocol with messages and tasks tells them apart.
+            ProgressEvent::AnswerAsMessage => return,
         };
         messages.send(message);
     })

@@ -106,7 +106,8 @@ async fn one_turns_tool_calls_run_in_parallel() {
     );
     let reply = tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        w.runtime.send("par", "go", None, &ToolContext::client("t")),
+        w.runtime
+            .send("par", "go", None, None, &ToolContext::client("t")),
     )
     .await
     .expect("parallel calls finished (test guard)")
@@ -135,7 +136,7 @@ async fn the_loop_guard_warns_then_blocks_a_repeated_call() {
     );
     let reply = w
         .runtime
-        .send("loopy", "go", None, &ToolContext::client("t"))
+        .send("loopy", "go", None, None, &ToolContext::client("t"))
         .await
         .unwrap();
     // Same call, same result: the third run carries a warning, the fourth is not run at all.
@@ -189,7 +190,7 @@ async fn max_iterations_stops_a_model_that_never_answers() {
     );
     let error = w
         .runtime
-        .send("busy", "go", None, &ToolContext::client("t"))
+        .send("busy", "go", None, None, &ToolContext::client("t"))
         .await
         .unwrap_err();
     assert!(
@@ -224,7 +225,7 @@ async fn agents_calling_agents_stop_at_the_depth_limit_and_need_the_pattern() {
     );
     let reply = w
         .runtime
-        .send("echo", "go", None, &ToolContext::client("t"))
+        .send("echo", "go", None, None, &ToolContext::client("t"))
         .await
         .unwrap();
     assert!(reply.reply.contains("depth limit of 3"), "{}", reply.reply);
@@ -237,7 +238,7 @@ async fn agents_calling_agents_stop_at_the_depth_limit_and_need_the_pattern() {
     // Without `portico_agent_echo` in its patterns, an agent cannot reach `echo` through agent_send.
     let reply = w
         .runtime
-        .send("lonely", "go", None, &ToolContext::client("t"))
+        .send("lonely", "go", None, None, &ToolContext::client("t"))
         .await
         .unwrap();
     assert!(
@@ -298,7 +299,7 @@ async fn a_nested_agents_calls_are_on_behalf_of_the_outermost_client() {
     );
     let reply = w
         .runtime
-        .send("outer", "go", None, &ToolContext::client("a"))
+        .send("outer", "go", None, None, &ToolContext::client("a"))
         .await
         .unwrap();
     assert!(reply.reply.contains("inner: noted"), "{}", reply.reply);

@@ -25,12 +25,12 @@ pub use clients::{
 pub use expand::{ExpandError, expand_vars};
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
-    A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, Config, DEFAULT_AGENT_TIMEOUT_SECS,
-    DEFAULT_LISTEN, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS,
-    EnvEntry, ExposeSection, ExternalAgentConfig, MAX_APPROVAL_TTL_SECS, MAX_APPROVAL_WAIT_SECS,
-    McpServerConfig, ModelConfig, POLICY_ACTIONS, PROTOCOL_VERSIONS, PROVIDERS, PolicyAction,
-    PolicyCondition, PolicyDefault, PolicySection, RateLimitSection, ServerSection,
-    ToolPolicyConfig, ToolSearchMode, Transport,
+    A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, CardVersion, Config,
+    DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN, DEFAULT_MAX_CONCURRENT_CALLS,
+    DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, ExternalAgentConfig,
+    MAX_APPROVAL_TTL_SECS, MAX_APPROVAL_WAIT_SECS, McpServerConfig, ModelConfig, POLICY_ACTIONS,
+    PROTOCOL_VERSIONS, PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection,
+    RateLimitSection, ServerSection, ToolPolicyConfig, ToolSearchMode, Transport,
 };
 
 /// The MCP tool an agent is served as: `portico_agent_{name}`, hyphens becoming underscores.

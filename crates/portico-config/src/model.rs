@@ -127,6 +127,21 @@ pub struct A2aSection {
     /// link-local stay blocked). Off: a client could otherwise make Portico POST into its network.
     #[serde(default)]
     pub push_allow_private_network: bool,
+    /// The card form a card request without a version gets: `"1.0"` (the default; what the spec
+    /// and the A2A TCK expect) or `"0.3"`, for deployments whose clients are 0.3-only SDKs, which
+    /// read the card without saying their version and need its top-level `url`.
+    #[serde(default)]
+    pub unversioned_card: CardVersion,
+}
+
+/// An A2A card form.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+pub enum CardVersion {
+    #[default]
+    #[serde(rename = "1.0")]
+    V1,
+    #[serde(rename = "0.3")]
+    V03,
 }
 
 fn default_listen_path() -> String {
@@ -157,6 +172,7 @@ impl Default for A2aSection {
             max_streams_per_client: default_max_streams_per_client(),
             external_agents: Vec::new(),
             push_allow_private_network: false,
+            unversioned_card: CardVersion::V1,
         }
     }
 }

@@ -220,11 +220,35 @@ pub enum ProgressEvent {
         name: String,
         is_error: bool,
     },
+    /// A piece of an artifact: one part, appended to the artifact `name`.
     Artifact {
         name: String,
-        text: String,
+        part: ArtifactPart,
         last_chunk: bool,
     },
+    /// The run's final answer is a plain message, not the result of a task: where the protocol
+    /// allows it (an A2A send that waits for the answer), the caller gets a message and no task.
+    AnswerAsMessage,
+}
+
+/// One part of an artifact, whichever protocol carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArtifactPart {
+    Text(String),
+    /// A file's content inline.
+    File {
+        bytes: Vec<u8>,
+        name: Option<String>,
+        media_type: Option<String>,
+    },
+    /// A file by reference.
+    FileUrl {
+        url: String,
+        name: Option<String>,
+        media_type: Option<String>,
+    },
+    /// Structured data.
+    Data(serde_json::Map<String, serde_json::Value>),
 }
 
 pub type ProgressSink = Arc<dyn Fn(ProgressEvent) + Send + Sync>;

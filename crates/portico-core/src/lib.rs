@@ -20,6 +20,9 @@
 //!
 //! [`retry::RetryPolicy`] is arithmetic only, which callers sleep on; [`time`] is the one place
 //! timestamps (epoch milliseconds, RFC 3339) are formatted.
+//!
+//! [`TaskState`] is where an A2A task is, shared by the A2A edges and the task store so that the
+//! store owns no A2A vocabulary; it knows its two spellings (1.0 and 0.3 names), nothing more of A2A.
 
 pub mod call;
 pub mod catalog;
@@ -31,6 +34,7 @@ pub mod pointer;
 pub mod relay;
 pub mod retry;
 pub mod source;
+pub mod task_state;
 pub mod time;
 
 pub use call::{CallError, CreatedTask, ProtocolError, TaskOperation, ToolResult};
@@ -40,6 +44,7 @@ pub use catalog::{
 };
 pub use completion::CompletionRef;
 pub use health::{ServerState, ServerStatus};
+pub use task_state::TaskState;
 
 /// A JSON object as received from an upstream, kept verbatim.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;

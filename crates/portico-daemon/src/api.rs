@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use portico_config::{Config, EnvEntry, Transport};
 use portico_core::ServerState;
 use portico_engine::{Engine, Upstreams};
-use portico_pipeline::{Principal, ProgressEvent, ToolContext, model_text};
+use portico_pipeline::{ArtifactPart, Principal, ProgressEvent, ToolContext, model_text};
 use serde::Deserialize;
 
 use crate::info::{IdentityKey, MAX_CHALLENGE_CHARS};
@@ -73,6 +73,29 @@ struct MessageRequest {
     /// tools, then one `reply` (or `error`).
     #[serde(default)]
     stream: bool,
+}
+
+/// An `artifact` event: the part's text, or what the file or data is (a file's content is not
+/// streamed here: its size is).
+fn artifact_event(name: &str, part: ArtifactPart, last_chunk: bool) -> Value {
+    let mut event = json!({"name": name, "last_chunk": last_chunk});
+    match part {
+        ArtifactPart::Text(text) => event["text"] = json!(text),
+        ArtifactPart::File {
+            bytes,
+            name,
+            media_type,
+        } => {
+            event["file"] = json!({"name": name, "media_type": media_type, "size": bytes.len()});
+        }
+        ArtifactPart::FileUrl {
+            url,
+            name,
+            media_type,
+        } => event["file"] = json!({"url": url, "name": name, "media_type": media_type}),
+        ArtifactPart::Data(data) => event["data"] = Value::Object(data),
+    }
+    event
 }
 
 fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -148,11 +171,13 @@ async fn agent_message(
                 .json_data(json!({"state": state, "message": message})),
             ProgressEvent::Artifact {
                 name,
-                text,
+                part,
                 last_chunk,
             } => Event::default()
                 .event("artifact")
-                .json_data(json!({"name": name, "text": text, "last_chunk": last_chunk})),
+                .json_data(artifact_event(&name, part, last_chunk)),
+            // The API answers with the agent's reply either way.
+            ProgressEvent::AnswerAsMessage => return,
         };
         if let Ok(event) = event {
             let _ = progress_sender.send(event);

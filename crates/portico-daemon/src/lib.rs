@@ -303,6 +303,7 @@ fn a2a_options(config: &Config, door: &DoorConfig) -> portico_a2a::A2aOptions {
             max_streams: config.a2a.max_streams,
             max_streams_per_client: config.a2a.max_streams_per_client,
         },
+        unversioned_card: config.a2a.unversioned_card,
     }
 }
 

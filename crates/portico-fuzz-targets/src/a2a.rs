@@ -91,5 +91,28 @@ pub fn a2a_parse(data: &[u8]) {
             let _ = wire::state_to_v03(known);
             let _ = (wire::is_terminal(known), wire::is_interrupted(known));
         }
+        typed_round_trips(candidate);
     }
+}
+
+/// The protocol types read what they read without panicking, and a message or task read as 1.0,
+/// written as 0.3 and read back says the same.
+fn typed_round_trips(candidate: &Value) {
+    use portico_a2a_client::protocol::{v1, v03};
+    if let Ok(message) = serde_json::from_value::<v03::IncomingMessage>(candidate.clone()) {
+        let v1 = v1::Message::from(message);
+        let as_v03 = serde_json::to_value(v03::Message::from(v1.clone())).unwrap();
+        let back: v1::Message = serde_json::from_value::<v03::IncomingMessage>(as_v03)
+            .expect("a message Portico wrote as 0.3 reads back")
+            .into();
+        assert_eq!(back.text(), v1.text(), "{candidate}");
+    }
+    if let Ok(task) = serde_json::from_value::<v1::Task>(candidate.clone()) {
+        let state = task.status.state;
+        let v03 = serde_json::to_value(v03::Task::from(task)).unwrap();
+        assert_eq!(v03["kind"], "task");
+        assert_eq!(v03["status"]["state"], state.v03_name(), "{candidate}");
+    }
+    let _ = serde_json::from_value::<v1::StreamResponse>(candidate.clone())
+        .map(|event| serde_json::to_value(v03::StreamEvent::from(event)).unwrap());
 }

@@ -35,8 +35,8 @@ pub use error::LlmError;
 pub use openai::{OpenAiCompatible, OpenAiSettings};
 pub use retry::RetryPolicy;
 pub use sampling::{DEFAULT_SAMPLING_MAX_TOKENS, Sampling};
-pub use scripted::{RuleMatch, ScriptRule, Scripted, Step};
+pub use scripted::{PartStep, RuleMatch, ScriptRule, Scripted, Step};
 pub use types::{
-    ChatMessage, ChatRequest, EventSink, JsonObject, ModelDriver, ModelTurn, StreamEvent, ToolCall,
-    ToolSpec, Usage,
+    ArtifactPart, ChatMessage, ChatRequest, EventSink, JsonObject, ModelDriver, ModelTurn,
+    StreamEvent, ToolCall, ToolSpec, Usage,
 };

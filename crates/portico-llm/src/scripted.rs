@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::types::{
-    ChatMessage, ChatRequest, EventSink, ModelDriver, ModelTurn, StreamEvent, ToolCall, Usage,
-    excerpt,
+    ArtifactPart, ChatMessage, ChatRequest, EventSink, ModelDriver, ModelTurn, StreamEvent,
+    ToolCall, Usage, excerpt,
 };
 use crate::{JsonObject, LlmError};
 
@@ -41,7 +41,7 @@ pub struct ScriptRule {
 }
 
 /// One step of a script. `status`, `artifact` and `wait_ms` happen within a turn; `call_tool`,
-/// `reply` and `fail` end it.
+/// `reply`, `reply_message` and `fail` end it.
 ///
 /// `reply` text, `call_tool` argument strings, status messages and artifact chunks may use
 /// `{{message}}` (the last user message), `{{last_tool_result}}` (the newest tool result since
@@ -57,18 +57,78 @@ pub enum Step {
     },
     /// Give the final answer.
     Reply(String),
+    /// Give the final answer as a plain message (emits [`StreamEvent::AnswerAsMessage`] first):
+    /// an A2A send that waits for it is answered with a Message, not a Task.
+    ReplyMessage(String),
     /// Report a status (emitted as [`StreamEvent::Status`]).
     Status {
         state: String,
         #[serde(default)]
         message: Option<String>,
     },
-    /// Stream an artifact, one [`StreamEvent::Artifact`] per chunk.
-    Artifact { name: String, chunks: Vec<String> },
+    /// Stream an artifact, one [`StreamEvent::Artifact`] per chunk: each of `chunks` is a text
+    /// part, then each of `parts` (files, file URLs, data) is one more.
+    Artifact {
+        name: String,
+        #[serde(default)]
+        chunks: Vec<String>,
+        #[serde(default)]
+        parts: Vec<PartStep>,
+    },
     /// Pause, as a slow model would (cancelled with the call).
     WaitMs(u64),
     /// Fail the call with [`LlmError::Script`].
     Fail(String),
+}
+
+/// A non-text part of an artifact step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum PartStep {
+    /// A file with inline content: `text`, as UTF-8 bytes.
+    File {
+        text: String,
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        media_type: Option<String>,
+    },
+    /// A file by URL.
+    FileUrl {
+        url: String,
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        media_type: Option<String>,
+    },
+    /// Structured data (a JSON object).
+    Data(JsonObject),
+}
+
+impl PartStep {
+    fn part(&self, context: &Context<'_>) -> ArtifactPart {
+        match self {
+            PartStep::File {
+                text,
+                name,
+                media_type,
+            } => ArtifactPart::File {
+                bytes: context.render(text).into_bytes(),
+                name: name.clone(),
+                media_type: media_type.clone(),
+            },
+            PartStep::FileUrl {
+                url,
+                name,
+                media_type,
+            } => ArtifactPart::FileUrl {
+                url: context.render(url),
+                name: name.clone(),
+                media_type: media_type.clone(),
+            },
+            PartStep::Data(data) => ArtifactPart::Data(data.clone()),
+        }
+    }
 }
 
 /// The deterministic driver.
@@ -174,25 +234,36 @@ impl Scripted {
                     state: state.clone(),
                     message: message.as_deref().map(|m| context.render(m)),
                 }),
-                Step::Artifact { name, chunks } => {
-                    if chunks.is_empty() {
-                        events(StreamEvent::Artifact {
-                            name: name.clone(),
-                            text: String::new(),
-                            last_chunk: true,
-                        });
+                Step::Artifact {
+                    name,
+                    chunks,
+                    parts,
+                } => {
+                    let mut all: Vec<ArtifactPart> = chunks
+                        .iter()
+                        .map(|chunk| ArtifactPart::Text(context.render(chunk)))
+                        .chain(parts.iter().map(|part| part.part(&context)))
+                        .collect();
+                    if all.is_empty() {
+                        all.push(ArtifactPart::Text(String::new()));
                     }
-                    for (i, chunk) in chunks.iter().enumerate() {
+                    let count = all.len();
+                    for (i, part) in all.into_iter().enumerate() {
                         events(StreamEvent::Artifact {
                             name: name.clone(),
-                            text: context.render(chunk),
-                            last_chunk: i + 1 == chunks.len(),
+                            part,
+                            last_chunk: i + 1 == count,
                         });
                     }
                 }
                 Step::WaitMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
                 Step::CallTool { name, arguments } => calls.push((name, arguments)),
                 Step::Reply(text) => {
+                    let text = context.render(text);
+                    return Ok(final_turn(text, input_tokens, events));
+                }
+                Step::ReplyMessage(text) => {
+                    events(StreamEvent::AnswerAsMessage);
                     let text = context.render(text);
                     return Ok(final_turn(text, input_tokens, events));
                 }
@@ -307,7 +378,7 @@ fn turns(steps: &[Step]) -> Vec<Range<usize>> {
                     i += 1;
                 }
             }
-            Step::Reply(_) | Step::Fail(_) => i += 1,
+            Step::Reply(_) | Step::ReplyMessage(_) | Step::Fail(_) => i += 1,
             _ => {
                 i += 1;
                 continue;

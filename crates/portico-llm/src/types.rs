@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+pub use portico_core::context::ArtifactPart;
 use portico_core::relay::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -103,12 +104,15 @@ pub enum StreamEvent {
         state: String,
         message: Option<String>,
     },
-    /// A piece of an artifact (only [`crate::Scripted`] emits these).
+    /// A piece of an artifact, one part (only [`crate::Scripted`] emits these).
     Artifact {
         name: String,
-        text: String,
+        part: ArtifactPart,
         last_chunk: bool,
     },
+    /// The final answer is a plain message, not a task's result (only [`crate::Scripted`] emits
+    /// this, for protocol test kits that expect an agent to answer so).
+    AnswerAsMessage,
 }
 
 /// Where a driver sends [`StreamEvent`]s. Called on the driver's task, so it must not block.

@@ -58,8 +58,8 @@ pub use policy::{
     TaintPolicy,
 };
 pub use portico_core::context::{
-    AgentScope, PatternError, Principal, ProgressEvent, ProgressSink, ToolContext, ToolPatterns,
-    TurnState, Untrusted,
+    AgentScope, ArtifactPart, PatternError, Principal, ProgressEvent, ProgressSink, ToolContext,
+    ToolPatterns, TurnState, Untrusted,
 };
 pub use portico_core::source::{ToolEntry, ToolOrigin, ToolSource, Trust};
 pub use portico_store::{

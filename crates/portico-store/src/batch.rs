@@ -603,7 +603,7 @@ mod tests {
             context_id: "ctx".to_string(),
             owner: "alice".to_string(),
             agent: "echo".to_string(),
-            state: "TASK_STATE_SUBMITTED".to_string(),
+            state: portico_core::TaskState::Submitted,
             status: json!({"state": "TASK_STATE_SUBMITTED"}),
             history: vec![
                 json!({"messageId": format!("{id}-m1"), "role": "ROLE_USER", "parts": [{"text": "hi"}]}),
@@ -625,7 +625,7 @@ mod tests {
             ]),
             metadata: Some(json!({"portico": {"conversation_id": "c_1"}})),
             status: Some(TaskStatusUpdate {
-                state: "TASK_STATE_COMPLETED".to_string(),
+                state: portico_core::TaskState::Completed,
                 status: json!({"state": "TASK_STATE_COMPLETED"}),
             }),
         }
@@ -663,7 +663,7 @@ mod tests {
                 .task(id)
                 .unwrap()
                 .unwrap_or_else(|| panic!("{id} lost"));
-            assert_eq!(stored.state, "TASK_STATE_SUBMITTED");
+            assert_eq!(stored.state, portico_core::TaskState::Submitted);
             assert_eq!(reopened.task_status_history(id).unwrap().len(), 1);
         }
         assert_eq!(reopened.task_count().unwrap(), (64, 64));
@@ -679,7 +679,7 @@ mod tests {
         created.await.unwrap();
         assert_eq!(updated.await.unwrap(), Some(2));
         let stored = store.task("t1").unwrap().unwrap();
-        assert_eq!(stored.state, "TASK_STATE_COMPLETED");
+        assert_eq!(stored.state, portico_core::TaskState::Completed);
         assert_eq!(stored.history.len(), 2);
         assert_eq!(stored.artifacts.len(), 1);
         assert_eq!(stored.metadata["portico"]["conversation_id"], "c_1");
@@ -712,7 +712,7 @@ mod tests {
         assert_eq!(store.task_status_history("t2").unwrap(), vec![]);
         assert_eq!(
             store.task("t1").unwrap().unwrap().state,
-            "TASK_STATE_COMPLETED"
+            portico_core::TaskState::Completed
         );
         assert_eq!(store.task_count().unwrap(), (1, 0));
     }

@@ -128,7 +128,7 @@ mod tests {
             context_id: "c".into(),
             owner: "alice".into(),
             agent: "echo".into(),
-            state: "TASK_STATE_SUBMITTED".into(),
+            state: portico_core::TaskState::Submitted,
             status: serde_json::json!({"state": "TASK_STATE_SUBMITTED"}),
             history: Vec::new(),
             artifacts: Vec::new(),

@@ -103,9 +103,9 @@ pub enum StoreError {
     BadPageToken { path: PathBuf },
 
     #[error(
-        "{state:?} is not an A2A 1.0 task state, so the store {path} cannot tell whether the task has finished; \
-         use the 1.0 enum names (TASK_STATE_SUBMITTED, TASK_STATE_WORKING, TASK_STATE_COMPLETED, ...), \
-         converting 0.3 names such as \"completed\" first"
+        "the store {path} holds a task in state {state:?}, which is not an A2A 1.0 task state name \
+         (TASK_STATE_SUBMITTED, TASK_STATE_WORKING, TASK_STATE_COMPLETED, ...); this store never writes one, \
+         so another program changed the database: restore it, or delete the task"
     )]
     UnknownTaskState { path: PathBuf, state: String },
 

@@ -50,11 +50,12 @@ pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
 pub use memory::MemoryEntry;
 pub use pins::ToolPin;
+/// The state a task record is in: the domain's, re-exported so callers of the store need no other import.
+pub use portico_core::TaskState;
 pub use private::load_or_create_secret;
 pub use tasks::{
     DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, EarlierStatus, MAX_TASK_PAGE_SIZE, StatusChange,
-    TASK_STATES, TERMINAL_TASK_STATES, TaskLimits, TaskPage, TaskQuery, TaskRecord,
-    TaskStatusUpdate, TaskUpdate, is_terminal,
+    TaskLimits, TaskPage, TaskQuery, TaskRecord, TaskStatusUpdate, TaskUpdate,
 };
 
 use error::hint_for;

@@ -16,6 +16,8 @@ mod client_side;
 
 #[path = "a2a/lifecycle.rs"]
 mod lifecycle;
+#[path = "a2a/protocol.rs"]
+mod protocol;
 #[path = "a2a/push.rs"]
 mod push;
 #[path = "a2a/sdk.rs"]
@@ -24,3 +26,5 @@ mod sdk;
 mod server;
 #[path = "a2a/store.rs"]
 mod store;
+#[path = "a2a/tck.rs"]
+mod tck;

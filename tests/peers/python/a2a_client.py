@@ -53,6 +53,9 @@ Output: ONE JSON object on stdout (indent 2):
                 "return_immediately" (send/continue only),
                 "task_id", "context_id", "state" (e.g. "TASK_STATE_COMPLETED"),
                 "status_message" (text of status.message), "artifacts": [text...],
+                "artifact_parts": [[PART...]...] (each artifact's parts as the SDK parsed them, in
+                the proto JSON form: {"text"} | {"raw", "filename", "mediaType"} | {"url", ...} |
+                {"data"}),
                 "message_text" (when the answer is a Message), "events": [EVENT...],
                 "tasks": [{"id","context_id","state"}] (list only), "next_page_token", "total_size",
                 "cancel_result": {...} (stream-cancel only), "error": null | ERROR}],
@@ -178,7 +181,7 @@ def event_record(ev: StreamResponse) -> dict[str, Any]:
 def new_record(action: str, value: str | None) -> dict[str, Any]:
     return {"action": action, "input": value, "ok": True, "response_kind": None, "task_id": None,
             "context_id": None, "state": None, "status_message": None, "artifacts": [],
-            "message_text": None, "events": [], "error": None}
+            "message_text": None, "artifact_parts": [], "events": [], "error": None}
 
 
 def apply_task(rec: dict[str, Any], task: Task) -> None:
@@ -188,6 +191,7 @@ def apply_task(rec: dict[str, Any], task: Task) -> None:
     rec["state"] = state_name(task.status.state)
     rec["status_message"] = get_message_text(task.status.message) if task.status.HasField("message") else None
     rec["artifacts"] = [get_artifact_text(a) for a in task.artifacts]
+    rec["artifact_parts"] = [[MessageToDict(p) for p in a.parts] for a in task.artifacts]
 
 
 def apply_message(rec: dict[str, Any], msg: Message) -> None:

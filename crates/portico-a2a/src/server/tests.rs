@@ -46,6 +46,7 @@ async fn door(streams: StreamLimits) -> Door {
             max_tasks: 100,
             push_allow_private_network: false,
             streams,
+            unversioned_card: portico_config::CardVersion::V1,
         },
     );
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))

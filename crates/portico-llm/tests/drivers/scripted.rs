@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use portico_llm::{
-    ChatMessage, ChatRequest, JsonObject, LlmError, ModelDriver, ScriptRule, Scripted, StreamEvent,
-    ToolCall, ToolSpec, Usage,
+    ArtifactPart, ChatMessage, ChatRequest, JsonObject, LlmError, ModelDriver, ScriptRule,
+    Scripted, StreamEvent, ToolCall, ToolSpec, Usage,
 };
 use serde_json::{Value, json};
 
@@ -237,12 +237,12 @@ async fn status_and_artifact_events_precede_the_reply() {
             },
             StreamEvent::Artifact {
                 name: "report".into(),
-                text: "part 1, ".into(),
+                part: ArtifactPart::Text("part 1, ".into()),
                 last_chunk: false
             },
             StreamEvent::Artifact {
                 name: "report".into(),
-                text: "part 2 for q".into(),
+                part: ArtifactPart::Text("part 2 for q".into()),
                 last_chunk: true
             },
             StreamEvent::Status {
@@ -251,6 +251,81 @@ async fn status_and_artifact_events_precede_the_reply() {
             },
             StreamEvent::TextDelta("ok".into()),
         ]
+    );
+}
+
+#[tokio::test]
+async fn artifact_parts_of_each_kind_and_a_message_answer_are_emitted_in_order() {
+    let driver = Scripted::from_json(&json!([{"steps": [
+        {"artifact": {"name": "out", "chunks": ["t {{message}}"], "parts": [
+            {"file": {"text": "bytes of {{message}}", "name": "output.txt", "media_type": "text/plain"}},
+            {"file_url": {"url": "https://example.com/{{message}}.txt", "name": "output.txt"}},
+            {"data": {"key": "value", "count": 42}},
+        ]}},
+        {"reply_message": "direct {{message}}"},
+    ]}]))
+    .unwrap();
+    let (sink, seen) = recorder();
+
+    let turn = driver
+        .complete(&request(vec![user("q")]), &sink)
+        .await
+        .unwrap();
+
+    assert_eq!(turn.text, "direct q");
+    assert!(turn.tool_calls.is_empty());
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![
+            StreamEvent::Artifact {
+                name: "out".into(),
+                part: ArtifactPart::Text("t q".into()),
+                last_chunk: false
+            },
+            StreamEvent::Artifact {
+                name: "out".into(),
+                part: ArtifactPart::File {
+                    bytes: b"bytes of q".to_vec(),
+                    name: Some("output.txt".into()),
+                    media_type: Some("text/plain".into())
+                },
+                last_chunk: false
+            },
+            StreamEvent::Artifact {
+                name: "out".into(),
+                part: ArtifactPart::FileUrl {
+                    url: "https://example.com/q.txt".into(),
+                    name: Some("output.txt".into()),
+                    media_type: None
+                },
+                last_chunk: false
+            },
+            StreamEvent::Artifact {
+                name: "out".into(),
+                part: ArtifactPart::Data(
+                    json!({"key": "value", "count": 42})
+                        .as_object()
+                        .unwrap()
+                        .clone()
+                ),
+                last_chunk: true
+            },
+            StreamEvent::AnswerAsMessage,
+            StreamEvent::TextDelta("direct ".into()),
+            StreamEvent::TextDelta("q".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_part_kind_is_refused_up_front() {
+    let err = Scripted::from_json(&json!([{"steps": [
+        {"artifact": {"name": "out", "parts": [{"image": {"url": "x"}}]}},
+    ]}]))
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "scripted model: rule 1: unknown variant `image`, expected one of `file`, `file_url`, `data`"
     );
 }
 
