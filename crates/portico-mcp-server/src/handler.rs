@@ -998,21 +998,27 @@ impl PorticoServer {
     /// A 2026-07-28 client's `subscriptions/listen` stream: list changes, and updates of the
     /// resources it names, which Portico follows upstream for as long as the stream is open.
     async fn serve_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let followed = context
+        let mut followed = context
             .accepted()
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
+        followed.sort();
+        followed.dedup();
+        // Only what was subscribed here is given back at the end: the upstream side is shared and
+        // counted, so giving back a URI whose subscribe failed would end another client's.
+        let mut held = Vec::with_capacity(followed.len());
         for uri in &followed {
-            if let Err(error) = self.backend.subscribe(uri).await {
-                tracing::warn!(
+            match self.backend.subscribe(uri).await {
+                Ok(()) => held.push(uri.clone()),
+                Err(error) => tracing::warn!(
                     uri,
                     "subscriptions/listen: cannot follow the resource: {error}"
-                );
+                ),
             }
         }
         let served = self.listen_until_done(&context, &followed).await;
-        for uri in &followed {
+        for uri in &held {
             let _ = self.backend.unsubscribe(uri).await;
         }
         served
@@ -1183,14 +1189,24 @@ impl PorticoServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.require_exposed(Kind::Resources)?;
-        self.backend
-            .subscribe(&request.uri)
-            .await
-            .map_err(backend_error)?;
-        self.subscriptions
+        // The upstream side is shared by every session and counted per subscriber, so a session
+        // counts once per URI however often it subscribes; recorded first so that two concurrent
+        // subscribes of one session do not both count.
+        let newly = self
+            .subscriptions
             .lock()
             .expect("subscriptions lock")
             .insert(request.uri.to_string());
+        if !newly {
+            return Ok(());
+        }
+        if let Err(error) = self.backend.subscribe(&request.uri).await {
+            self.subscriptions
+                .lock()
+                .expect("subscriptions lock")
+                .remove(request.uri.as_str());
+            return Err(backend_error(error));
+        }
         Ok(())
     }
 
@@ -1200,10 +1216,16 @@ impl PorticoServer {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.subscriptions
+        // Only a URI this session subscribed to is given back upstream: another session's
+        // unsubscribe must not end a subscription that is not its own.
+        let held = self
+            .subscriptions
             .lock()
             .expect("subscriptions lock")
             .remove(request.uri.as_str());
+        if !held {
+            return Ok(());
+        }
         self.backend
             .unsubscribe(&request.uri)
             .await

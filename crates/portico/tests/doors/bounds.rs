@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::client::*;
 
-fn http() -> reqwest::Client {
+pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
@@ -25,9 +25,9 @@ fn messages(body: &str) -> Vec<Value> {
 }
 
 /// One MCP session over Streamable HTTP (protocol 2025-06-18, the session era).
-struct HttpSession {
-    base: String,
-    id: String,
+pub(crate) struct HttpSession {
+    pub(crate) base: String,
+    pub(crate) id: String,
     headers: Vec<(String, String)>,
     next_id: u64,
 }
@@ -50,7 +50,10 @@ fn initialize_body() -> Value {
 
 impl HttpSession {
     /// `initialize` and `notifications/initialized`; the raw answer when the door refuses it.
-    async fn open(base: &str, headers: &[(&str, &str)]) -> Result<HttpSession, reqwest::Response> {
+    pub(crate) async fn open(
+        base: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<HttpSession, reqwest::Response> {
         let headers: Vec<(String, String)> = headers
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -78,14 +81,14 @@ impl HttpSession {
         Ok(session)
     }
 
-    fn session_headers(&self) -> Vec<(String, String)> {
+    pub(crate) fn session_headers(&self) -> Vec<(String, String)> {
         let mut headers = self.headers.clone();
         headers.push(("mcp-session-id".into(), self.id.clone()));
         headers.push(("mcp-protocol-version".into(), "2025-06-18".into()));
         headers
     }
 
-    async fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});

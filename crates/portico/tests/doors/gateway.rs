@@ -359,3 +359,81 @@ fn a_2026_client_listens_for_resource_updates_through_portico() {
         "{report:#}"
     );
 }
+
+/// Two sessions share Portico's one upstream subscription to a URI (a 2026-07-28 upstream gets one
+/// `subscriptions/listen` stream per URI, counted per subscriber). A session that never subscribed
+/// to it, or gives it back twice, must not end the other's: regression test for a door that passed
+/// every `resources/unsubscribe` upstream, so that session B's unsubscribe closed session A's stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_sessions_unsubscribe_does_not_end_a_subscription() {
+    use crate::bounds::{HttpSession, http};
+    use futures::StreamExt;
+
+    let home = passthrough_home();
+    std::fs::write(
+        home.config(),
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n{}",
+            std::fs::read_to_string(home.config()).unwrap()
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let mut a = HttpSession::open(&daemon.base, &[]).await.unwrap();
+    let mut b = HttpSession::open(&daemon.base, &[]).await.unwrap();
+    // A's standalone stream, where its resource updates arrive.
+    let mut stream = http().get(format!("{}/mcp", daemon.base));
+    for (k, v) in a.session_headers() {
+        stream = stream.header(k, v);
+    }
+    let stream = stream
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut events = stream.bytes_stream();
+
+    let uri = "fixture://shared";
+    let subscribed = a
+        .request("resources/subscribe", json!({ "uri": uri }))
+        .await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    for _ in 0..2 {
+        let refused = b
+            .request("resources/unsubscribe", json!({ "uri": uri }))
+            .await;
+        assert_eq!(refused["result"], json!({}), "{refused}");
+    }
+    let touched = b
+        .request(
+            "tools/call",
+            json!({"name": "touch", "arguments": {"uri": uri}}),
+        )
+        .await;
+    assert_eq!(
+        touched["result"]["content"][0]["text"],
+        format!("touched {uri}"),
+        "{touched}"
+    );
+    let mut seen = String::new();
+    let update = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(chunk) = events.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            if let Some(line) = seen
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+                .find(|m| m["method"] == "notifications/resources/updated")
+            {
+                return line;
+            }
+        }
+        panic!("A's stream ended without the update: {seen}");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("A got no update for {uri} after B's unsubscribes: {seen}"));
+    assert_eq!(update["params"]["uri"], uri, "{update}");
+    assert!(daemon.stop().success());
+}
