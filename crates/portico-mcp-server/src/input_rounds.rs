@@ -488,6 +488,15 @@ mod tests {
     /// The client identity the tests' calls are admitted (and resumed) as.
     const OWNER: &str = "a";
 
+    /// A call's input-rounds caller over [`Silent`], sending its events on `events`.
+    fn silent_caller(events: &mpsc::Sender<CallEvent>) -> InputRoundsCaller {
+        InputRoundsCaller {
+            inner: Arc::new(Silent),
+            events: events.clone(),
+            given: Mutex::default(),
+        }
+    }
+
     struct Silent;
     impl Caller for Silent {
         fn accepts(&self, _: RelayRequest) -> bool {
@@ -534,11 +543,7 @@ mod tests {
     ) -> tokio::task::JoinHandle<(tokio::task::Id, Result<CallToolResponse, McpError>)> {
         let parked = parked.clone();
         let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
-        let call = call(InputRoundsCaller {
-            inner: Arc::new(Silent),
-            events: events.clone(),
-            given: Mutex::default(),
-        });
+        let call = call(silent_caller(&events));
         tokio::spawn(async move {
             let place = parked.admit(OWNER).unwrap();
             let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
@@ -641,11 +646,7 @@ mod tests {
     async fn a_call_that_asks_twice_takes_two_rounds_and_gets_each_answer() {
         let parked = ParkedCalls::default();
         let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
-        let caller = InputRoundsCaller {
-            inner: Arc::new(Silent),
-            events: events.clone(),
-            given: Mutex::default(),
-        };
+        let caller = silent_caller(&events);
         let work = tokio::spawn(async move {
             let first = caller
                 .request(RelayRequest::Sampling, sampling_params("one"))
@@ -731,11 +732,7 @@ mod tests {
     async fn a_request_that_is_not_valid_mcp_fails_at_once() {
         let parked = ParkedCalls::default();
         let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
-        let caller = InputRoundsCaller {
-            inner: Arc::new(Silent),
-            events: events.clone(),
-            given: Mutex::default(),
-        };
+        let caller = silent_caller(&events);
         let work = tokio::spawn(async move {
             let error = caller
                 .request(RelayRequest::Elicitation, JsonObject::new())
@@ -769,11 +766,7 @@ mod tests {
     async fn a_retry_without_the_answer_fails_the_request_it_left_out() {
         let parked = ParkedCalls::default();
         let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
-        let caller = InputRoundsCaller {
-            inner: Arc::new(Silent),
-            events: events.clone(),
-            given: Mutex::default(),
-        };
+        let caller = silent_caller(&events);
         let work = tokio::spawn(async move {
             let answer = caller
                 .request(RelayRequest::Sampling, sampling_params("q"))
@@ -836,11 +829,7 @@ mod tests {
     async fn a_parked_call_holds_its_place_until_it_finishes() {
         let parked = ParkedCalls::with_limits(1, 1);
         let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
-        let caller = InputRoundsCaller {
-            inner: Arc::new(Silent),
-            events: events.clone(),
-            given: Mutex::default(),
-        };
+        let caller = silent_caller(&events);
         let work = tokio::spawn(async move {
             let _ = caller
                 .request(RelayRequest::Sampling, sampling_params("q"))
@@ -879,11 +868,7 @@ mod tests {
     async fn only_the_client_that_started_a_parked_call_can_resume_it() {
         let parked = ParkedCalls::default();
         let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
-        let caller = InputRoundsCaller {
-            inner: Arc::new(Silent),
-            events: events.clone(),
-            given: Mutex::default(),
-        };
+        let caller = silent_caller(&events);
         let work = tokio::spawn(async move {
             let answer = caller
                 .request(RelayRequest::Sampling, sampling_params("q"))
@@ -979,11 +964,7 @@ mod tests {
     async fn a_round_carries_at_most_its_bound_of_requests_and_the_rest_wait() {
         let parked = ParkedCalls::default();
         let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
-        let caller = Arc::new(InputRoundsCaller {
-            inner: Arc::new(Silent),
-            events: events.clone(),
-            given: Mutex::default(),
-        });
+        let caller = Arc::new(silent_caller(&events));
         let asked = MAX_REQUESTS_PER_ROUND + 4;
         // Every request is in the channel or waiting on it before the first round starts.
         let (queued, mut all_queued) = mpsc::channel::<()>(asked);
