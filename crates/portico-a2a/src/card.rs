@@ -122,7 +122,138 @@ pub fn etag(body: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use portico_agents::DriverChoice;
+    use portico_core::context::ToolPatterns;
+    use portico_pipeline::Trust;
+    use serde_json::json;
+
     use super::*;
+
+    const URL: &str = "https://agents.example.com/a2a/helper";
+
+    fn agent(description: &str) -> Agent {
+        let config = portico_config::parse(
+            "card test",
+            &format!(
+                "[[agents]]\nname = \"helper\"\ndescription = \"{description}\"\ntools = [\"*\"]\n"
+            ),
+        )
+        .unwrap();
+        Agent {
+            config: config.agents[0].clone(),
+            tool_name: "portico_agent_helper".into(),
+            patterns: ToolPatterns::new(&["*"]).unwrap(),
+            driver: DriverChoice::Unavailable("no model in a card test".into()),
+        }
+    }
+
+    fn tool(name: &str, description: Option<&str>) -> ToolEntry {
+        let mut definition = json!({"name": name, "inputSchema": {"type": "object"}});
+        if let Some(description) = description {
+            definition["description"] = json!(description);
+        }
+        let serde_json::Value::Object(definition) = definition else {
+            unreachable!("an object literal")
+        };
+        ToolEntry {
+            name: name.into(),
+            definition: Arc::new(definition),
+            trust: Trust::Trusted,
+            sensitive: false,
+            timeout: None,
+            generation: 0,
+        }
+    }
+
+    /// A described tool, an undescribed one, and one whose description is over the 300 characters
+    /// a skill keeps (multi-byte, so a byte cut would split a character).
+    fn tools() -> Vec<ToolEntry> {
+        vec![
+            tool("system_time", Some("The current time")),
+            tool("mcp_docs_search", None),
+            tool("long_one", Some(&"é".repeat(301))),
+        ]
+    }
+
+    fn skills_json() -> serde_json::Value {
+        json!([
+            {"id": "helper", "name": "helper", "description": "Helps", "tags": ["agent"], "examples": []},
+            {"id": "system_time", "name": "system time", "description": "The current time",
+             "tags": ["tool"], "examples": []},
+            {"id": "mcp_docs_search", "name": "mcp docs search",
+             "description": "Can use the mcp_docs_search tool", "tags": ["tool"], "examples": []},
+            {"id": "long_one", "name": "long one", "description": "é".repeat(300),
+             "tags": ["tool"], "examples": []},
+        ])
+    }
+
+    /// The bytes a client gets (and the ETag hashes): exact JSON, keys in this order.
+    fn served(card: &impl serde::Serialize) -> String {
+        serde_json::to_string(card).unwrap()
+    }
+
+    #[test]
+    fn the_1_0_card_is_exactly_what_portico_serves() {
+        let card = card(&agent("Helps"), &tools(), URL, Version::V1);
+        let expected = json!({
+            "name": "helper",
+            "description": "Helps",
+            "supportedInterfaces": [
+                {"url": URL, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": URL, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": URL, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": URL, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+            ],
+            "provider": {"organization": "Portico", "url": URL},
+            "version": env!("CARGO_PKG_VERSION"),
+            "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
+            "defaultInputModes": ["text/plain", "application/json"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": skills_json(),
+        });
+        assert_eq!(serde_json::to_value(&card).unwrap(), expected);
+        assert_eq!(served(&card), served(&expected));
+    }
+
+    #[test]
+    fn the_0_3_card_is_exactly_what_portico_serves() {
+        let card = card(&agent("Helps"), &tools(), URL, Version::V03);
+        let expected = json!({
+            "protocolVersion": "0.3.0",
+            "name": "helper",
+            "description": "Helps",
+            "url": URL,
+            "preferredTransport": "JSONRPC",
+            "additionalInterfaces": [
+                {"url": URL, "transport": "JSONRPC"},
+                {"url": URL, "transport": "HTTP+JSON"},
+            ],
+            "provider": {"organization": "Portico", "url": URL},
+            "version": env!("CARGO_PKG_VERSION"),
+            "capabilities": {"streaming": true, "pushNotifications": true, "stateTransitionHistory": false},
+            "defaultInputModes": ["text/plain", "application/json"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": skills_json(),
+        });
+        assert_eq!(serde_json::to_value(&card).unwrap(), expected);
+        assert_eq!(served(&card), served(&expected));
+    }
+
+    #[test]
+    fn an_undescribed_agent_is_described_by_its_name() {
+        let v1 = serde_json::to_value(card(&agent(""), &[], URL, Version::V1)).unwrap();
+        assert_eq!(v1["description"], "The `helper` agent, served by Portico");
+        assert_eq!(
+            v1["skills"],
+            json!([{"id": "helper", "name": "helper", "description": "The `helper` agent",
+                "tags": ["agent"], "examples": []}])
+        );
+        let v03 = serde_json::to_value(card(&agent(""), &[], URL, Version::V03)).unwrap();
+        assert_eq!(v03["description"], v1["description"]);
+        assert_eq!(v03["skills"], v1["skills"]);
+    }
 
     #[test]
     fn a_card_request_without_a_version_gets_the_configured_form() {
