@@ -1,5 +1,6 @@
 //! The A2A protocol objects as Rust types: [`v1`] (the 1.0 proto's ProtoJSON form, which Portico
-//! works in) and [`v03`] (the 0.3 JSON-RPC form, converted to and from 1.0 with `From` at the edge).
+//! works in), [`v03`] (the 0.3 JSON-RPC form) and [`v03_rest`] (the 0.3 HTTP+JSON binding's
+//! proto-JSON form), the 0.3 forms converted to and from 1.0 with `From` at the edge.
 //! Serde only, no I/O: the server (`portico-a2a`) and the client read and write requests and answers
 //! through these.
 //!
@@ -8,6 +9,7 @@
 //! may arrive in the 1.0 form, since a mixed client costs nothing to understand.
 
 pub mod v03;
+pub mod v03_rest;
 pub mod v1;
 
 pub use portico_core::TaskState;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::error::A2aError;
 use crate::ops;
-use crate::server::{self, A2aState, Caller, event_stream, requested_version, sse};
+use crate::server::{self, A2aState, Caller, event_in, event_stream, requested_version, sse};
 use crate::tasks::to_json;
 use crate::wire::Version;
 
@@ -240,8 +240,8 @@ async fn dispatch(
     let ok = |result: Value| Ok(axum::Json(rpc_result(id, result)).into_response());
     let streamed = |task: v1::Task, events| {
         let id = id.clone();
-        Ok(sse(event_stream(task, events, version, move |event| {
-            rpc_result(&id, event)
+        Ok(sse(event_stream(task, events, move |event| {
+            rpc_result(&id, event_in(event, version))
         })))
     };
     match request {
@@ -282,19 +282,7 @@ async fn dispatch(
             let page = ops::list_tasks(state, owner, &request).await?;
             match version {
                 Version::V1 => ok(to_json(&page)),
-                Version::V03 => {
-                    let tasks: Vec<Value> = page
-                        .tasks
-                        .into_iter()
-                        .map(|t| task_in(t, version))
-                        .collect();
-                    ok(json!({
-                        "tasks": tasks,
-                        "nextPageToken": page.next_page_token,
-                        "pageSize": page.page_size,
-                        "totalSize": page.total_size,
-                    }))
-                }
+                Version::V03 => ok(to_json(&v03::ListTasksResponse::from(page))),
             }
         }
         R::CancelTask(v1::TaskIdRequest { id: task_id, .. })
@@ -339,14 +327,18 @@ async fn dispatch(
             ..
         })
         | R::PushConfigList(v03::PushConfigParams { id: task_id, .. }) => {
-            let configs: Vec<Value> = ops::list_push_configs(state, owner, &task_id)
-                .await?
-                .iter()
-                .map(|c| c.view(version))
-                .collect();
+            let stored = ops::list_push_configs(state, owner, &task_id).await?;
+            let configs = stored.into_iter().map(|c| c.config);
             match version {
-                Version::V1 => ok(to_json(&json!({"configs": configs, "nextPageToken": ""}))),
-                Version::V03 => ok(Value::Array(configs)),
+                Version::V1 => ok(to_json(&v1::ListTaskPushNotificationConfigsResponse {
+                    configs: configs.collect(),
+                    next_page_token: String::new(),
+                })),
+                Version::V03 => ok(to_json(
+                    &configs
+                        .map(v03::TaskPushNotificationConfig::from)
+                        .collect::<Vec<_>>(),
+                )),
             }
         }
         R::DeleteTaskPushNotificationConfig(request) => {

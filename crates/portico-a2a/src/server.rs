@@ -420,22 +420,19 @@ pub(crate) fn invalid_params(
     }
 }
 
-/// A stream of events in `version`'s form, starting with the task itself and ending after the task
-/// finishes or stops for input. It owns the subscription: when the client goes away and the response
-/// is dropped, the subscription goes with it. `wrap` puts each event (as JSON) in its binding's
-/// envelope.
+/// A stream of events, starting with the task itself and ending after the task finishes or stops
+/// for input. It owns the subscription: when the client goes away and the response is dropped, the
+/// subscription goes with it. `render` writes each event in its binding's form and envelope.
 pub(crate) fn event_stream(
     first: v1::Task,
     subscription: Subscription,
-    version: Version,
-    wrap: impl Fn(Value) -> Value + Send + 'static,
+    render: impl Fn(v1::StreamResponse) -> Value + Send + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send {
     let finished = first.status.state.is_terminal();
     let stream = EventStream {
         first: Some(v1::StreamResponse::Task(first)),
         subscription: (!finished).then_some(subscription),
-        version,
-        wrap,
+        render,
     };
     futures::stream::unfold(stream, |mut stream| async move {
         let event = stream.next().await?;
@@ -443,20 +440,24 @@ pub(crate) fn event_stream(
     })
 }
 
-struct EventStream<W> {
+/// An event in `version`'s form (1.0, or the 0.3 JSON-RPC form).
+pub(crate) fn event_in(event: v1::StreamResponse, version: Version) -> Value {
+    match version {
+        Version::V1 => to_json(&event),
+        Version::V03 => to_json(&v03::StreamEvent::from(event)),
+    }
+}
+
+struct EventStream<R> {
     first: Option<v1::StreamResponse>,
     /// `None` once the task's last event is out.
     subscription: Option<Subscription>,
-    version: Version,
-    wrap: W,
+    render: R,
 }
 
-impl<W: Fn(Value) -> Value> EventStream<W> {
+impl<R: Fn(v1::StreamResponse) -> Value> EventStream<R> {
     fn convert(&self, event: v1::StreamResponse) -> Value {
-        (self.wrap)(match self.version {
-            Version::V1 => to_json(&event),
-            Version::V03 => to_json(&v03::StreamEvent::from(event)),
-        })
+        (self.render)(event)
     }
 
     async fn next(&mut self) -> Option<Value> {
@@ -583,7 +584,9 @@ async fn rest_stream(
             let request: v1::SendMessageRequest = typed_body(&body)?;
             let (task, events) =
                 ops::send_streaming_message(&state, &caller, &agent, request, Version::V1).await?;
-            Ok(sse(event_stream(task, events, version, |event| event)))
+            Ok(sse(event_stream(task, events, move |e| {
+                event_in(e, version)
+            })))
         }
         .await,
     )
@@ -622,7 +625,9 @@ async fn rest_task(
             if let Some(id) = task.strip_suffix(":subscribe") {
                 let (task, events) =
                     ops::subscribe_to_task(&state, &owner, id, "GET it instead").await?;
-                return Ok(sse(event_stream(task, events, version, |e| e)));
+                return Ok(sse(event_stream(task, events, move |e| {
+                    event_in(e, version)
+                })));
             }
             let mut request = query_object(query);
             if let Some(map) = request.as_object_mut() {
@@ -650,7 +655,9 @@ async fn rest_task_action(
             if let Some(id) = task.strip_suffix(":subscribe") {
                 let (task, events) =
                     ops::subscribe_to_task(&state, &caller.owner, id, "GET it instead").await?;
-                return Ok(sse(event_stream(task, events, version, |e| e)));
+                return Ok(sse(event_stream(task, events, move |e| {
+                    event_in(e, version)
+                })));
             }
             let Some(id) = task.strip_suffix(":cancel") else {
                 return Err(A2aError::MethodNotFound(format!("POST /tasks/{task}")));
@@ -771,20 +778,99 @@ struct DraftTask {
     id: String,
     #[serde(rename = "sessionId")]
     session_id: String,
-    status: Value,
-    artifacts: Vec<Value>,
+    status: DraftStatus,
+    artifacts: Vec<DraftArtifact>,
 }
 
-/// Gives each part under `value` a `type` beside its `kind` (the draft's tag).
-fn draft_parts(mut value: Value) -> Value {
-    if let Some(parts) = value.get_mut("parts").and_then(Value::as_array_mut) {
-        for part in parts.iter_mut().filter_map(Value::as_object_mut) {
-            if let Some(kind) = part.get("kind").cloned() {
-                part.insert("type".into(), kind);
-            }
+#[derive(serde::Serialize)]
+struct DraftStatus {
+    #[serde(serialize_with = "v03_state_name")]
+    state: portico_a2a_client::protocol::TaskState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<DraftMessage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<String>,
+}
+
+fn v03_state_name<S: serde::Serializer>(
+    state: &portico_a2a_client::protocol::TaskState,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(state.v03_name())
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DraftMessage {
+    kind: &'static str,
+    message_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    task_id: Option<String>,
+    role: v03::Role,
+    parts: Vec<DraftPart>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<v1::Struct>,
+}
+
+#[derive(serde::Serialize)]
+struct DraftArtifact {
+    name: Option<String>,
+    parts: Vec<DraftPart>,
+}
+
+/// A 0.3 part with the draft's tag, `type`, beside its `kind`.
+#[derive(serde::Serialize)]
+struct DraftPart {
+    #[serde(rename = "type")]
+    tag: &'static str,
+    #[serde(flatten)]
+    part: v03::Part,
+}
+
+fn draft_parts(parts: Vec<v03::Part>) -> Vec<DraftPart> {
+    parts
+        .into_iter()
+        .map(|part| DraftPart {
+            tag: match part {
+                v03::Part::Text { .. } => "text",
+                v03::Part::File { .. } => "file",
+                v03::Part::Data { .. } => "data",
+            },
+            part,
+        })
+        .collect()
+}
+
+impl From<v03::Task> for DraftTask {
+    fn from(task: v03::Task) -> DraftTask {
+        DraftTask {
+            id: task.id,
+            session_id: task.context_id,
+            status: DraftStatus {
+                state: task.status.state,
+                message: task.status.message.map(|m| DraftMessage {
+                    kind: "message",
+                    message_id: m.message_id,
+                    context_id: m.context_id,
+                    task_id: m.task_id,
+                    role: m.role,
+                    parts: draft_parts(m.parts),
+                    metadata: m.metadata,
+                }),
+                timestamp: task.status.timestamp,
+            },
+            artifacts: task
+                .artifacts
+                .into_iter()
+                .map(|a| DraftArtifact {
+                    name: a.name,
+                    parts: draft_parts(a.parts),
+                })
+                .collect(),
         }
     }
-    value
 }
 
 /// Accepts the draft's JSON-RPC envelope or its bare params, runs the message to completion, and
@@ -841,22 +927,7 @@ async fn legacy_send(State(state): State<A2aState>, caller: Caller, body: Bytes)
                 ..v1::Task::default()
             },
         };
-        let v03 = v03::Task::from(task);
-        let mut status = to_json(&v03.status);
-        if let Some(message) = status.get_mut("message") {
-            *message = draft_parts(message.take());
-        }
-        let artifacts = v03
-            .artifacts
-            .iter()
-            .map(|a| draft_parts(json!({"name": a.name, "parts": a.parts})))
-            .collect();
-        Ok::<_, A2aError>(DraftTask {
-            id: v03.id,
-            session_id: v03.context_id,
-            status,
-            artifacts,
-        })
+        Ok::<_, A2aError>(DraftTask::from(v03::Task::from(task)))
     }
     .await;
     match (result, envelope) {

@@ -338,6 +338,16 @@ pub struct PushConfigParams {
     pub metadata: Option<Struct>,
 }
 
+/// A page of tasks (`tasks/list`, which 0.3 lacks; offered in 1.0's shape with 0.3 tasks).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksResponse {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    pub page_size: u32,
+    pub total_size: u32,
+}
+
 /// The 0.3 agent card: one main `url` with its `preferredTransport`, the others in
 /// `additionalInterfaces`, and the protocol version at the top. Skills, provider and extensions
 /// are the 1.0 objects, which 0.3 shares. Security and signature fields are left out, as in
@@ -607,6 +617,17 @@ impl From<v1::SendMessageResponse> for StreamEvent {
         match response {
             v1::SendMessageResponse::Task(task) => StreamEvent::Task(task.into()),
             v1::SendMessageResponse::Message(message) => StreamEvent::Message(message.into()),
+        }
+    }
+}
+
+impl From<v1::ListTasksResponse> for ListTasksResponse {
+    fn from(page: v1::ListTasksResponse) -> ListTasksResponse {
+        ListTasksResponse {
+            tasks: page.tasks.into_iter().map(Into::into).collect(),
+            next_page_token: page.next_page_token,
+            page_size: page.page_size,
+            total_size: page.total_size,
         }
     }
 }

@@ -741,6 +741,36 @@ async fn http_json_0_3_binding_under_v1() {
         gone.json::<Value>().await.unwrap()["type"],
         "InvalidParamsError"
     );
+
+    // A push config given with the send is the task's (it was once dropped on this binding).
+    let sent: Value = http()
+        .post(format!("{v1}/message:send"))
+        .json(
+            &json!({"request": {"message_id": format!("m-{}", rand_id()), "role": "ROLE_USER",
+            "content": [{"text": "with a hook"}]}, "configuration": {"blocking": false,
+                "push_notification": {"id": "at-send", "url": "https://hooks.example.com/send"}}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = sent["task"]["id"].as_str().expect("a task");
+    let listed: Value = http()
+        .get(format!("{v1}/tasks/{id}/pushNotificationConfigs"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed,
+        json!({"configs": [{"name": format!("tasks/{id}/pushNotificationConfigs/at-send"),
+            "pushNotificationConfig": {"id": "at-send", "url": "https://hooks.example.com/send"}}],
+            "nextPageToken": ""})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
