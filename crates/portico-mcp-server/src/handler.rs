@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
 use crate::input_rounds::{ClientKey, InputRoundsCaller, ParkedCalls};
 use crate::relay::{DownstreamCaller, PORTICO_CLIENT_NAME};
+use crate::subscriptions::{ListenHold, MAX_SUBSCRIPTIONS_PER_SESSION, SessionSubscriptions};
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
 use portico_mcp::tool_result_into_object;
@@ -96,8 +97,9 @@ impl Default for ServerOptions {
 pub struct PorticoServer {
     backend: Backend,
     options: Arc<ServerOptions>,
-    /// Resources this session subscribed to (exposed URIs). Per session: see [`PorticoServer::for_session`].
-    subscriptions: Arc<Mutex<HashSet<String>>>,
+    /// Resources this session subscribed to (exposed URIs), given back upstream when the session
+    /// ends. Per session: see [`PorticoServer::for_session`].
+    subscriptions: Arc<SessionSubscriptions>,
     /// Tools the embedding program registered; shared by every session.
     host_tools: HostTools,
     /// What host tools are called through, on every backend: the engine's pipeline in process;
@@ -159,9 +161,9 @@ impl PorticoServer {
             }
         };
         PorticoServer {
+            subscriptions: Arc::new(SessionSubscriptions::new(backend.clone())),
             backend,
             options: Arc::new(options),
-            subscriptions: Arc::default(),
             host_tools,
             host_pipeline,
             parked: ParkedCalls::default(),
@@ -214,7 +216,7 @@ impl PorticoServer {
         PorticoServer {
             backend: self.backend.clone(),
             options: self.options.clone(),
-            subscriptions: Arc::default(),
+            subscriptions: Arc::new(SessionSubscriptions::new(self.backend.clone())),
             host_tools: self.host_tools.clone(),
             host_pipeline: self.host_pipeline.clone(),
             parked: self.parked.clone(),
@@ -866,12 +868,15 @@ impl ServerHandler for PorticoServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // List changes, and updates of at most MAX_LISTENED_RESOURCES resources per stream.
+        // List changes, and updates of at most MAX_SUBSCRIPTIONS_PER_SESSION resources per stream.
         let mut accepted = requested.clone();
         accepted.resource_subscriptions = match &accepted.resource_subscriptions {
-            Some(uris) if self.exposed(Kind::Resources) && !uris.is_empty() => {
-                Some(uris.iter().take(MAX_LISTENED_RESOURCES).cloned().collect())
-            }
+            Some(uris) if self.exposed(Kind::Resources) && !uris.is_empty() => Some(
+                uris.iter()
+                    .take(MAX_SUBSCRIPTIONS_PER_SESSION)
+                    .cloned()
+                    .collect(),
+            ),
             _ => None,
         };
         Some(accepted)
@@ -1006,21 +1011,24 @@ impl PorticoServer {
         followed.sort();
         followed.dedup();
         // Only what was subscribed here is given back at the end: the upstream side is shared and
-        // counted, so giving back a URI whose subscribe failed would end another client's.
-        let mut held = Vec::with_capacity(followed.len());
+        // counted, so giving back a URI whose subscribe failed would end another client's. Given
+        // back when `held` drops: at the stream's end, or when the client hangs up and this
+        // request is dropped, even half-way through these subscribes.
+        let mut held = ListenHold::new(self.backend.clone());
+        // Taken before the first subscribe, so an update the upstream sends as soon as it
+        // follows a URI is not lost while the others are subscribed.
+        let updates = self.backend.resource_updates();
         for uri in &followed {
             match self.backend.subscribe(uri).await {
-                Ok(()) => held.push(uri.clone()),
+                Ok(()) => held.held(uri.clone()),
                 Err(error) => tracing::warn!(
                     uri,
                     "subscriptions/listen: cannot follow the resource: {error}"
                 ),
             }
         }
-        let served = self.listen_until_done(&context, &followed).await;
-        for uri in &held {
-            let _ = self.backend.unsubscribe(uri).await;
-        }
+        let served = self.listen_until_done(&context, &followed, updates).await;
+        drop(held);
         served
     }
 
@@ -1028,9 +1036,9 @@ impl PorticoServer {
         &self,
         context: &SubscriptionContext,
         followed: &[String],
+        mut updates: tokio::sync::broadcast::Receiver<String>,
     ) -> Result<(), McpError> {
         let mut changes = self.changes();
-        let mut updates = self.backend.resource_updates();
         let principal = self.principal_of(context.request_context());
         let mut last = self.listing(&principal).await.unwrap_or_default().digest();
         let accepted = context.accepted().clone();
@@ -1190,23 +1198,17 @@ impl PorticoServer {
     ) -> Result<(), McpError> {
         self.require_exposed(Kind::Resources)?;
         // The upstream side is shared by every session and counted per subscriber, so a session
-        // counts once per URI however often it subscribes; recorded first so that two concurrent
-        // subscribes of one session do not both count.
-        let newly = self
-            .subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .insert(request.uri.to_string());
-        if !newly {
+        // counts once per URI however often it subscribes; claimed first so that two concurrent
+        // subscribes of one session do not both count, and given up if the subscribe fails or
+        // this request is dropped.
+        let Some(claim) = self.subscriptions.claim(&request.uri)? else {
             return Ok(());
-        }
-        if let Err(error) = self.backend.subscribe(&request.uri).await {
-            self.subscriptions
-                .lock()
-                .expect("subscriptions lock")
-                .remove(request.uri.as_str());
-            return Err(backend_error(error));
-        }
+        };
+        self.backend
+            .subscribe(&request.uri)
+            .await
+            .map_err(backend_error)?;
+        claim.keep();
         Ok(())
     }
 
@@ -1218,12 +1220,7 @@ impl PorticoServer {
     ) -> Result<(), McpError> {
         // Only a URI this session subscribed to is given back upstream: another session's
         // unsubscribe must not end a subscription that is not its own.
-        let held = self
-            .subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .remove(request.uri.as_str());
-        if !held {
+        if !self.subscriptions.release(&request.uri) {
             return Ok(());
         }
         self.backend
@@ -1267,12 +1264,7 @@ impl PorticoServer {
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => return,
             };
-            if !self
-                .subscriptions
-                .lock()
-                .expect("subscriptions lock")
-                .contains(&uri)
-            {
+            if !self.subscriptions.contains(&uri) {
                 continue;
             }
             let params = ResourceUpdatedNotificationParam::new(uri);
@@ -1325,10 +1317,6 @@ impl PorticoServer {
         }
     }
 }
-
-/// Resources one `subscriptions/listen` stream may follow: each is followed upstream while it is
-/// open, so a client cannot make Portico follow unboundedly many.
-const MAX_LISTENED_RESOURCES: usize = 64;
 
 /// The next resource update; never, once no more can come.
 async fn next_update(updates: &mut tokio::sync::broadcast::Receiver<String>) -> String {

@@ -22,6 +22,7 @@ mod input_rounds;
 pub mod pricing;
 mod relay;
 pub mod requests;
+mod subscriptions;
 pub mod task_routes;
 pub mod tool_search;
 
@@ -36,3 +37,4 @@ pub use portico_core::ToolResult;
 pub use portico_pipeline::{BeforeCall, PolicyCall, ToolPolicies, ToolPolicy, ToolPolicyError};
 /// Host tools are the engine's local tools; the old names stay for embedders.
 pub use portico_pipeline::{LocalTool as HostTool, LocalTools as HostTools, ToolFailure};
+pub use subscriptions::MAX_SUBSCRIPTIONS_PER_SESSION;

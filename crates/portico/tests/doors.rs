@@ -35,5 +35,7 @@ mod policies;
 mod sdk;
 #[path = "doors/stdio.rs"]
 mod stdio;
+#[path = "doors/subscription_bounds.rs"]
+mod subscription_bounds;
 #[path = "doors/tasks.rs"]
 mod tasks;

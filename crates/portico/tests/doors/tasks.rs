@@ -15,7 +15,7 @@ const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// The conformance fixture's binary, beside Portico's in the same target directory; built here
 /// when missing, as `cargo test -p portico` does not build another package's binaries.
-fn fixture_bin() -> PathBuf {
+pub(crate) fn fixture_bin() -> PathBuf {
     let portico = PathBuf::from(env!("CARGO_BIN_EXE_portico"));
     let fixture = portico.with_file_name("portico-conformance-fixture");
     if !fixture.exists() {
