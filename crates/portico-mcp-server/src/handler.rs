@@ -321,14 +321,17 @@ impl PorticoServer {
             }
         };
         if let Some(task) = result.task {
-            return self.relayed_task(*task, owner);
+            return self.relayed_task(*task, owner).await;
         }
         let result: CallToolResult = from_result("tool result", tool_result_into_object(result))?;
         Ok(self.budgeted(name, result))
     }
 
     /// A task an upstream created for the call: routed for its client, then answered as created.
-    fn relayed_task(
+    /// The upstream has made the task before Portico sees it, so a task that cannot be relayed (its
+    /// client at its bound, an id clash, an answer that is not MCP) is cancelled there rather than
+    /// left running to its ttl for nobody.
+    async fn relayed_task(
         &self,
         task: portico_core::CreatedTask,
         owner: &str,
@@ -343,13 +346,44 @@ impl PorticoServer {
             .get("ttlMs")
             .and_then(serde_json::Value::as_u64)
             .map(std::time::Duration::from_millis);
-        self.task_routes
-            .record(&task_id, &task.server, owner, ttl)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         state.insert("resultType".into(), "task".into());
-        let created: rmcp::model::CreateTaskResult =
-            from_result("task result", state).inspect_err(|_| self.task_routes.forget(&task_id))?;
-        Ok(CallToolResponse::Task(created))
+        let routed = from_result::<rmcp::model::CreateTaskResult>("task result", state).and_then(
+            |created| {
+                self.task_routes
+                    .record(&task_id, &task.server, owner, ttl)
+                    .map(|()| created)
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))
+            },
+        );
+        match routed {
+            Ok(created) => Ok(CallToolResponse::Task(created)),
+            Err(mut refused) => {
+                if !task_id.is_empty() {
+                    self.cancel_unrouted_task(&task.server, &task_id).await;
+                    refused.message = format!(
+                        "{}; Portico cancelled the task on its server",
+                        refused.message
+                    )
+                    .into();
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    /// Cancels, at `server`, a task its client will never hear of. Nobody waits on the outcome but
+    /// the refused call, so a failure is only logged.
+    async fn cancel_unrouted_task(&self, server: &str, task_id: &str) {
+        let cancel = portico_core::TaskOperation::Cancel {
+            task_id: task_id.to_string(),
+        };
+        if let Err(error) = self.backend.task_operation(server, cancel).await {
+            tracing::warn!(
+                server,
+                task_id,
+                "cancelling a task Portico could not relay failed: {error}"
+            );
+        }
     }
 
     /// `tasks/get|update|cancel` from `owner`: to the upstream that runs the task, if `owner`
@@ -378,8 +412,30 @@ impl PorticoServer {
             answer.get("status").and_then(serde_json::Value::as_str),
             Some("completed" | "failed" | "cancelled")
         ) {
-            self.task_routes.settle(&task_id);
+            self.task_routes.settle(&task_id, owner);
         }
+        Ok(answer)
+    }
+
+    /// A `tasks/get` answer within the response budget, as a `tools/call` result is: a final result
+    /// over it becomes an isError result saying so (the task's state stays as it is); anything else
+    /// over it is an error.
+    fn budgeted_task_state(
+        &self,
+        task_id: &str,
+        mut answer: JsonObject,
+    ) -> Result<JsonObject, McpError> {
+        let what = format!("the result of task `{task_id}`");
+        let Err(too_big) = self.within_budget(&what, &answer) else {
+            return Ok(answer);
+        };
+        if !answer.contains_key("result") {
+            return Err(too_big);
+        }
+        let error = CallToolResult::error(vec![ContentBlock::text(too_big.message.to_string())]);
+        let error = serde_json::to_value(error)
+            .map_err(|e| McpError::internal_error(format!("{what}: {e}"), None))?;
+        answer.insert("result".into(), error);
         Ok(answer)
     }
 
@@ -887,10 +943,12 @@ impl ServerHandler for PorticoServer {
         request: rmcp::model::GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        let task_id = request.task_id;
         let operation = portico_core::TaskOperation::Get {
-            task_id: request.task_id,
+            task_id: task_id.clone(),
         };
-        let mut answer = self.task_operation(&client_of(&context), operation).await?;
+        let answer = self.task_operation(&client_of(&context), operation).await?;
+        let mut answer = self.budgeted_task_state(&task_id, answer)?;
         answer.insert("resultType".into(), "complete".into());
         from_result("task state", answer)
     }

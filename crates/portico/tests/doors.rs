@@ -37,5 +37,7 @@ mod sdk;
 mod stdio;
 #[path = "doors/subscription_bounds.rs"]
 mod subscription_bounds;
+#[path = "doors/task_relay_bounds.rs"]
+mod task_relay_bounds;
 #[path = "doors/tasks.rs"]
 mod tasks;
