@@ -9,7 +9,9 @@
 //! `outputSchema` admitting the failure branch ([`host_policy`]). Embedders put their own
 //! [`ToolPolicy`]s in front of chosen tools ([`PorticoServer::with_tool_policies`]). Tasks an
 //! upstream creates for a client's call (the MCP tasks extension) are relayed, their
-//! `tasks/get|update|cancel` routed to that upstream for that client only ([`task_routes`]). Transports (stdio with dual framing, Streamable
+//! `tasks/get|update|cancel` routed to that upstream for that client only ([`task_routes`]). A
+//! session's resource subscriptions are bounded ([`MAX_SUBSCRIPTIONS_PER_SESSION`]) and given back
+//! upstream when it ends. Transports (stdio with dual framing, Streamable
 //! HTTP) are chosen by the caller; this crate only speaks the protocol.
 //!
 //! It does not connect to upstreams (the hub does) and does not own HTTP routing or authentication (the
