@@ -5,7 +5,7 @@
 //! the task id, so tasks of two upstreams that use the same ids are never mistaken for each other:
 //! another client's task never touches a client's route, and a client whose new task has the id of
 //! one it has on another upstream is refused that task (which is then cancelled) rather than lose
-//! the first. Bounded in all and per client. A route goes when its ttl runs out; once its task is seen final it stays readable (the
+//! the first (once its task is seen final, the id is free again). Bounded in all and per client. A route goes when its ttl runs out; once its task is seen final it stays readable (the
 //! upstream still answers for it, and a client may read the result again) but no longer counts
 //! against its client's bound, and final routes are the first dropped when the map is full.
 
@@ -97,8 +97,11 @@ impl TaskRoutes {
         let key = key(owner, task_id);
         let mut routes = self.lock();
         routes.retain(|_, route| route.expires > now);
+        // A finished task of this client gives its id way (the client has seen its end); a
+        // running one keeps it, and the newcomer is refused.
         if let Some(route) = routes.get(&key)
             && route.server != server
+            && !route.settled
         {
             return Err(TaskRouteError::Clash {
                 task_id: task_id.to_string(),
@@ -106,11 +109,14 @@ impl TaskRoutes {
                 other: route.server.clone(),
             });
         }
-        // The same server naming a task of this client again replaces its route, not counted twice.
-        let replaced = routes.remove(&key).is_some();
+        // The same server naming a task of this client again replaces its route, not counted
+        // twice (and kept if the new one is refused).
+        let replaced = routes.contains_key(&key);
         let owned = routes
             .iter()
-            .filter(|((route_owner, _), route)| route_owner == owner && !route.settled)
+            .filter(|(route_key, route)| {
+                route_key.0 == owner && !route.settled && **route_key != key
+            })
             .count();
         if owned >= self.max_per_client {
             return Err(TaskRouteError::ClientFull {
@@ -265,8 +271,28 @@ mod tests {
         );
         assert_eq!(routes.server_of("task-1", "a").as_deref(), Some("x"));
         // Settling or forgetting one client's task leaves the other's alone.
+        routes.settle("task-1", "b");
         routes.forget("task-1", "b");
         assert_eq!(routes.server_of("task-1", "a").as_deref(), Some("x"));
+        assert_eq!(routes.len(), 1);
+        // Once the client's task is seen final, a new task of that id on another server takes
+        // the id.
+        routes.settle("task-1", "a");
+        routes.record("task-1", "y", "a", None).unwrap();
+        assert_eq!(routes.server_of("task-1", "a").as_deref(), Some("y"));
+    }
+
+    #[test]
+    fn a_refused_task_leaves_the_route_it_would_have_replaced() {
+        let routes = TaskRoutes::with_limits(4, 1);
+        routes.record("t1", "s", "a", None).unwrap();
+        // At its bound with t1; t1 named again replaces it, t2 is refused and t1 stays.
+        routes.record("t1", "s", "a", None).unwrap();
+        assert!(matches!(
+            routes.record("t2", "s", "a", None),
+            Err(TaskRouteError::ClientFull { .. })
+        ));
+        assert_eq!(routes.server_of("t1", "a").as_deref(), Some("s"));
         assert_eq!(routes.len(), 1);
     }
 
