@@ -141,6 +141,56 @@ async fn a_deleted_session_gives_its_upstream_streams_back() {
     assert!(tokio::task::block_in_place(|| daemon.stop()).success());
 }
 
+/// The same over the legacy HTTP+SSE door: a 2024-11-05 session's subscriptions are given back
+/// when its client closes the event stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_sse_session_gives_its_upstream_streams_back_when_its_client_goes() {
+    use crate::legacy_sse::{SseStream, send};
+
+    let (_home, mut daemon) = start();
+    let base = daemon.base.clone();
+    let mut stream = SseStream::new(SseStream::open(&base, &[]).await);
+    let endpoint = stream.endpoint().await;
+    send(&base, &endpoint, json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "bounds", "version": "1"}}}))
+    .await;
+    assert_eq!(
+        stream.response_to(0).await["result"]["serverInfo"]["name"],
+        "portico"
+    );
+    send(
+        &base,
+        &endpoint,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    for n in 0..PER_SESSION {
+        let id = n as u64 + 1;
+        send(
+            &base,
+            &endpoint,
+            json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe",
+            "params": {"uri": uri("sse", n)}}),
+        )
+        .await;
+        let answer = stream.response_to(id).await;
+        assert_eq!(answer["result"], json!({}), "#{n}: {answer}");
+    }
+    let mut sessions = Vec::new();
+    for s in 1..UPSTREAM_STREAMS / PER_SESSION {
+        let mut session = HttpSession::open(&base, &[]).await.unwrap();
+        fill(&mut session, &format!("s{s}"), PER_SESSION).await;
+        sessions.push(session);
+    }
+    let mut late = HttpSession::open(&base, &[]).await.unwrap();
+    assert_upstream_full(&subscribe(&mut late, &uri("late", 0)).await);
+
+    drop(stream);
+    subscribe_once_free(&mut late, &uri("late", 0)).await;
+    fill(&mut late, "late", PER_SESSION).await;
+    assert!(tokio::task::block_in_place(|| daemon.stop()).success());
+}
+
 /// A 2026-07-28 listen stream naming `uris`, read until an update of each has arrived (the fixture
 /// sends one per URI as its stream opens, so each arrived update is an upstream stream held).
 async fn listen(base: &str, uris: &[String]) -> reqwest::Response {
