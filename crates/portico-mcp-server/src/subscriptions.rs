@@ -9,7 +9,7 @@
 //! handler, and with it the last handle of its [`SessionSubscriptions`]). A listen stream gives back
 //! what it subscribed when it ends, also when its request is dropped half-way ([`ListenHold`]).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
 
@@ -25,8 +25,20 @@ pub const MAX_SUBSCRIPTIONS_PER_SESSION: usize = 32;
 /// The exposed URIs one session subscribed to with `resources/subscribe`; dropped with the
 /// session, it gives them all back upstream.
 pub(crate) struct SessionSubscriptions {
-    uris: Mutex<HashSet<String>>,
+    uris: Mutex<HashMap<String, Hold>>,
     backend: Backend,
+}
+
+/// Where one URI of a session is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// Its subscribe is on its way upstream.
+    Pending,
+    /// The upstream took it: the session holds one subscriber's share.
+    Held,
+    /// Unsubscribed while its subscribe was on its way: given back as soon as that succeeds, so
+    /// racing the two cannot leave a share upstream that nobody holds.
+    Released,
 }
 
 /// A URI recorded for a subscribe still in flight: dropped before [`Claim::keep`] (the upstream
@@ -37,16 +49,34 @@ pub(crate) struct Claim<'a> {
 }
 
 impl Claim<'_> {
-    /// The upstream took the subscription: the session holds it from now on.
+    /// The upstream took the subscription: the session holds it from now on, unless it was
+    /// unsubscribed meanwhile, in which case it is given back at once.
     pub(crate) fn keep(mut self) {
-        self.uri = None;
+        let Some(uri) = self.uri.take() else {
+            return;
+        };
+        let mut uris = self.subscriptions.lock();
+        match uris.get(&uri).copied() {
+            Some(Hold::Pending) => {
+                uris.insert(uri, Hold::Held);
+            }
+            Some(Hold::Released) => {
+                uris.remove(&uri);
+                drop(uris);
+                give_back(&self.subscriptions.backend, [uri]);
+            }
+            Some(Hold::Held) | None => {}
+        }
     }
 }
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
         if let Some(uri) = self.uri.take() {
-            self.subscriptions.lock().remove(&uri);
+            let mut uris = self.subscriptions.lock();
+            if uris.get(&uri) != Some(&Hold::Held) {
+                uris.remove(&uri);
+            }
         }
     }
 }
@@ -59,7 +89,7 @@ impl SessionSubscriptions {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Hold>> {
         // Every operation leaves the set consistent; poison from a panic elsewhere is moot.
         self.uris
             .lock()
@@ -67,13 +97,17 @@ impl SessionSubscriptions {
     }
 
     /// Records `uri` for a subscribe about to go upstream: `None` when the session holds it already
-    /// (a session counts once per URI upstream, however often it subscribes); refused, before
-    /// anything is asked of the upstream, when the session holds its bound. Recorded before the
-    /// round-trip, so concurrent subscribes of one session can neither both count nor pass the
-    /// bound together.
+    /// or is subscribing to it (a session counts once per URI upstream, however often it
+    /// subscribes); refused, before anything is asked of the upstream, when the session holds its
+    /// bound. Recorded before the round-trip, so concurrent subscribes of one session can neither
+    /// both count nor pass the bound together.
     pub(crate) fn claim(&self, uri: &str) -> Result<Option<Claim<'_>>, McpError> {
         let mut uris = self.lock();
-        if uris.contains(uri) {
+        if let Some(hold) = uris.get_mut(uri) {
+            // Subscribed again while an unsubscribe waits for the first subscribe: kept after all.
+            if *hold == Hold::Released {
+                *hold = Hold::Pending;
+            }
             return Ok(None);
         }
         if uris.len() >= MAX_SUBSCRIPTIONS_PER_SESSION {
@@ -86,27 +120,46 @@ impl SessionSubscriptions {
                 None,
             ));
         }
-        uris.insert(uri.to_string());
+        uris.insert(uri.to_string(), Hold::Pending);
         Ok(Some(Claim {
             subscriptions: self,
             uri: Some(uri.to_string()),
         }))
     }
 
-    /// Takes `uri` off the session: true if the session held it, and so must give it back.
+    /// Takes `uri` off the session: true if the session held it, and so must give it back now; a
+    /// subscribe still on its way gives it back when it succeeds.
     pub(crate) fn release(&self, uri: &str) -> bool {
-        self.lock().remove(uri)
+        let mut uris = self.lock();
+        match uris.get(uri).copied() {
+            Some(Hold::Held) => {
+                uris.remove(uri);
+                true
+            }
+            Some(Hold::Pending) => {
+                uris.insert(uri.to_string(), Hold::Released);
+                false
+            }
+            Some(Hold::Released) | None => false,
+        }
     }
 
+    /// Whether the session wants `uri`'s updates.
     pub(crate) fn contains(&self, uri: &str) -> bool {
-        self.lock().contains(uri)
+        matches!(self.lock().get(uri), Some(Hold::Pending | Hold::Held))
     }
 }
 
 impl Drop for SessionSubscriptions {
     fn drop(&mut self) {
+        // Nothing is on its way any more (a claim borrows this), so what is here is held.
         let uris = std::mem::take(&mut *self.lock());
-        give_back(&self.backend, uris);
+        give_back(
+            &self.backend,
+            uris.into_iter()
+                .filter(|(_, hold)| *hold == Hold::Held)
+                .map(|(uri, _)| uri),
+        );
     }
 }
 
@@ -155,5 +208,83 @@ fn give_back(backend: &Backend, uris: impl IntoIterator<Item = String>) {
                 runtime.spawn(unsubscribe);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subscriptions(dir: &std::path::Path) -> SessionSubscriptions {
+        let config = portico_config::parse("test", "[builtins]\nenabled = false").unwrap();
+        let engine =
+            portico_engine::Engine::start(&config, portico_engine::EngineOptions::in_dir(dir))
+                .unwrap();
+        SessionSubscriptions::new(Backend::Local(engine))
+    }
+
+    fn held(subscriptions: &SessionSubscriptions) -> Vec<String> {
+        let mut held: Vec<String> = subscriptions
+            .lock()
+            .iter()
+            .filter(|(_, hold)| **hold == Hold::Held)
+            .map(|(uri, _)| uri.clone())
+            .collect();
+        held.sort();
+        held
+    }
+
+    #[tokio::test]
+    async fn a_session_claims_each_uri_once_and_at_most_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let subscriptions = subscriptions(dir.path());
+        for n in 0..MAX_SUBSCRIPTIONS_PER_SESSION {
+            let claim = subscriptions
+                .claim(&format!("test://{n}"))
+                .unwrap()
+                .unwrap();
+            claim.keep();
+        }
+        // Held already: nothing more to ask upstream, nothing counted twice.
+        assert!(subscriptions.claim("test://0").unwrap().is_none());
+        let refused = subscriptions.claim("test://more").err().unwrap();
+        assert_eq!(refused.code.0, -32000);
+        assert!(
+            refused.message.starts_with(&format!(
+                "this session is subscribed to {MAX_SUBSCRIPTIONS_PER_SESSION} resources"
+            )),
+            "{refused:?}"
+        );
+        assert!(subscriptions.release("test://0"));
+        assert!(!subscriptions.release("test://0"));
+        // A subscribe the upstream refused (its claim dropped unkept) leaves no trace.
+        drop(subscriptions.claim("test://more").unwrap().unwrap());
+        assert!(!subscriptions.contains("test://more"));
+        assert_eq!(
+            held(&subscriptions).len(),
+            MAX_SUBSCRIPTIONS_PER_SESSION - 1
+        );
+    }
+
+    /// Regression test: an unsubscribe that arrived while the session's subscribe was still on
+    /// its way upstream took the URI off the session, and the subscribe then left a share
+    /// upstream that nobody held or gave back (one of the 256 streams, for good).
+    #[tokio::test]
+    async fn an_unsubscribe_racing_its_subscribe_leaves_nothing_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let subscriptions = subscriptions(dir.path());
+        let claim = subscriptions.claim("test://raced").unwrap().unwrap();
+        // Nothing to give back yet: the subscribe in flight does it once it succeeds.
+        assert!(!subscriptions.release("test://raced"));
+        assert!(!subscriptions.contains("test://raced"));
+        claim.keep();
+        assert!(subscriptions.lock().is_empty());
+
+        // Subscribed again before the first subscribe came back: kept after all.
+        let claim = subscriptions.claim("test://again").unwrap().unwrap();
+        assert!(!subscriptions.release("test://again"));
+        assert!(subscriptions.claim("test://again").unwrap().is_none());
+        claim.keep();
+        assert_eq!(held(&subscriptions), ["test://again"]);
     }
 }
