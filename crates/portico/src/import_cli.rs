@@ -74,12 +74,20 @@ pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", target.display())),
     };
+    let shown = target.display().to_string();
+    // `portico --config claude_desktop_config.json import` means to import that file, not into it.
+    if let Some(text) = &existing
+        && portico_config::json_config_hint(&shown, text).is_some()
+    {
+        bail!(
+            "{shown} is JSON, not Portico's TOML config, so nothing is imported into it; to import its servers run `portico import {shown}`"
+        );
+    }
     let on_clash = if args.rename {
         OnClash::Rename
     } else {
         OnClash::Refuse
     };
-    let shown = target.display().to_string();
     let merged = imported.merge(&shown, existing.as_deref(), on_clash)?;
 
     let mut report = String::new();

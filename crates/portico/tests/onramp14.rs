@@ -258,6 +258,14 @@ fn a_claude_desktop_config_is_imported_from_its_place_and_served() {
     assert_eq!(stderr, format!("error: {hint}\n"));
     let (code, stdout, _) = machine.portico(&["--config", &source, "config", "check"]);
     assert_eq!((code, stdout), (2, format!("{hint}\n")));
+    let (code, _, stderr) = machine.portico(&["--config", &source, "import", "claude"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        format!(
+            "error: {source} is JSON, not Portico's TOML config, so nothing is imported into it; to import its servers run `portico import {source}`\n"
+        )
+    );
 }
 
 #[test]
