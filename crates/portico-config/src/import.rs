@@ -581,7 +581,10 @@ impl Reader<'_> {
         variable: &str,
         value: &str,
     ) -> String {
-        if !is_secret_name(key) || value.is_empty() || value.contains("${") {
+        if !(is_secret_name(key) || looks_like_secret_value(value))
+            || value.is_empty()
+            || value.contains("${")
+        {
             return value.to_string();
         }
         let (scheme, secret) = match value.split_once(' ') {
@@ -838,6 +841,26 @@ pub fn is_secret_name(name: &str) -> bool {
     ]
     .iter()
     .any(|word| upper.contains(word))
+}
+
+/// Whether a value is a credential by its form, whatever its name: the prefixes well-known services
+/// give their tokens.
+pub fn looks_like_secret_value(value: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "github_pat_",
+        "glpat-",
+        "sk-",
+        "xoxb-",
+        "xoxp-",
+        "xapp-",
+        "AKIA",
+        "AIza",
+    ];
+    PREFIXES.iter().any(|prefix| value.starts_with(prefix))
 }
 
 /// `github-token` → `GITHUB_TOKEN`: upper case, `_` for anything else, never starting with a digit.

@@ -412,10 +412,8 @@ fn a_vs_code_mcp_json_with_inputs_is_previewed_then_written_and_served() {
         remote.url("/mcp"),
     );
     assert_eq!(stdout, expected);
-    let report = format!(
-        "Set these in Portico's environment before starting it:\n\
-         \x20 export EVERYTHING_KEY=...   # server `everything`: env EVERYTHING_KEY was VS Code's input `everything-key` (The everything key)\n"
-    );
+    let report = "Set these in Portico's environment before starting it:\n\
+         \x20 export EVERYTHING_KEY=...   # server `everything`: env EVERYTHING_KEY was VS Code's input `everything-key` (The everything key)\n";
     assert_eq!(
         stderr,
         format!(

@@ -419,3 +419,32 @@ fn secret_names_and_variable_names() {
     );
     assert_eq!(workspace_of(Path::new("/p/mcp.json")), None);
 }
+
+#[test]
+fn secrets_are_found_by_form_and_never_share_a_variable_with_another_value() {
+    let import = read(
+        "claude.json",
+        r#"{"mcpServers": {
+            "a": {"command": "a", "env": {"GH": "ghp_one", "API_TOKEN": "same"}},
+            "b": {"command": "b", "env": {"GH": "ghp_two", "API_TOKEN": "same"}}
+        }}"#,
+    );
+    assert_eq!(
+        import.servers[0].env,
+        [
+            ("GH".into(), "${GH}".into()),
+            ("API_TOKEN".into(), "${API_TOKEN}".into())
+        ]
+    );
+    // `b`'s GH is another token: it gets a variable of its own; its API_TOKEN is the same value.
+    assert_eq!(
+        import.servers[1].env,
+        [
+            ("GH".into(), "${B_GH}".into()),
+            ("API_TOKEN".into(), "${API_TOKEN}".into())
+        ]
+    );
+    let variables: Vec<&str> = import.exports.iter().map(|e| e.variable.as_str()).collect();
+    assert_eq!(variables, ["GH", "API_TOKEN", "B_GH"]);
+    assert!(!looks_like_secret_value("debug"));
+}
