@@ -137,6 +137,14 @@ fn init_writes_the_starter_config_and_never_overwrites() {
     let agents: Vec<Value> = serde_json::from_str(&stdout).unwrap();
     let names: Vec<&str> = agents.iter().map(|a| a["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["assistant"]);
+    let (code, stdout, _) = machine.portico(&["servers"]);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (
+            0,
+            "no MCP servers configured; `portico import` adds the ones Claude Desktop, Cursor or VS Code run\n"
+        )
+    );
 
     std::fs::write(&config, "# mine\n").unwrap();
     let (code, stdout, stderr) = machine.portico(&["init"]);

@@ -91,6 +91,16 @@ mod tests {
     }
 
     #[test]
+    fn every_cut_of_a_tricky_text_is_handled_without_panicking() {
+        let text = "{\"a\\\"é\": [1, /* ü */ 2,], // ß\n \"b\": \"x\\\\\",}";
+        assert_eq!(parse(text), serde_json::json!({"a\"é": [1, 2], "b": "x\\"}));
+        for end in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+            let strict = to_strict_json(&text[..end]);
+            assert_eq!(strict.len(), end);
+        }
+    }
+
+    #[test]
     fn a_comma_between_values_is_kept() {
         assert_eq!(parse("[1, /* c */ 2]"), serde_json::json!([1, 2]));
         assert_eq!(
