@@ -448,3 +448,35 @@ fn secrets_are_found_by_form_and_never_share_a_variable_with_another_value() {
     assert_eq!(variables, ["GH", "API_TOKEN", "B_GH"]);
     assert!(!looks_like_secret_value("debug"));
 }
+
+#[test]
+fn each_client_is_looked_for_where_it_keeps_its_servers() {
+    let places = Places {
+        home: Some("/h".into()),
+        config_dir: Some("/h/.config".into()),
+        cwd: Some("/p".into()),
+    };
+    let paths = |client| -> Vec<String> {
+        places
+            .of(client)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect()
+    };
+    assert_eq!(
+        paths(Client::ClaudeDesktop),
+        ["/h/.config/Claude/claude_desktop_config.json"]
+    );
+    assert_eq!(
+        paths(Client::Cursor),
+        ["/p/.cursor/mcp.json", "/h/.cursor/mcp.json"]
+    );
+    assert_eq!(
+        paths(Client::VsCode),
+        [
+            "/p/.vscode/mcp.json",
+            "/h/.config/Code/User/mcp.json",
+            "/h/.config/Code/User/settings.json"
+        ]
+    );
+}
