@@ -514,8 +514,12 @@ impl Reader<'_> {
             };
             let inner = &after[..end];
             rest = &after[end + 1..];
+            // A variable is worth exporting only where Portico expands it; elsewhere it is warned
+            // about below.
             if let Some(variable) = inner.strip_prefix("env:") {
-                self.export(variable, format!("server `{server}`: {what} refers to it"));
+                if expanded {
+                    self.export(variable, format!("server `{server}`: {what} refers to it"));
+                }
                 left_over.push(variable.to_string());
                 out.push_str(&format!("${{{variable}}}"));
             } else if let Some(id) = inner.strip_prefix("input:") {
@@ -524,10 +528,12 @@ impl Reader<'_> {
                     Some(Some(description)) => format!(" ({description})"),
                     _ => String::new(),
                 };
-                self.export(
-                    &variable,
-                    format!("server `{server}`: {what} was VS Code's input `{id}`{described}"),
-                );
+                if expanded {
+                    self.export(
+                        &variable,
+                        format!("server `{server}`: {what} was VS Code's input `{id}`{described}"),
+                    );
+                }
                 left_over.push(variable.clone());
                 out.push_str(&format!("${{{variable}}}"));
             } else if inner == "workspaceFolder" && self.file.workspace.is_some() {
@@ -551,7 +557,9 @@ impl Reader<'_> {
             } else if inner == "pathSeparator" || inner == "/" {
                 out.push('/');
             } else if is_env_name(inner) && inner != "workspaceFolder" && inner != "userHome" {
-                self.export(inner, format!("server `{server}`: {what} refers to it"));
+                if expanded {
+                    self.export(inner, format!("server `{server}`: {what} refers to it"));
+                }
                 left_over.push(inner.to_string());
                 out.push_str(&format!("${{{inner}}}"));
             } else {
