@@ -7,6 +7,8 @@ mod audit_cli;
 mod chat;
 mod cli;
 mod clients_cli;
+mod import_cli;
+mod onramp14_cli;
 mod output;
 mod progress;
 mod stdio_door;
