@@ -103,9 +103,9 @@ pub enum Command {
     /// Add the MCP servers of Claude Desktop, Cursor or VS Code (or of a file) to the config.
     Import(crate::import_cli::ImportArgs),
     /// Print the JSON that points an IDE (claude, cursor, vscode) at `portico mcp`.
-    Export(crate::onramp14_cli::ExportArgs),
+    Export(crate::onramp_cli::ExportArgs),
     /// Print a shell completion script (bash, zsh, fish, ...).
-    Completions(crate::onramp14_cli::CompletionsArgs),
+    Completions(crate::onramp_cli::CompletionsArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -139,10 +139,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => serve(cli.config.as_deref()).await,
-        Command::Init => crate::onramp14_cli::init(cli.config.as_deref()),
+        Command::Init => crate::onramp_cli::init(cli.config.as_deref()),
         Command::Import(args) => crate::import_cli::run(cli.config.as_deref(), args),
-        Command::Export(args) => crate::onramp14_cli::export(cli.config.as_deref(), args),
-        Command::Completions(args) => crate::onramp14_cli::completions(args),
+        Command::Export(args) => crate::onramp_cli::export(cli.config.as_deref(), args),
+        Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
@@ -348,7 +348,7 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     let (config, source) = portico_config::load(explicit)?;
     tracing::info!("config: {source}");
     if source == ConfigSource::Embedded {
-        tracing::warn!("{}", crate::onramp14_cli::no_config_file());
+        tracing::warn!("{}", crate::onramp_cli::no_config_file());
     } else if config.mcp_servers.is_empty() {
         tracing::warn!(
             "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"

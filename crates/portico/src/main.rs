@@ -8,7 +8,7 @@ mod chat;
 mod cli;
 mod clients_cli;
 mod import_cli;
-mod onramp14_cli;
+mod onramp_cli;
 mod output;
 mod progress;
 mod stdio_door;
