@@ -14,6 +14,7 @@
 mod check;
 mod clients;
 mod expand;
+mod listen;
 mod locate;
 mod model;
 
@@ -23,6 +24,7 @@ pub use clients::{
     token_sha256_hex,
 };
 pub use expand::{ExpandError, expand_vars};
+pub use listen::listen_address;
 pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
 pub use model::{
     A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, CardVersion, Config,

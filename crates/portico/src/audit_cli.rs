@@ -37,6 +37,7 @@ pub enum AuditCommand {
     /// Check the audit log's hash chain: ok with the count and range of records checked, or the
     /// first broken link (exit code 1).
     Verify {
+        /// Print the verification as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -88,18 +89,23 @@ fn list(path: &Path, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         limit: args.limit,
     };
     let entries = store.audit_entries(&query)?;
-    let text = if args.json {
+    print_entries(&entries, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The records as `portico audit` prints them, read from the file or through the daemon.
+pub(crate) fn print_entries(entries: &[AuditEntry], json: bool) -> anyhow::Result<()> {
+    let text = if json {
         let mut text = String::new();
-        for entry in &entries {
+        for entry in entries {
             text.push_str(&serde_json::to_string(entry)?);
             text.push('\n');
         }
         text
     } else {
-        table(&entries)
+        table(entries)
     };
-    crate::cli::print_now(text)?;
-    Ok(ExitCode::SUCCESS)
+    crate::cli::print_now(text)
 }
 
 /// Newest first, one line each: id, time, principal, tool, outcome, duration, then the detail.
