@@ -1,7 +1,9 @@
 //! `portico audit`: the audit log, read from the store file in the data directory, and `portico
-//! audit verify`, which walks its hash chain. Both read the file directly, so they work with or
-//! without a daemon running (SQLite's WAL lets a reader beside the daemon's writer); records the
-//! daemon queued in the last few milliseconds may not be committed yet.
+//! audit verify`, which walks its hash chain. With a daemon running, the list comes from its
+//! `/api/audit` instead (`oneview14_cli`), which writes out the records it has queued first;
+//! `--standalone`, and `verify` always, read the file directly (SQLite's WAL lets a reader beside
+//! the daemon's writer), where records the daemon queued in the last few milliseconds may not be
+//! committed yet.
 
 use std::path::Path;
 use std::process::ExitCode;
