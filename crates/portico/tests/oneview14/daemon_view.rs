@@ -366,3 +366,41 @@ fn commands_only_a_daemon_answers_have_no_standalone_form() {
         "error: `portico approvals` talks to the running daemon, which holds what it answers; it has no --standalone form\n"
     );
 }
+
+#[test]
+fn a_daemon_running_another_config_is_said_in_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new("[server]\nlisten = \"127.0.0.1:0\"\n");
+    std::fs::set_permissions(home.dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    // A daemon that does not say which config it runs gets no note.
+    let (code, stdout, stderr) = run(&home, &["servers", "--json"]);
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (0, "[]\n", ""));
+
+    // What `daemon.json` says the daemon runs (`config.source`), against the file this command
+    // reads.
+    let mut info: Value =
+        serde_json::from_slice(&std::fs::read(home.info_file()).unwrap()).unwrap();
+    info["config"] = json!({"source": home.config().to_str().unwrap(), "sha256": "0"});
+    std::fs::write(home.info_file(), serde_json::to_vec(&info).unwrap()).unwrap();
+    let (code, _, stderr) = run(&home, &["servers", "--json"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+
+    info["config"]["source"] = json!("/elsewhere/config.toml");
+    std::fs::write(home.info_file(), serde_json::to_vec(&info).unwrap()).unwrap();
+    let ours = home.config().display().to_string();
+    let (code, _, stderr) = run(&home, &["servers", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        stderr,
+        format!(
+            "note: the daemon (pid {}, {}) runs config /elsewhere/config.toml, not {ours}; showing the daemon's view (--standalone reads {ours})\n",
+            daemon.child.id(),
+            daemon.base
+        )
+    );
+    let (code, _, stderr) = run(&home, &["-q", "servers"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(daemon.stop().success());
+}

@@ -140,3 +140,55 @@ fn quiet_leaves_only_errors_on_stderr() {
     assert_eq!((code, quiet_stderr.as_str()), (0, ""));
     assert_eq!(quiet_stdout, stdout);
 }
+
+#[test]
+fn chat_on_a_terminal_edits_the_line_and_keeps_a_history() {
+    let home = Home::new(
+        r#"
+[[agents]]
+name = "echoer"
+tools = []
+[agents.model]
+provider = "scripted"
+rules = [ { when = {}, steps = [ { reply = "heard {{message}}" } ] } ]
+"#,
+    );
+    owner_only(&home);
+    let command = format!(
+        "{} chat echoer --standalone --config {}",
+        env!("CARGO_BIN_EXE_portico"),
+        home.config().display()
+    );
+    // `script` gives the chat a pseudo-terminal; what is written to it is typed there. "helo",
+    // Left, "l" makes "hello" (line editing), then Ctrl-D ends the chat.
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("PORTICO_HOME", home.dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"helo\x1b[Dl\r").unwrap();
+    // Ctrl-D only once the answer is out: typed ahead, it would end the line being edited.
+    let stdout = child.stdout.take().unwrap();
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let read = std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+        assert!(read > 0, "the chat ended before answering (test guard): {seen}");
+        seen.push_str(&line);
+        if line.contains("heard ") {
+            break;
+        }
+    }
+    assert!(seen.contains("heard hello"), "{seen:?}");
+    std::io::Write::write_all(&mut stdin, b"\x04").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{seen}");
+    let history = std::fs::read_to_string(home.dir.path().join("chat_history")).unwrap();
+    assert_eq!(history.lines().last(), Some("hello"), "{history:?}");
+}
