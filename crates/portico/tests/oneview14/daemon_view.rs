@@ -404,3 +404,48 @@ fn a_daemon_running_another_config_is_said_in_one_line() {
     assert_eq!((code, stderr.as_str()), (0, ""));
     assert!(daemon.stop().success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scoped_client_token_sees_its_own_view_through_the_daemon() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\ntoken = \"door-token-0123456789\"\n\n\
+         [[server.clients]]\nname = \"laptop\"\ntoken = \"laptop-token-0123456789\"\ntools = [\"system_time\"]\n",
+        &["--tools", "t1"],
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    // The daemon's own token (from daemon.json) sees everything; the laptop's only its scope.
+    let all = json_of(&home, &["tools", "--json"]);
+    assert!(names(&all).contains(&"mcp_cat_t1".to_string()), "{all}");
+    let output = home
+        .command(&["tools", "--json"])
+        .env("PORTICO_CLIENT_TOKEN", "laptop-token-0123456789")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let scoped: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(names(&scoped), ["system_time"]);
+    // A wrong token is refused, with what to check.
+    let output = home
+        .command(&["tools"])
+        .env("PORTICO_CLIENT_TOKEN", "wrong")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refused the token (PORTICO_CLIENT_TOKEN); check PORTICO_CLIENT_TOKEN against [[server.clients]]"),
+        "{stderr}"
+    );
+    // Without a token the API is closed to anyone else.
+    let status = http()
+        .get(format!("{}/api/tools", daemon.base))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401);
+    assert!(daemon.stop().success());
+}

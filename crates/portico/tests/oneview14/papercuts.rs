@@ -178,7 +178,10 @@ rules = [ { when = {}, steps = [ { reply = "heard {{message}}" } ] } ]
     loop {
         let mut line = String::new();
         let read = std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
-        assert!(read > 0, "the chat ended before answering (test guard): {seen}");
+        assert!(
+            read > 0,
+            "the chat ended before answering (test guard): {seen}"
+        );
         seen.push_str(&line);
         if line.contains("heard ") {
             break;
