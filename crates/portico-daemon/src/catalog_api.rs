@@ -22,12 +22,22 @@ const DEFAULT_CONVERSATION_PAGE: usize = 50;
 /// How much of a first message a listing shows as its title.
 const TITLE_CHARS: usize = 80;
 
-pub(crate) fn routes(engine: &Engine) -> Router {
+#[derive(Clone)]
+struct CatalogState {
+    engine: Engine,
+    /// `[expose] tools`: with it off the doors serve no tools, and `/api/tools` says so.
+    tools_exposed: bool,
+}
+
+pub(crate) fn routes(engine: &Engine, tools_exposed: bool) -> Router {
     Router::new()
         .route("/api/tools", get(tools))
         .route("/api/servers", get(servers))
         .route("/api/conversations", get(conversations))
-        .with_state(engine.clone())
+        .with_state(CatalogState {
+            engine: engine.clone(),
+            tools_exposed,
+        })
 }
 
 fn caller(client: Option<Extension<Principal>>) -> Principal {
@@ -44,8 +54,12 @@ fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
 /// The tools `principal` is served by the doors, each definition as `tools/list` has it plus where
 /// it comes from: `source` (`built-in`, `agent`, `remote agent` or `server`) and, for an upstream's
 /// tool, `server` (its configured name): `{"tools": [...]}`. The standalone `portico tools` prints
-/// the same from its own engine.
-pub async fn tool_catalog(engine: &Engine, principal: &Principal) -> Value {
+/// the same from its own engine. With `[expose] tools = false` (`exposed` false) the doors serve
+/// none: `{"tools": [], "exposed": false}`.
+pub async fn tool_catalog(engine: &Engine, principal: &Principal, exposed: bool) -> Value {
+    if !exposed {
+        return json!({"tools": [], "exposed": false});
+    }
     // The in-process door's own listing, so the names, schemas and policy marks are the served ones.
     let listing = Backend::Local(engine.clone())
         .listing(principal)
@@ -72,15 +86,18 @@ pub async fn tool_catalog(engine: &Engine, principal: &Principal) -> Value {
             Value::Object(tool)
         })
         .collect();
-    json!({"tools": tools})
+    json!({"tools": tools, "exposed": true})
 }
 
-async fn tools(State(engine): State<Engine>, client: Option<Extension<Principal>>) -> Json<Value> {
-    Json(tool_catalog(&engine, &caller(client)).await)
+async fn tools(
+    State(state): State<CatalogState>,
+    client: Option<Extension<Principal>>,
+) -> Json<Value> {
+    Json(tool_catalog(&state.engine, &caller(client), state.tools_exposed).await)
 }
 
-async fn servers(State(engine): State<Engine>) -> Json<Value> {
-    Json(json!({"servers": engine.upstreams().servers()}))
+async fn servers(State(state): State<CatalogState>) -> Json<Value> {
+    Json(json!({"servers": state.engine.upstreams().servers()}))
 }
 
 #[derive(Deserialize)]
@@ -95,7 +112,7 @@ struct ConversationParams {
 /// most recently active first; `next_cursor` is null on the last page. A page may hold fewer than
 /// `limit` when some of the store's are another client's.
 async fn conversations(
-    State(engine): State<Engine>,
+    State(CatalogState { engine, .. }): State<CatalogState>,
     client: Option<Extension<Principal>>,
     Query(params): Query<ConversationParams>,
 ) -> Response {

@@ -248,7 +248,7 @@ fn router(
         ));
     }
     let mut router = router
-        .merge(catalog_api::routes(&engine))
+        .merge(catalog_api::routes(&engine, config.expose.tools))
         .merge(approvals_api::routes(&engine))
         .merge(api::routes(engine, config, door.identity.clone()))
         .merge(approval_page::routes())

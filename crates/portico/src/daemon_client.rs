@@ -62,6 +62,9 @@ impl Daemon {
             DaemonCheck::Proven => Daemon::at(info).ok(),
             DaemonCheck::NoAnswer => None,
             DaemonCheck::Impostor(what) => {
+                if crate::oneview14_cli::quiet() {
+                    return None;
+                }
                 eprintln!(
                     "warning: {} names a daemon with pid {} at {}, but {what}; not using it (running in this process). If the daemon is gone, remove that file",
                     file.path().display(),

@@ -241,7 +241,8 @@ pub async fn tools_standalone(
         None => engine.upstreams().connect(&configured),
     }
     crate::progress::until_settled(engine.upstreams()).await;
-    let listed = portico_daemon::tool_catalog(&engine, &Principal::client("cli")).await;
+    let listed =
+        portico_daemon::tool_catalog(&engine, &Principal::client("cli"), config.expose.tools).await;
     let printed = print_tools(&listed, only, json, &engine.upstreams().servers());
     engine.shutdown().await;
     printed
@@ -265,6 +266,10 @@ fn print_tools(
         .collect();
     if json {
         print_now(serde_json::to_string_pretty(&tools)? + "\n")?;
+    } else if listed["exposed"] == false {
+        print_now(
+            "no tools: the config's [expose] tools = false hides them from MCP clients\n".into(),
+        )?;
     } else {
         print_now(tools_text(&tools))?;
         output::warn_unready(servers);

@@ -449,3 +449,15 @@ async fn a_scoped_client_token_sees_its_own_view_through_the_daemon() {
     assert_eq!(status, 401);
     assert!(daemon.stop().success());
 }
+
+#[test]
+fn tools_hidden_by_expose_are_not_listed_and_the_list_says_why() {
+    let home = Home::new("[expose]\ntools = false\n");
+    let (code, stdout, stderr) = run(&home, &["tools"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout,
+        "no tools: the config's [expose] tools = false hides them from MCP clients\n"
+    );
+    assert_eq!(json_of(&home, &["tools", "--json"]), json!([]));
+}
