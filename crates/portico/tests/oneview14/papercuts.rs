@@ -192,6 +192,11 @@ rules = [ { when = {}, steps = [ { reply = "heard {{message}}" } ] } ]
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{seen}");
-    let history = std::fs::read_to_string(home.dir.path().join("chat_history")).unwrap();
+    let history_file = home.dir.path().join("chat_history");
+    let history = std::fs::read_to_string(&history_file).unwrap();
     assert_eq!(history.lines().last(), Some("hello"), "{history:?}");
+    // What was typed can be a secret: the file is the owner's only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&history_file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
 }
