@@ -197,6 +197,10 @@ rules = [ { when = {}, steps = [ { reply = "heard {{message}}" } ] } ]
     assert_eq!(history.lines().last(), Some("hello"), "{history:?}");
     // What was typed can be a secret: the file is the owner's only.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&history_file).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&history_file)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
 }
