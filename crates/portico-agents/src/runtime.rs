@@ -130,7 +130,7 @@ pub struct Agent {
 }
 
 /// A summary for listings (`GET /api/agents`, `portico agents`, `agent_list`).
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct AgentInfo {
     pub name: String,
     pub tool: String,

@@ -378,12 +378,14 @@ impl Checker<'_> {
             match key.get_ref().as_ref() {
                 "listen" => {
                     if let Some(listen) = self.expect_string(value, "[server] listen") {
-                        match listen.parse::<std::net::SocketAddr>() {
-                            Ok(address) => door.listen = Some((address, value.span())),
-                            Err(_) => self.report(
+                        match crate::listen_address(listen) {
+                            Some(address) => door.listen = Some((address, value.span())),
+                            None => self.report(
                                 value.span(),
                                 format!("[server] listen `{listen}` is not an IP address and port"),
-                                Some("write it like \"127.0.0.1:4200\"".into()),
+                                Some(
+                                    "write it like \"127.0.0.1:4200\" or \"localhost:4200\"".into(),
+                                ),
                             ),
                         }
                     }

@@ -18,6 +18,7 @@ mod check;
 mod clients;
 mod expand;
 pub mod import;
+mod listen;
 mod locate;
 mod model;
 
@@ -28,6 +29,7 @@ pub use clients::{
 };
 pub use expand::{ExpandError, expand_vars};
 pub use import::json_config_hint;
+pub use listen::listen_address;
 pub use locate::{
     ConfigSource, DEFAULT_CONFIG, STARTER_CONFIG, data_dir, default_config_path, locate,
     path_to_write,

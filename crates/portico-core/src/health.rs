@@ -1,9 +1,9 @@
 //! The health model of an upstream server, as shown by `portico servers` and the API.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where an upstream is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ServerState {
     /// Configured with `enabled = false`.
@@ -36,7 +36,8 @@ impl std::fmt::Display for ServerState {
 }
 
 /// A snapshot of one upstream's status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Deserialized by the CLI from a daemon's `GET /api/servers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerStatus {
     pub name: String,
     /// `stdio`, `http` or `sse`; for `sse`, what the URL turned out to speak is in `transport_detail`.

@@ -1,5 +1,5 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
-//! `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
+//! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
 //! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
 //! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
 //! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
@@ -24,6 +24,7 @@ mod api;
 mod approval_page;
 mod approvals_api;
 mod body_limit;
+mod catalog_api;
 mod in_flight;
 mod info;
 mod legacy_sse;
@@ -46,6 +47,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use sha2::Digest;
 use tokio_util::sync::CancellationToken;
 
+pub use catalog_api::{conversation_list, tool_catalog};
 use in_flight::InFlight;
 pub use info::{
     DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS, new_challenge,
@@ -58,7 +60,9 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("[server] listen `{0}` is not an address and port such as 127.0.0.1:4200")]
+    #[error(
+        "[server] listen `{0}` is not an address and port such as 127.0.0.1:4200 or localhost:4200"
+    )]
     BadListen(String),
     #[error(
         "[server] listen is {0}, which is not a loopback address, and no token is set; anyone who can reach it could use every tool. Set [server] token = \"${{PORTICO_TOKEN}}\" (and export PORTICO_TOKEN) or listen on 127.0.0.1"
@@ -101,10 +105,8 @@ impl DoorConfig {
     /// without one.
     pub fn from_config(config: &Config) -> Result<Self, DaemonError> {
         let section = &config.server;
-        let listen: SocketAddr = section
-            .listen
-            .parse()
-            .map_err(|_| DaemonError::BadListen(section.listen.clone()))?;
+        let listen = portico_config::listen_address(&section.listen)
+            .ok_or_else(|| DaemonError::BadListen(section.listen.clone()))?;
         let token = match &section.token {
             Some(raw) => {
                 let token = portico_config::expand_vars(raw, |v| std::env::var(v).ok())
@@ -246,6 +248,7 @@ fn router(
         ));
     }
     let mut router = router
+        .merge(catalog_api::routes(&engine, config.expose.tools))
         .merge(approvals_api::routes(&engine))
         .merge(api::routes(engine, config, door.identity.clone()))
         .merge(approval_page::routes())

@@ -26,9 +26,11 @@ use portico_pipeline::{
 };
 use portico_store::{AuditWriter, Store};
 
+mod tool_sources;
 mod upstreams;
 
 pub use portico_hub::ListKind;
+pub use tool_sources::ToolOriginKind;
 pub use upstreams::{Upstreams, UpstreamsError};
 
 /// The file the store lives in, inside the data dir.

@@ -64,10 +64,10 @@ pub struct StoredMessage {
     pub created_at_ms: i64,
 }
 
-const CONVERSATION_COLUMNS: &str =
+pub(crate) const CONVERSATION_COLUMNS: &str =
     "id, agent, created_at_ms, updated_at_ms, input_tokens, output_tokens, message_count, owner";
 
-fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
+pub(crate) fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
         id: row.get(0)?,
         agent: row.get(1)?,

@@ -22,6 +22,7 @@ mod approvals;
 mod audit;
 mod batch;
 mod checkpoint;
+mod conversation_pages;
 mod conversations;
 mod error;
 mod memory;
@@ -46,6 +47,7 @@ pub use audit::{
     GENESIS_HASH,
 };
 pub use batch::BatchWriter;
+pub use conversation_pages::{ConversationCursor, ConversationSummary, MAX_CONVERSATION_PAGE};
 pub use conversations::{Conversation, NewMessage, StoredMessage};
 pub use error::StoreError;
 pub use memory::MemoryEntry;

@@ -36,6 +36,7 @@ pub enum A2aCommand {
     Send {
         /// A configured [[a2a.external_agents]] name, or the agent's URL.
         agent: String,
+        /// The message's text.
         message: String,
         /// Continue this task (one that asked for input).
         #[arg(long, value_name = "ID")]

@@ -1,20 +1,15 @@
 //! `portico approvals`: answer the running daemon's approval requests from the terminal, over its
-//! `/api/approvals` routes. The daemon is found as `portico mcp` finds it (the owner-only
-//! `daemon.json` in the data dir), proves its identity before it is sent the token, and holds the
-//! requests: nothing here reads the store.
+//! `/api/approvals` routes. The daemon is found as `portico mcp` finds it (`daemon_client`: the
+//! owner-only `daemon.json` in the data dir), proves its identity before it is sent the token, and
+//! holds the requests: nothing here reads the store.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Subcommand;
-use portico_daemon::{DaemonInfo, InfoFile};
 use serde_json::{Value, json};
 
-use crate::stdio_door::{DaemonCheck, check_daemon};
-
-/// How long one request to the daemon may take; the routes answer from the store at once.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::daemon_client::Daemon;
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
@@ -32,22 +27,28 @@ pub enum ApprovalsCommand {
     },
     /// Show one request: tool, caller, reason, policy, times and the exact arguments.
     Show {
+        /// The request's id (apr_...), as the list shows it.
         id: String,
+        /// Print the daemon's view as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Approve a pending request: the same call, retried by the same caller, then runs once.
     Approve {
+        /// The request's id (apr_...).
         id: String,
+        /// Print the answered request as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Deny a pending request: its retry gets policy_denied, and it cannot be approved later.
     Deny {
+        /// The request's id (apr_...).
         id: String,
         /// Told to the caller with the denial.
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
+        /// Print the answered request as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -129,133 +130,6 @@ fn checked_id(id: &str) -> anyhow::Result<&str> {
 
 fn query_value(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
-}
-
-/// The running daemon, proven to be the one that wrote `daemon.json`.
-struct Daemon {
-    base: String,
-    token: Option<String>,
-    client: portico_net::SafeClient,
-}
-
-impl Daemon {
-    async fn find() -> anyhow::Result<Daemon> {
-        let file = InfoFile::in_dir(&portico_config::data_dir());
-        let Some(info) = file.read() else {
-            bail!(
-                "no daemon is running (no {}); approvals are held and answered by the daemon: start it with `portico serve` (with the same PORTICO_HOME)",
-                file.path().display()
-            );
-        };
-        match check_daemon(&info).await {
-            DaemonCheck::Proven => {}
-            DaemonCheck::NoAnswer => bail!(
-                "the daemon in {} (pid {} at {}) does not answer; is it still running? start it with `portico serve`",
-                file.path().display(),
-                info.pid,
-                info.address
-            ),
-            DaemonCheck::Impostor(what) => bail!(
-                "{} names a daemon with pid {} at {}, but {what}; not sending it the token. If the daemon is gone, remove that file; if it runs, restart it",
-                file.path().display(),
-                info.pid,
-                info.address
-            ),
-        }
-        Daemon::at(&info)
-    }
-
-    fn at(info: &DaemonInfo) -> anyhow::Result<Daemon> {
-        let client = portico_net::SafeClient::builder()
-            // The daemon listens on this machine: loopback by design.
-            .policy(portico_net::NetPolicy {
-                allow_private: true,
-            })
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .context("cannot build the HTTP client to reach the daemon")?;
-        Ok(Daemon {
-            base: info.base_url(),
-            // As `portico mcp` does: a `[[server.clients]]` token answers as that client.
-            token: std::env::var(crate::stdio_door::CLIENT_TOKEN_ENV)
-                .ok()
-                .map(|token| token.trim().to_string())
-                .filter(|token| !token.is_empty())
-                .or_else(|| info.token.clone()),
-            client,
-        })
-    }
-
-    async fn get(&self, path: &str, id: Option<&str>) -> anyhow::Result<Value> {
-        let request = self.client.http().get(format!("{}{path}", self.base));
-        self.answer(request, path, id).await
-    }
-
-    async fn post(&self, path: &str, id: &str, body: Value) -> anyhow::Result<Value> {
-        let request = self
-            .client
-            .http()
-            .post(format!("{}{path}", self.base))
-            .json(&body);
-        self.answer(request, path, Some(id)).await
-    }
-
-    async fn answer(
-        &self,
-        request: reqwest::RequestBuilder,
-        path: &str,
-        id: Option<&str>,
-    ) -> anyhow::Result<Value> {
-        let request = match &self.token {
-            Some(token) => request.bearer_auth(token),
-            None => request,
-        };
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("the daemon at {} did not answer {path}", self.base))?;
-        let status = response.status().as_u16();
-        let body: Option<Value> = response.json().await.ok();
-        let error = body
-            .as_ref()
-            .and_then(|b| b.get("error"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        match (status, error, body) {
-            (200, _, Some(body)) => Ok(body),
-            (404, Some(error), _) => match id {
-                Some(id) => bail!(
-                    "no approval request `{id}` ({error}); `portico approvals list --status all` shows the ones the daemon has"
-                ),
-                None => bail!("{error}"),
-            },
-            // The route itself is missing: a daemon from before approvals.
-            (404, None, _) => bail!(
-                "the daemon at {} has no approvals API; restart it with this version of portico",
-                self.base
-            ),
-            (409, Some(error), _) => {
-                bail!(
-                    "{error}; only a pending request can be answered (see `portico approvals show ID`)"
-                )
-            }
-            (401, _, _) => bail!(
-                "the daemon at {} refused the token ({}); {}",
-                self.base,
-                if std::env::var_os(crate::stdio_door::CLIENT_TOKEN_ENV).is_some() {
-                    "PORTICO_CLIENT_TOKEN"
-                } else {
-                    "daemon.json's"
-                },
-                "check PORTICO_CLIENT_TOKEN against [[server.clients]], or restart the daemon so daemon.json has the current token"
-            ),
-            (403, Some(error), _) => bail!("the daemon refused: {error}"),
-            (_, Some(error), _) => bail!("the daemon answered {path} with HTTP {status}: {error}"),
-            (_, None, _) => bail!(
-                "the daemon answered {path} with HTTP {status} and no JSON error; check its log"
-            ),
-        }
-    }
 }
 
 fn text<'a>(view: &'a Value, key: &str) -> &'a str {

@@ -1,7 +1,9 @@
 //! `portico audit`: the audit log, read from the store file in the data directory, and `portico
-//! audit verify`, which walks its hash chain. Both read the file directly, so they work with or
-//! without a daemon running (SQLite's WAL lets a reader beside the daemon's writer); records the
-//! daemon queued in the last few milliseconds may not be committed yet.
+//! audit verify`, which walks its hash chain. With a daemon running, the list comes from its
+//! `/api/audit` instead (`oneview_cli`), which writes out the records it has queued first;
+//! `--standalone`, and `verify` always, read the file directly (SQLite's WAL lets a reader beside
+//! the daemon's writer), where records the daemon queued in the last few milliseconds may not be
+//! committed yet.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -37,6 +39,7 @@ pub enum AuditCommand {
     /// Check the audit log's hash chain: ok with the count and range of records checked, or the
     /// first broken link (exit code 1).
     Verify {
+        /// Print the verification as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -88,18 +91,23 @@ fn list(path: &Path, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         limit: args.limit,
     };
     let entries = store.audit_entries(&query)?;
-    let text = if args.json {
+    print_entries(&entries, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The records as `portico audit` prints them, read from the file or through the daemon.
+pub(crate) fn print_entries(entries: &[AuditEntry], json: bool) -> anyhow::Result<()> {
+    let text = if json {
         let mut text = String::new();
-        for entry in &entries {
+        for entry in entries {
             text.push_str(&serde_json::to_string(entry)?);
             text.push('\n');
         }
         text
     } else {
-        table(&entries)
+        table(entries)
     };
-    crate::cli::print_now(text)?;
-    Ok(ExitCode::SUCCESS)
+    crate::cli::print_now(text)
 }
 
 /// Newest first, one line each: id, time, principal, tool, outcome, duration, then the detail.

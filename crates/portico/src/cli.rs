@@ -27,6 +27,8 @@ pub struct Cli {
     /// More log output on stderr (-v info, -vv debug). PORTICO_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    #[command(flatten)]
+    pub oneview: crate::oneview_cli::GlobalFlags,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -35,24 +37,28 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon: connect every configured server, serve MCP at /mcp and the API at /api until
     /// interrupted.
-    Serve,
+    Serve {
+        /// Listen here instead of [server] listen: IP:PORT or localhost:PORT (loopback).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+    },
     /// Serve MCP on stdin/stdout for an IDE (newline JSON or Content-Length framing). Proxies to a running
     /// daemon when there is one, else runs the hub in-process.
-    Mcp {
-        /// Never proxy to a daemon, even if one is running.
-        #[arg(long)]
-        standalone: bool,
-    },
+    /// With --standalone, never proxies to a daemon.
+    Mcp,
     /// Show each configured server: transport, state, protocol version, catalog counts, last error.
     Servers {
+        /// Print the statuses as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// List the aggregated tool catalog.
+    /// List the whole catalog the doors serve (built-ins, agents, remote agents, each server's
+    /// tools), each tool with its source.
     Tools {
         /// Only this server's tools.
         #[arg(long, value_name = "NAME")]
         server: Option<String>,
+        /// Print the definitions as JSON, each with `source` (and `server`).
         #[arg(long)]
         json: bool,
     },
@@ -69,6 +75,7 @@ pub enum Command {
     },
     /// List the configured agents: name, the MCP tool each is served as, model, description.
     Agents {
+        /// Print the agents as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -77,8 +84,14 @@ pub enum Command {
     Chat {
         /// The agent's name, as `portico agents` shows it.
         agent: String,
+        /// Continue this stored conversation (`portico conversations` lists them).
         #[arg(long, value_name = "ID")]
         conversation: Option<String>,
+    },
+    /// The stored conversations with agents: list them, show one.
+    Conversations {
+        #[command(subcommand)]
+        command: crate::oneview_cli::ConversationsCommand,
     },
     /// A2A agents elsewhere: read an agent's card, send it a message.
     A2a {
@@ -123,11 +136,14 @@ pub enum ConfigCommand {
 
 impl Command {
     pub fn is_daemon(&self) -> bool {
-        matches!(self, Command::Serve | Command::Mcp { .. })
+        matches!(self, Command::Serve { .. } | Command::Mcp)
     }
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Some(code) = crate::oneview_cli::through_daemon(&cli).await? {
+        return Ok(code);
+    }
     match cli.command {
         Command::Config {
             command: ConfigCommand::Check,
@@ -138,7 +154,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", portico_config::locate(cli.config.as_deref()));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve => serve(cli.config.as_deref()).await,
+        Command::Serve { listen } => serve(cli.config.as_deref(), listen).await,
         Command::Init => crate::onramp_cli::init(cli.config.as_deref()),
         Command::Import(args) => crate::import_cli::run(cli.config.as_deref(), args),
         Command::Export(args) => crate::onramp_cli::export(cli.config.as_deref(), args),
@@ -146,10 +162,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
-        Command::Approvals { command } => crate::approvals_cli::run(command).await,
-        Command::Mcp { standalone } => {
-            crate::stdio_door::run(cli.config.as_deref(), standalone).await
+        Command::Approvals { command } => {
+            crate::oneview_cli::refuse_standalone(&cli.oneview, "approvals")?;
+            crate::approvals_cli::run(command).await
         }
+        Command::Conversations { command } => {
+            crate::oneview_cli::conversations_standalone(&command)
+        }
+        Command::Mcp => crate::stdio_door::run(cli.config.as_deref(), cli.oneview.standalone).await,
         Command::Servers { json } => {
             let hub = start_hub(cli.config.as_deref(), None).await?;
             let servers = hub.servers();
@@ -165,31 +185,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             printed.map(|()| ExitCode::SUCCESS)
         }
         Command::Tools { server, json } => {
-            let hub = start_hub(cli.config.as_deref(), server.as_deref()).await?;
-            let catalog = hub.catalog();
-            let servers = hub.servers();
-            let tools: Vec<_> = catalog
-                .tools()
-                .iter()
-                .filter(|t| server.as_ref().is_none_or(|s| &t.server == s))
-                .collect();
-            let answer = if json {
-                let list: Vec<_> = tools
-                    .iter()
-                    .map(|t| serde_json::Value::Object(t.exposed_definition()))
-                    .collect();
-                serde_json::to_string_pretty(&list)
-                    .map(|text| text + "\n")
-                    .map_err(anyhow::Error::from)
-            } else {
-                Ok(output::tools_list(&tools))
-            };
-            let printed = answer.and_then(print_now);
-            if !json {
-                output::warn_unready(&servers);
-            }
-            hub.shutdown().await;
-            printed.map(|()| ExitCode::SUCCESS)
+            crate::oneview_cli::tools_standalone(cli.config.as_deref(), server.as_deref(), json)
+                .await
         }
         Command::Agents { json } => {
             let (config, _source) = portico_config::load(cli.config.as_deref())?;
@@ -212,11 +209,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             conversation,
         } => crate::chat::run(cli.config.as_deref(), &agent, conversation).await,
         Command::Call { tool, args, json } => {
-            let arguments: serde_json::Value = serde_json::from_str(&args)
-                .with_context(|| format!("--args is not valid JSON: {args}"))?;
-            let serde_json::Value::Object(arguments) = arguments else {
-                bail!("--args must be a JSON object such as '{{\"path\": \"/tmp\"}}', got {args}");
-            };
+            let arguments = call_arguments(&args)?;
             let (config, _source) = portico_config::load(cli.config.as_deref())?;
             let engine = Engine::start(&config, engine_options().one_shot())?;
             engine.upstreams().connect(&engine.servers_for_call(&tool));
@@ -235,8 +228,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `--args` as the JSON object a call takes.
+pub(crate) fn call_arguments(args: &str) -> anyhow::Result<portico_core::JsonObject> {
+    let arguments: serde_json::Value =
+        serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
+    let serde_json::Value::Object(arguments) = arguments else {
+        bail!("--args must be a JSON object such as '{{\"path\": \"/tmp\"}}', got {args}");
+    };
+    Ok(arguments)
+}
+
 /// Prints a call's result; exit code 1 when the tool reported a failure.
-fn print_call_result(result: ToolResult, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn print_call_result(result: ToolResult, json: bool) -> anyhow::Result<ExitCode> {
     let is_error = result.is_error();
     print_now(if json {
         // `--json` prints the MCP form, what a client of a door would get.
@@ -343,9 +346,15 @@ async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> an
     Ok(hub)
 }
 
-async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+async fn serve(
+    explicit: Option<&std::path::Path>,
+    listen: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let shutdown = shutdown_signal();
-    let (config, source) = portico_config::load(explicit)?;
+    let (mut config, source) = portico_config::load(explicit)?;
+    if let Some(listen) = listen {
+        config.server.listen = listen;
+    }
     tracing::info!("config: {source}");
     if source == ConfigSource::Embedded {
         tracing::warn!("{}", crate::onramp_cli::no_config_file());

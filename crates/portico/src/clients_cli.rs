@@ -25,6 +25,7 @@ pub enum ClientsCommand {
     },
     /// The configured clients: name, how the token is given, and the tools scope (never tokens).
     List {
+        /// Print the clients as JSON.
         #[arg(long)]
         json: bool,
     },

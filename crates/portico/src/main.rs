@@ -7,7 +7,10 @@ mod audit_cli;
 mod chat;
 mod cli;
 mod clients_cli;
+mod daemon_client;
 mod import_cli;
+mod logging;
+mod oneview_cli;
 mod onramp_cli;
 mod output;
 mod progress;
@@ -46,8 +49,8 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(args: &cli::Cli) {
-    use tracing_subscriber::EnvFilter;
     let default = match (args.verbose, args.command.is_daemon()) {
+        _ if args.oneview.quiet => "error",
         // rmcp logs every handshake in full at info level; keep that for -vv.
         (0, true) => "info,rmcp=warn",
         (0, false) => "warn",
@@ -55,11 +58,10 @@ fn init_logging(args: &cli::Cli) {
         (2, _) => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_env("PORTICO_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
+    oneview_cli::set_quiet(args.oneview.quiet);
+    let setup = logging::LogSetup::from_env(&args.oneview, default);
+    for problem in &setup.problems {
+        eprintln!("warning: {problem}");
+    }
+    setup.install();
 }

@@ -1,6 +1,6 @@
 //! Human-readable rendering of servers, tools and call results.
 
-use portico_core::{CatalogTool, ServerState, ServerStatus};
+use portico_core::{ServerState, ServerStatus};
 use serde_json::Value;
 
 pub fn servers_table(servers: &[ServerStatus]) -> String {
@@ -50,27 +50,10 @@ pub fn servers_table(servers: &[ServerStatus]) -> String {
     out
 }
 
-pub fn tools_list(tools: &[&CatalogTool]) -> String {
-    let mut out = String::new();
-    for tool in tools {
-        let description = tool
-            .definition
-            .get("description")
-            .and_then(Value::as_str)
-            .map(|d| d.lines().next().unwrap_or("").to_string())
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "{}  [{}]  {}\n",
-            tool.name, tool.server, description
-        ));
-    }
-    if tools.is_empty() {
-        out.push_str("no tools\n");
-    }
-    out
-}
-
 pub fn warn_unready(servers: &[ServerStatus]) {
+    if crate::oneview_cli::quiet() {
+        return;
+    }
     for s in servers {
         if !matches!(
             s.state,

@@ -1,4 +1,4 @@
-//! Progress while servers connect: a live line on a terminal, nothing when piped.
+//! Progress while servers connect: a live line on a terminal, nothing when piped or with `-q`.
 
 use std::io::{IsTerminal, Write};
 
@@ -8,7 +8,7 @@ use portico_engine::Upstreams;
 /// Waits until every server's first connection attempt has finished. When stdout is a terminal, shows
 /// which servers are still connecting on stderr, so that a slow server is visibly the slow one.
 pub async fn until_settled(hub: &Upstreams) {
-    if !std::io::stdout().is_terminal() {
+    if !std::io::stdout().is_terminal() || crate::oneview_cli::quiet() {
         hub.wait_settled().await;
         return;
     }

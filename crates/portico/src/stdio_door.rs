@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use portico_config::{McpServerConfig, Transport};
 use portico_daemon::{DaemonInfo, InfoFile};
 use portico_engine::Engine;
 use portico_mcp::{StopGrace, Upstream, UpstreamEvent};
@@ -87,35 +86,10 @@ async fn connect_daemon() -> Option<DaemonLink> {
             return None;
         }
     }
-    let mut headers = std::collections::BTreeMap::new();
     // A `[[server.clients]]` token makes this door that client (its name, its scope); without
     // one, the daemon's own `[server] token` makes it `client:default`.
-    let token = std::env::var(CLIENT_TOKEN_ENV)
-        .ok()
-        .filter(|token| !token.trim().is_empty())
-        .or_else(|| info.token.clone());
-    if let Some(token) = &token {
-        headers.insert(
-            "Authorization".to_string(),
-            format!("Bearer {}", token.trim()),
-        );
-    }
-    let config = McpServerConfig {
-        name: "daemon".into(),
-        timeout_secs: portico_config::DEFAULT_TIMEOUT_SECS,
-        max_concurrent_calls: portico_config::DEFAULT_MAX_CONCURRENT_CALLS,
-        env: Vec::new(),
-        enabled: true,
-        // The daemon listens on this machine, so its address is loopback by design.
-        allow_private_network: true,
-        // The daemon's catalog is already named; keep its names as they are.
-        prefix: Some(false),
-        protocol_version: None,
-        transport: Transport::Http {
-            url: info.mcp_url(),
-            headers,
-        },
-    };
+    let token = crate::daemon_client::client_token(&info);
+    let config = crate::daemon_client::mcp_server_config(&info, token.as_deref());
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     // An HTTP session: there is no child to stop.
     let (upstream, _exit) = match Upstream::connect(&config, events_tx, StopGrace::PATIENT).await {

@@ -347,7 +347,7 @@ async fn audit_reads_beside_a_running_daemon_and_both_processes_extend_one_chain
         "{refused}"
     );
 
-    // The CLI reads the file the daemon has open...
+    // The CLI reads the file the daemon has open (standalone; through the daemon it asks its API)...
     let run = |args: &[&str]| {
         let output = home.command(args).stdin(Stdio::null()).output().unwrap();
         (
@@ -355,7 +355,13 @@ async fn audit_reads_beside_a_running_daemon_and_both_processes_extend_one_chain
             String::from_utf8_lossy(&output.stdout).to_string(),
         )
     };
-    let (code, listed) = run(&["audit", "--json", "--principal", "client:http"]);
+    let (code, listed) = run(&[
+        "--standalone",
+        "audit",
+        "--json",
+        "--principal",
+        "client:http",
+    ]);
     assert_eq!(code, 0);
     let listed: Vec<Value> = listed
         .lines()
@@ -363,8 +369,8 @@ async fn audit_reads_beside_a_running_daemon_and_both_processes_extend_one_chain
         .collect();
     assert_eq!(listed, records.clone());
 
-    // ...and a one-shot call, a second process, appends to the same chain.
-    let (code, _) = run(&["call", "system_time"]);
+    // ...and a standalone one-shot call, a second process, appends to the same chain.
+    let (code, _) = run(&["--standalone", "call", "system_time"]);
     assert_eq!(code, 0);
     call_over_http(&daemon.base, "system_time").await;
     let (_, body) = api("tool=system_time").await;

@@ -1,0 +1,14 @@
+//! Issue 14's one view: the CLI through a running daemon (`portico tools|servers|agents|call|chat|
+//! audit|conversations` show what `/mcp` serves), `--standalone`, and the CLI papercuts, driven
+//! through the real binary.
+
+#[path = "upstreams/support.rs"]
+mod support;
+
+#[path = "doors/client.rs"]
+mod client;
+
+#[path = "oneview/daemon_view.rs"]
+mod daemon_view;
+#[path = "oneview/papercuts.rs"]
+mod papercuts;
