@@ -28,7 +28,7 @@ use portico_store::{AuditWriter, Store};
 
 mod upstreams;
 
-pub use portico_hub::ListKind;
+pub use portico_hub::{ListKind, ServerChanges};
 pub use upstreams::{Upstreams, UpstreamsError};
 
 /// The file the store lives in, inside the data dir.
@@ -328,6 +328,30 @@ impl Engine {
         }
     }
 
+    /// Applies a new config to the running engine: its `[[mcp_servers]]` take effect at once
+    /// ([`Hub::reload`]: only the servers that changed are touched); every other section the
+    /// engine built its parts from at start, and a change there is named in
+    /// [`Reloaded::restart_needed`] rather than half applied.
+    pub async fn reload(&self, old: &Config, new: &Config) -> Reloaded {
+        // Only the servers are taken from the new config: `[expose] prefix` too names the hub's
+        // tools, and applying it while the doors keep the old `[expose]` would serve a mix.
+        let running = Config {
+            mcp_servers: new.mcp_servers.clone(),
+            ..old.clone()
+        };
+        let servers = self.hub.reload(&running).await;
+        Reloaded {
+            servers,
+            restart_needed: restart_needed(old, new),
+            running,
+        }
+    }
+
+    /// Kills every stdio upstream child now, for a second Ctrl-C: see [`Hub::kill_children_now`].
+    pub fn kill_children_now(&self) {
+        self.hub.kill_children_now();
+    }
+
     /// Stops the upstreams and makes sure every audit record is written.
     pub async fn shutdown(&self) {
         if tokio::time::timeout(Duration::from_secs(30), self.hub.shutdown())
@@ -345,8 +369,46 @@ impl Engine {
     }
 }
 
-/// An outbound client built on first use (building one loads TLS roots, which start-up should not
-/// wait for).
+/// What [`Engine::reload`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reloaded {
+    pub servers: ServerChanges,
+    /// The sections that changed but take effect only when Portico is started again, as the
+    /// config names them (`[server]`, `[[agents]]`, ...).
+    pub restart_needed: Vec<&'static str>,
+    /// The config the engine runs now: the new `[[mcp_servers]]`, every other section as it was.
+    pub running: Config,
+}
+
+/// The sections other than `[[mcp_servers]]` that differ: each is read once, when its part starts.
+/// `[server]` holds the listen address, tokens, clients and door limits; agents hold their drivers
+/// and tool patterns; the pipeline compiled `[policy]` and `[[policies]]`.
+fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut sections = Vec::new();
+    if old.server != new.server {
+        sections.push("[server]");
+    }
+    if old.expose != new.expose {
+        sections.push("[expose]");
+    }
+    if old.agents != new.agents {
+        sections.push("[[agents]]");
+    }
+    if old.builtins != new.builtins {
+        sections.push("[builtins]");
+    }
+    if old.policy != new.policy {
+        sections.push("[policy]");
+    }
+    if old.policies != new.policies {
+        sections.push("[[policies]]");
+    }
+    if old.a2a != new.a2a {
+        sections.push("[a2a]");
+    }
+    sections
+}
+
 /// `[[policies]]` and `[policy] default`, compiled once for the pipeline.
 fn tool_rules(config: &Config) -> Result<ToolRules, portico_pipeline::RuleError> {
     use portico_config::{PolicyAction, PolicyDefault};
@@ -379,6 +441,8 @@ fn tool_rules(config: &Config) -> Result<ToolRules, portico_pipeline::RuleError>
     ToolRules::compile(&specs, default)
 }
 
+/// An outbound client built on first use (building one loads TLS roots, which start-up should not
+/// wait for).
 fn http_client(policy: NetPolicy, credentials: CredentialScope) -> LazyClient {
     LazyClient::new(move || {
         SafeClient::builder()

@@ -327,7 +327,8 @@ async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> an
 }
 
 async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
-    let shutdown = shutdown_signal();
+    let signals = crate::live14_cli::ServeSignals::install()?;
+    let shutdown = signals.stopped();
     let (config, source) = portico_config::load(explicit)?;
     tracing::info!("config: {source}");
     if config.mcp_servers.is_empty() {
@@ -335,10 +336,16 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
             "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"
         );
     }
-    let door = portico_daemon::DoorConfig::from_config(&config)?;
+    let live = portico_daemon::LiveConfig::new(config.clone(), source, explicit.map(Into::into));
+    let door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
     let engine = Engine::start(&config, engine_options())?;
     let hub = engine.upstreams().clone();
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
+    signals.follow(
+        live,
+        engine.clone(),
+        portico_daemon::InfoFile::in_dir(&portico_config::data_dir()),
+    );
     if let Some(stale) = info_file.read() {
         tracing::debug!(
             "replacing daemon info left by pid {} ({})",

@@ -7,6 +7,7 @@ mod audit_cli;
 mod chat;
 mod cli;
 mod clients_cli;
+mod live14_cli;
 mod output;
 mod progress;
 mod stdio_door;
@@ -54,10 +55,14 @@ fn init_logging(args: &cli::Cli) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_env("PORTICO_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let client_gone = live14_cli::QuietClientGone::for_filter(&filter);
+    let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
-        .init();
+        .finish();
+    tracing_subscriber::util::SubscriberInitExt::init(
+        tracing_subscriber::layer::SubscriberExt::with(subscriber, client_gone),
+    );
 }
