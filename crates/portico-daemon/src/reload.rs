@@ -165,7 +165,17 @@ impl LiveConfig {
             }
         };
         let old = self.config();
-        let reloaded = engine.reload(&old, &new).await;
+        let reloaded = match engine.reload(&old, &new).await {
+            Ok(reloaded) => reloaded,
+            Err(error) => {
+                let error = format!("{source}: {error}");
+                tracing::error!(
+                    "config reload ({why}) refused, the running config is kept: {error}"
+                );
+                self.state().refused = Some(error);
+                return;
+            }
+        };
         for section in &reloaded.restart_needed {
             tracing::warn!(
                 "config reload ({why}): {section} changed; restart needed for it to take effect (Portico keeps running with the old {section})"
@@ -184,6 +194,16 @@ impl LiveConfig {
         }
         if done.is_empty() {
             done.push("no server changed".into());
+        }
+        let agents = &reloaded.agents;
+        for (what, names) in [
+            ("added agent", &agents.added),
+            ("removed agent", &agents.removed),
+            ("changed agent", &agents.changed),
+        ] {
+            if !names.is_empty() {
+                done.push(format!("{what} {}", names.join(", ")));
+            }
         }
         tracing::info!(
             "config reloaded ({why}) from {source}: {}; {} unchanged",

@@ -197,3 +197,80 @@ async fn sighup_reloads_and_the_daemon_keeps_running() {
     assert_eq!(daemon.stop().code(), Some(0));
     assert!(!home.info_file().exists());
 }
+
+fn agent_file(name: &str) -> String {
+    format!(
+        "name = \"{name}\"\n[model]\nprovider = \"scripted\"\nrules = [{{ steps = [{{ reply = \"{name} here\" }}] }}]\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_directory_is_followed_too() {
+    let home = Home::new(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nagents_dir = \"agents\"\n{}",
+        catalog("cat", &["--tools", "t1"])
+    ));
+    let agents = home.dir.path().join("agents");
+    std::fs::create_dir(&agents).unwrap();
+    std::fs::write(agents.join("alpha.toml"), agent_file("alpha")).unwrap();
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let session = Session::open(&daemon.base).await;
+    let agent_tools = |names: Vec<String>| -> Vec<String> {
+        names
+            .into_iter()
+            .filter(|n| n.starts_with("portico_agent_"))
+            .collect()
+    };
+    assert_eq!(
+        agent_tools(session.tool_names(1).await),
+        ["portico_agent_alpha"]
+    );
+    let mut events = session.listen().await;
+
+    write_config(&agents.join("beta.toml"), &agent_file("beta"));
+    std::fs::remove_file(agents.join("alpha.toml")).unwrap();
+    let reloaded = daemon.wait_for_line_containing("config reloaded");
+    // The two file operations may be seen by one reload or by two.
+    let reloaded = if reloaded.ends_with("; added agent beta; removed agent alpha; 1 unchanged") {
+        reloaded
+    } else {
+        daemon.wait_for_line_containing("config reloaded")
+    };
+    assert!(
+        reloaded.ends_with(": no server changed; removed agent alpha; 1 unchanged")
+            || reloaded.ends_with(
+                ": no server changed; added agent beta; removed agent alpha; 1 unchanged"
+            ),
+        "{reloaded}"
+    );
+    let mut id = 10;
+    loop {
+        events
+            .notification("notifications/tools/list_changed")
+            .await;
+        id += 1;
+        if agent_tools(session.tool_names(id).await) == ["portico_agent_beta"] {
+            break;
+        }
+    }
+    let answer = session
+        .request(
+            99,
+            "tools/call",
+            json!({"name": "portico_agent_beta", "arguments": {"message": "hi"}}),
+        )
+        .await;
+    assert_eq!(
+        answer["structuredContent"]["reply"], "beta here",
+        "{answer}"
+    );
+    let listed = get_json(format!("{}/api/agents", daemon.base)).await;
+    let names: Vec<&str> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["beta"]);
+}

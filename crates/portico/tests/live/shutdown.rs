@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::client::{Daemon, Home, StdioSession, config_with, sdk_report_async};
+use crate::client::{Daemon, Home, StdioSession, config_with};
 use crate::http::{Session, http};
 use crate::support::*;
 
@@ -121,16 +121,40 @@ async fn delete_ends_a_session_with_204_and_a_client_going_away_is_no_error() {
         .await;
     assert_eq!(after.status(), 404);
 
-    // The official SDK's client: lists, calls, disconnects (its DELETE), as an IDE does.
+    // The official SDK's client in a handshake era: lists, calls, disconnects with its DELETE, as
+    // an IDE does; it warned "Session termination failed: 202" on every disconnect.
     let url = format!("{}/mcp", daemon.base);
-    let report = sdk_report_async(move |command| {
-        command.args(["--http", &url, "--list", "--call", "mcp_cat_t1"]);
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(venv_python())
+            .arg(python_peer("sdk_client.py"))
+            .args([
+                "--era",
+                "legacy",
+                "--http",
+                &url,
+                "--list",
+                "--call",
+                "mcp_cat_t1",
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
     })
-    .await;
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(
         report["calls"][0]["result"]["content"][0]["text"], "t1 called",
         "{report}"
     );
+    assert!(
+        stderr.starts_with("sdk_client: connected: protocol 2025-11-25"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Session termination failed"), "{stderr}");
     // An IDE through `portico mcp`, which keeps a `subscriptions/listen` stream open to the
     // daemon, detaching: rmcp's answer to that stream has nowhere to go.
     let mut ide = StdioSession::start_with_env(&home, &[], &[("PORTICO_LOG", "info")]);
