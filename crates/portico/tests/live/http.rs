@@ -110,6 +110,7 @@ impl Session {
         Events {
             response,
             buffer: String::new(),
+            methods: Vec::new(),
         }
     }
 
@@ -126,6 +127,8 @@ impl Session {
 pub struct Events {
     response: reqwest::Response,
     buffer: String,
+    /// The method of every notification read so far, in order.
+    pub methods: Vec<String>,
 }
 
 impl Events {
@@ -135,6 +138,9 @@ impl Events {
             while let Some(end) = self.buffer.find("\n\n") {
                 let event: String = self.buffer.drain(..end + 2).collect();
                 if let Some(message) = messages(&event).into_iter().next() {
+                    if let Some(method) = message["method"].as_str() {
+                        self.methods.push(method.to_string());
+                    }
                     return Some(message);
                 }
             }

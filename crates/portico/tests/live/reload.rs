@@ -36,7 +36,10 @@ async fn get_json(url: String) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_adds_and_removes_servers_an_attached_client_sees_and_spares_the_others_call() {
     let cat = catalog("cat", &["--sleep-tool", "--tools", "t1"]);
-    let home = Home::new(&config(&[cat.clone(), catalog("old", &["--tools", "o1"])]));
+    let home = Home::new(&config(&[
+        cat.clone(),
+        catalog("old", &["--tools", "o1", "--prompts", "1"]),
+    ]));
     let mut daemon = Daemon::start(&home);
     daemon.wait_for_line("portico: ready");
     let session = Arc::new(Session::open(&daemon.base).await);
@@ -84,6 +87,20 @@ async fn a_reload_adds_and_removes_servers_an_attached_client_sees_and_spares_th
             break;
         }
     }
+    // `old`'s prompt went with it: a prompts list_changed too (sent after the tools' one).
+    let prompts_changed = "notifications/prompts/list_changed".to_string();
+    if !events.methods.contains(&prompts_changed) {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            events.notification(&prompts_changed),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("no prompts list_changed (test guard): {:?}", events.methods));
+    }
+    assert_eq!(
+        session.request(50, "prompts/list", json!({})).await["prompts"],
+        json!([])
+    );
     let answer = call.await.unwrap();
     assert_eq!(
         answer["content"][0]["text"], "slept",
