@@ -1275,6 +1275,53 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_reload_keeps_the_same_servers_and_replaces_only_what_changed() {
+        // Disabled servers: nothing is spawned, and the diff is all that is looked at.
+        let off = "enabled = false";
+        let hub = Hub::idle(
+            &config(&(stdio("same", off) + &stdio("edited", off) + &stdio("gone", off))),
+            HubSettings::default(),
+        );
+        let before = hub.shared.slots().clone();
+        let changes = hub
+            .reload(&config(
+                &(stdio("new", off)
+                    + &stdio("same", off)
+                    + &stdio("edited", "enabled = false\ntimeout_secs = 5")),
+            ))
+            .await;
+        assert_eq!(
+            changes,
+            ServerChanges {
+                added: vec!["new".into()],
+                removed: vec!["gone".into()],
+                restarted: vec!["edited".into()],
+                unchanged: vec!["same".into()],
+            }
+        );
+        assert_eq!(hub.server_names(), ["new", "same", "edited"]);
+        let after = hub.shared.slots().clone();
+        assert!(Arc::ptr_eq(&before[0], &after[1]), "`same` keeps its slot");
+        assert!(
+            !Arc::ptr_eq(&before[1], &after[2]),
+            "`edited` gets a new one"
+        );
+        assert!(before[1].stop.is_cancelled() && before[2].stop.is_cancelled());
+        assert!(!after.iter().any(|slot| slot.stop.is_cancelled()));
+        // Nothing changed: nothing touched.
+        let same_again = config(
+            &(stdio("new", off)
+                + &stdio("same", off)
+                + &stdio("edited", "enabled = false\ntimeout_secs = 5")),
+        );
+        assert!(!hub.reload(&same_again).await.any());
+        assert!(Arc::ptr_eq(&after[2], &hub.shared.slots()[2]));
+        // After shutdown a reload starts nothing.
+        hub.shutdown().await;
+        assert_eq!(hub.reload(&config("")).await, ServerChanges::default());
+    }
+
     #[test]
     fn an_idle_hub_connects_nothing_and_is_settled() {
         let hub = Hub::idle(
