@@ -291,3 +291,44 @@ async fn the_agents_directory_is_followed_too() {
         .collect();
     assert_eq!(names, ["beta"]);
 }
+
+/// Most IDEs attach through `portico mcp`, which proxies to the daemon: a reload reaches them too.
+#[test]
+fn an_ide_through_portico_mcp_hears_of_a_reload() {
+    let home = Home::new(&config(&[catalog("cat", &["--tools", "t1"])]));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let mut ide =
+        crate::client::StdioSession::start_with_env(&home, &[], &[("PORTICO_LOG", "info")]);
+    ide.wait_for_stderr("proxying to the running daemon");
+    ide.initialize("2025-06-18");
+    assert_eq!(ide.upstream_tool_names(1), ["mcp_cat_t1"]);
+
+    write_config(
+        &home.config(),
+        &config(&[
+            catalog("cat", &["--tools", "t1"]),
+            catalog("dog", &["--tools", "d1"]),
+        ]),
+    );
+    let reloaded = daemon.wait_for_line_containing("config reloaded");
+    assert!(reloaded.ends_with(": added dog; 1 unchanged"), "{reloaded}");
+    let mut id = 10;
+    loop {
+        let message = ide.next();
+        if message["method"] != "notifications/tools/list_changed" {
+            continue;
+        }
+        id += 1;
+        if ide.upstream_tool_names(id) == ["mcp_cat_t1", "mcp_dog_d1"] {
+            break;
+        }
+    }
+    let (call, _) = ide.request(
+        99,
+        "tools/call",
+        json!({"name": "mcp_dog_d1", "arguments": {}}),
+    );
+    assert_eq!(call["result"]["content"][0]["text"], "d1 called", "{call}");
+    assert!(ide.finish().success());
+}
