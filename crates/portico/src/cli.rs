@@ -97,6 +97,15 @@ pub enum Command {
     },
     /// The audit log of tool calls, newest first; `portico audit verify` checks its hash chain.
     Audit(crate::audit_cli::AuditArgs),
+    /// Write a commented starter config (with the default agent) to the data dir's config.toml, or
+    /// --config PATH; never over an existing file.
+    Init,
+    /// Add the MCP servers of Claude Desktop, Cursor or VS Code (or of a file) to the config.
+    Import(crate::import_cli::ImportArgs),
+    /// Print the JSON that points an IDE (claude, cursor, vscode) at `portico mcp`.
+    Export(crate::onramp_cli::ExportArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...).
+    Completions(crate::onramp_cli::CompletionsArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -130,6 +139,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => serve(cli.config.as_deref()).await,
+        Command::Init => crate::onramp_cli::init(cli.config.as_deref()),
+        Command::Import(args) => crate::import_cli::run(cli.config.as_deref(), args),
+        Command::Export(args) => crate::onramp_cli::export(cli.config.as_deref(), args),
+        Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
@@ -272,6 +285,10 @@ fn config_check(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> 
             portico_config::DEFAULT_CONFIG.to_string(),
         ),
     };
+    if let Some(hint) = portico_config::json_config_hint(&origin, &text) {
+        println!("{hint}");
+        return Ok(ExitCode::from(2));
+    }
     let problems = portico_config::check(&text);
     if problems.is_empty() {
         println!("{origin}: ok");
@@ -327,11 +344,13 @@ async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> an
 }
 
 async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
-    let signals = crate::live14_cli::ServeSignals::install()?;
+    let signals = crate::serve_signals::ServeSignals::install()?;
     let shutdown = signals.stopped();
     let (config, source) = portico_config::load(explicit)?;
     tracing::info!("config: {source}");
-    if config.mcp_servers.is_empty() {
+    if source == ConfigSource::Embedded {
+        tracing::warn!("{}", crate::onramp_cli::no_config_file());
+    } else if config.mcp_servers.is_empty() {
         tracing::warn!(
             "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"
         );

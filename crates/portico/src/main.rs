@@ -7,9 +7,12 @@ mod audit_cli;
 mod chat;
 mod cli;
 mod clients_cli;
-mod live14_cli;
+mod import_cli;
+mod log_filters;
+mod onramp_cli;
 mod output;
 mod progress;
+mod serve_signals;
 mod stdio_door;
 mod stdio_transport;
 
@@ -55,7 +58,7 @@ fn init_logging(args: &cli::Cli) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_env("PORTICO_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    let client_gone = live14_cli::QuietClientGone::for_filter(&filter);
+    let client_gone = log_filters::QuietClientGone::for_filter(&filter);
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
