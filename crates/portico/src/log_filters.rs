@@ -48,3 +48,67 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for QuietClientGone {
         !message.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+
+    /// Records the message of every event it is given.
+    struct Messages(Arc<Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Messages {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            struct Text(String);
+            impl tracing::field::Visit for Text {
+                fn record_debug(
+                    &mut self,
+                    field: &tracing::field::Field,
+                    value: &dyn std::fmt::Debug,
+                ) {
+                    if field.name() == "message" {
+                        self.0 = format!("{value:?}");
+                    }
+                }
+            }
+            let mut text = Text(String::new());
+            event.record(&mut text);
+            self.0.lock().unwrap().push(text.0);
+        }
+    }
+
+    fn logged(show: bool) -> Vec<String> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry()
+            .with(QuietClientGone { show })
+            .with(Messages(seen.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!(target: "rmcp::service", error = "channel closed", "{CLIENT_GONE}");
+            tracing::error!(target: "rmcp::service", "response send task failed during drain");
+            tracing::error!(target: "portico", "{CLIENT_GONE}");
+            tracing::debug!(target: "rmcp::service", "{CLIENT_GONE}");
+        });
+        let seen = seen.lock().unwrap().clone();
+        seen
+    }
+
+    #[test]
+    fn only_rmcps_client_gone_error_is_kept_out_and_only_below_debug() {
+        assert_eq!(
+            logged(false),
+            [
+                "response send task failed during drain",
+                CLIENT_GONE,
+                CLIENT_GONE
+            ]
+        );
+        assert_eq!(logged(true).len(), 4);
+    }
+}
