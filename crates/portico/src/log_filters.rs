@@ -95,8 +95,7 @@ mod tests {
             tracing::error!(target: "portico", "{CLIENT_GONE}");
             tracing::debug!(target: "rmcp::service", "{CLIENT_GONE}");
         });
-        let seen = seen.lock().unwrap().clone();
-        seen
+        seen.lock().unwrap().clone()
     }
 
     #[test]
