@@ -20,6 +20,6 @@ mod runtime;
 
 pub use drivers::{DriverChoice, choose};
 pub use runtime::{
-    AGENT_SEND, Agent, AgentError, AgentInfo, AgentReply, AgentRuntime, AgentTools,
+    AGENT_SEND, Agent, AgentChanges, AgentError, AgentInfo, AgentReply, AgentRuntime, AgentTools,
     RuntimeSettings, UNTRUSTED_META, UsageCounts, agent_tools,
 };

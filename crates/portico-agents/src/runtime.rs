@@ -1,7 +1,7 @@
 //! The agent loop, and the agents as tools of the pipeline.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -155,12 +155,48 @@ impl Default for RuntimeSettings {
 
 /// The agents, and how to run them. Also the pipeline's source of `portico_agent_*` tools.
 pub struct AgentRuntime {
-    agents: BTreeMap<String, Arc<Agent>>,
+    /// Swapped whole by [`AgentRuntime::replace_agents`]; a run holds its agent's `Arc`, so a
+    /// reload never changes an agent under a run in progress.
+    agents: RwLock<Arc<AgentSet>>,
     pipeline: WeakPipeline,
     store: Store,
     /// Conversations are written through the store's group commit: concurrent runs share transactions.
     writer: BatchWriter,
     settings: RuntimeSettings,
+}
+
+/// The agents, by name, with their tool entries built once (building one generates the reply's
+/// JSON schema, and listing happens on every call).
+struct AgentSet {
+    agents: BTreeMap<String, Arc<Agent>>,
+    entries: Vec<ToolEntry>,
+}
+
+impl AgentSet {
+    fn new(agents: impl IntoIterator<Item = Arc<Agent>>) -> Self {
+        let agents: BTreeMap<String, Arc<Agent>> = agents
+            .into_iter()
+            .map(|a| (a.config.name.clone(), a))
+            .collect();
+        let entries = agents.values().map(|a| AgentTools::entry(a)).collect();
+        AgentSet { agents, entries }
+    }
+}
+
+/// What [`AgentRuntime::replace_agents`] did, by agent name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentChanges {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Agents whose definition changed: runs in progress finish with the old one.
+    pub changed: Vec<String>,
+    pub unchanged: Vec<String>,
+}
+
+impl AgentChanges {
+    pub fn any(&self) -> bool {
+        !(self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty())
+    }
 }
 
 impl AgentRuntime {
@@ -171,10 +207,7 @@ impl AgentRuntime {
         settings: RuntimeSettings,
     ) -> Self {
         AgentRuntime {
-            agents: agents
-                .into_iter()
-                .map(|a| (a.config.name.clone(), Arc::new(a)))
-                .collect(),
+            agents: RwLock::new(Arc::new(AgentSet::new(agents.into_iter().map(Arc::new)))),
             pipeline,
             writer: store.batch_writer(),
             store,
@@ -182,28 +215,77 @@ impl AgentRuntime {
         }
     }
 
-    pub fn agent(&self, name: &str) -> Option<&Arc<Agent>> {
-        self.agents.get(name).or_else(|| {
-            self.agents
-                .values()
-                .find(|a| a.tool_name == name || a.config.name.replace('-', "_") == name)
-        })
+    fn set(&self) -> Arc<AgentSet> {
+        self.agents.read().expect("agents lock").clone()
+    }
+
+    pub fn agent(&self, name: &str) -> Option<Arc<Agent>> {
+        let set = self.set();
+        set.agents
+            .get(name)
+            .or_else(|| {
+                set.agents
+                    .values()
+                    .find(|a| a.tool_name == name || a.config.name.replace('-', "_") == name)
+            })
+            .cloned()
     }
 
     pub fn infos(&self) -> Vec<AgentInfo> {
-        self.agents.values().map(|a| a.info()).collect()
+        self.set().agents.values().map(|a| a.info()).collect()
     }
 
     /// Whether calling the tool `name` runs an agent: a `portico_agent_*` tool, or `agent_send`.
     pub fn runs_an_agent(&self, name: &str) -> bool {
-        (name == AGENT_SEND && !self.agents.is_empty())
-            || self.agents.values().any(|a| a.tool_name == name)
+        let set = self.set();
+        (name == AGENT_SEND && !set.agents.is_empty())
+            || set.agents.values().any(|a| a.tool_name == name)
+    }
+
+    /// Makes the agents those of a new config: `build` makes an [`Agent`] of a definition that is
+    /// new or changed; an unchanged one is kept as it is. Runs in progress keep the agent they
+    /// started with.
+    pub fn replace_agents<E>(
+        &self,
+        configs: &[AgentConfig],
+        mut build: impl FnMut(&AgentConfig) -> Result<Agent, E>,
+    ) -> Result<AgentChanges, E> {
+        let old = self.set();
+        let mut changes = AgentChanges::default();
+        let mut next = Vec::with_capacity(configs.len());
+        for config in configs {
+            match old.agents.get(&config.name) {
+                Some(agent) if agent.config == *config => {
+                    changes.unchanged.push(config.name.clone());
+                    next.push(agent.clone());
+                    continue;
+                }
+                Some(_) => changes.changed.push(config.name.clone()),
+                None => changes.added.push(config.name.clone()),
+            }
+            next.push(Arc::new(build(config)?));
+        }
+        for name in old.agents.keys() {
+            if !configs.iter().any(|c| &c.name == name) {
+                changes.removed.push(name.clone());
+            }
+        }
+        if changes.any() {
+            *self.agents.write().expect("agents lock") = Arc::new(AgentSet::new(next));
+        }
+        Ok(changes)
     }
 
     fn unknown(&self, name: &str) -> AgentError {
         AgentError::UnknownAgent {
             name: name.to_string(),
-            known: self.agents.keys().cloned().collect::<Vec<_>>().join(", "),
+            known: self
+                .set()
+                .agents
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
         }
     }
 
@@ -650,17 +732,15 @@ async fn blocking<T: Send + 'static, E: Send + 'static>(
 /// The agents as pipeline tools: `portico_agent_{name}` with a `message`, an optional
 /// `conversation_id` and an optional `message_id` (the caller's id for the message).
 pub struct AgentTools {
+    /// Its agent set holds one entry per agent, built once: listing and resolving agents happens
+    /// on every call (an A2A message resolves its agent and lists that agent's tools), and building
+    /// an entry generates the reply's JSON schema.
     runtime: Arc<AgentRuntime>,
-    /// One entry per agent, built once: listing and resolving agents happens on every call (an A2A
-    /// message resolves its agent and lists that agent's tools), and building an entry generates the
-    /// reply's JSON schema.
-    entries: Vec<ToolEntry>,
 }
 
 impl AgentTools {
     pub fn new(runtime: Arc<AgentRuntime>) -> Self {
-        let entries = runtime.agents.values().map(|a| Self::entry(a)).collect();
-        AgentTools { runtime, entries }
+        AgentTools { runtime }
     }
 
     fn entry(agent: &Agent) -> ToolEntry {
@@ -701,11 +781,16 @@ impl ToolSource for AgentTools {
     }
 
     fn entries(&self) -> Vec<ToolEntry> {
-        self.entries.clone()
+        self.runtime.set().entries.clone()
     }
 
     fn find(&self, name: &str) -> Option<ToolEntry> {
-        self.entries.iter().find(|e| e.name == name).cloned()
+        self.runtime
+            .set()
+            .entries
+            .iter()
+            .find(|e| e.name == name)
+            .cloned()
     }
 
     fn call<'a>(

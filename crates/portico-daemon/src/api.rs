@@ -1,7 +1,6 @@
 //! The REST API.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
@@ -17,23 +16,24 @@ use portico_pipeline::{ArtifactPart, Principal, ProgressEvent, ToolContext, mode
 use serde::Deserialize;
 
 use crate::info::{IdentityKey, MAX_CHALLENGE_CHARS};
+use crate::reload::LiveConfig;
 use serde_json::{Value, json};
 
 #[derive(Clone)]
 struct ApiState {
     hub: Upstreams,
     engine: Engine,
-    /// `/api/mcp/servers` shows the configuration; computed once, with secrets left out. Shared:
-    /// the state is cloned into every route and for every request.
-    configured: Arc<Value>,
+    /// The config running now (`/api/mcp/servers` shows its servers, secrets left out) and whether
+    /// the last reload was refused.
+    live: LiveConfig,
     identity: IdentityKey,
 }
 
-pub(crate) fn routes(engine: Engine, config: &Config, identity: IdentityKey) -> Router {
+pub(crate) fn routes(engine: Engine, live: LiveConfig, identity: IdentityKey) -> Router {
     let state = ApiState {
         hub: engine.upstreams().clone(),
         engine,
-        configured: Arc::new(configured_servers(config)),
+        live,
         identity,
     };
     Router::new()
@@ -311,6 +311,7 @@ async fn health(State(state): State<ApiState>, Query(query): Query<HealthQuery>)
         "version": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id(),
         "servers": {"configured": servers.len(), "ready": ready},
+        "config": state.live.status_json(),
     });
     if let Some(challenge) = query.challenge {
         if challenge.is_empty() || challenge.len() > MAX_CHALLENGE_CHARS {
@@ -360,7 +361,11 @@ async fn servers(
             })
         })
         .collect();
-    Json(json!({"configured": *state.configured, "connected": connected}))
+    Json(json!({
+        "configured": configured_servers(&state.live.config()),
+        "connected": connected,
+        "config": state.live.status_json(),
+    }))
 }
 
 fn configured_servers(config: &Config) -> Value {

@@ -80,6 +80,11 @@ impl InFlight {
         InFlight(Arc::default(), max_body)
     }
 
+    /// Counted requests in progress now.
+    pub(crate) fn count(&self) -> usize {
+        self.0.count.load(Ordering::SeqCst)
+    }
+
     /// Waits until no counted request is in progress.
     pub(crate) async fn idle(&self) {
         loop {

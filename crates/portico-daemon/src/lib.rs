@@ -31,7 +31,9 @@ mod legacy_sse;
 mod listener;
 mod panics;
 mod rate_limit;
+mod reload;
 mod security;
+mod session_end;
 mod sessions;
 #[cfg(test)]
 mod test_messages;
@@ -52,6 +54,7 @@ use in_flight::InFlight;
 pub use info::{
     DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS, new_challenge,
 };
+pub use reload::LiveConfig;
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
 
 /// How long shutdown waits for calls in progress.
@@ -98,6 +101,9 @@ pub struct DoorConfig {
     pub server: ServerOptions,
     /// Made fresh for every start; `/api/health` proves the daemon's identity with it.
     pub identity: IdentityKey,
+    /// The config followed for changes while the daemon serves; without it, the config given to
+    /// [`serve`] is the one for good.
+    pub live: Option<LiveConfig>,
 }
 
 impl DoorConfig {
@@ -141,7 +147,14 @@ impl DoorConfig {
                 ..ServerOptions::from_config(config)
             },
             identity: IdentityKey::generate(),
+            live: None,
         })
+    }
+
+    /// The same door, reloading its config when the files change or on [`LiveConfig::request_reload`].
+    pub fn with_live_config(mut self, live: LiveConfig) -> Self {
+        self.live = Some(live);
+        self
     }
 
     /// The same door bound to another address (tests bind port 0 and learn the real port after).
@@ -240,6 +253,10 @@ fn router(
         &axum::middleware::from_fn_with_state(sessions, sessions::admit),
         mcp,
     );
+    let mcp = tower::Layer::layer(
+        &axum::middleware::from_fn(session_end::no_content_for_delete),
+        mcp,
+    );
     let mut router = Router::new();
     if config.a2a.enabled {
         router = router.merge(portico_a2a::routes(
@@ -247,10 +264,14 @@ fn router(
             a2a_options(config, door),
         ));
     }
+    let live = door
+        .live
+        .clone()
+        .unwrap_or_else(|| reload::LiveConfig::fixed(config.clone()));
     let mut router = router
         .merge(catalog_api::routes(&engine, config.expose.tools))
         .merge(approvals_api::routes(&engine))
-        .merge(api::routes(engine, config, door.identity.clone()))
+        .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
         .merge(session_stats)
         .merge(legacy)
@@ -358,6 +379,9 @@ pub async fn serve_with_server(
         portico_a2a::recover_interrupted(&engine).await;
     }
     let streams = CancellationToken::new();
+    if let Some(live) = door.live.clone() {
+        tokio::spawn(reload::follow(live, engine.clone(), streams.clone()));
+    }
     let in_flight = InFlight::new(config.server.max_message_bytes);
     let router = router(
         engine,
@@ -370,6 +394,13 @@ pub async fn serve_with_server(
     let limits = listener::ConnectionLimits::from_config(&config.server);
     listener::serve(listener, router, limits, async move {
         shutdown.await;
+        let calls = in_flight.count();
+        if calls > 0 {
+            tracing::info!(
+                "shutting down: waiting for {calls} call(s) in progress (at most {}s; a second Ctrl-C stops now)",
+                SHUTDOWN_GRACE.as_secs()
+            );
+        }
         // Calls in progress (each bounded by its server's timeout) get to finish and send their
         // answers; then the long-lived MCP streams, which would otherwise hold graceful shutdown
         // open forever, are ended. New connections are still taken meanwhile.

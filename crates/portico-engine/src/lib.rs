@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use portico_a2a_client::remote_agents_source;
-use portico_agents::{Agent, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose};
+use portico_agents::{
+    Agent, AgentChanges, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose,
+};
 use portico_config::{Config, agent_tool_name};
 use portico_hub::{Hub, HubSettings, HubTools, StopGrace};
 use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
@@ -29,7 +31,7 @@ use portico_store::{AuditWriter, Store};
 mod tool_sources;
 mod upstreams;
 
-pub use portico_hub::ListKind;
+pub use portico_hub::{ListKind, ServerChanges};
 pub use tool_sources::ToolOriginKind;
 pub use upstreams::{Upstreams, UpstreamsError};
 
@@ -71,6 +73,10 @@ pub struct Engine {
     local: LocalTools,
     audit: AuditWriter,
     approvals: Approvals,
+    /// What a reload needs to make the agents of a new config: their drivers read API keys from
+    /// the environment and reach their models through this client.
+    env: Arc<EnvLookup>,
+    models: LazyClient,
 }
 
 /// How often expired approval requests are marked and old ones deleted.
@@ -228,20 +234,13 @@ impl Engine {
             NetPolicy::allow_private_network(),
             CredentialScope::Everywhere,
         );
-        let mut agents = Vec::new();
-        for agent in config.agents.iter().filter(|a| a.enabled) {
-            let patterns =
-                ToolPatterns::new(&agent.tools).map_err(|source| EngineError::Pattern {
-                    agent: agent.name.clone(),
-                    source,
-                })?;
-            agents.push(Agent {
-                tool_name: agent_tool_name(&agent.name),
-                patterns,
-                driver: choose(&agent.name, &agent.model, &*options.env, &models),
-                config: agent.clone(),
-            });
-        }
+        let env: Arc<EnvLookup> = Arc::new(options.env);
+        let agents = config
+            .agents
+            .iter()
+            .filter(|a| a.enabled)
+            .map(|agent| build_agent(agent, &env, &models))
+            .collect::<Result<Vec<_>, _>>()?;
         let runtime = Arc::new(AgentRuntime::new(
             agents,
             pipeline.downgrade(),
@@ -261,7 +260,7 @@ impl Engine {
         if !config.a2a.external_agents.is_empty() {
             // `a2a_*` names cannot collide with the hub's `mcp_*`; cards are read in the
             // background, so nothing here waits on a remote host.
-            pipeline.add_source(remote_agents_source(config, &*options.env));
+            pipeline.add_source(remote_agents_source(config, &**env));
         }
         pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
         if policy.pin_tools {
@@ -279,6 +278,8 @@ impl Engine {
             local,
             audit,
             approvals,
+            env,
+            models,
         })
     }
 
@@ -330,6 +331,52 @@ impl Engine {
         }
     }
 
+    /// Applies a new config to the running engine: its `[[mcp_servers]]` take effect at once
+    /// ([`Hub::reload`]: only the servers that changed are touched); every other section but the
+    /// agents the
+    /// engine built its parts from at start, and a change there is named in
+    /// [`Reloaded::restart_needed`] rather than half applied.
+    ///
+    /// The agents change too (`[[agents]]` and the agents directory): a new or changed agent is
+    /// built (an error there, such as a bad tool pattern, refuses the whole reload before anything
+    /// changed), a removed one goes; runs in progress finish with the agent they started with.
+    pub async fn reload(&self, old: &Config, new: &Config) -> Result<Reloaded, EngineError> {
+        // Only servers and agents are taken from the new config: `[expose] prefix` too names the
+        // hub's tools, and applying it while the doors keep the old `[expose]` would serve a mix.
+        let running = Config {
+            mcp_servers: new.mcp_servers.clone(),
+            agents: new.agents.clone(),
+            ..old.clone()
+        };
+        let enabled: Vec<portico_config::AgentConfig> =
+            new.agents.iter().filter(|a| a.enabled).cloned().collect();
+        let had_agents = !old.agents.is_empty();
+        let agents = self.agents.replace_agents(&enabled, |agent| {
+            build_agent(agent, &self.env, &self.models)
+        })?;
+        if !had_agents && !new.agents.is_empty() {
+            for tool in agent_tools(&self.agents) {
+                self.local.register(tool);
+            }
+        }
+        let servers = self.hub.reload(&running).await;
+        if agents.any() {
+            // The doors list again and tell their clients when what they may list changed.
+            self.hub.announce_change();
+        }
+        Ok(Reloaded {
+            servers,
+            agents,
+            restart_needed: restart_needed(old, new),
+            running,
+        })
+    }
+
+    /// Kills every stdio upstream child now, for a second Ctrl-C: see [`Hub::kill_children_now`].
+    pub fn kill_children_now(&self) {
+        self.hub.kill_children_now();
+    }
+
     /// Stops the upstreams and makes sure every audit record is written.
     pub async fn shutdown(&self) {
         if tokio::time::timeout(Duration::from_secs(30), self.hub.shutdown())
@@ -347,8 +394,62 @@ impl Engine {
     }
 }
 
-/// An outbound client built on first use (building one loads TLS roots, which start-up should not
-/// wait for).
+/// What [`Engine::reload`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reloaded {
+    pub servers: ServerChanges,
+    pub agents: AgentChanges,
+    /// The sections that changed but take effect only when Portico is started again, as the
+    /// config names them (`[server]`, `[[agents]]`, ...).
+    pub restart_needed: Vec<&'static str>,
+    /// The config the engine runs now: the new `[[mcp_servers]]`, every other section as it was.
+    pub running: Config,
+}
+
+/// The sections other than `[[mcp_servers]]` and `[[agents]]` that differ: each is read once, when
+/// its part starts. `[server]` holds the listen address, tokens, clients and door limits; the
+/// pipeline compiled `[policy]` and `[[policies]]`; the built-ins were registered with theirs.
+fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut sections = Vec::new();
+    if old.server != new.server {
+        sections.push("[server]");
+    }
+    if old.expose != new.expose {
+        sections.push("[expose]");
+    }
+    if old.builtins != new.builtins {
+        sections.push("[builtins]");
+    }
+    if old.policy != new.policy {
+        sections.push("[policy]");
+    }
+    if old.policies != new.policies {
+        sections.push("[[policies]]");
+    }
+    if old.a2a != new.a2a {
+        sections.push("[a2a]");
+    }
+    sections
+}
+
+/// One configured agent, ready to run: its tool patterns compiled, its model driver chosen.
+fn build_agent(
+    agent: &portico_config::AgentConfig,
+    env: &EnvLookup,
+    models: &LazyClient,
+) -> Result<Agent, EngineError> {
+    let patterns = ToolPatterns::new(&agent.tools).map_err(|source| EngineError::Pattern {
+        agent: agent.name.clone(),
+        source,
+    })?;
+    Ok(Agent {
+        tool_name: agent_tool_name(&agent.name),
+        patterns,
+        driver: choose(&agent.name, &agent.model, env, models),
+        config: agent.clone(),
+    })
+}
+
 /// `[[policies]]` and `[policy] default`, compiled once for the pipeline.
 fn tool_rules(config: &Config) -> Result<ToolRules, portico_pipeline::RuleError> {
     use portico_config::{PolicyAction, PolicyDefault};
@@ -381,6 +482,8 @@ fn tool_rules(config: &Config) -> Result<ToolRules, portico_pipeline::RuleError>
     ToolRules::compile(&specs, default)
 }
 
+/// An outbound client built on first use (building one loads TLS roots, which start-up should not
+/// wait for).
 fn http_client(policy: NetPolicy, credentials: CredentialScope) -> LazyClient {
     LazyClient::new(move || {
         SafeClient::builder()

@@ -131,6 +131,73 @@ struct Slot {
     /// Whether this server's catalog is namespaced (its `prefix`, else `[expose] prefix`).
     prefixed: bool,
     state: Mutex<SlotState>,
+    /// Stops this server alone (a reload removed or changed it); a child of the hub's shutdown.
+    stop: CancellationToken,
+    /// Its supervisor, once started; awaited when it is stopped.
+    supervisor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Slot {
+    fn new(
+        server: &McpServerConfig,
+        expose: &portico_config::ExposeSection,
+        shutdown: &CancellationToken,
+    ) -> Slot {
+        Slot {
+            config: server.clone(),
+            prefixed: server.prefixed(expose),
+            state: Mutex::new(SlotState {
+                status: ServerStatus {
+                    name: server.name.clone(),
+                    transport: server.transport.kind().to_string(),
+                    transport_detail: None,
+                    state: if server.enabled {
+                        ServerState::Idle
+                    } else {
+                        ServerState::Disabled
+                    },
+                    protocol_version: None,
+                    server_name: None,
+                    server_version: None,
+                    tools: 0,
+                    resources: 0,
+                    resource_templates: 0,
+                    prompts: 0,
+                    last_error: None,
+                    connects: 0,
+                },
+                upstream: None,
+                catalog: None,
+                restart: None,
+                settled: true,
+            }),
+            stop: shutdown.child_token(),
+            supervisor: Mutex::new(None),
+        }
+    }
+
+    /// Whether a reload may keep this server running as it is for `server` in the new config.
+    fn same_as(&self, server: &McpServerConfig, expose: &portico_config::ExposeSection) -> bool {
+        self.config == *server && self.prefixed == server.prefixed(expose)
+    }
+}
+
+/// What a reload did to the servers, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerChanges {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Servers whose entry changed: stopped and started again with the new one.
+    pub restarted: Vec<String>,
+    /// Left running: their sessions and calls in progress are not touched.
+    pub unchanged: Vec<String>,
+}
+
+impl ServerChanges {
+    /// Whether the reload changed any server.
+    pub fn any(&self) -> bool {
+        !(self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty())
+    }
 }
 
 /// How a hub runs its upstreams.
@@ -155,7 +222,8 @@ impl Default for HubSettings {
 }
 
 struct Shared {
-    slots: Vec<Slot>,
+    /// In config order; replaced whole by a reload, each kept server's `Arc` carried over.
+    slots: RwLock<Vec<Arc<Slot>>>,
     catalog: RwLock<Arc<Catalog>>,
     /// Bumped on every state or catalog change; lets callers wait for readiness and show progress.
     changes: watch::Sender<u64>,
@@ -169,13 +237,14 @@ struct Shared {
     /// Held while a catalog is built and swapped in: two supervisors rebuilding at once could
     /// otherwise swap in last the catalog built from the older snapshots, losing a server's tools.
     rebuilding: Mutex<()>,
+    /// Held through a reload, so two reloads do not interleave their diffs.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 /// The running hub. Clone it freely; all clones share one set of upstreams.
 #[derive(Clone)]
 pub struct Hub {
     shared: Arc<Shared>,
-    supervisors: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl Hub {
@@ -204,55 +273,26 @@ impl Hub {
     /// one-shot commands, which start only the servers they need. Servers not connected are
     /// [`ServerState::Idle`] and count as settled.
     pub fn idle(config: &Config, settings: HubSettings) -> Hub {
+        let shutdown = CancellationToken::new();
         let slots = config
             .mcp_servers
             .iter()
-            .map(|server| Slot {
-                config: server.clone(),
-                prefixed: server.prefixed(&config.expose),
-                state: Mutex::new(SlotState {
-                    status: ServerStatus {
-                        name: server.name.clone(),
-                        transport: server.transport.kind().to_string(),
-                        transport_detail: None,
-                        state: if server.enabled {
-                            ServerState::Idle
-                        } else {
-                            ServerState::Disabled
-                        },
-                        protocol_version: None,
-                        server_name: None,
-                        server_version: None,
-                        tools: 0,
-                        resources: 0,
-                        resource_templates: 0,
-                        prompts: 0,
-                        last_error: None,
-                        connects: 0,
-                    },
-                    upstream: None,
-                    catalog: None,
-                    restart: None,
-                    settled: true,
-                }),
-            })
+            .map(|server| Arc::new(Slot::new(server, &config.expose, &shutdown)))
             .collect();
         let (changes, _) = watch::channel(0);
         let shared = Arc::new(Shared {
-            slots,
+            slots: RwLock::new(slots),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             changes,
-            shutdown: CancellationToken::new(),
+            shutdown,
             backoff: settings.backoff,
             child_stop: settings.child_stop,
             resource_updates: broadcast::channel(256).0,
             announced: broadcast::channel(64).0,
             rebuilding: Mutex::new(()),
+            reloading: tokio::sync::Mutex::new(()),
         });
-        Hub {
-            shared,
-            supervisors: Arc::new(Mutex::new(Vec::new())),
-        }
+        Hub { shared }
     }
 
     /// Starts a supervisor for each named server that is enabled and not connected yet, and returns
@@ -261,9 +301,8 @@ impl Hub {
         if self.shared.shutdown.is_cancelled() {
             return;
         }
-        let mut supervisors = self.supervisors.lock().expect("supervisors lock");
         let mut started = false;
-        for (index, slot) in self.shared.slots.iter().enumerate() {
+        for slot in self.shared.slots().iter() {
             if !servers.contains(&slot.config.name) {
                 continue;
             }
@@ -275,7 +314,8 @@ impl Hub {
                 state.status.state = ServerState::Connecting;
                 state.settled = false;
             }
-            supervisors.push(tokio::spawn(supervise(self.shared.clone(), index)));
+            let supervisor = tokio::spawn(supervise(self.shared.clone(), slot.clone()));
+            *slot.supervisor.lock().expect("supervisor lock") = Some(supervisor);
             started = true;
         }
         if started {
@@ -289,6 +329,72 @@ impl Hub {
         self.shared.changes.send_modify(|n| *n += 1);
     }
 
+    /// Makes the running servers what `config` says, touching only what changed: a server whose
+    /// entry (and naming) is the same keeps its session, its calls in progress and its catalog;
+    /// a new one is started, a removed one stopped (its child stopped and reaped before this
+    /// returns) and its tools dropped from the catalog, a changed one stopped and started again.
+    /// Whoever follows [`Hub::subscribe`] hears of the new catalog.
+    pub async fn reload(&self, config: &Config) -> ServerChanges {
+        let _reloading = self.shared.reloading.lock().await;
+        if self.shared.shutdown.is_cancelled() {
+            return ServerChanges::default();
+        }
+        let mut changes = ServerChanges::default();
+        let mut stopped: Vec<Arc<Slot>> = Vec::new();
+        let mut started: Vec<String> = Vec::new();
+        {
+            let _rebuilding = self.shared.rebuilding.lock().expect("rebuild lock");
+            let mut slots = self.shared.slots.write().expect("slots lock");
+            let mut next = Vec::with_capacity(config.mcp_servers.len());
+            for server in &config.mcp_servers {
+                match slots.iter().find(|slot| slot.config.name == server.name) {
+                    Some(old) if old.same_as(server, &config.expose) => {
+                        changes.unchanged.push(server.name.clone());
+                        next.push(old.clone());
+                        continue;
+                    }
+                    Some(old) => {
+                        changes.restarted.push(server.name.clone());
+                        stopped.push(old.clone());
+                    }
+                    None => changes.added.push(server.name.clone()),
+                }
+                started.push(server.name.clone());
+                next.push(Arc::new(Slot::new(
+                    server,
+                    &config.expose,
+                    &self.shared.shutdown,
+                )));
+            }
+            for old in slots.iter() {
+                if !config.mcp_servers.iter().any(|s| s.name == old.config.name) {
+                    changes.removed.push(old.config.name.clone());
+                    stopped.push(old.clone());
+                }
+            }
+            for old in &stopped {
+                old.stop.cancel();
+            }
+            *slots = next;
+        }
+        if changes.any() {
+            // The stopped servers' tools leave the catalog now, not when their children have exited.
+            let _rebuilding = self.shared.rebuilding.lock().expect("rebuild lock");
+            self.shared.rebuild_catalog_locked();
+        }
+        self.connect(&started);
+        for old in stopped {
+            let supervisor = old.supervisor.lock().expect("supervisor lock").take();
+            if let Some(supervisor) = supervisor {
+                let _ = supervisor.await;
+            }
+        }
+        if changes.any() {
+            portico_mcp::reap_dropped_children(std::time::Duration::from_secs(2)).await;
+        }
+        changes
+    }
+
     /// [`Hub::connect`] for every configured server.
     pub fn connect_all(&self) {
         self.connect(&self.server_names());
@@ -297,7 +403,7 @@ impl Hub {
     /// Every configured server's name, in config order.
     pub fn server_names(&self) -> Vec<String> {
         self.shared
-            .slots
+            .slots()
             .iter()
             .map(|slot| slot.config.name.clone())
             .collect()
@@ -310,7 +416,7 @@ impl Hub {
     pub fn servers_for_tool(&self, name: &str) -> Vec<String> {
         let candidates: Vec<String> = self
             .shared
-            .slots
+            .slots()
             .iter()
             .filter(|slot| {
                 !slot.prefixed || portico_core::naming::may_be_named_for(name, &slot.config.name)
@@ -332,7 +438,7 @@ impl Hub {
     /// A status snapshot of every configured server, in config order.
     pub fn servers(&self) -> Vec<ServerStatus> {
         self.shared
-            .slots
+            .slots()
             .iter()
             .map(|slot| slot.state.lock().expect("slot lock").status.clone())
             .collect()
@@ -350,7 +456,7 @@ impl Hub {
         // the time the lock is free, so whoever sees every server settled also sees every catalog.
         let _rebuilding = self.shared.rebuilding.lock().expect("rebuild lock");
         self.shared
-            .slots
+            .slots()
             .iter()
             .all(|slot| slot.state.lock().expect("slot lock").settled)
     }
@@ -383,8 +489,12 @@ impl Hub {
             .map(|upstream| upstream.waiting_for_place())
     }
 
-    fn slot(&self, server: &str) -> Option<&Slot> {
-        self.shared.slots.iter().find(|s| s.config.name == server)
+    fn slot(&self, server: &str) -> Option<Arc<Slot>> {
+        self.shared
+            .slots()
+            .iter()
+            .find(|s| s.config.name == server)
+            .cloned()
     }
 
     fn upstream(&self, server: &str) -> Result<Arc<Upstream>, HubError> {
@@ -463,7 +573,7 @@ impl Hub {
     /// server defines is its to answer: names and URIs it does not list (it may serve them
     /// anyway, or answer with its own error), and its errors, passed on as it sent them.
     pub fn passthrough_server(&self) -> Option<String> {
-        match self.shared.slots.as_slice() {
+        match self.shared.slots().as_slice() {
             [only] if !only.prefixed => Some(only.config.name.clone()),
             _ => None,
         }
@@ -514,7 +624,7 @@ impl Hub {
     pub async fn set_log_level(&self, level: &str) {
         let upstreams: Vec<Arc<Upstream>> = self
             .shared
-            .slots
+            .slots()
             .iter()
             .filter_map(|slot| slot.state.lock().expect("slot lock").upstream.clone())
             .filter(|u| u.supports("logging"))
@@ -620,11 +730,35 @@ impl Hub {
         self.upstream(server).ok().map(|u| u.info().clone())
     }
 
+    /// Kills every stdio child's process group now, without its stop sequence: for a daemon told a
+    /// second time to stop. [`Hub::shutdown`] still reaps them.
+    pub fn kill_children_now(&self) {
+        for slot in self.shared.slots().iter() {
+            let pid = slot
+                .state
+                .lock()
+                .expect("slot lock")
+                .upstream
+                .as_ref()
+                .and_then(|upstream| upstream.info().pid);
+            if let Some(pid) = pid {
+                portico_mcp::kill_child_group_now(pid);
+            }
+        }
+    }
+
     /// Stops every supervisor: sessions are closed and stdio children stopped and reaped before this
     /// returns.
     pub async fn shutdown(&self) {
         self.shared.shutdown.cancel();
-        let handles = std::mem::take(&mut *self.supervisors.lock().expect("supervisors lock"));
+        // A reload in progress finishes stopping what it stopped before this looks at the slots.
+        let _reloading = self.shared.reloading.lock().await;
+        let handles: Vec<JoinHandle<()>> = self
+            .shared
+            .slots()
+            .iter()
+            .filter_map(|slot| slot.supervisor.lock().expect("supervisor lock").take())
+            .collect();
         for handle in handles {
             let _ = handle.await;
         }
@@ -696,9 +830,13 @@ fn rewrite_content_uris(
 }
 
 impl Shared {
-    fn update(&self, index: usize, f: impl FnOnce(&mut SlotState)) {
+    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Slot>>> {
+        self.slots.read().expect("slots lock")
+    }
+
+    fn update(&self, slot: &Slot, f: impl FnOnce(&mut SlotState)) {
         {
-            let mut state = self.slots[index].state.lock().expect("slot lock");
+            let mut state = slot.state.lock().expect("slot lock");
             f(&mut state);
         }
         self.changes.send_modify(|n| *n += 1);
@@ -711,10 +849,10 @@ impl Shared {
     /// [`Hub::settled`] takes too: a waiter woken by some other change cannot see a server
     /// settled before its catalog is in the aggregate (it once saw one of two colliding
     /// servers' tools, unsuffixed).
-    fn update_catalog(&self, index: usize, f: impl FnOnce(&mut SlotState)) {
+    fn update_catalog(&self, slot: &Slot, f: impl FnOnce(&mut SlotState)) {
         let _rebuilding = self.rebuilding.lock().expect("rebuild lock");
         {
-            let mut state = self.slots[index].state.lock().expect("slot lock");
+            let mut state = slot.state.lock().expect("slot lock");
             f(&mut state);
         }
         self.rebuild_catalog_locked();
@@ -723,7 +861,7 @@ impl Shared {
     /// Rebuilds the aggregate; the caller holds `rebuilding`.
     fn rebuild_catalog_locked(&self) {
         let snapshots: Vec<ServerCatalog> = self
-            .slots
+            .slots()
             .iter()
             .filter_map(|slot| slot.state.lock().expect("slot lock").catalog.clone())
             .collect();
@@ -743,20 +881,21 @@ fn record_catalog(state: &mut SlotState, mut catalog: ServerCatalog, prefixed: b
 }
 
 /// One server's life: connect, serve, and restart on failure until shutdown.
-async fn supervise(shared: Arc<Shared>, index: usize) {
-    let config = shared.slots[index].config.clone();
+async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
+    let slot = &*slot;
+    let config = slot.config.clone();
     let server = config.name.as_str();
     let mut attempt: u32 = 0;
     loop {
         let (events_tx, mut events_rx) = mpsc::unbounded_channel();
         let connected = tokio::select! {
             result = Upstream::connect(&config, events_tx, shared.child_stop) => result,
-            _ = shared.shutdown.cancelled() => return,
+            _ = slot.stop.cancelled() => return,
         };
         let (upstream, exit) = match connected {
             Ok(pair) => pair,
             Err(error) => {
-                if !connect_failed(&shared, index, &error, attempt).await {
+                if !connect_failed(&shared, slot, &error, attempt).await {
                     return;
                 }
                 attempt = attempt.saturating_add(1);
@@ -770,19 +909,19 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
         let listed = tokio::select! {
             listed = upstream.list_catalog() => listed,
             reason = &mut exit => Err(listing_closed(server, &reason)),
-            _ = shared.shutdown.cancelled() => {
+            _ = slot.stop.cancelled() => {
                 upstream.shutdown();
                 exit.await;
                 return;
             }
         };
         match listed {
-            Ok(catalog) => mark_ready(&shared, index, &upstream, catalog),
+            Ok(catalog) => mark_ready(&shared, slot, &upstream, catalog),
             Err(error) => {
                 tracing::warn!(server, "{error}");
                 upstream.shutdown();
                 exit.await;
-                if !listing_failed(&shared, index, &error, attempt).await {
+                if !listing_failed(&shared, slot, &error, attempt).await {
                     return;
                 }
                 attempt = attempt.saturating_add(1);
@@ -790,7 +929,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
             }
         }
 
-        let Some(reason) = serve(&shared, index, &upstream, exit.as_mut(), &mut events_rx).await
+        let Some(reason) = serve(&shared, slot, &upstream, exit.as_mut(), &mut events_rx).await
         else {
             return;
         };
@@ -798,7 +937,7 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
         if started.elapsed() >= STABLE_AFTER {
             attempt = 0;
         }
-        if !session_ended(&shared, index, &reason, attempt).await {
+        if !session_ended(&shared, slot, &reason, attempt).await {
             return;
         }
         attempt = attempt.saturating_add(1);
@@ -807,13 +946,8 @@ async fn supervise(shared: Arc<Shared>, index: usize) {
 
 /// A connect failed: a permanent failure fails the server (its tools go), any other waits out the
 /// backoff. False when the server is done: failed, or shutdown came first.
-async fn connect_failed(
-    shared: &Shared,
-    index: usize,
-    error: &UpstreamError,
-    attempt: u32,
-) -> bool {
-    let server = shared.slots[index].config.name.as_str();
+async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, attempt: u32) -> bool {
+    let server = slot.config.name.as_str();
     tracing::warn!(server, "{error}");
     let permanent = error.is_permanent();
     let change = |s: &mut SlotState| {
@@ -830,11 +964,11 @@ async fn connect_failed(
         }
     };
     if permanent {
-        shared.update_catalog(index, change);
+        shared.update_catalog(slot, change);
         return false;
     }
-    shared.update(index, change);
-    sleep_backoff(shared, index, attempt).await
+    shared.update(slot, change);
+    sleep_backoff(shared, slot, attempt).await
 }
 
 fn listing_closed(server: &str, reason: &str) -> UpstreamError {
@@ -845,9 +979,9 @@ fn listing_closed(server: &str, reason: &str) -> UpstreamError {
 }
 
 /// Connected and listed: the server is ready, with its catalog.
-fn mark_ready(shared: &Shared, index: usize, upstream: &Arc<Upstream>, catalog: ServerCatalog) {
-    let server = shared.slots[index].config.name.as_str();
-    let prefixed = shared.slots[index].prefixed;
+fn mark_ready(shared: &Shared, slot: &Slot, upstream: &Arc<Upstream>, catalog: ServerCatalog) {
+    let server = slot.config.name.as_str();
+    let prefixed = slot.prefixed;
     let info = upstream.info().clone();
     tracing::info!(
         server,
@@ -856,7 +990,7 @@ fn mark_ready(shared: &Shared, index: usize, upstream: &Arc<Upstream>, catalog: 
         tools = catalog.tools.len(),
         "connected"
     );
-    shared.update_catalog(index, |s| {
+    shared.update_catalog(slot, |s| {
         s.status.state = ServerState::Ready;
         s.status.protocol_version = Some(info.protocol_version.clone());
         s.status.transport_detail = Some(info.transport.to_string());
@@ -873,24 +1007,19 @@ fn mark_ready(shared: &Shared, index: usize, upstream: &Arc<Upstream>, catalog: 
 
 /// Listing the catalog of a new session failed (the session is closed by now): the server restarts
 /// after the backoff. False when shutdown came first.
-async fn listing_failed(
-    shared: &Shared,
-    index: usize,
-    error: &UpstreamError,
-    attempt: u32,
-) -> bool {
-    shared.update(index, |s| {
+async fn listing_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, attempt: u32) -> bool {
+    shared.update(slot, |s| {
         s.status.state = ServerState::Restarting;
         s.status.last_error = Some(error.to_string());
         s.settled = true;
     });
-    sleep_backoff(shared, index, attempt).await
+    sleep_backoff(shared, slot, attempt).await
 }
 
 /// Serves a session until it ends (its reason) or we are told to stop (`None`, the session closed).
 async fn serve(
     shared: &Shared,
-    index: usize,
+    slot: &Slot,
     upstream: &Upstream,
     mut exit: Pin<&mut impl Future<Output = String>>,
     events: &mut mpsc::UnboundedReceiver<UpstreamEvent>,
@@ -898,11 +1027,11 @@ async fn serve(
     loop {
         tokio::select! {
             reason = &mut exit => return Some(reason),
-            Some(event) = events.recv() => on_event(shared, index, upstream, event, events).await,
-            _ = shared.shutdown.cancelled() => {
+            Some(event) = events.recv() => on_event(shared, slot, upstream, event, events).await,
+            _ = slot.stop.cancelled() => {
                 upstream.shutdown();
                 exit.await;
-                shared.update(index, |s| {
+                shared.update(slot, |s| {
                     s.upstream = None;
                 });
                 return None;
@@ -915,13 +1044,13 @@ async fn serve(
 /// changes is coalesced into one refresh of the catalog.
 async fn on_event(
     shared: &Shared,
-    index: usize,
+    slot: &Slot,
     upstream: &Upstream,
     event: UpstreamEvent,
     events: &mut mpsc::UnboundedReceiver<UpstreamEvent>,
 ) {
-    let server = shared.slots[index].config.name.as_str();
-    let prefixed = shared.slots[index].prefixed;
+    let server = slot.config.name.as_str();
+    let prefixed = slot.prefixed;
     if let UpstreamEvent::ResourceUpdated(uri) = &event {
         let exposed = if prefixed {
             portico_core::naming::namespace_resource_uri(server, uri)
@@ -948,12 +1077,7 @@ async fn on_event(
         }
     }
     tracing::debug!(server, ?event, "list changed; refreshing");
-    let before = shared.slots[index]
-        .state
-        .lock()
-        .expect("slot lock")
-        .catalog
-        .clone();
+    let before = slot.state.lock().expect("slot lock").catalog.clone();
     match upstream.list_catalog().await {
         Ok(catalog) => {
             let same = before.is_some_and(|before| {
@@ -962,8 +1086,8 @@ async fn on_event(
                     && before.resources == catalog.resources
                     && before.resource_templates == catalog.resource_templates
             });
-            shared.update_catalog(index, |s| record_catalog(s, catalog, prefixed));
-            let passed_through = shared.slots.len() == 1 && !prefixed;
+            shared.update_catalog(slot, |s| record_catalog(s, catalog, prefixed));
+            let passed_through = shared.slots().len() == 1 && !prefixed;
             if same && passed_through {
                 for kind in kinds {
                     let kind = match kind {
@@ -982,13 +1106,13 @@ async fn on_event(
 
 /// The session ended: the server restarts after the backoff, its catalog kept. False when shutdown
 /// came first.
-async fn session_ended(shared: &Shared, index: usize, reason: &str, attempt: u32) -> bool {
-    let server = shared.slots[index].config.name.as_str();
+async fn session_ended(shared: &Shared, slot: &Slot, reason: &str, attempt: u32) -> bool {
+    let server = slot.config.name.as_str();
     // The catalog stays: the aggregate is unchanged, so no list change goes out, and a call in
     // the meantime hears when the server will be back (one update, so no call sees the one
     // without the other).
     let delay = shared.backoff.backoff(attempt);
-    shared.update(index, |s| {
+    shared.update(slot, |s| {
         s.upstream = None;
         s.status.state = ServerState::Restarting;
         s.status.last_error = Some(format!(
@@ -996,7 +1120,7 @@ async fn session_ended(shared: &Shared, index: usize, reason: &str, attempt: u32
         ));
         s.restart = Some(Restart::after(attempt, delay));
     });
-    sleep(shared, delay).await
+    sleep(slot, delay).await
 }
 
 fn forget_catalog(state: &mut SlotState) {
@@ -1009,17 +1133,17 @@ fn forget_catalog(state: &mut SlotState) {
 }
 
 /// Sleeps for the backoff delay, saying when the next attempt comes; false when shutdown came first.
-async fn sleep_backoff(shared: &Shared, index: usize, attempt: u32) -> bool {
+async fn sleep_backoff(shared: &Shared, slot: &Slot, attempt: u32) -> bool {
     let delay = shared.backoff.backoff(attempt);
-    shared.update(index, |s| s.restart = Some(Restart::after(attempt, delay)));
-    sleep(shared, delay).await
+    shared.update(slot, |s| s.restart = Some(Restart::after(attempt, delay)));
+    sleep(slot, delay).await
 }
 
-/// False when shutdown came first.
-async fn sleep(shared: &Shared, delay: Duration) -> bool {
+/// False when the server was stopped first.
+async fn sleep(slot: &Slot, delay: Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(delay) => true,
-        _ = shared.shutdown.cancelled() => false,
+        _ = slot.stop.cancelled() => false,
     }
 }
 
@@ -1123,6 +1247,7 @@ mod tests {
             std::thread::scope(|threads| {
                 for index in 0..SERVERS {
                     let (shared, start) = (&hub.shared, &start);
+                    let slot = shared.slots()[index].clone();
                     threads.spawn(move || {
                         let catalog = ServerCatalog {
                             server: format!("s{index}"),
@@ -1136,7 +1261,7 @@ mod tests {
                             ..ServerCatalog::default()
                         };
                         start.wait();
-                        shared.update_catalog(index, |s| record_catalog(s, catalog, true));
+                        shared.update_catalog(&slot, |s| record_catalog(s, catalog, true));
                     });
                 }
             });
@@ -1150,6 +1275,53 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_reload_keeps_the_same_servers_and_replaces_only_what_changed() {
+        // Disabled servers: nothing is spawned, and the diff is all that is looked at.
+        let off = "enabled = false";
+        let hub = Hub::idle(
+            &config(&(stdio("same", off) + &stdio("edited", off) + &stdio("gone", off))),
+            HubSettings::default(),
+        );
+        let before = hub.shared.slots().clone();
+        let changes = hub
+            .reload(&config(
+                &(stdio("new", off)
+                    + &stdio("same", off)
+                    + &stdio("edited", "enabled = false\ntimeout_secs = 5")),
+            ))
+            .await;
+        assert_eq!(
+            changes,
+            ServerChanges {
+                added: vec!["new".into()],
+                removed: vec!["gone".into()],
+                restarted: vec!["edited".into()],
+                unchanged: vec!["same".into()],
+            }
+        );
+        assert_eq!(hub.server_names(), ["new", "same", "edited"]);
+        let after = hub.shared.slots().clone();
+        assert!(Arc::ptr_eq(&before[0], &after[1]), "`same` keeps its slot");
+        assert!(
+            !Arc::ptr_eq(&before[1], &after[2]),
+            "`edited` gets a new one"
+        );
+        assert!(before[1].stop.is_cancelled() && before[2].stop.is_cancelled());
+        assert!(!after.iter().any(|slot| slot.stop.is_cancelled()));
+        // Nothing changed: nothing touched.
+        let same_again = config(
+            &(stdio("new", off)
+                + &stdio("same", off)
+                + &stdio("edited", "enabled = false\ntimeout_secs = 5")),
+        );
+        assert!(!hub.reload(&same_again).await.any());
+        assert!(Arc::ptr_eq(&after[2], &hub.shared.slots()[2]));
+        // After shutdown a reload starts nothing.
+        hub.shutdown().await;
+        assert_eq!(hub.reload(&config("")).await, ServerChanges::default());
+    }
+
     #[test]
     fn an_idle_hub_connects_nothing_and_is_settled() {
         let hub = Hub::idle(
@@ -1161,7 +1333,12 @@ mod tests {
         assert!(hub.settled());
         // Neither an unknown nor a disabled server is started (no runtime needed: nothing spawns).
         hub.connect(&["nope".to_string(), "off".to_string()]);
-        assert!(hub.supervisors.lock().unwrap().is_empty());
+        assert!(
+            hub.shared
+                .slots()
+                .iter()
+                .all(|slot| slot.supervisor.lock().unwrap().is_none())
+        );
         assert_eq!(hub.servers()[1].state, ServerState::Disabled);
     }
 }

@@ -6,6 +6,8 @@
 //! the session ending (the server died: its in-flight calls have already failed, and it is restarted with
 //! capped, jittered exponential backoff), a list-changed notification (the server's part of the catalog
 //! is listed again), or shutdown (the session is closed and a stdio child stopped and reaped).
+//! [`Hub::reload`] applies a new config's server list: each server has its own stop token, so a removed
+//! or changed one is stopped alone, a new one started, and the others are not touched.
 //!
 //! The aggregated [`Catalog`] is rebuilt whole on every change and swapped in behind an `Arc`, so readers
 //! never wait on writers and never see half a catalog. Locks here are plain `std` locks held only for
@@ -19,6 +21,6 @@
 mod hub;
 mod tools;
 
-pub use hub::{Hub, HubError, HubSettings, ListKind};
+pub use hub::{Hub, HubError, HubSettings, ListKind, ServerChanges};
 pub use portico_mcp::StopGrace;
 pub use tools::HubTools;

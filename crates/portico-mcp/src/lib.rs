@@ -26,5 +26,5 @@ pub use confirm::{confirm_params, confirm_through, confirmation};
 pub use methods::{notification_method, request_method};
 pub use results::{tool_result_from_object, tool_result_into_object};
 pub use sampling::{sample_through, sampling_answer, sampling_params};
-pub use stdio::{StopGrace, reap_dropped_children};
+pub use stdio::{StopGrace, kill_child_group_now, reap_dropped_children};
 pub use upstream::{HandshakeInfo, Upstream, UpstreamError, UpstreamExit};

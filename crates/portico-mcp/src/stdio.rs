@@ -270,6 +270,13 @@ fn group_of(pid: u32) -> Option<Pid> {
     i32::try_from(pid).ok().and_then(Pid::from_raw)
 }
 
+/// Kills the process group a stdio child leads (its `pid`, [`crate::HandshakeInfo::pid`]) at once,
+/// without the stop sequence: for a daemon told twice to stop. The session then sees the child gone
+/// and reaps it as usual.
+pub fn kill_child_group_now(pid: u32) {
+    signal_group(group_of(pid), Signal::KILL);
+}
+
 /// Signals every process in `group`. ESRCH (the group is already empty) is the common case after
 /// the leader has gone, and harmless.
 fn signal_group(group: Option<Pid>, signal: Signal) {

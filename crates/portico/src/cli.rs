@@ -350,7 +350,8 @@ async fn serve(
     explicit: Option<&std::path::Path>,
     listen: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let shutdown = shutdown_signal();
+    let signals = crate::serve_signals::ServeSignals::install()?;
+    let shutdown = signals.stopped();
     let (mut config, source) = portico_config::load(explicit)?;
     if let Some(listen) = listen {
         config.server.listen = listen;
@@ -363,10 +364,16 @@ async fn serve(
             "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"
         );
     }
-    let door = portico_daemon::DoorConfig::from_config(&config)?;
+    let live = portico_daemon::LiveConfig::new(config.clone(), source, explicit.map(Into::into));
+    let door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
     let engine = Engine::start(&config, engine_options())?;
     let hub = engine.upstreams().clone();
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
+    signals.follow(
+        live,
+        engine.clone(),
+        portico_daemon::InfoFile::in_dir(&portico_config::data_dir()),
+    );
     if let Some(stale) = info_file.read() {
         tracing::debug!(
             "replacing daemon info left by pid {} ({})",

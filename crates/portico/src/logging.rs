@@ -64,16 +64,26 @@ impl LogSetup {
     }
 
     pub fn install(self) {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
         let filter = EnvFilter::try_new(&self.filter).unwrap_or_else(|_| EnvFilter::new("warn"));
+        let client_gone = crate::log_filters::QuietClientGone::for_filter(&filter);
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .with_target(false);
         if self.json {
-            builder.json().with_ansi(false).init();
+            builder
+                .json()
+                .with_ansi(false)
+                .finish()
+                .with(client_gone)
+                .init();
         } else {
             builder
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .finish()
+                .with(client_gone)
                 .init();
         }
     }

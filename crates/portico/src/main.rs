@@ -9,11 +9,13 @@ mod cli;
 mod clients_cli;
 mod daemon_client;
 mod import_cli;
+mod log_filters;
 mod logging;
 mod oneview_cli;
 mod onramp_cli;
 mod output;
 mod progress;
+mod serve_signals;
 mod stdio_door;
 mod stdio_transport;
 

@@ -190,7 +190,7 @@ async fn expose_false_is_enforced_on_the_http_door() {
         .request("prompts/get", json!({"name": "mcp_cat_prompt_0"}))
         .await;
     assert_hidden(&tools, &call, &resources, &read, &prompts, &get);
-    assert_eq!(session.delete().await, 202);
+    assert_eq!(session.delete().await, 204);
     assert!(daemon.stop().success());
 }
 
@@ -241,7 +241,7 @@ async fn closed_sessions_leave_no_relay_tasks_behind() {
         .await;
         assert_eq!(stats["open"], 40, "wave {wave}: {stats}");
         for session in sessions {
-            assert_eq!(session.delete().await, 202);
+            assert_eq!(session.delete().await, 204);
         }
         // No catalog change comes to make a relay task notice its session is gone: the session's
         // end itself must stop it.
@@ -272,10 +272,10 @@ async fn sessions_are_capped_per_client_and_in_total() {
     let stats = session_stats(&base).await;
     assert_eq!(stats["open"], 2, "{stats}");
     // A deleted session gives its place back.
-    assert_eq!(first.delete().await, 202);
+    assert_eq!(first.delete().await, 204);
     let third = HttpSession::open(&base, &[]).await.unwrap();
-    assert_eq!(third.delete().await, 202);
-    assert_eq!(second.delete().await, 202);
+    assert_eq!(third.delete().await, 204);
+    assert_eq!(second.delete().await, 204);
     assert!(daemon.stop().success());
 
     let home = Home::new(&config_with(
@@ -321,7 +321,7 @@ async fn idle_sessions_expire_and_give_their_place_back() {
     let gone = post(&base, &body, &idle.session_headers()).await;
     assert_eq!(gone.status(), 404);
     let fresh = HttpSession::open(&base, &[]).await.unwrap();
-    assert_eq!(fresh.delete().await, 202);
+    assert_eq!(fresh.delete().await, 204);
     assert!(daemon.stop().success());
 }
 

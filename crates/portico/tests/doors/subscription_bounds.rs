@@ -132,7 +132,7 @@ async fn a_deleted_session_gives_its_upstream_streams_back() {
     for (k, v) in deleted.session_headers() {
         delete = delete.header(k, v);
     }
-    assert_eq!(delete.send().await.unwrap().status(), 202);
+    assert_eq!(delete.send().await.unwrap().status(), 204);
     subscribe_once_free(&mut late, &uri("late", 0)).await;
     // All 32 places came back, not one.
     fill(&mut late, "late", PER_SESSION).await;

@@ -1,0 +1,305 @@
+//! Live config: the daemon follows its config file and agents directory, and SIGHUP, and applies a
+//! new config through [`Engine::reload`], which starts, stops or restarts only the servers that
+//! changed. A config that does not load (it fails `config check`, or a file cannot be read) is
+//! refused: the running one is kept, and the refusal is logged and shown by `/api/health` and
+//! `/api/mcp/servers` until a config loads again.
+//!
+//! The files are polled rather than watched with inotify (the `notify` crate): it would be a new
+//! dependency with a platform backend each, editors that save by renaming a new file over the old
+//! one replace the watched inode (the watch has to be set again, on the directory), and an
+//! agents directory that appears later needs watching its parent. Reading one small file and a
+//! directory of small files twice a second costs nothing and handles every one of those cases.
+//! A change is applied once two reads in a row agree, so a file written in several steps is
+//! read whole.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portico_config::{Config, ConfigSource};
+use portico_engine::Engine;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// How often the config file and agents directory are read for changes.
+const POLL_EVERY: Duration = Duration::from_millis(500);
+
+/// The config the daemon runs, where it comes from, and whether the last attempt to reload it
+/// was refused. Cheap to clone.
+#[derive(Clone)]
+pub struct LiveConfig(Arc<Inner>);
+
+struct Inner {
+    /// `--config`, as `portico_config::load` takes it (else `$PORTICO_CONFIG`, the data dir's file).
+    explicit: Option<PathBuf>,
+    /// Whether the daemon follows its files at all (not for a router built from a fixed config).
+    follows: bool,
+    state: Mutex<State>,
+    /// SIGHUP: reload now. `notify_one` keeps one request that comes while a reload runs.
+    requested: Notify,
+}
+
+struct State {
+    config: Arc<Config>,
+    source: ConfigSource,
+    refused: Option<String>,
+    reloads: u64,
+}
+
+impl LiveConfig {
+    /// The config the daemon started with, loaded from `explicit` as `portico_config::load` does,
+    /// followed for changes once the daemon serves.
+    pub fn new(config: Config, source: ConfigSource, explicit: Option<PathBuf>) -> Self {
+        Self::build(config, source, explicit, true)
+    }
+
+    /// A config that never changes, for a router built without a daemon around it.
+    pub(crate) fn fixed(config: Config) -> Self {
+        Self::build(config, ConfigSource::Embedded, None, false)
+    }
+
+    fn build(
+        config: Config,
+        source: ConfigSource,
+        explicit: Option<PathBuf>,
+        follows: bool,
+    ) -> Self {
+        LiveConfig(Arc::new(Inner {
+            explicit,
+            follows,
+            state: Mutex::new(State {
+                config: Arc::new(config),
+                source,
+                refused: None,
+                reloads: 0,
+            }),
+            requested: Notify::new(),
+        }))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().expect("live config lock")
+    }
+
+    /// The config running now.
+    pub fn config(&self) -> Arc<Config> {
+        self.state().config.clone()
+    }
+
+    /// Asks for a reload now (SIGHUP), whether or not the files changed.
+    pub fn request_reload(&self) {
+        self.0.requested.notify_one();
+    }
+
+    /// The `config` object of `/api/health` and `/api/mcp/servers`: `loaded` or `refused` (with the
+    /// error), the file, and how many reloads were applied.
+    pub(crate) fn status_json(&self) -> Value {
+        let state = self.state();
+        let mut status = json!({
+            "status": if state.refused.is_some() { "refused" } else { "loaded" },
+            "file": state.source.to_string(),
+            "reloads": state.reloads,
+        });
+        if let Some(error) = &state.refused {
+            status["error"] = Value::String(error.clone());
+        }
+        status
+    }
+
+    /// A fingerprint of what a reload would read: the located config file and the agents
+    /// directory's `*.toml` files, names and contents. An unreadable file counts as its error, so
+    /// that it is tried (and refused) once, not on every poll.
+    fn fingerprint(&self) -> u64 {
+        let (source, agents_dir) = {
+            let state = self.state();
+            let source = portico_config::locate(self.0.explicit.as_deref());
+            let base = match &state.source {
+                ConfigSource::File(path) => {
+                    path.parent().map(Path::to_path_buf).unwrap_or_default()
+                }
+                ConfigSource::Embedded => portico_config::data_dir(),
+            };
+            let agents_dir = match &state.config.server.agents_dir {
+                Some(dir) => base.join(dir),
+                None => portico_config::data_dir().join("agents"),
+            };
+            (source, agents_dir)
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        match &source {
+            ConfigSource::File(path) => {
+                path.hash(&mut hasher);
+                hash_file(path, &mut hasher);
+            }
+            ConfigSource::Embedded => 0u8.hash(&mut hasher),
+        }
+        if let Ok(entries) = std::fs::read_dir(&agents_dir) {
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+                .collect();
+            files.sort();
+            for file in files {
+                file.hash(&mut hasher);
+                hash_file(&file, &mut hasher);
+            }
+        }
+        hasher.finish()
+    }
+
+    /// Loads the config again and applies it, or refuses it and keeps the running one. `why` is
+    /// for the log.
+    pub(crate) async fn reload(&self, engine: &Engine, why: &str) {
+        let loaded = portico_config::load(self.0.explicit.as_deref());
+        let (new, source) = match loaded {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                let error = error.to_string();
+                tracing::error!(
+                    "config reload ({why}) refused, the running config is kept: {error}; fix the file (`portico config check` lists the problems) and save it again"
+                );
+                self.state().refused = Some(error);
+                return;
+            }
+        };
+        let old = self.config();
+        let reloaded = match engine.reload(&old, &new).await {
+            Ok(reloaded) => reloaded,
+            Err(error) => {
+                let error = format!("{source}: {error}");
+                tracing::error!(
+                    "config reload ({why}) refused, the running config is kept: {error}"
+                );
+                self.state().refused = Some(error);
+                return;
+            }
+        };
+        for section in &reloaded.restart_needed {
+            tracing::warn!(
+                "config reload ({why}): {section} changed; restart needed for it to take effect (Portico keeps running with the old {section})"
+            );
+        }
+        let servers = &reloaded.servers;
+        let mut done = Vec::new();
+        for (what, names) in [
+            ("added", &servers.added),
+            ("removed", &servers.removed),
+            ("restarted", &servers.restarted),
+        ] {
+            if !names.is_empty() {
+                done.push(format!("{what} {}", names.join(", ")));
+            }
+        }
+        if done.is_empty() {
+            done.push("no server changed".into());
+        }
+        let agents = &reloaded.agents;
+        for (what, names) in [
+            ("added agent", &agents.added),
+            ("removed agent", &agents.removed),
+            ("changed agent", &agents.changed),
+        ] {
+            if !names.is_empty() {
+                done.push(format!("{what} {}", names.join(", ")));
+            }
+        }
+        tracing::info!(
+            "config reloaded ({why}) from {source}: {}; {} unchanged",
+            done.join("; "),
+            servers.unchanged.len()
+        );
+        let mut state = self.state();
+        state.config = Arc::new(reloaded.running);
+        state.source = source;
+        state.refused = None;
+        state.reloads += 1;
+    }
+}
+
+fn hash_file(path: &Path, hasher: &mut impl Hasher) {
+    match std::fs::read(path) {
+        Ok(bytes) => bytes.hash(hasher),
+        Err(error) => error.kind().to_string().hash(hasher),
+    }
+}
+
+/// Follows the files and SIGHUP until `stop`, reloading on each change.
+pub(crate) async fn follow(live: LiveConfig, engine: Engine, stop: CancellationToken) {
+    if !live.0.follows {
+        return;
+    }
+    let mut last = live.fingerprint();
+    // A changed fingerprint seen once; applied when the next read agrees.
+    let mut pending: Option<u64> = None;
+    let mut tick = tokio::time::interval(POLL_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = live.0.requested.notified() => {
+                live.reload(&engine, "SIGHUP").await;
+                last = live.fingerprint();
+                pending = None;
+            }
+            _ = tick.tick() => {
+                let now = live.fingerprint();
+                if now == last {
+                    pending = None;
+                } else if pending == Some(now) {
+                    live.reload(&engine, "file changed").await;
+                    last = now;
+                    pending = None;
+                } else {
+                    pending = Some(now);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_follows_the_file_and_the_agents_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "[server]\nagents_dir = \"agents\"\n").unwrap();
+        let config = portico_config::parse("t", "[server]\nagents_dir = \"agents\"\n").unwrap();
+        let live = LiveConfig::new(config, ConfigSource::File(file.clone()), Some(file.clone()));
+        let first = live.fingerprint();
+        assert_eq!(live.fingerprint(), first, "nothing changed");
+        std::fs::write(&file, "[server]\nagents_dir = \"agents\"\n# edited\n").unwrap();
+        let edited = live.fingerprint();
+        assert_ne!(edited, first);
+        std::fs::create_dir(dir.path().join("agents")).unwrap();
+        std::fs::write(dir.path().join("agents/notes.txt"), "not an agent").unwrap();
+        assert_eq!(live.fingerprint(), edited, "only *.toml files are agents");
+        std::fs::write(dir.path().join("agents/a.toml"), "name = \"a\"\n").unwrap();
+        assert_ne!(live.fingerprint(), edited);
+        let with_agent = live.fingerprint();
+        std::fs::remove_file(&file).unwrap();
+        assert_ne!(live.fingerprint(), with_agent, "a missing file is a change");
+    }
+
+    #[test]
+    fn the_status_says_loaded_or_refused_with_the_error() {
+        let live = LiveConfig::new(
+            Config::default(),
+            ConfigSource::File("/etc/portico.toml".into()),
+            None,
+        );
+        assert_eq!(
+            live.status_json(),
+            json!({"status": "loaded", "file": "/etc/portico.toml", "reloads": 0})
+        );
+        live.state().refused = Some("bad key".into());
+        assert_eq!(
+            live.status_json(),
+            json!({"status": "refused", "file": "/etc/portico.toml", "reloads": 0, "error": "bad key"})
+        );
+    }
+}

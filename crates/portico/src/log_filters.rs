@@ -1,0 +1,113 @@
+//! Filters on the log: events that are not what their level says.
+
+/// What rmcp logs at ERROR when a client went away while an answer to it was still on its way
+/// (an IDE closing, or `portico mcp` detaching, with its `subscriptions/listen` stream open): the
+/// answer has nowhere to go, which is how every disconnect ends, not an error of Portico's.
+const CLIENT_GONE: &str = "failed to send pending response during drain";
+
+/// Keeps [`CLIENT_GONE`] out of the log unless it is at debug level (`-vv`, or `PORTICO_LOG`
+/// allowing debug): an ERROR on every disconnect taught people to ignore errors.
+pub(crate) struct QuietClientGone {
+    show: bool,
+}
+
+impl QuietClientGone {
+    /// `filter`: the log's filter; the event is shown when it lets debug events through.
+    pub(crate) fn for_filter(filter: &tracing_subscriber::EnvFilter) -> Self {
+        QuietClientGone {
+            show: filter
+                .max_level_hint()
+                .is_some_and(|level| level >= tracing::level_filters::LevelFilter::DEBUG),
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for QuietClientGone {
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        let metadata = event.metadata();
+        if self.show
+            || *metadata.level() != tracing::Level::ERROR
+            || !metadata.target().starts_with("rmcp")
+        {
+            return true;
+        }
+        struct Message(bool);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}") == CLIENT_GONE;
+                }
+            }
+        }
+        let mut message = Message(false);
+        event.record(&mut message);
+        !message.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+
+    /// Records the message of every event it is given.
+    struct Messages(Arc<Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Messages {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            struct Text(String);
+            impl tracing::field::Visit for Text {
+                fn record_debug(
+                    &mut self,
+                    field: &tracing::field::Field,
+                    value: &dyn std::fmt::Debug,
+                ) {
+                    if field.name() == "message" {
+                        self.0 = format!("{value:?}");
+                    }
+                }
+            }
+            let mut text = Text(String::new());
+            event.record(&mut text);
+            self.0.lock().unwrap().push(text.0);
+        }
+    }
+
+    fn logged(show: bool) -> Vec<String> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry()
+            .with(QuietClientGone { show })
+            .with(Messages(seen.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!(target: "rmcp::service", error = "channel closed", "{CLIENT_GONE}");
+            tracing::error!(target: "rmcp::service", "response send task failed during drain");
+            tracing::error!(target: "portico", "{CLIENT_GONE}");
+            tracing::debug!(target: "rmcp::service", "{CLIENT_GONE}");
+        });
+        seen.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn only_rmcps_client_gone_error_is_kept_out_and_only_below_debug() {
+        assert_eq!(
+            logged(false),
+            [
+                "response send task failed during drain",
+                CLIENT_GONE,
+                CLIENT_GONE
+            ]
+        );
+        assert_eq!(logged(true).len(), 4);
+    }
+}
