@@ -210,7 +210,24 @@ async fn servers(daemon: &Daemon, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         output::servers_table(&servers)
     })?;
+    if let Some(refused) = refused_reload(daemon).await {
+        eprintln!("{refused}");
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to say when the daemon refused its config file's last edit (it then runs the config it had).
+async fn refused_reload(daemon: &Daemon) -> Option<String> {
+    let health = daemon.get("/api/health", None).await.ok()?;
+    let config = &health["config"];
+    (config["status"] == "refused").then(|| {
+        format!(
+            "the daemon refused the edited config {}, and runs the one it had: {}\nfix the file; the daemon reloads it when it is saved (`portico config check` shows the problems)",
+            config["file"].as_str().unwrap_or("?"),
+            config["error"].as_str().unwrap_or("no reason given"),
+        )
+    })
 }
 
 /// `portico tools` in this process: the same catalog the doors would serve from this config, built

@@ -142,6 +142,20 @@ async fn a_config_that_fails_its_check_is_refused_and_the_running_one_kept() {
     );
     let servers = get_json(format!("{}/api/mcp/servers", daemon.base)).await;
     assert_eq!(servers["config"], health["config"]);
+    // `portico servers`, through the daemon, lists what runs and says the edit was refused.
+    let cli = tokio::task::block_in_place(|| home.command(&["servers"]).output().unwrap());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&cli.stdout),
+        String::from_utf8_lossy(&cli.stderr),
+    );
+    assert_eq!(cli.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("cat"), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "the daemon refused the edited config {file}, and runs the one it had: {error}\nfix the file;"
+        )),
+        "{stderr}"
+    );
     assert_eq!(servers["connected"][0]["state"], "ready");
     assert_eq!(upstream_tools(session.tool_names(1).await), ["mcp_cat_t1"]);
 
