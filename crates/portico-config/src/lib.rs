@@ -9,10 +9,13 @@
 //! would stop at the first error, which makes fixing a config a slow loop.
 //!
 //! This crate does not start anything and does not read the environment except in [`expand`] and
-//! [`locate`].
+//! [`locate`]; [`environment_findings`] (what `config check` warns of and `portico doctor` fails on:
+//! unset `${VAR}`s, stdio commands not found, an open listen address without a token) is handed its
+//! variables and only looks at the filesystem for commands.
 
 mod check;
 mod clients;
+mod environment;
 mod expand;
 mod locate;
 mod model;
@@ -22,8 +25,9 @@ pub use clients::{
     ClientConfig, RESERVED_CLIENT_NAMES, is_client_name, parse_sha256_hex, reserved_client_name,
     token_sha256_hex,
 };
+pub use environment::{Finding, FindingKind, environment_findings, find_program};
 pub use expand::{ExpandError, expand_vars};
-pub use locate::{ConfigSource, DEFAULT_CONFIG, data_dir, locate};
+pub use locate::{ConfigSource, DEFAULT_CONFIG, config_digest, data_dir, locate};
 pub use model::{
     A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, CardVersion, Config,
     DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN, DEFAULT_MAX_CONCURRENT_CALLS,

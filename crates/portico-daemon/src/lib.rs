@@ -48,7 +48,8 @@ use tokio_util::sync::CancellationToken;
 
 use in_flight::InFlight;
 pub use info::{
-    DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS, new_challenge,
+    ConfigIdentity, DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS,
+    new_challenge,
 };
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
 
@@ -94,6 +95,8 @@ pub struct DoorConfig {
     pub server: ServerOptions,
     /// Made fresh for every start; `/api/health` proves the daemon's identity with it.
     pub identity: IdentityKey,
+    /// Which config this daemon runs, published in `daemon.json` (set by the caller that read it).
+    pub config: Option<ConfigIdentity>,
 }
 
 impl DoorConfig {
@@ -139,6 +142,7 @@ impl DoorConfig {
                 ..ServerOptions::from_config(config)
             },
             identity: IdentityKey::generate(),
+            config: None,
         })
     }
 
@@ -339,11 +343,14 @@ pub async fn serve_with_server(
         })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     let door = door.with_listen(bound);
-    let info = DaemonInfo::new(
-        bound,
-        door.policy.token().map(str::to_string),
-        door.identity.clone(),
-    );
+    let info = DaemonInfo {
+        config: door.config.clone(),
+        ..DaemonInfo::new(
+            bound,
+            door.policy.token().map(str::to_string),
+            door.identity.clone(),
+        )
+    };
     info_file
         .write(&info)
         .map_err(|source| DaemonError::InfoFile {

@@ -228,6 +228,7 @@ impl Hub {
                         resource_templates: 0,
                         prompts: 0,
                         last_error: None,
+                        stderr_tail: Vec::new(),
                         connects: 0,
                     },
                     upstream: None,
@@ -823,6 +824,7 @@ async fn connect_failed(
             ServerState::Restarting
         };
         s.status.last_error = Some(error.to_string());
+        s.status.stderr_tail = error.stderr_tail().to_vec();
         s.settled = true;
         if permanent {
             // It will not come back: its tools go.
@@ -863,6 +865,7 @@ fn mark_ready(shared: &Shared, index: usize, upstream: &Arc<Upstream>, catalog: 
         s.status.server_name = info.server_name.clone();
         s.status.server_version = info.server_version.clone();
         s.status.last_error = None;
+        s.status.stderr_tail.clear();
         s.status.connects += 1;
         s.upstream = Some(upstream.clone());
         s.restart = None;

@@ -14,10 +14,23 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 use crate::UpstreamError;
+use crate::stderr_tail::StderrTail;
 
 /// Variables every child gets from Portico's environment, because programs commonly break without
-/// them. Everything else must be named in the server's `env`.
-pub(crate) const BASE_ENV: &[&str] = &["PATH", "HOME", "TMPDIR", "TMP", "TEMP"];
+/// them: the basics, and the CA-bundle variables (not secrets: paths to certificates), without which
+/// a child behind a TLS-intercepting proxy fails or hangs on its first download. Everything else
+/// must be named in the server's `env`.
+pub(crate) const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+];
 
 /// The longest stderr line logged whole; longer lines are cut so a misbehaving child cannot flood logs.
 const MAX_STDERR_LINE: usize = 4096;
@@ -212,10 +225,12 @@ impl Transport<RoleClient> for ChildTransport {
 }
 
 /// Spawns the child in its own process group (so stopping it also stops whatever it started, such as
-/// the node process behind `npx`), and forwards its stderr to the log under the server's name.
+/// the node process behind `npx`), and forwards its stderr to the log under the server's name, keeping
+/// its last lines in `tail`.
 pub(crate) fn spawn(
     spec: &StdioSpec<'_>,
     grace: StopGrace,
+    tail: &StderrTail,
 ) -> Result<(ChildTransport, Option<u32>), UpstreamError> {
     refuse_parent_dir(spec.server, spec.command)?;
     let vars = child_env(spec.server, spec.env, |name| std::env::var(name).ok())?;
@@ -231,10 +246,10 @@ pub(crate) fn spawn(
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
-    let spawn_error = |source| UpstreamError::Spawn {
+    let spawn_error = |cause| UpstreamError::Spawn {
         server: spec.server.to_string(),
         command: spec.command.to_string(),
-        source,
+        cause,
     };
     let mut child = command.spawn().map_err(spawn_error)?;
     let pid = child.id();
@@ -246,7 +261,7 @@ pub(crate) fn spawn(
         )));
     };
     if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(log_stderr(spec.server.to_string(), stderr));
+        tokio::spawn(log_stderr(spec.server.to_string(), stderr, tail.clone()));
     }
     let transport = ChildTransport {
         io: AsyncRwTransport::new_client(stdout, stdin),
@@ -282,7 +297,7 @@ fn signal_group(group: Option<Pid>, signal: Signal) {
     }
 }
 
-async fn log_stderr(server: String, stderr: ChildStderr) {
+async fn log_stderr(server: String, stderr: ChildStderr, tail: StderrTail) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
@@ -292,6 +307,7 @@ async fn log_stderr(server: String, stderr: ChildStderr) {
             Ok(_) => {
                 let text = String::from_utf8_lossy(&line);
                 let text = text.trim_end();
+                tail.push(text);
                 if text.len() > MAX_STDERR_LINE {
                     let mut cut = MAX_STDERR_LINE;
                     while !text.is_char_boundary(cut) {
@@ -304,6 +320,7 @@ async fn log_stderr(server: String, stderr: ChildStderr) {
             }
         }
     }
+    tail.end();
 }
 
 #[cfg(test)]
@@ -315,6 +332,7 @@ mod tests {
         let outer = |name: &str| match name {
             "PATH" => Some("/usr/bin".to_string()),
             "HOME" => Some("/home/u".to_string()),
+            "NODE_EXTRA_CA_CERTS" => Some("/etc/corp-ca.pem".to_string()),
             "SECRET" => Some("hunter2".to_string()),
             "TOKEN" => Some("t0k".to_string()),
             _ => None,
@@ -333,6 +351,8 @@ mod tests {
             vec![
                 ("PATH".into(), "/usr/bin".into()),
                 ("HOME".into(), "/home/u".into()),
+                // CA bundles are not secrets: passed by default (issue 14).
+                ("NODE_EXTRA_CA_CERTS".into(), "/etc/corp-ca.pem".into()),
                 ("TOKEN".into(), "t0k".into()),
                 ("AUTH".into(), "Bearer t0k".into()),
             ]

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::ordering::ProgressInOrder;
 use crate::results::tool_result_from_rmcp;
+use crate::stderr_tail::StderrTail;
 use crate::stdio::StopGrace;
 use crate::{legacy_sse, stdio};
 use portico_core::relay::{CallContext, RelayRequest};
@@ -42,21 +43,43 @@ use portico_core::relay::{CallContext, RelayRequest};
 pub enum UpstreamError {
     #[error("server `{server}`: {message}")]
     Config { server: String, message: String },
-    #[error("server `{server}`: cannot start `{command}`: {source} (is it installed and on PATH?)")]
+    #[error("server `{server}`: cannot start `{command}`: {}", spawn_cause(.cause))]
     Spawn {
         server: String,
         command: String,
-        #[source]
-        source: std::io::Error,
+        /// Not a `#[source]`: the message already says it, in words.
+        cause: std::io::Error,
     },
     #[error("server `{server}`: {message}")]
     Refused { server: String, message: String },
     #[error("server `{server}`: handshake failed: {message}")]
     Handshake { server: String, message: String },
+    /// Nothing answered at the URL: the root cause of the failed connection, in plain words.
+    #[error("server `{server}`: cannot reach {url}: {cause}")]
+    Unreachable {
+        server: String,
+        url: String,
+        cause: String,
+    },
+    /// A stdio child ended the connection before the handshake was done, with its last stderr lines.
+    #[error("server `{server}`: `{command}` {message}{}", stderr_block(.stderr, .hint.as_deref()))]
+    ChildFailed {
+        server: String,
+        command: String,
+        message: String,
+        stderr: Vec<String>,
+        hint: Option<String>,
+    },
     #[error(
-        "server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start)"
+        "server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start){}", stderr_block(.stderr, .hint.as_deref())
     )]
-    HandshakeTimeout { server: String, secs: u64 },
+    HandshakeTimeout {
+        server: String,
+        secs: u64,
+        /// A stdio child's last stderr lines (empty otherwise).
+        stderr: Vec<String>,
+        hint: Option<String>,
+    },
     #[error(
         "server `{server}`: {what} found no free place within {secs}s: {max} requests were already in flight to this server (its max_concurrent_calls); retry later, or raise max_concurrent_calls if the server copes"
     )]
@@ -88,7 +111,47 @@ pub enum UpstreamError {
     },
 }
 
+/// Why a command did not start, in words, with what to do.
+fn spawn_cause(error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => {
+            "no such program (is it installed, and on the PATH Portico was started with?)".into()
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "permission denied (is it an executable file?)".into()
+        }
+        _ => portico_net::root_cause(error),
+    }
+}
+
+/// A child's last stderr lines under its error, indented, and the hint they led to.
+fn stderr_block(lines: &[String], hint: Option<&str>) -> String {
+    let mut block = String::new();
+    if !lines.is_empty() {
+        block.push_str("; its stderr ended with:");
+        for line in lines {
+            block.push_str("\n    ");
+            block.push_str(line);
+        }
+    }
+    if let Some(hint) = hint {
+        block.push_str("\n  (");
+        block.push_str(hint);
+        block.push(')');
+    }
+    block
+}
+
 impl UpstreamError {
+    /// The last stderr lines of a stdio child that failed at start (empty for other errors).
+    pub fn stderr_tail(&self) -> &[String] {
+        match self {
+            UpstreamError::ChildFailed { stderr, .. }
+            | UpstreamError::HandshakeTimeout { stderr, .. } => stderr,
+            _ => &[],
+        }
+    }
+
     /// True when retrying cannot help until the configuration changes.
     pub fn is_permanent(&self) -> bool {
         matches!(
@@ -110,6 +173,8 @@ impl From<UpstreamError> for CallError {
             UpstreamError::Closed { .. }
             | UpstreamError::Spawn { .. }
             | UpstreamError::Handshake { .. }
+            | UpstreamError::Unreachable { .. }
+            | UpstreamError::ChildFailed { .. }
             | UpstreamError::Config { .. }
             | UpstreamError::Refused { .. } => CallError::UpstreamGone(message),
             UpstreamError::Remote { .. } => CallError::UpstreamFailed(message),
@@ -190,12 +255,19 @@ impl Upstream {
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let timeout = config.timeout();
         let server = config.name.clone();
-        match tokio::time::timeout(timeout, Self::connect_inner(config, events, grace)).await {
+        let tail = StderrTail::default();
+        match tokio::time::timeout(timeout, Self::connect_inner(config, events, grace, &tail)).await
+        {
             Ok(result) => result,
-            Err(_) => Err(UpstreamError::HandshakeTimeout {
-                server,
-                secs: config.timeout_secs,
-            }),
+            Err(_) => {
+                let stderr = tail.lines();
+                Err(UpstreamError::HandshakeTimeout {
+                    server,
+                    secs: config.timeout_secs,
+                    hint: certificate_hint_for(&stderr),
+                    stderr,
+                })
+            }
         }
     }
 
@@ -203,6 +275,7 @@ impl Upstream {
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
+        tail: &StderrTail,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let server = config.name.as_str();
         let active = Arc::new(ActiveCalls::default());
@@ -224,11 +297,15 @@ impl Upstream {
                         env: &config.env,
                     },
                     grace,
+                    tail,
                 )?;
-                let service = handler()
+                let service = match handler()
                     .serve_with_lifecycle(ProgressInOrder::new(child, server, &active), lifecycle)
                     .await
-                    .map_err(|e| handshake_error(server, e))?;
+                {
+                    Ok(service) => service,
+                    Err(error) => return Err(child_failed(server, command, error, tail).await),
+                };
                 Ok(Self::start(
                     config,
                     service,
@@ -278,7 +355,11 @@ impl Upstream {
                     }
                     Err(e) => e,
                 };
-                if matches!(streamable_error, UpstreamError::Refused { .. }) {
+                // Nothing listening there answers legacy HTTP+SSE either.
+                if matches!(
+                    streamable_error,
+                    UpstreamError::Refused { .. } | UpstreamError::Unreachable { .. }
+                ) {
                     return Err(streamable_error);
                 }
                 tracing::debug!(
@@ -299,12 +380,17 @@ impl Upstream {
                     },
                 )
                 .await
-                .map_err(|e| match client.last_refusal_message() {
-                    Some(message) => UpstreamError::Refused {
+                .map_err(|e| match (client.last_refusal_message(), client.last_connect_failure()) {
+                    (Some(message), _) => UpstreamError::Refused {
                         server: server.to_string(),
                         message,
                     },
-                    None => UpstreamError::Handshake {
+                    (None, Some(cause)) => UpstreamError::Unreachable {
+                        server: server.to_string(),
+                        url: url.to_string(),
+                        cause,
+                    },
+                    (None, None) => UpstreamError::Handshake {
                     server: server.to_string(),
                     message: format!("neither Streamable HTTP ({streamable_error}) nor legacy HTTP+SSE ({e}) worked at {url}"),
                     },
@@ -312,7 +398,7 @@ impl Upstream {
                 let service = handler()
                     .serve_with_lifecycle(ProgressInOrder::new(legacy, server, &active), lifecycle)
                     .await
-                    .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
+                    .map_err(|e| handshake_error_via(server, e, Some((&client, &url))))?;
                 Ok(Self::start(
                     config,
                     service,
@@ -1188,7 +1274,7 @@ async fn serve_streamable(
         Err(e) => e,
     };
     if !discover_answered_by_a_handshake_server(lifecycle, &error) {
-        return Err(handshake_error_via(server, error, Some(client)));
+        return Err(handshake_error_via(server, error, Some((client, url))));
     }
     tracing::debug!(
         server,
@@ -1203,7 +1289,7 @@ async fn serve_streamable(
             ClientLifecycleMode::Initialize,
         )
         .await
-        .map_err(|e| match handshake_error_via(server, e, Some(client)) {
+        .map_err(|e| match handshake_error_via(server, e, Some((client, url))) {
             UpstreamError::Handshake { server, message } => UpstreamError::Handshake {
                 server,
                 message: format!(
@@ -1305,30 +1391,79 @@ fn streamable_transport(
     ))
 }
 
-fn handshake_error(server: &str, error: ClientInitializeError) -> UpstreamError {
-    handshake_error_via(server, error, None)
+/// How long a child that failed the handshake gets to finish writing to stderr (it is usually
+/// exiting) before its last lines are read for the error.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
+
+/// A stdio child's failed handshake, with the last lines it wrote to stderr and, when they speak of
+/// certificates, which CA-bundle variables it was given.
+async fn child_failed(
+    server: &str,
+    command: &str,
+    error: ClientInitializeError,
+    tail: &StderrTail,
+) -> UpstreamError {
+    let stderr = tail.settle(STDERR_SETTLE).await;
+    let message = match &error {
+        ClientInitializeError::ConnectionClosed(_) => {
+            "exited or closed its stdout before answering the handshake".to_string()
+        }
+        other => format!("failed the handshake: {}", describe_initialize_error(other)),
+    };
+    UpstreamError::ChildFailed {
+        server: server.to_string(),
+        command: command.to_string(),
+        message,
+        hint: certificate_hint_for(&stderr),
+        stderr,
+    }
 }
 
-/// Like [`handshake_error`], but also asks the HTTP client whether it refused an address: rmcp's
-/// transport errors keep only reqwest's top-level message, which does not say which rule refused what.
+fn certificate_hint_for(stderr: &[String]) -> Option<String> {
+    crate::stderr_tail::mentions_certificates(stderr)
+        .then(|| crate::stderr_tail::certificate_hint(|name| std::env::var(name).ok()))
+}
+
+/// A failed handshake over HTTP. The HTTP client is asked whether it refused an address or failed to
+/// connect: rmcp's transport errors keep only a top-level message, which names neither the rule that
+/// refused what nor the cause (`connection refused`), which rmcp only logs.
 fn handshake_error_via(
     server: &str,
     error: ClientInitializeError,
-    client: Option<&SafeClient>,
+    client: Option<(&SafeClient, &url::Url)>,
 ) -> UpstreamError {
-    let message = error_chain(&error);
     let refusal = portico_net::blocked_in_error_chain(&error)
         .map(ToString::to_string)
-        .or_else(|| client.and_then(SafeClient::last_refusal_message));
+        .or_else(|| client.and_then(|(client, _)| client.last_refusal_message()));
     if let Some(message) = refusal {
         return UpstreamError::Refused {
             server: server.to_string(),
             message,
         };
     }
+    if let Some((client, url)) = client
+        && let Some(cause) = client.last_connect_failure()
+    {
+        return UpstreamError::Unreachable {
+            server: server.to_string(),
+            url: url.to_string(),
+            cause,
+        };
+    }
     UpstreamError::Handshake {
         server: server.to_string(),
-        message,
+        message: describe_initialize_error(&error),
+    }
+}
+
+/// A failed handshake in words: for a transport error, what was being done and the transport's own
+/// error, without rmcp's wrapping (which names the transport by its Rust type).
+fn describe_initialize_error(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{context}: {}", error_chain(&*error.error))
+        }
+        other => error_chain(other),
     }
 }
 
@@ -1356,11 +1491,13 @@ fn service_error(server: &str, what: String, error: ServiceError) -> UpstreamErr
 }
 
 /// Renders an error with its sources, since rmcp's top-level messages alone often hide the cause.
+/// rmcp's transport wrapper names the transport by its Rust type (`Transport [portico_mcp::…<…>]
+/// error: …`), which says nothing to a user: that part is left out.
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
+    let mut text = without_transport_type(&error.to_string());
     let mut source = error.source();
     while let Some(cause) = source {
-        let cause_text = cause.to_string();
+        let cause_text = without_transport_type(&cause.to_string());
         if !text.contains(&cause_text) {
             text.push_str(": ");
             text.push_str(&cause_text);
@@ -1368,4 +1505,92 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+/// `text` without each `Transport [<type name>] error: ` that rmcp's `DynamicTransportError` writes.
+fn without_transport_type(text: &str) -> String {
+    const START: &str = "Transport [";
+    const END: &str = "] error: ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(START) {
+        let Some(end) = rest[start..].find(END) else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        rest = &rest[start + end + END.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("Transport send error: {0}")]
+    struct Outer(#[source] rmcp::transport::DynamicTransportError);
+
+    #[test]
+    fn transport_type_names_are_left_out_of_error_text() {
+        let inner: Box<dyn std::error::Error + Send + Sync> =
+            Box::new(std::io::Error::other("Transport channel closed"));
+        let dynamic = rmcp::transport::DynamicTransportError::from_parts(
+            "portico_mcp::ordering::ProgressInOrder<rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>>",
+            std::any::TypeId::of::<()>(),
+            inner,
+        );
+        let error = Outer(dynamic);
+        assert_eq!(
+            error_chain(&error),
+            "Transport send error: Transport channel closed"
+        );
+        let initialize = ClientInitializeError::TransportError {
+            error: rmcp::transport::DynamicTransportError::from_parts(
+                "portico_mcp::ordering::ProgressInOrder<X>",
+                std::any::TypeId::of::<()>(),
+                Box::new(std::io::Error::other("Transport channel closed")),
+            ),
+            context: "send initialize request".into(),
+        };
+        assert_eq!(
+            describe_initialize_error(&initialize),
+            "send initialize request: Transport channel closed"
+        );
+        assert_eq!(without_transport_type("no wrapper here"), "no wrapper here");
+        assert_eq!(
+            without_transport_type("a Transport [T<U>] error: b; Transport [V] error: c"),
+            "a b; c"
+        );
+        // An unterminated wrapper is left as it is.
+        assert_eq!(without_transport_type("Transport [T"), "Transport [T");
+    }
+
+    #[test]
+    fn a_failed_child_error_puts_its_stderr_under_the_cause() {
+        let error = UpstreamError::ChildFailed {
+            server: "crashy".into(),
+            command: "python3".into(),
+            message: "exited or closed its stdout before answering the handshake".into(),
+            stderr: vec!["fatal: cannot start".into(), "bye".into()],
+            hint: None,
+        };
+        assert_eq!(
+            error.to_string(),
+            "server `crashy`: `python3` exited or closed its stdout before answering the handshake; \
+             its stderr ended with:\n    fatal: cannot start\n    bye"
+        );
+        assert_eq!(error.stderr_tail(), ["fatal: cannot start", "bye"]);
+        let unreachable = UpstreamError::Unreachable {
+            server: "dead".into(),
+            url: "http://127.0.0.1:9/mcp".into(),
+            cause: "connection refused".into(),
+        };
+        assert_eq!(
+            unreachable.to_string(),
+            "server `dead`: cannot reach http://127.0.0.1:9/mcp: connection refused"
+        );
+        assert!(unreachable.stderr_tail().is_empty());
+    }
 }

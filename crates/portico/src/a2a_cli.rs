@@ -219,9 +219,14 @@ async fn send(
         move |event: A2aEvent| match event {
             A2aEvent::Status { state, text, .. } => {
                 let state = portico_a2a_client::wire::state_to_v03(&state);
+                // Progress text goes to stderr as it comes; the text of the status a task ends
+                // (or stops for input) with is the answer, which stdout gets once, below. On a
+                // terminal, where both streams show, it was printed twice.
                 match text {
-                    Some(text) => eprintln!("[{state}] {text}"),
-                    None => eprintln!("[{state}]"),
+                    Some(text) if matches!(state, "submitted" | "working") => {
+                        eprintln!("[{state}] {text}")
+                    }
+                    _ => eprintln!("[{state}]"),
                 }
             }
             A2aEvent::Artifact {
@@ -268,7 +273,9 @@ async fn send(
             println!();
         }
         // Nothing streamed (no artifacts: a question, a failure, a status message): print the answer.
-        if (!printed.load(Ordering::Relaxed) || outcome.is_interrupted())
+        // A question or a failure after streamed artifacts is printed too: its status line above
+        // no longer carries the text.
+        if (!printed.load(Ordering::Relaxed) || outcome.is_interrupted() || outcome.is_failure())
             && !outcome.text.is_empty()
         {
             println!("{}", outcome.text);
