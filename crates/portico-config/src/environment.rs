@@ -1,7 +1,7 @@
-//! What a valid config needs from the machine it runs on: the `${VAR}`s it references set, its
-//! stdio commands found, and a listen address `portico serve` accepts. `config check` reports these
-//! as warnings (the file is fine; this environment is not ready for it) and `portico doctor` as
-//! failures.
+//! What a valid config needs from the machine it runs on: the `${VAR}`s it references set and its
+//! stdio commands found. `config check` reports these as warnings (the file is fine; this
+//! environment is not ready for it) and `portico doctor` as failures. (An open listen address
+//! without a token is a problem of the file itself: `check` reports it.)
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -26,8 +26,6 @@ pub enum FindingKind {
     UnsetVariable { name: String },
     /// A stdio server's command that is not found.
     MissingCommand { server: String, command: String },
-    /// A listen address off loopback with no token: `portico serve` refuses it.
-    OpenListenWithoutToken { listen: String },
 }
 
 /// The environment's findings for config text `config check` accepts (on other text, whatever
@@ -105,32 +103,6 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
         }
     }
 
-    // A listen address off loopback needs a token, or `portico serve` refuses to start.
-    if let Some((listen, span)) = string_at(root, &["server", "listen"])
-        && let Ok(address) = listen.parse::<std::net::SocketAddr>()
-        && !address.ip().is_loopback()
-    {
-        let has_token = string_at(root, &["server", "token"]).is_some();
-        let has_clients = matches!(
-            root.get("server").map(|s| s.get_ref()),
-            Some(DeValue::Table(server)) if server.get("clients").is_some()
-        );
-        if !has_token && !has_clients {
-            push(
-                FindingKind::OpenListenWithoutToken {
-                    listen: listen.clone(),
-                },
-                span,
-                format!(
-                    "[server] listen `{listen}` is not a loopback address and no token is set: `portico serve` will refuse to start"
-                ),
-                Some(
-                    "set [server] token = \"${PORTICO_TOKEN}\" (and export PORTICO_TOKEN), add [[server.clients]], or listen on 127.0.0.1"
-                        .into(),
-                ),
-            );
-        }
-    }
     findings.sort_by_key(|f| (f.problem.line, f.problem.column));
     findings
 }
@@ -287,18 +259,6 @@ mod tests {
                 command: "no-such-program-anywhere".into()
             }
         );
-    }
-
-    #[test]
-    fn an_open_listen_address_needs_a_token() {
-        assert_eq!(
-            rendered("[server]\nlisten = \"0.0.0.0:4200\"\n"),
-            vec![
-                "2:10: [server] listen `0.0.0.0:4200` is not a loopback address and no token is set: `portico serve` will refuse to start (hint: set [server] token = \"${PORTICO_TOKEN}\" (and export PORTICO_TOKEN), add [[server.clients]], or listen on 127.0.0.1)"
-            ]
-        );
-        assert!(rendered("[server]\nlisten = \"0.0.0.0:4200\"\ntoken = \"${SET}\"\n").is_empty());
-        assert!(rendered("[server]\nlisten = \"127.0.0.1:4200\"\n").is_empty());
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //!
 //! This crate does not start anything and does not read the environment except in [`expand`] and
 //! [`locate`]; [`environment_findings`] (what `config check` warns of and `portico doctor` fails on:
-//! unset `${VAR}`s, stdio commands not found, an open listen address without a token) is handed its
-//! variables and only looks at the filesystem for commands.
+//! unset `${VAR}`s and stdio commands not found) is handed its variables and only looks at the
+//! filesystem for commands.
 
 mod check;
 mod clients;

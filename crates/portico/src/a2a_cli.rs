@@ -86,7 +86,7 @@ fn is_loopback_host(url: &str) -> bool {
 /// The net policy's remedy speaks of config entries; for a URL typed here, say what to do instead.
 fn for_url(error: portico_a2a_client::ClientError) -> anyhow::Error {
     anyhow::anyhow!(error.to_string().replace(
-        "; set allow_private_network = true on this server entry to allow it",
+        portico_net::PRIVATE_NETWORK_REMEDY,
         " (only loopback URLs typed here may reach private addresses; configure the agent in \
          [[a2a.external_agents]] with allow_private_network = true to reach it)",
     ))

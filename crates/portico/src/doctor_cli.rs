@@ -37,7 +37,7 @@ enum Status {
 /// One line of the report.
 #[derive(Debug, Serialize)]
 struct Check {
-    /// What was checked: `config`, `env`, `command`, `listen`, `port`, `daemon`, `server`.
+    /// What was checked: `config`, `env`, `command`, `port`, `daemon`, `server`.
     check: &'static str,
     status: Status,
     message: String,
@@ -193,7 +193,6 @@ fn environment_check(source: &ConfigSource, finding: &Finding) -> Check {
     let check = match finding.kind {
         FindingKind::UnsetVariable { .. } => "env",
         FindingKind::MissingCommand { .. } => "command",
-        FindingKind::OpenListenWithoutToken { .. } => "listen",
     };
     let problem = &finding.problem;
     Check::new(
