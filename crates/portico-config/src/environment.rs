@@ -36,12 +36,13 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
     };
     let root = root.get_ref();
     let mut findings = Vec::new();
-    let mut push = |kind: FindingKind, span: Range<usize>, message: String, hint: Option<String>| {
-        findings.push(Finding {
-            kind,
-            problem: Problem::at(text, span, message, hint),
-        });
-    };
+    let mut push =
+        |kind: FindingKind, span: Range<usize>, message: String, hint: Option<String>| {
+            findings.push(Finding {
+                kind,
+                problem: Problem::at(text, span, message, hint),
+            });
+        };
 
     // Every `${VAR}` in the values Portico expands: tokens, headers and literal env values.
     let mut strings = Vec::new();
@@ -63,12 +64,15 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
     // Stdio commands: found on PATH, or, given as a path, present.
     if let Some(servers) = table_array(root, "mcp_servers") {
         for server in servers {
-            let name = string_at(server, &["name"]).map(|(n, _)| n).unwrap_or_default();
+            let name = string_at(server, &["name"])
+                .map(|(n, _)| n)
+                .unwrap_or_default();
             let enabled = !matches!(
                 server.get("enabled").map(|v| v.get_ref()),
                 Some(DeValue::Boolean(false))
             );
-            let is_stdio = string_at(server, &["transport", "type"]).is_some_and(|(t, _)| t == "stdio");
+            let is_stdio =
+                string_at(server, &["transport", "type"]).is_some_and(|(t, _)| t == "stdio");
             let Some((command, span)) = string_at(server, &["transport", "command"]) else {
                 continue;
             };
@@ -81,7 +85,9 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
             }
             let (message, hint) = if command.contains('/') {
                 (
-                    format!("server `{name}`: command `{command}` does not exist or is not executable"),
+                    format!(
+                        "server `{name}`: command `{command}` does not exist or is not executable"
+                    ),
                     "check the path, or give a program on PATH".to_string(),
                 )
             } else {
@@ -246,7 +252,10 @@ mod tests {
         let text = "[[mcp_servers]]\nname = \"a\"\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"sh\"\n\n[[mcp_servers]]\nname = \"b\"\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"no-such-program-anywhere\"\n\n[[mcp_servers]]\nname = \"c\"\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"/nonexistent/server\"\n\n[[mcp_servers]]\nname = \"d\"\nenabled = false\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"also-missing\"\n";
         let findings = environment_findings(text, &env);
         assert_eq!(
-            findings.iter().map(|f| f.problem.to_string()).collect::<Vec<_>>(),
+            findings
+                .iter()
+                .map(|f| f.problem.to_string())
+                .collect::<Vec<_>>(),
             vec![
                 "11:11: server `b`: command `no-such-program-anywhere` is not on PATH (hint: install it, or give its full path (Portico searches the PATH it was started with))",
                 "17:11: server `c`: command `/nonexistent/server` does not exist or is not executable (hint: check the path, or give a program on PATH)",

@@ -10,8 +10,8 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rustix::process::{Pid, Signal, kill_process_group};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::UpstreamError;
 use crate::stderr_tail::StderrTail;
@@ -297,30 +297,50 @@ fn signal_group(group: Option<Pid>, signal: Signal) {
     }
 }
 
-async fn log_stderr(server: String, stderr: ChildStderr, tail: StderrTail) {
+/// Logs each stderr line and keeps the last ones in `tail`. At most [`MAX_STDERR_LINE`] bytes of a
+/// line are held: the rest of it, up to its newline, is counted and dropped, so a child writing
+/// without newlines cannot grow the buffer.
+async fn log_stderr(server: String, stderr: impl AsyncRead + Unpin, tail: StderrTail) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
+    let mut length = 0usize;
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim_end();
-                tail.push(text);
-                if text.len() > MAX_STDERR_LINE {
-                    let mut cut = MAX_STDERR_LINE;
-                    while !text.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    tracing::info!(target: "portico::upstream::stderr", server, "{}… ({} bytes)", &text[..cut], text.len());
-                } else {
-                    tracing::info!(target: "portico::upstream::stderr", server, "{text}");
-                }
+        let (taken, ended) = match reader.fill_buf().await {
+            Ok(buf) if !buf.is_empty() => {
+                let newline = buf.iter().position(|&b| b == b'\n');
+                let chunk = &buf[..newline.unwrap_or(buf.len())];
+                let room = MAX_STDERR_LINE.saturating_sub(line.len());
+                line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                length += chunk.len();
+                (
+                    chunk.len() + usize::from(newline.is_some()),
+                    newline.is_some(),
+                )
             }
+            _ => break,
+        };
+        reader.consume(taken);
+        if ended {
+            stderr_line(&server, &line, length, &tail);
+            line.clear();
+            length = 0;
         }
     }
+    if length > 0 {
+        stderr_line(&server, &line, length, &tail);
+    }
     tail.end();
+}
+
+fn stderr_line(server: &str, line: &[u8], length: usize, tail: &StderrTail) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end();
+    tail.push(text);
+    if length > MAX_STDERR_LINE {
+        tracing::info!(target: "portico::upstream::stderr", server, "{text}… ({length} bytes)");
+    } else {
+        tracing::info!(target: "portico::upstream::stderr", server, "{text}");
+    }
 }
 
 #[cfg(test)]
@@ -363,6 +383,33 @@ mod tests {
         }];
         let err = child_env("s", &missing, outer).unwrap_err().to_string();
         assert!(err.contains("NOPE") && err.contains("`s`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_cut_and_kept_in_the_tail() {
+        use tokio::io::AsyncWriteExt;
+        let (mut writer, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        let reading = tokio::spawn(log_stderr("s".into(), reader, tail.clone()));
+        writer.write_all(b"first\r\nsecond\n").await.unwrap();
+        // One line of 100 000 bytes, written in pieces: only its first 4096 are held.
+        for _ in 0..100 {
+            writer.write_all(&[b'y'; 1000]).await.unwrap();
+        }
+        writer.write_all(b"\nlast, unterminated").await.unwrap();
+        drop(writer);
+        reading.await.unwrap();
+        // The 4 KiB bound of the tail leaves the cut line's successor only.
+        assert_eq!(tail.lines(), vec!["last, unterminated".to_string()]);
+
+        let (mut writer, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        let reading = tokio::spawn(log_stderr("s".into(), reader, tail.clone()));
+        writer.write_all(b"first\r\nsecond\n").await.unwrap();
+        writer.write_all(&[b'y'; 5000]).await.unwrap();
+        drop(writer);
+        reading.await.unwrap();
+        assert_eq!(tail.lines(), vec!["y".repeat(MAX_STDERR_LINE)]);
     }
 
     #[test]

@@ -392,7 +392,7 @@ impl Upstream {
                     },
                     (None, None) => UpstreamError::Handshake {
                     server: server.to_string(),
-                    message: format!("neither Streamable HTTP ({streamable_error}) nor legacy HTTP+SSE ({e}) worked at {url}"),
+                    message: format!("neither Streamable HTTP ({}) nor legacy HTTP+SSE ({e}) worked at {url}", without_server(&streamable_error)),
                     },
                 })?;
                 let service = handler()
@@ -1391,6 +1391,15 @@ fn streamable_transport(
     ))
 }
 
+/// An error's message without the `server `x`: ` it starts with, for nesting in another of the
+/// same server's errors.
+fn without_server(error: &UpstreamError) -> String {
+    match error {
+        UpstreamError::Handshake { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// How long a child that failed the handshake gets to finish writing to stderr (it is usually
 /// exiting) before its last lines are read for the error.
 const STDERR_SETTLE: Duration = Duration::from_millis(500);
@@ -1450,9 +1459,13 @@ fn handshake_error_via(
             cause,
         };
     }
+    let described = describe_initialize_error(&error);
     UpstreamError::Handshake {
         server: server.to_string(),
-        message: describe_initialize_error(&error),
+        message: match client {
+            Some((_, url)) => format!("{url}: {described}"),
+            None => described,
+        },
     }
 }
 

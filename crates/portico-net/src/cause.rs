@@ -45,9 +45,10 @@ fn plain(text: &str) -> String {
     };
     let mut chars = text.chars();
     match (chars.next(), chars.next()) {
-        (Some(first), Some(second)) if first.is_uppercase() && second.is_lowercase() => {
-            first.to_lowercase().chain(text[first.len_utf8()..].chars()).collect()
-        }
+        (Some(first), Some(second)) if first.is_uppercase() && second.is_lowercase() => first
+            .to_lowercase()
+            .chain(text[first.len_utf8()..].chars())
+            .collect(),
         _ => text.to_string(),
     }
 }

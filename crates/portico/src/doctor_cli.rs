@@ -9,9 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use portico_config::{
-    Config, ConfigSource, DEFAULT_CONFIG, Finding, FindingKind, McpServerConfig,
-};
+use portico_config::{Config, ConfigSource, DEFAULT_CONFIG, Finding, FindingKind, McpServerConfig};
 use portico_daemon::{ConfigIdentity, DaemonInfo, InfoFile};
 use portico_mcp::{StopGrace, Upstream};
 use serde::Serialize;
@@ -113,9 +111,11 @@ async fn checks(explicit: Option<&Path>) -> Vec<Check> {
     let text = match config_text(&source) {
         Ok(text) => Some(text),
         Err(error) => {
-            checks.push(Check::new("config", Status::Fail, format!("{error:#}")).fix(Some(
-                "create it, or point --config (or PORTICO_CONFIG) at an existing file".into(),
-            )));
+            checks.push(
+                Check::new("config", Status::Fail, format!("{error:#}")).fix(Some(
+                    "create it, or point --config (or PORTICO_CONFIG) at an existing file".into(),
+                )),
+            );
             None
         }
     };
@@ -123,9 +123,9 @@ async fn checks(explicit: Option<&Path>) -> Vec<Check> {
         .as_deref()
         .and_then(|text| config_checks(explicit, &source, text, &mut checks));
     let findings = match (&config, &text) {
-        (Some(_), Some(text)) => portico_config::environment_findings(text, &|name| {
-            std::env::var(name).ok()
-        }),
+        (Some(_), Some(text)) => {
+            portico_config::environment_findings(text, &|name| std::env::var(name).ok())
+        }
         _ => Vec::new(),
     };
     for finding in &findings {
@@ -183,7 +183,11 @@ fn config_checks(
             Some(config)
         }
         Err(error) => {
-            checks.push(Check::new("config", Status::Fail, format!("config: {error}")));
+            checks.push(Check::new(
+                "config",
+                Status::Fail,
+                format!("config: {error}"),
+            ));
             None
         }
     }
@@ -286,10 +290,7 @@ async fn daemon_checks(
                 Check::new(
                     "daemon",
                     Status::Warn,
-                    format!(
-                        "daemon: {} names {at}, but {what}",
-                        file.path().display()
-                    ),
+                    format!("daemon: {} names {at}, but {what}", file.path().display()),
                 )
                 .fix(Some(
                     "if the daemon is gone, remove that file; if it runs, restart it".into(),
@@ -385,7 +386,9 @@ async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
         .iter()
         .filter(|server| !missing(server))
         .map(|server| {
-            let task = server.enabled.then(|| tokio::spawn(handshake(server.clone())));
+            let task = server
+                .enabled
+                .then(|| tokio::spawn(handshake(server.clone())));
             (server.name.clone(), task)
         })
         .collect();

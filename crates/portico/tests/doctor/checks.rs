@@ -183,7 +183,12 @@ fn doctor_finds_a_missing_command_an_unset_variable_a_taken_port_a_dead_url_and_
     let config = format!(
         "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken = \"${{PORTICO_DOCTOR_UNSET_TOKEN}}\"\n\n{}{}{}{}",
         envy(&marked),
-        stdio_entry("missing", Path::new("no-such-portico-test-program"), &[], ""),
+        stdio_entry(
+            "missing",
+            Path::new("no-such-portico-test-program"),
+            &[],
+            ""
+        ),
         url_entry("dead", "http", &dead, "allow_private_network = true"),
         stdio_entry("crashy", &python3(), &[crashy.to_str().unwrap()], ""),
     );
@@ -328,7 +333,10 @@ fn doctor_tells_whether_the_running_daemon_runs_this_config() {
             home.canonical_config()
         )
     );
-    assert!(stdout.ends_with("3 checks: 0 failed, 1 warning(s)\n"), "{stdout}");
+    assert!(
+        stdout.ends_with("3 checks: 0 failed, 1 warning(s)\n"),
+        "{stdout}"
+    );
 
     // Another file altogether.
     let other = home.dir.path().join("other.toml");

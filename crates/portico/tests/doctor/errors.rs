@@ -17,7 +17,12 @@ fn servers_shows_a_dead_urls_cause_and_a_failing_childs_stderr() {
         "{}{}{}",
         url_entry("dead", "http", &dead, "allow_private_network = true"),
         stdio_entry("crashy", &python3(), &[crashy.to_str().unwrap()], ""),
-        stdio_entry("nocmd", std::path::Path::new("no-such-portico-test-program"), &[], ""),
+        stdio_entry(
+            "nocmd",
+            std::path::Path::new("no-such-portico-test-program"),
+            &[],
+            ""
+        ),
     ));
     let (code, stdout, stderr) = home.portico(&["servers", "--json"], &[]);
     assert_eq!(code, 0, "{stderr}");
@@ -33,7 +38,10 @@ fn servers_shows_a_dead_urls_cause_and_a_failing_childs_stderr() {
             "server `crashy`: `{python}` exited or closed its stdout before answering the handshake; its stderr ended with:\n    fatal: cannot start"
         )
     );
-    assert_eq!(servers[1]["stderr_tail"], serde_json::json!(["fatal: cannot start"]));
+    assert_eq!(
+        servers[1]["stderr_tail"],
+        serde_json::json!(["fatal: cannot start"])
+    );
     assert_eq!(
         servers[2]["last_error"],
         "server `nocmd`: cannot start `no-such-portico-test-program`: no such program (is it installed, and on the PATH Portico was started with?)"
@@ -54,7 +62,9 @@ fn servers_shows_a_dead_urls_cause_and_a_failing_childs_stderr() {
     let lines: Vec<&str> = table.lines().collect();
     assert!(
         lines[1].starts_with("dead ")
-            && lines[1].ends_with(&format!("server `dead`: cannot reach {dead}: connection refused")),
+            && lines[1].ends_with(&format!(
+                "server `dead`: cannot reach {dead}: connection refused"
+            )),
         "{table}"
     );
     assert!(
@@ -70,7 +80,8 @@ fn servers_shows_a_dead_urls_cause_and_a_failing_childs_stderr() {
 
 #[test]
 fn a_childs_stderr_tail_is_bounded_to_its_last_20_lines() {
-    let script = "import sys\nfor n in range(100):\n    sys.stderr.write(f'line {n}\\n')\nsys.exit(3)\n";
+    let script =
+        "import sys\nfor n in range(100):\n    sys.stderr.write(f'line {n}\\n')\nsys.exit(3)\n";
     let home = Home::new(&stdio_entry("chatty", &python3(), &["-c", script], ""));
     let (code, stdout, stderr) = home.portico(&["servers", "--json"], &[]);
     assert_eq!(code, 0, "{stderr}");
@@ -114,7 +125,8 @@ fn ca_bundle_variables_reach_children_and_a_certificate_failure_names_the_unset_
         &[("SSL_CERT_FILE", "/etc/corp/ca.pem")],
         &["NODE_EXTRA_CA_CERTS", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"],
     );
-    let servers: Vec<Value> = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    let servers: Vec<Value> =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
     assert_eq!(
         servers[0]["last_error"],
         format!(
@@ -174,7 +186,9 @@ fn config_check_warns_of_what_this_environment_lacks_and_hints_right() {
     let (code, stdout, _) = home.portico(&["config", "check"], &[]);
     assert_eq!(code, 2);
     assert!(
-        stdout.contains(":5:1: unknown key `cmd` in a stdio transport (hint: did you mean `command`?"),
+        stdout.contains(
+            ":5:1: unknown key `cmd` in a stdio transport (hint: did you mean `command`?"
+        ),
         "{stdout}"
     );
 }
@@ -183,7 +197,12 @@ fn config_check_warns_of_what_this_environment_lacks_and_hints_right() {
 fn web_fetch_refusing_a_loopback_url_says_where_the_setting_goes() {
     let home = Home::new("");
     let (code, stdout, stderr) = home.portico(
-        &["call", "web_fetch", "--args", "{\"url\": \"http://127.0.0.1:9/\"}"],
+        &[
+            "call",
+            "web_fetch",
+            "--args",
+            "{\"url\": \"http://127.0.0.1:9/\"}",
+        ],
         &[],
     );
     assert_eq!(code, 1, "{stdout}{stderr}");
