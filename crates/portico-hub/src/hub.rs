@@ -994,9 +994,7 @@ async fn session_ended(shared: &Shared, index: usize, reason: &str, attempt: u32
     shared.update(index, |s| {
         s.upstream = None;
         s.status.state = ServerState::Restarting;
-        s.status.last_error = Some(format!(
-            "server `{server}` exited or closed the connection ({reason})"
-        ));
+        s.status.last_error = Some(format!("server `{server}` {reason}"));
         s.restart = Some(Restart::after(attempt, delay));
     });
     sleep(shared, delay).await

@@ -201,13 +201,50 @@ pub struct HandshakeInfo {
 
 /// Resolves when the session ends, with the reason. Await it after [`Upstream::shutdown`] to be sure a
 /// stdio child has been stopped and reaped.
-pub struct UpstreamExit(tokio::task::JoinHandle<String>);
+pub struct UpstreamExit(tokio::task::JoinHandle<String>, Option<StderrTail>);
 
 impl UpstreamExit {
+    /// Why the session ended, in words: `exited or closed the connection`, with a stdio child's
+    /// last stderr lines when it ended by itself.
     pub async fn wait(self) -> String {
-        self.0
+        let reason = self
+            .0
             .await
-            .unwrap_or_else(|e| format!("session task failed: {e}"))
+            .unwrap_or_else(|e| format!("session task failed: {e}"));
+        match self.1 {
+            Some(tail) if reason == CLOSED => {
+                let stderr = tail.settle(STDERR_SETTLE).await;
+                let hint = certificate_hint_for(&stderr);
+                format!("{reason}{}", stderr_block(&stderr, hint.as_deref()))
+            }
+            _ => reason,
+        }
+    }
+}
+
+/// The session ended from the other side.
+const CLOSED: &str = "exited or closed the connection";
+
+fn quit_reason(reason: Result<rmcp::service::QuitReason, tokio::task::JoinError>) -> String {
+    match reason {
+        Ok(rmcp::service::QuitReason::Closed) => CLOSED.to_string(),
+        Ok(rmcp::service::QuitReason::Cancelled) => "was stopped".to_string(),
+        Ok(rmcp::service::QuitReason::JoinError(e)) | Err(e) => {
+            format!("session task failed: {e}")
+        }
+        Ok(other) => format!("session ended: {other:?}"),
+    }
+}
+
+/// A connected pair, whose exit also reports the child's last stderr lines.
+trait WithStderr {
+    fn with_stderr(self, tail: &StderrTail) -> Self;
+}
+
+impl WithStderr for (Upstream, UpstreamExit) {
+    fn with_stderr(self, tail: &StderrTail) -> Self {
+        let (upstream, UpstreamExit(task, _)) = self;
+        (upstream, UpstreamExit(task, Some(tail.clone())))
     }
 }
 
@@ -313,7 +350,8 @@ impl Upstream {
                     pid,
                     events.clone(),
                     active.clone(),
-                ))
+                )
+                .with_stderr(tail))
             }
             Transport::Http { url, headers } => {
                 let client = safe_client(config, url, headers)?;
@@ -443,11 +481,10 @@ impl Upstream {
             let waiting = service.waiting();
             tokio::pin!(waiting);
             let reason = tokio::select! {
-                reason = &mut waiting => format!("{reason:?}"),
+                reason = &mut waiting => quit_reason(reason),
                 _ = task_stop.cancelled() => {
                     service_stop.cancel();
-                    let reason = waiting.await;
-                    format!("{reason:?}")
+                    quit_reason(waiting.await)
                 }
             };
             if let Some(pid) = pid {
@@ -470,7 +507,7 @@ impl Upstream {
             log_level: Default::default(),
         };
         upstream.listen_for_changes(peer_info.as_deref(), events);
-        (upstream, UpstreamExit(exit))
+        (upstream, UpstreamExit(exit, None))
     }
 
     /// On 2026-07-28 sessions list-change notifications are only sent on a `subscriptions/listen` stream;

@@ -488,8 +488,11 @@ async fn a_restarting_server_keeps_its_tools_listed_and_says_when_it_is_back() {
         message.starts_with("server `crashy` is restarting (attempt 1, next in "),
         "{message}"
     );
+    // Why, in words, with the child's last stderr lines (issue 14).
     assert!(
-        message.contains("exited or closed the connection"),
+        message.contains(
+            "(last error: server `crashy` exited or closed the connection; its stderr ended with:\n"
+        ) && message.ends_with("\n    fault_exit_mid_call: exiting mid-call with code 3)"),
         "{message}"
     );
 
