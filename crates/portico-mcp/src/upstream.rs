@@ -298,10 +298,19 @@ impl Upstream {
             Ok(result) => result,
             Err(_) => {
                 let stderr = tail.lines();
+                // A package runner that never answers is often stuck downloading, behind a proxy
+                // whose CA it was not given.
+                let fetches_packages = matches!(&config.transport,
+                    Transport::Stdio { command, .. } if is_package_runner(command));
+                let hint = certificate_hint_for(&stderr).or_else(|| {
+                    fetches_packages.then(|| {
+                        crate::stderr_tail::certificate_hint(|name| std::env::var(name).ok())
+                    })
+                });
                 Err(UpstreamError::HandshakeTimeout {
                     server,
                     secs: config.timeout_secs,
-                    hint: certificate_hint_for(&stderr),
+                    hint,
                     stderr,
                 })
             }
@@ -1465,6 +1474,15 @@ async fn child_failed(
     }
 }
 
+/// Whether `command` downloads the server it runs on first start (`npx -y pkg`, `uvx pkg`).
+fn is_package_runner(command: &str) -> bool {
+    let program = std::path::Path::new(command)
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or(command);
+    matches!(program, "npx" | "uvx" | "pipx" | "bunx" | "pnpx" | "dlx")
+}
+
 fn certificate_hint_for(stderr: &[String]) -> Option<String> {
     crate::stderr_tail::mentions_certificates(stderr)
         .then(|| crate::stderr_tail::certificate_hint(|name| std::env::var(name).ok()))
@@ -1615,6 +1633,14 @@ mod tests {
         );
         // An unterminated wrapper is left as it is.
         assert_eq!(without_transport_type("Transport [T"), "Transport [T");
+    }
+
+    #[test]
+    fn package_runners_are_known_by_their_program_name() {
+        assert!(is_package_runner("npx"));
+        assert!(is_package_runner("/usr/local/bin/uvx"));
+        assert!(!is_package_runner("node"));
+        assert!(!is_package_runner("/opt/npx-like/server"));
     }
 
     #[test]

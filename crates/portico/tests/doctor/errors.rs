@@ -212,3 +212,40 @@ fn web_fetch_refusing_a_loopback_url_says_where_the_setting_goes() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_package_runner_that_never_answers_points_at_the_ca_bundle_variables() {
+    let home = Home::new("");
+    // An `npx` that hangs silently, as one stuck downloading behind a TLS-inspecting proxy does.
+    let npx = home.dir.path().join("npx");
+    std::fs::write(&npx, "#!/bin/sh\nexec sleep 30\n").unwrap();
+    std::fs::set_permissions(&npx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        home.config(),
+        stdio_entry(
+            "fs",
+            &npx,
+            &["-y", "@modelcontextprotocol/server-filesystem"],
+            "timeout_secs = 1",
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = home.run(
+        &home.config(),
+        &["doctor"],
+        &[],
+        &[
+            "NODE_EXTRA_CA_CERTS",
+            "SSL_CERT_FILE",
+            "SSL_CERT_DIR",
+            "REQUESTS_CA_BUNDLE",
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "\nFAIL  server `fs`: no handshake answer within 1s (raise timeout_secs if the server is just slow to start)\n  (a TLS certificate problem? Portico passes NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE to children from its environment (unset here: NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE); export the one your server's runtime reads, pointing at your CA bundle)\n"
+        ),
+        "{stdout}"
+    );
+}
