@@ -393,6 +393,14 @@ async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
         })
         .collect();
     let mut checks = Vec::new();
+    if config.mcp_servers.is_empty() {
+        checks.push(
+            Check::new("server", Status::Warn, "servers: none configured").fix(Some(
+                "add [[mcp_servers]] entries to the config (see the README's Configure section)"
+                    .into(),
+            )),
+        );
+    }
     for (name, task) in running {
         checks.push(match task {
             None => Check::new("server", Status::Ok, format!("server `{name}`: disabled")),

@@ -316,7 +316,7 @@ fn doctor_tells_whether_the_running_daemon_runs_this_config() {
     assert_eq!(
         stdout,
         format!(
-            "ok    config: {}: no problems\nok    port: 127.0.0.1:{port} is in use by the running daemon (pid {pid})\nok    daemon: running ({at}) with this config ({}, unchanged)\nall 3 checks passed\n",
+            "ok    config: {}: no problems\nok    port: 127.0.0.1:{port} is in use by the running daemon (pid {pid})\nok    daemon: running ({at}) with this config ({}, unchanged)\nwarn  servers: none configured; fix: add [[mcp_servers]] entries to the config (see the README's Configure section)\n4 checks: 0 failed, 1 warning(s)\n",
             home.config().display(),
             home.canonical_config()
         )
@@ -334,7 +334,7 @@ fn doctor_tells_whether_the_running_daemon_runs_this_config() {
         )
     );
     assert!(
-        stdout.ends_with("3 checks: 0 failed, 1 warning(s)\n"),
+        stdout.ends_with("4 checks: 0 failed, 2 warning(s)\n"),
         "{stdout}"
     );
 
