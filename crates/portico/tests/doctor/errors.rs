@@ -249,3 +249,57 @@ fn a_package_runner_that_never_answers_points_at_the_ca_bundle_variables() {
         "{stdout}"
     );
 }
+
+/// A loopback HTTP server that is not MCP (Python's `http.server`), killed on drop.
+struct PlainHttp(std::process::Child, u16);
+
+impl PlainHttp {
+    fn start() -> PlainHttp {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(python3())
+            .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
+        let port = line
+            .split(" port ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        PlainHttp(child, port)
+    }
+}
+
+impl Drop for PlainHttp {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_url_that_answers_but_not_mcp_is_named_with_what_it_answered() {
+    let web = PlainHttp::start();
+    let url = format!("http://127.0.0.1:{}/mcp", web.1);
+    let home = Home::new(&url_entry(
+        "web",
+        "http",
+        &url,
+        "allow_private_network = true",
+    ));
+    let (code, stdout, stderr) = home.portico(&["servers", "--json"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let servers: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        servers[0]["last_error"],
+        format!("server `web`: handshake failed: {url}: send discover request: HTTP 501")
+    );
+}
