@@ -273,7 +273,7 @@ fn doctor_finds_a_missing_command_an_unset_variable_a_taken_port_a_dead_url_and_
 }
 
 /// Starts `portico serve` on `home`'s config and waits until it listens.
-fn start_daemon(home: &Home) -> StopOnDrop {
+pub fn start_daemon(home: &Home) -> StopOnDrop {
     let mut child = StopOnDrop(
         Command::new(env!("CARGO_BIN_EXE_portico"))
             .args(["serve", "--config"])

@@ -303,3 +303,33 @@ fn a_url_that_answers_but_not_mcp_is_named_with_what_it_answered() {
         format!("server `web`: handshake failed: {url}: send discover request: HTTP 501")
     );
 }
+
+#[test]
+fn the_daemons_api_shows_a_failing_childs_stderr_tail() {
+    use std::io::{Read, Write};
+    let marked = Marked::new();
+    let port = free_port();
+    let crashy = marked.script("fault_crash_at_start.py");
+    let home = Home::new(&format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\n\n{}",
+        stdio_entry("crashy", &python3(), &[crashy.to_str().unwrap()], "")
+    ));
+    let daemon = crate::checks::start_daemon(&home);
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET /api/mcp/servers HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let body = answer.split_once("\r\n\r\n").map(|(_, body)| body).unwrap();
+    let servers: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"));
+    let crashy = &servers["connected"][0];
+    assert_eq!(crashy["name"], "crashy");
+    assert_eq!(
+        crashy["stderr_tail"],
+        serde_json::json!(["fatal: cannot start"])
+    );
+    drop(daemon);
+}
