@@ -1,45 +1,74 @@
 //! Agent cards: what each Portico agent tells other frameworks about itself, in the 1.0 and 0.3 forms,
-//! each strictly in its own version's schema.
+//! each strictly in its own version's schema. Built as the typed [`v1::AgentCard`] (and
+//! [`v03::AgentCard`] from it); the server serialises them at its edge.
 
+use portico_a2a_client::protocol::{v1, v03};
 use portico_agents::Agent;
 use portico_pipeline::ToolEntry;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::wire::Version;
+
+/// A card in one version's form, served as that form alone.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Card {
+    V1(v1::AgentCard),
+    V03(v03::AgentCard),
+}
 
 /// Where an agent's endpoints are, from the configured public base URL.
 pub fn agent_url(base_url: &str, listen_path: &str, agent: &str) -> String {
     format!("{}{}/{agent}", base_url.trim_end_matches('/'), listen_path)
 }
 
+/// How much of a tool's description a skill keeps: a card lists every tool, and upstream
+/// descriptions can run to pages.
+const SKILL_DESCRIPTION_CHARS: usize = 300;
+
 /// One skill for the agent itself, and one per tool it can use.
-fn skills(agent: &Agent, tools: &[ToolEntry]) -> Vec<Value> {
-    let mut skills = vec![json!({
-        "id": agent.config.name,
-        "name": agent.config.name,
-        "description": if agent.config.description.is_empty() {
-            format!("The `{}` agent", agent.config.name)
-        } else {
-            agent.config.description.clone()
-        },
-        "tags": ["agent"],
-        "examples": [],
-    })];
+fn skills(agent: &Agent, tools: &[ToolEntry]) -> Vec<v1::AgentSkill> {
+    let skill = |id: &str, name: String, description: String, tag: &str| v1::AgentSkill {
+        id: id.to_string(),
+        name,
+        description,
+        tags: vec![tag.to_string()],
+        ..Default::default()
+    };
+    let own = if agent.config.description.is_empty() {
+        format!("The `{}` agent", agent.config.name)
+    } else {
+        agent.config.description.clone()
+    };
+    let mut skills = vec![skill(
+        &agent.config.name,
+        agent.config.name.clone(),
+        own,
+        "agent",
+    )];
     for tool in tools {
-        let description = tool
+        // The tool's MCP definition, as the pipeline lists it.
+        let description: String = tool
             .definition
             .get("description")
             .and_then(Value::as_str)
-            .unwrap_or_default();
-        let description: String = description.chars().take(300).collect();
-        skills.push(json!({
-            "id": tool.name,
-            "name": tool.name.replace('_', " "),
-            "description": if description.is_empty() { format!("Can use the {} tool", tool.name) } else { description },
-            "tags": ["tool"],
-            "examples": [],
-        }));
+            .unwrap_or_default()
+            .chars()
+            .take(SKILL_DESCRIPTION_CHARS)
+            .collect();
+        let description = if description.is_empty() {
+            format!("Can use the {} tool", tool.name)
+        } else {
+            description
+        };
+        skills.push(skill(
+            &tool.name,
+            tool.name.replace('_', " "),
+            description,
+            "tool",
+        ));
     }
     skills
 }
@@ -52,44 +81,50 @@ fn description(agent: &Agent) -> String {
     }
 }
 
-/// The card in `version`'s form. Capabilities are what this server really does.
-pub fn card(agent: &Agent, tools: &[ToolEntry], url: &str, version: Version) -> Value {
-    let skills = skills(agent, tools);
+/// The 1.0 card; the 0.3 card is made from it. Capabilities are what this server really does.
+fn card_1_0(agent: &Agent, tools: &[ToolEntry], url: &str) -> v1::AgentCard {
+    let interface = |binding: &str, version: &str| v1::AgentInterface {
+        url: url.to_string(),
+        protocol_binding: binding.to_string(),
+        tenant: None,
+        protocol_version: version.to_string(),
+    };
+    v1::AgentCard {
+        name: agent.config.name.clone(),
+        description: description(agent),
+        supported_interfaces: vec![
+            interface("JSONRPC", "1.0"),
+            interface("HTTP+JSON", "1.0"),
+            interface("JSONRPC", "0.3"),
+            // The 0.3 HTTP+JSON clients append `/v1/…` to this URL themselves.
+            interface("HTTP+JSON", "0.3"),
+        ],
+        provider: Some(v1::AgentProvider {
+            organization: "Portico".into(),
+            url: url.to_string(),
+        }),
+        version: env!("CARGO_PKG_VERSION").into(),
+        documentation_url: None,
+        capabilities: v1::AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(true),
+            extensions: Vec::new(),
+            extended_agent_card: Some(false),
+        },
+        default_input_modes: vec!["text/plain".into(), "application/json".into()],
+        default_output_modes: vec!["text/plain".into()],
+        skills: skills(agent, tools),
+        icon_url: None,
+    }
+}
+
+/// The card in `version`'s form: the 0.3 card lists the 1.0 card's 0.3 interfaces, with JSON-RPC
+/// as its main one.
+pub fn card(agent: &Agent, tools: &[ToolEntry], url: &str, version: Version) -> Card {
+    let card = card_1_0(agent, tools, url);
     match version {
-        Version::V1 => json!({
-            "name": agent.config.name,
-            "description": description(agent),
-            "supportedInterfaces": [
-                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-                {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-                // The 0.3 HTTP+JSON clients append `/v1/…` to this URL themselves.
-                {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
-            ],
-            "provider": {"organization": "Portico", "url": url},
-            "version": env!("CARGO_PKG_VERSION"),
-            "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
-            "defaultInputModes": ["text/plain", "application/json"],
-            "defaultOutputModes": ["text/plain"],
-            "skills": skills,
-        }),
-        Version::V03 => json!({
-            "protocolVersion": "0.3.0",
-            "name": agent.config.name,
-            "description": description(agent),
-            "url": url,
-            "preferredTransport": "JSONRPC",
-            "additionalInterfaces": [
-                {"url": url, "transport": "JSONRPC"},
-                {"url": url, "transport": "HTTP+JSON"},
-            ],
-            "provider": {"organization": "Portico", "url": url},
-            "version": env!("CARGO_PKG_VERSION"),
-            "capabilities": {"streaming": true, "pushNotifications": true, "stateTransitionHistory": false},
-            "defaultInputModes": ["text/plain", "application/json"],
-            "defaultOutputModes": ["text/plain"],
-            "skills": skills,
-        }),
+        Version::V1 => Card::V1(card),
+        Version::V03 => Card::V03(card.into()),
     }
 }
 
@@ -122,7 +157,138 @@ pub fn etag(body: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use portico_agents::DriverChoice;
+    use portico_core::context::ToolPatterns;
+    use portico_pipeline::Trust;
+    use serde_json::json;
+
     use super::*;
+
+    const URL: &str = "https://agents.example.com/a2a/helper";
+
+    fn agent(description: &str) -> Agent {
+        let config = portico_config::parse(
+            "card test",
+            &format!(
+                "[[agents]]\nname = \"helper\"\ndescription = \"{description}\"\ntools = [\"*\"]\n"
+            ),
+        )
+        .unwrap();
+        Agent {
+            config: config.agents[0].clone(),
+            tool_name: "portico_agent_helper".into(),
+            patterns: ToolPatterns::new(&["*"]).unwrap(),
+            driver: DriverChoice::Unavailable("no model in a card test".into()),
+        }
+    }
+
+    fn tool(name: &str, description: Option<&str>) -> ToolEntry {
+        let mut definition = json!({"name": name, "inputSchema": {"type": "object"}});
+        if let Some(description) = description {
+            definition["description"] = json!(description);
+        }
+        let serde_json::Value::Object(definition) = definition else {
+            unreachable!("an object literal")
+        };
+        ToolEntry {
+            name: name.into(),
+            definition: Arc::new(definition),
+            trust: Trust::Trusted,
+            sensitive: false,
+            timeout: None,
+            generation: 0,
+        }
+    }
+
+    /// A described tool, an undescribed one, and one whose description is over the 300 characters
+    /// a skill keeps (multi-byte, so a byte cut would split a character).
+    fn tools() -> Vec<ToolEntry> {
+        vec![
+            tool("system_time", Some("The current time")),
+            tool("mcp_docs_search", None),
+            tool("long_one", Some(&"é".repeat(301))),
+        ]
+    }
+
+    fn skills_json() -> serde_json::Value {
+        json!([
+            {"id": "helper", "name": "helper", "description": "Helps", "tags": ["agent"], "examples": []},
+            {"id": "system_time", "name": "system time", "description": "The current time",
+             "tags": ["tool"], "examples": []},
+            {"id": "mcp_docs_search", "name": "mcp docs search",
+             "description": "Can use the mcp_docs_search tool", "tags": ["tool"], "examples": []},
+            {"id": "long_one", "name": "long one", "description": "é".repeat(300),
+             "tags": ["tool"], "examples": []},
+        ])
+    }
+
+    /// The bytes a client gets (and the ETag hashes): exact JSON, keys in this order.
+    fn served(card: &impl serde::Serialize) -> String {
+        serde_json::to_string(card).unwrap()
+    }
+
+    #[test]
+    fn the_1_0_card_is_exactly_what_portico_serves() {
+        let card = card(&agent("Helps"), &tools(), URL, Version::V1);
+        let expected = json!({
+            "name": "helper",
+            "description": "Helps",
+            "supportedInterfaces": [
+                {"url": URL, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": URL, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": URL, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": URL, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+            ],
+            "provider": {"organization": "Portico", "url": URL},
+            "version": env!("CARGO_PKG_VERSION"),
+            "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
+            "defaultInputModes": ["text/plain", "application/json"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": skills_json(),
+        });
+        assert_eq!(serde_json::to_value(&card).unwrap(), expected);
+        assert_eq!(served(&card), served(&expected));
+    }
+
+    #[test]
+    fn the_0_3_card_is_exactly_what_portico_serves() {
+        let card = card(&agent("Helps"), &tools(), URL, Version::V03);
+        let expected = json!({
+            "protocolVersion": "0.3.0",
+            "name": "helper",
+            "description": "Helps",
+            "url": URL,
+            "preferredTransport": "JSONRPC",
+            "additionalInterfaces": [
+                {"url": URL, "transport": "JSONRPC"},
+                {"url": URL, "transport": "HTTP+JSON"},
+            ],
+            "provider": {"organization": "Portico", "url": URL},
+            "version": env!("CARGO_PKG_VERSION"),
+            "capabilities": {"streaming": true, "pushNotifications": true, "stateTransitionHistory": false},
+            "defaultInputModes": ["text/plain", "application/json"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": skills_json(),
+        });
+        assert_eq!(serde_json::to_value(&card).unwrap(), expected);
+        assert_eq!(served(&card), served(&expected));
+    }
+
+    #[test]
+    fn an_undescribed_agent_is_described_by_its_name() {
+        let v1 = serde_json::to_value(card(&agent(""), &[], URL, Version::V1)).unwrap();
+        assert_eq!(v1["description"], "The `helper` agent, served by Portico");
+        assert_eq!(
+            v1["skills"],
+            json!([{"id": "helper", "name": "helper", "description": "The `helper` agent",
+                "tags": ["agent"], "examples": []}])
+        );
+        let v03 = serde_json::to_value(card(&agent(""), &[], URL, Version::V03)).unwrap();
+        assert_eq!(v03["description"], v1["description"]);
+        assert_eq!(v03["skills"], v1["skills"]);
+    }
 
     #[test]
     fn a_card_request_without_a_version_gets_the_configured_form() {

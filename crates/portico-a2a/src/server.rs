@@ -228,7 +228,7 @@ impl A2aState {
     }
 
     /// The card in `version`'s form.
-    async fn card(&self, agent: &str, version: Version) -> Option<Value> {
+    async fn card(&self, agent: &str, version: Version) -> Option<card::Card> {
         let agent = self.engine.agents().agent(agent)?.clone();
         let principal = Principal::agent(agent.config.name.clone(), agent.patterns.clone());
         let tools = self.engine.pipeline().list(&principal).await;

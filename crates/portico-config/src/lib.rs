@@ -8,15 +8,19 @@
 //! line, column and a hint; only a file with no problems is deserialised into [`Config`]. Serde alone
 //! would stop at the first error, which makes fixing a config a slow loop.
 //!
-//! This crate does not start anything and does not read the environment except in [`expand`] and
-//! [`locate`]; [`environment_findings`] (what `config check` warns of and `portico doctor` fails on:
-//! unset `${VAR}`s and stdio commands not found) is handed its variables and only looks at the
-//! filesystem for commands.
+//! [`import`] turns Claude Desktop's, Cursor's and VS Code's MCP server configs into entries of this
+//! format; [`STARTER_CONFIG`] is the commented file `portico init` writes.
+//!
+//! This crate does not start anything and does not read the environment except in [`expand`],
+//! [`locate`] and [`import::Places::current`]; [`environment_findings`] (what `config check` warns
+//! of and `portico doctor` fails on: unset `${VAR}`s and stdio commands not found) is handed its
+//! variables and only looks at the filesystem for commands.
 
 mod check;
 mod clients;
 mod environment;
 mod expand;
+pub mod import;
 mod locate;
 mod model;
 
@@ -27,7 +31,11 @@ pub use clients::{
 };
 pub use environment::{Finding, FindingKind, environment_findings, find_program};
 pub use expand::{ExpandError, expand_vars};
-pub use locate::{ConfigSource, DEFAULT_CONFIG, config_digest, data_dir, locate};
+pub use import::json_config_hint;
+pub use locate::{
+    ConfigSource, DEFAULT_CONFIG, STARTER_CONFIG, config_digest, data_dir, default_config_path,
+    locate, path_to_write,
+};
 pub use model::{
     A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, CardVersion, Config,
     DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN, DEFAULT_MAX_CONCURRENT_CALLS,
@@ -56,6 +64,9 @@ pub enum ConfigError {
         origin: String,
         problems: Vec<Problem>,
     },
+    /// The file is another client's JSON config (or other JSON): the message says what to run.
+    #[error("{hint}")]
+    NotToml { hint: String },
 }
 
 fn render_problems(origin: &str, problems: &[Problem]) -> String {
@@ -68,6 +79,11 @@ fn render_problems(origin: &str, problems: &[Problem]) -> String {
 
 /// Parses and checks config text. `origin` names the text in messages (a path, or `<embedded>`).
 pub fn parse(origin: &str, text: &str) -> Result<Config, ConfigError> {
+    // TOML never starts with `{`, so a JSON file gets one message saying what it is, not a TOML
+    // error per line.
+    if let Some(hint) = json_config_hint(origin, text) {
+        return Err(ConfigError::NotToml { hint });
+    }
     let problems = check(text);
     if !problems.is_empty() {
         return Err(ConfigError::Invalid {

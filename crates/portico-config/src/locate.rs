@@ -5,6 +5,10 @@ use std::path::{Path, PathBuf};
 /// The configuration used when no file is found: no upstreams, loopback listener.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
+/// The commented config `portico init` writes (and `portico import` starts a new file with): the
+/// embedded default's settings and agent, with examples of servers in comments.
+pub const STARTER_CONFIG: &str = include_str!("starter.toml");
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
     File(PathBuf),
@@ -28,6 +32,22 @@ pub fn data_dir() -> PathBuf {
     dirs::data_dir()
         .unwrap_or_else(std::env::temp_dir)
         .join("portico")
+}
+
+/// `config.toml` in [`data_dir`]: where the config is found when neither `--config` nor
+/// `$PORTICO_CONFIG` names one.
+pub fn default_config_path() -> PathBuf {
+    data_dir().join("config.toml")
+}
+
+/// Where a command that creates or edits the config (`portico init`, `portico import`) writes:
+/// `--config` if given, then `$PORTICO_CONFIG`, then [`default_config_path`], whether or not the file
+/// exists yet.
+pub fn path_to_write(explicit: Option<&Path>) -> PathBuf {
+    match locate(explicit) {
+        ConfigSource::File(path) => path,
+        ConfigSource::Embedded => default_config_path(),
+    }
 }
 
 /// Finds the config: `--config` if given, then `$PORTICO_CONFIG`, then `config.toml` in [`data_dir`];

@@ -27,6 +27,9 @@ const TASK_TTL: Duration = Duration::from_secs(300);
 const POLL_INTERVAL_MS: u64 = 200;
 /// Tasks kept at once; creating more first drops expired ones, then refuses.
 const MAX_TASKS: usize = 1024;
+/// Set (to anything) in the fixture's environment, its task ids are `task-0`, `task-1`, … with no
+/// random part: tests of a gateway make two servers' ids meet with it, or name a task they never saw.
+pub const SEQUENTIAL_TASK_IDS_ENV: &str = "CONFORMANCE_FIXTURE_SEQUENTIAL_TASK_IDS";
 /// How long `failing_job` and `protocol_error_job` run before they fail.
 const FAIL_AFTER: Duration = Duration::from_millis(500);
 
@@ -277,11 +280,12 @@ impl Tasks {
                 None,
             ));
         }
-        let task_id = format!(
-            "task-{}-{:08x}",
-            self.next.fetch_add(1, Ordering::Relaxed),
-            rand::random::<u32>()
-        );
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let task_id = if std::env::var_os(SEQUENTIAL_TASK_IDS_ENV).is_some() {
+            format!("task-{number}")
+        } else {
+            format!("task-{number}-{:08x}", rand::random::<u32>())
+        };
         let stamp = iso8601_now();
         let cancel = CancellationToken::new();
         entries.insert(

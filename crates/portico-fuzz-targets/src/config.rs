@@ -1,4 +1,4 @@
-//! Config parsing and `portico config check`.
+//! Config parsing and `portico config check`, and `portico import` of another client's JSON.
 
 use portico_config::{AgentConfig, Config};
 
@@ -49,5 +49,34 @@ pub fn config(data: &[u8]) {
     }
     for problem in &agent_problems {
         let _ = problem.to_string();
+    }
+    import(text);
+}
+
+/// The same text as another client's JSON config: whatever `portico import` makes of it, what it
+/// would write passes `config check`.
+fn import(text: &str) {
+    use portico_config::import::{OnClash, SourceFile, translate};
+    let _ = portico_config::json_config_hint("fuzz.json", text);
+    let file = SourceFile {
+        origin: "fuzz.json",
+        text,
+        workspace: Some(std::path::Path::new("/work")),
+        home: Some(std::path::Path::new("/home/me")),
+    };
+    let Ok(imported) = translate(&file) else {
+        return;
+    };
+    for on_clash in [OnClash::Refuse, OnClash::Rename] {
+        match imported.merge("fuzz.toml", None, on_clash) {
+            Ok(merged) => assert!(
+                portico_config::check(&merged.text).is_empty(),
+                "an import wrote a config `check` refuses:\n{}",
+                merged.text
+            ),
+            Err(error) => {
+                let _ = error.to_string();
+            }
+        }
     }
 }

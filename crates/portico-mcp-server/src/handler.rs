@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
 use crate::input_rounds::{ClientKey, InputRoundsCaller, ParkedCalls};
 use crate::relay::{DownstreamCaller, PORTICO_CLIENT_NAME};
+use crate::subscriptions::{ListenHold, MAX_SUBSCRIPTIONS_PER_SESSION, SessionSubscriptions};
 use crate::tool_search::{self, ToolSearch};
 use portico_core::relay::CallContext;
 use portico_mcp::tool_result_into_object;
@@ -96,8 +97,9 @@ impl Default for ServerOptions {
 pub struct PorticoServer {
     backend: Backend,
     options: Arc<ServerOptions>,
-    /// Resources this session subscribed to (exposed URIs). Per session: see [`PorticoServer::for_session`].
-    subscriptions: Arc<Mutex<HashSet<String>>>,
+    /// Resources this session subscribed to (exposed URIs), given back upstream when the session
+    /// ends. Per session: see [`PorticoServer::for_session`].
+    subscriptions: Arc<SessionSubscriptions>,
     /// Tools the embedding program registered; shared by every session.
     host_tools: HostTools,
     /// What host tools are called through, on every backend: the engine's pipeline in process;
@@ -159,9 +161,9 @@ impl PorticoServer {
             }
         };
         PorticoServer {
+            subscriptions: Arc::new(SessionSubscriptions::new(backend.clone())),
             backend,
             options: Arc::new(options),
-            subscriptions: Arc::default(),
             host_tools,
             host_pipeline,
             parked: ParkedCalls::default(),
@@ -214,7 +216,7 @@ impl PorticoServer {
         PorticoServer {
             backend: self.backend.clone(),
             options: self.options.clone(),
-            subscriptions: Arc::default(),
+            subscriptions: Arc::new(SessionSubscriptions::new(self.backend.clone())),
             host_tools: self.host_tools.clone(),
             host_pipeline: self.host_pipeline.clone(),
             parked: self.parked.clone(),
@@ -319,14 +321,17 @@ impl PorticoServer {
             }
         };
         if let Some(task) = result.task {
-            return self.relayed_task(*task, owner);
+            return self.relayed_task(*task, owner).await;
         }
         let result: CallToolResult = from_result("tool result", tool_result_into_object(result))?;
         Ok(self.budgeted(name, result))
     }
 
     /// A task an upstream created for the call: routed for its client, then answered as created.
-    fn relayed_task(
+    /// The upstream has made the task before Portico sees it, so a task that cannot be relayed (its
+    /// client at its bound, an id clash, an answer that is not MCP) is cancelled there rather than
+    /// left running to its ttl for nobody.
+    async fn relayed_task(
         &self,
         task: portico_core::CreatedTask,
         owner: &str,
@@ -341,13 +346,44 @@ impl PorticoServer {
             .get("ttlMs")
             .and_then(serde_json::Value::as_u64)
             .map(std::time::Duration::from_millis);
-        self.task_routes
-            .record(&task_id, &task.server, owner, ttl)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         state.insert("resultType".into(), "task".into());
-        let created: rmcp::model::CreateTaskResult =
-            from_result("task result", state).inspect_err(|_| self.task_routes.forget(&task_id))?;
-        Ok(CallToolResponse::Task(created))
+        let routed = from_result::<rmcp::model::CreateTaskResult>("task result", state).and_then(
+            |created| {
+                self.task_routes
+                    .record(&task_id, &task.server, owner, ttl)
+                    .map(|()| created)
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))
+            },
+        );
+        match routed {
+            Ok(created) => Ok(CallToolResponse::Task(created)),
+            Err(mut refused) => {
+                if !task_id.is_empty() {
+                    self.cancel_unrouted_task(&task.server, &task_id).await;
+                    refused.message = format!(
+                        "{}; Portico cancelled the task on its server",
+                        refused.message
+                    )
+                    .into();
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    /// Cancels, at `server`, a task its client will never hear of. Nobody waits on the outcome but
+    /// the refused call, so a failure is only logged.
+    async fn cancel_unrouted_task(&self, server: &str, task_id: &str) {
+        let cancel = portico_core::TaskOperation::Cancel {
+            task_id: task_id.to_string(),
+        };
+        if let Err(error) = self.backend.task_operation(server, cancel).await {
+            tracing::warn!(
+                server,
+                task_id,
+                "cancelling a task Portico could not relay failed: {error}"
+            );
+        }
     }
 
     /// `tasks/get|update|cancel` from `owner`: to the upstream that runs the task, if `owner`
@@ -376,8 +412,30 @@ impl PorticoServer {
             answer.get("status").and_then(serde_json::Value::as_str),
             Some("completed" | "failed" | "cancelled")
         ) {
-            self.task_routes.settle(&task_id);
+            self.task_routes.settle(&task_id, owner);
         }
+        Ok(answer)
+    }
+
+    /// A `tasks/get` answer within the response budget, as a `tools/call` result is: a final result
+    /// over it becomes an isError result saying so (the task's state stays as it is); anything else
+    /// over it is an error.
+    fn budgeted_task_state(
+        &self,
+        task_id: &str,
+        mut answer: JsonObject,
+    ) -> Result<JsonObject, McpError> {
+        let what = format!("the result of task `{task_id}`");
+        let Err(too_big) = self.within_budget(&what, &answer) else {
+            return Ok(answer);
+        };
+        if !answer.contains_key("result") {
+            return Err(too_big);
+        }
+        let error = CallToolResult::error(vec![ContentBlock::text(too_big.message.to_string())]);
+        let error = serde_json::to_value(error)
+            .map_err(|e| McpError::internal_error(format!("{what}: {e}"), None))?;
+        answer.insert("result".into(), error);
         Ok(answer)
     }
 
@@ -869,12 +927,15 @@ impl ServerHandler for PorticoServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // List changes, and updates of at most MAX_LISTENED_RESOURCES resources per stream.
+        // List changes, and updates of at most MAX_SUBSCRIPTIONS_PER_SESSION resources per stream.
         let mut accepted = requested.clone();
         accepted.resource_subscriptions = match &accepted.resource_subscriptions {
-            Some(uris) if self.exposed(Kind::Resources) && !uris.is_empty() => {
-                Some(uris.iter().take(MAX_LISTENED_RESOURCES).cloned().collect())
-            }
+            Some(uris) if self.exposed(Kind::Resources) && !uris.is_empty() => Some(
+                uris.iter()
+                    .take(MAX_SUBSCRIPTIONS_PER_SESSION)
+                    .cloned()
+                    .collect(),
+            ),
             _ => None,
         };
         Some(accepted)
@@ -885,10 +946,12 @@ impl ServerHandler for PorticoServer {
         request: rmcp::model::GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        let task_id = request.task_id;
         let operation = portico_core::TaskOperation::Get {
-            task_id: request.task_id,
+            task_id: task_id.clone(),
         };
-        let mut answer = self.task_operation(&client_of(&context), operation).await?;
+        let answer = self.task_operation(&client_of(&context), operation).await?;
+        let mut answer = self.budgeted_task_state(&task_id, answer)?;
         answer.insert("resultType".into(), "complete".into());
         from_result("task state", answer)
     }
@@ -1009,21 +1072,24 @@ impl PorticoServer {
         followed.sort();
         followed.dedup();
         // Only what was subscribed here is given back at the end: the upstream side is shared and
-        // counted, so giving back a URI whose subscribe failed would end another client's.
-        let mut held = Vec::with_capacity(followed.len());
+        // counted, so giving back a URI whose subscribe failed would end another client's. Given
+        // back when `held` drops: at the stream's end, or when the client hangs up and this
+        // request is dropped, even half-way through these subscribes.
+        let mut held = ListenHold::new(self.backend.clone());
+        // Taken before the first subscribe, so an update the upstream sends as soon as it
+        // follows a URI is not lost while the others are subscribed.
+        let updates = self.backend.resource_updates();
         for uri in &followed {
             match self.backend.subscribe(uri).await {
-                Ok(()) => held.push(uri.clone()),
+                Ok(()) => held.held(uri.clone()),
                 Err(error) => tracing::warn!(
                     uri,
                     "subscriptions/listen: cannot follow the resource: {error}"
                 ),
             }
         }
-        let served = self.listen_until_done(&context, &followed).await;
-        for uri in &held {
-            let _ = self.backend.unsubscribe(uri).await;
-        }
+        let served = self.listen_until_done(&context, &followed, updates).await;
+        drop(held);
         served
     }
 
@@ -1031,9 +1097,9 @@ impl PorticoServer {
         &self,
         context: &SubscriptionContext,
         followed: &[String],
+        mut updates: tokio::sync::broadcast::Receiver<String>,
     ) -> Result<(), McpError> {
         let mut changes = self.changes();
-        let mut updates = self.backend.resource_updates();
         let principal = self.principal_of(context.request_context());
         let mut last = self.listing(&principal).await.unwrap_or_default().digest();
         let accepted = context.accepted().clone();
@@ -1193,23 +1259,17 @@ impl PorticoServer {
     ) -> Result<(), McpError> {
         self.require_exposed(Kind::Resources)?;
         // The upstream side is shared by every session and counted per subscriber, so a session
-        // counts once per URI however often it subscribes; recorded first so that two concurrent
-        // subscribes of one session do not both count.
-        let newly = self
-            .subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .insert(request.uri.to_string());
-        if !newly {
+        // counts once per URI however often it subscribes; claimed first so that two concurrent
+        // subscribes of one session do not both count, and given up if the subscribe fails or
+        // this request is dropped.
+        let Some(claim) = self.subscriptions.claim(&request.uri)? else {
             return Ok(());
-        }
-        if let Err(error) = self.backend.subscribe(&request.uri).await {
-            self.subscriptions
-                .lock()
-                .expect("subscriptions lock")
-                .remove(request.uri.as_str());
-            return Err(backend_error(error));
-        }
+        };
+        self.backend
+            .subscribe(&request.uri)
+            .await
+            .map_err(backend_error)?;
+        claim.keep();
         Ok(())
     }
 
@@ -1221,12 +1281,7 @@ impl PorticoServer {
     ) -> Result<(), McpError> {
         // Only a URI this session subscribed to is given back upstream: another session's
         // unsubscribe must not end a subscription that is not its own.
-        let held = self
-            .subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .remove(request.uri.as_str());
-        if !held {
+        if !self.subscriptions.release(&request.uri) {
             return Ok(());
         }
         self.backend
@@ -1270,12 +1325,7 @@ impl PorticoServer {
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(_) => return,
             };
-            if !self
-                .subscriptions
-                .lock()
-                .expect("subscriptions lock")
-                .contains(&uri)
-            {
+            if !self.subscriptions.contains(&uri) {
                 continue;
             }
             let params = ResourceUpdatedNotificationParam::new(uri);
@@ -1328,10 +1378,6 @@ impl PorticoServer {
         }
     }
 }
-
-/// Resources one `subscriptions/listen` stream may follow: each is followed upstream while it is
-/// open, so a client cannot make Portico follow unboundedly many.
-const MAX_LISTENED_RESOURCES: usize = 64;
 
 /// The next resource update; never, once no more can come.
 async fn next_update(updates: &mut tokio::sync::broadcast::Receiver<String>) -> String {

@@ -9,7 +9,9 @@
 //! `outputSchema` admitting the failure branch ([`host_policy`]). Embedders put their own
 //! [`ToolPolicy`]s in front of chosen tools ([`PorticoServer::with_tool_policies`]). Tasks an
 //! upstream creates for a client's call (the MCP tasks extension) are relayed, their
-//! `tasks/get|update|cancel` routed to that upstream for that client only ([`task_routes`]). Transports (stdio with dual framing, Streamable
+//! `tasks/get|update|cancel` routed to that upstream for that client only ([`task_routes`]). A
+//! session's resource subscriptions are bounded ([`MAX_SUBSCRIPTIONS_PER_SESSION`]) and given back
+//! upstream when it ends. Transports (stdio with dual framing, Streamable
 //! HTTP) are chosen by the caller; this crate only speaks the protocol.
 //!
 //! It does not connect to upstreams (the hub does) and does not own HTTP routing or authentication (the
@@ -22,6 +24,7 @@ mod input_rounds;
 pub mod pricing;
 mod relay;
 pub mod requests;
+mod subscriptions;
 pub mod task_routes;
 pub mod tool_search;
 
@@ -36,3 +39,4 @@ pub use portico_core::ToolResult;
 pub use portico_pipeline::{BeforeCall, PolicyCall, ToolPolicies, ToolPolicy, ToolPolicyError};
 /// Host tools are the engine's local tools; the old names stay for embedders.
 pub use portico_pipeline::{LocalTool as HostTool, LocalTools as HostTools, ToolFailure};
+pub use subscriptions::MAX_SUBSCRIPTIONS_PER_SESSION;

@@ -267,6 +267,8 @@ pub struct Upstream {
     events: mpsc::UnboundedSender<UpstreamEvent>,
     /// On a 2026-07-28 session, the update stream of each subscribed resource.
     resource_streams: crate::resource_updates::ResourceStreams,
+    /// On a handshake-era session, how many subscribers each subscribed resource has.
+    handshake_subscriptions: crate::resource_updates::HandshakeSubscriptions,
     /// On a 2026-07-28 session, which has no `logging/setLevel`, the level a client set: sent in
     /// the `_meta` of each call instead (`io.modelcontextprotocol/logLevel`).
     #[allow(deprecated)]
@@ -513,6 +515,7 @@ impl Upstream {
             stop,
             events: events.clone(),
             resource_streams: Default::default(),
+            handshake_subscriptions: Default::default(),
             log_level: Default::default(),
         };
         upstream.listen_for_changes(peer_info.as_deref(), events);
@@ -1152,14 +1155,18 @@ impl Upstream {
             format!("resources/subscribe `{uri}`"),
             self.peer.subscribe(params),
         )
-        .await
+        .await?;
+        self.handshake_subscriptions.subscribed(uri);
+        Ok(())
     }
 
     async fn listen_for_updates(&self, uri: &str) -> Result<(), UpstreamError> {
         use crate::resource_updates::{Added, MAX_RESOURCE_STREAMS, acknowledged, listen};
         let what = || format!("subscriptions/listen for updates of `{uri}`");
-        match self.resource_streams.add(uri) {
+        // The place is taken before the round-trip and given back if the stream is not kept.
+        let reserved = match self.resource_streams.add(uri) {
             Added::Shared => return Ok(()),
+            Added::New(reserved) => reserved,
             Added::Full => {
                 return Err(UpstreamError::Remote {
                     server: self.server.clone(),
@@ -1171,8 +1178,7 @@ impl Upstream {
                     data: None,
                 });
             }
-            Added::New => {}
-        }
+        };
         // Translated from the client's `resources/subscribe`, so the upstream's refusal is
         // Portico's to explain, not the client's to read as an answer to what it sent.
         let subscription = match self.request(what(), listen(&self.peer, uri)).await {
@@ -1206,7 +1212,7 @@ impl Upstream {
             });
         }
         self.resource_streams
-            .opened(uri, subscription, self.events.clone(), &self.stop);
+            .opened(reserved, uri, subscription, self.events.clone(), &self.stop);
         Ok(())
     }
 
@@ -1216,6 +1222,10 @@ impl Upstream {
             // Unsubscribing from what is not subscribed is not an error, as with
             // `resources/unsubscribe`.
             self.resource_streams.remove(uri);
+            return Ok(());
+        }
+        if !self.handshake_subscriptions.unsubscribed(uri) {
+            // Other subscribers through Portico still want it.
             return Ok(());
         }
         let params = UnsubscribeRequestParams::new(uri.to_string());

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use portico_config::ConfigSource;
 use portico_core::ToolResult;
 use portico_engine::{Engine, EngineOptions, Upstreams};
 use portico_hub::{Hub, HubSettings, StopGrace};
@@ -99,6 +100,15 @@ pub enum Command {
     /// Check the setup: config, environment, listen port, daemon, each server's handshake; one line
     /// per check (ok, warn, FAIL with the fix); exit 1 when something failed.
     Doctor(crate::doctor_cli::DoctorArgs),
+    /// Write a commented starter config (with the default agent) to the data dir's config.toml, or
+    /// --config PATH; never over an existing file.
+    Init,
+    /// Add the MCP servers of Claude Desktop, Cursor or VS Code (or of a file) to the config.
+    Import(crate::import_cli::ImportArgs),
+    /// Print the JSON that points an IDE (claude, cursor, vscode) at `portico mcp`.
+    Export(crate::onramp_cli::ExportArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...).
+    Completions(crate::onramp_cli::CompletionsArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -133,6 +143,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve => serve(cli.config.as_deref()).await,
+        Command::Init => crate::onramp_cli::init(cli.config.as_deref()),
+        Command::Import(args) => crate::import_cli::run(cli.config.as_deref(), args),
+        Command::Export(args) => crate::onramp_cli::export(cli.config.as_deref(), args),
+        Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
@@ -308,7 +322,9 @@ async fn serve(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     let shutdown = shutdown_signal();
     let (config, source) = portico_config::load(explicit)?;
     tracing::info!("config: {source}");
-    if config.mcp_servers.is_empty() {
+    if source == ConfigSource::Embedded {
+        tracing::warn!("{}", crate::onramp_cli::no_config_file());
+    } else if config.mcp_servers.is_empty() {
         tracing::warn!(
             "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"
         );

@@ -161,6 +161,15 @@ fn config_checks(
     text: &str,
     checks: &mut Vec<Check>,
 ) -> Option<Config> {
+    // Another client's JSON given as the config: one line naming `portico import`.
+    if let Some(hint) = portico_config::json_config_hint(&source.to_string(), text) {
+        checks.push(Check::new(
+            "config",
+            Status::Fail,
+            format!("config: {hint}"),
+        ));
+        return None;
+    }
     let problems = portico_config::check(text);
     if !problems.is_empty() {
         for problem in problems {
@@ -463,6 +472,10 @@ pub fn config_check(explicit: Option<&Path>) -> anyhow::Result<ExitCode> {
     let source = portico_config::locate(explicit);
     let origin = source.to_string();
     let text = config_text(&source)?;
+    if let Some(hint) = portico_config::json_config_hint(&origin, &text) {
+        println!("{hint}");
+        return Ok(ExitCode::from(2));
+    }
     let problems = portico_config::check(&text);
     if !problems.is_empty() {
         for problem in &problems {

@@ -8,6 +8,8 @@ mod chat;
 mod cli;
 mod clients_cli;
 mod doctor_cli;
+mod import_cli;
+mod onramp_cli;
 mod output;
 mod progress;
 mod stdio_door;

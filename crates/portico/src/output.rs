@@ -5,7 +5,7 @@ use serde_json::Value;
 
 pub fn servers_table(servers: &[ServerStatus]) -> String {
     if servers.is_empty() {
-        return "no MCP servers configured\n".into();
+        return "no MCP servers configured; `portico import` adds the ones Claude Desktop, Cursor or VS Code run\n".into();
     }
     let mut rows = vec![[
         "NAME".to_string(),

@@ -35,5 +35,9 @@ mod policies;
 mod sdk;
 #[path = "doors/stdio.rs"]
 mod stdio;
+#[path = "doors/subscription_bounds.rs"]
+mod subscription_bounds;
+#[path = "doors/task_relay_bounds.rs"]
+mod task_relay_bounds;
 #[path = "doors/tasks.rs"]
 mod tasks;

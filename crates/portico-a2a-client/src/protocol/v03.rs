@@ -348,6 +348,56 @@ pub struct ListTasksResponse {
     pub total_size: u32,
 }
 
+/// The 0.3 agent card: one main `url` with its `preferredTransport`, the others in
+/// `additionalInterfaces`, and the protocol version at the top. Skills, provider and extensions
+/// are the 1.0 objects, which 0.3 shares. Security and signature fields are left out, as in
+/// [`v1::AgentCard`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCard {
+    pub protocol_version: String,
+    pub name: String,
+    pub description: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_transport: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_interfaces: Vec<AgentInterface>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<v1::AgentProvider>,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub documentation_url: Option<String>,
+    pub capabilities: AgentCapabilities,
+    pub default_input_modes: Vec<String>,
+    pub default_output_modes: Vec<String>,
+    pub skills: Vec<v1::AgentSkill>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_authenticated_extended_card: Option<bool>,
+}
+
+/// A URL and the transport spoken there (`JSONRPC`, `HTTP+JSON`, `GRPC`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AgentInterface {
+    pub url: String,
+    pub transport: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCapabilities {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_notifications: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_transition_history: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<v1::AgentExtension>,
+}
+
 // ---------------------------------------------------------------------------------------------------
 // 0.3 → 1.0
 
@@ -601,6 +651,58 @@ impl From<v1::TaskPushNotificationConfig> for TaskPushNotificationConfig {
     }
 }
 
+/// A 1.0 card in the 0.3 form, for 0.3 clients: its 0.3 interfaces (`protocolVersion` `0.x`) are
+/// the 0.3 card's, the first of them the main `url`. A card with no 0.3 interface falls back to its
+/// preferred one, so the 0.3 card still names the agent's URL.
+impl From<v1::AgentCard> for AgentCard {
+    fn from(card: v1::AgentCard) -> AgentCard {
+        let additional_interfaces: Vec<AgentInterface> = card
+            .supported_interfaces
+            .iter()
+            .filter(|interface| interface.protocol_version.trim().starts_with("0."))
+            .map(|interface| AgentInterface {
+                url: interface.url.clone(),
+                transport: interface.protocol_binding.clone(),
+            })
+            .collect();
+        let main = additional_interfaces.first().cloned().or_else(|| {
+            card.supported_interfaces
+                .first()
+                .map(|interface| AgentInterface {
+                    url: interface.url.clone(),
+                    transport: interface.protocol_binding.clone(),
+                })
+        });
+        AgentCard {
+            protocol_version: "0.3.0".into(),
+            name: card.name,
+            description: card.description,
+            url: main.as_ref().map(|m| m.url.clone()).unwrap_or_default(),
+            preferred_transport: main.map(|m| m.transport),
+            additional_interfaces,
+            icon_url: card.icon_url,
+            provider: card.provider,
+            version: card.version,
+            documentation_url: card.documentation_url,
+            capabilities: AgentCapabilities {
+                streaming: card.capabilities.streaming,
+                push_notifications: card.capabilities.push_notifications,
+                // 1.0 dropped the flag with the feature: no 1.0 operation returns a status history.
+                state_transition_history: Some(false),
+                extensions: card.capabilities.extensions,
+            },
+            default_input_modes: card.default_input_modes,
+            default_output_modes: card.default_output_modes,
+            skills: card.skills,
+            // Absent is 0.3's "no": a card without an extended card says nothing.
+            supports_authenticated_extended_card: card
+                .capabilities
+                .extended_agent_card
+                .filter(|&offered| offered),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -680,5 +782,76 @@ mod tests {
                    "authentication": {"scheme": "Basic", "credentials": "k"}})
         );
         assert_eq!(TaskPushNotificationConfig::from(v1), v03);
+    }
+
+    fn interface(url: &str, binding: &str, version: &str) -> v1::AgentInterface {
+        v1::AgentInterface {
+            url: url.into(),
+            protocol_binding: binding.into(),
+            tenant: Some("acme".into()),
+            protocol_version: version.into(),
+        }
+    }
+
+    #[test]
+    fn a_1_0_card_becomes_a_0_3_card_of_its_0_3_interfaces() {
+        let card = v1::AgentCard {
+            name: "a".into(),
+            description: "d".into(),
+            supported_interfaces: vec![
+                interface("https://x/v1", "JSONRPC", "1.0"),
+                interface("https://x/rest", "HTTP+JSON", "0.3"),
+                interface("https://x/rpc", "JSONRPC", " 0.3.0"),
+            ],
+            version: "7".into(),
+            icon_url: Some("https://x/icon.png".into()),
+            capabilities: v1::AgentCapabilities {
+                streaming: Some(false),
+                extensions: vec![v1::AgentExtension {
+                    uri: "urn:x".into(),
+                    required: true,
+                    ..Default::default()
+                }],
+                extended_agent_card: Some(true),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&AgentCard::from(card)).unwrap(),
+            serde_json::to_string(&json!({
+                "protocolVersion": "0.3.0", "name": "a", "description": "d",
+                "url": "https://x/rest", "preferredTransport": "HTTP+JSON",
+                "additionalInterfaces": [
+                    {"url": "https://x/rest", "transport": "HTTP+JSON"},
+                    {"url": "https://x/rpc", "transport": "JSONRPC"},
+                ],
+                "iconUrl": "https://x/icon.png", "version": "7",
+                "capabilities": {"streaming": false, "stateTransitionHistory": false,
+                    "extensions": [{"uri": "urn:x", "required": true}]},
+                "defaultInputModes": [], "defaultOutputModes": [], "skills": [],
+                "supportsAuthenticatedExtendedCard": true,
+            }))
+            .unwrap()
+        );
+    }
+
+    #[test]
+    fn a_1_0_card_without_a_0_3_interface_still_names_its_url_in_0_3() {
+        let card = v1::AgentCard {
+            supported_interfaces: vec![interface("https://x/v1", "JSONRPC", "1.0")],
+            capabilities: v1::AgentCapabilities {
+                extended_agent_card: Some(false),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let v03 = AgentCard::from(card);
+        assert_eq!(v03.url, "https://x/v1");
+        assert_eq!(v03.preferred_transport.as_deref(), Some("JSONRPC"));
+        assert_eq!(v03.additional_interfaces, []);
+        assert_eq!(v03.supports_authenticated_extended_card, None);
+        let none = AgentCard::from(v1::AgentCard::default());
+        assert_eq!((none.url.as_str(), none.preferred_transport), ("", None));
     }
 }

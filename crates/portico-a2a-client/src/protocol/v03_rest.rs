@@ -69,6 +69,8 @@ impl<'de> Deserialize<'de> for Role {
         enum NameOrNumber {
             Name(String),
             Number(u64),
+            /// Proto-JSON reads `null` as the field's default.
+            Null(()),
         }
         let role = match NameOrNumber::deserialize(deserializer)? {
             NameOrNumber::Name(name) => match name.as_str() {
@@ -77,7 +79,7 @@ impl<'de> Deserialize<'de> for Role {
                 "ROLE_AGENT" | "agent" => Some(Role::Agent),
                 _ => None,
             },
-            NameOrNumber::Number(0) => Some(Role::Unspecified),
+            NameOrNumber::Number(0) | NameOrNumber::Null(()) => Some(Role::Unspecified),
             NameOrNumber::Number(1) => Some(Role::User),
             NameOrNumber::Number(2) => Some(Role::Agent),
             NameOrNumber::Number(_) => None,
@@ -659,12 +661,14 @@ mod tests {
         );
         // Proto3 defaults are unset values.
         let defaults = to_v1_send(json!({"request": {"message_id": "m", "context_id": "",
-            "task_id": "", "role": 2, "content": [{"file": {"file_with_uri": "u", "mime_type": "",
+            "task_id": "", "role": 2, "metadata": null, "content": [{"file": {"file_with_uri": "u", "mime_type": "",
             "name": ""}}]}}));
         assert_eq!(
             defaults["message"],
             json!({"messageId": "m", "role": "ROLE_AGENT", "parts": [{"url": "u"}]})
         );
+        let unset_role = to_v1_send(json!({"message": {"messageId": "m", "role": null}}));
+        assert_eq!(unset_role["message"]["role"], "ROLE_USER");
     }
 
     #[test]

@@ -403,6 +403,112 @@ pub struct GetExtendedAgentCardRequest {
     pub tenant: Option<String>,
 }
 
+/// What an agent tells clients about itself (proto `AgentCard`), fields in the proto's order. The
+/// security and signature fields are left out: Portico's cards use none of them yet, and a card
+/// read into this type drops them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCard {
+    pub name: String,
+    pub description: String,
+    /// The first entry is the preferred one.
+    #[serde(alias = "supported_interfaces")]
+    pub supported_interfaces: Vec<AgentInterface>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<AgentProvider>,
+    /// The agent's version, not the protocol's.
+    pub version: String,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "documentation_url"
+    )]
+    pub documentation_url: Option<String>,
+    pub capabilities: AgentCapabilities,
+    #[serde(alias = "default_input_modes")]
+    pub default_input_modes: Vec<String>,
+    #[serde(alias = "default_output_modes")]
+    pub default_output_modes: Vec<String>,
+    pub skills: Vec<AgentSkill>,
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "icon_url")]
+    pub icon_url: Option<String>,
+}
+
+/// Where and how to reach the agent: a URL, a binding (`JSONRPC`, `HTTP+JSON`, `GRPC`, or a
+/// custom one) and the protocol version spoken there (`1.0`, `0.3`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentInterface {
+    pub url: String,
+    #[serde(alias = "protocol_binding")]
+    pub protocol_binding: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(alias = "protocol_version")]
+    pub protocol_version: String,
+}
+
+/// Who serves the agent; the same object in 0.3. `organization` first, as Portico's cards have
+/// always written it (the proto numbers `url` first; JSON readers do not care).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentProvider {
+    pub organization: String,
+    pub url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCapabilities {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<bool>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "push_notifications"
+    )]
+    pub push_notifications: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<AgentExtension>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "extended_agent_card"
+    )]
+    pub extended_agent_card: Option<bool>,
+}
+
+/// A protocol extension the agent supports; the same object in 0.3.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentExtension {
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Struct>,
+}
+
+/// Something the agent is good at; the same object in 0.3 (whose `security` Portico does not use,
+/// like 1.0's `securityRequirements`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSkill {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    /// Written even when empty, as Portico's cards always have.
+    #[serde(default)]
+    pub examples: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "input_modes")]
+    pub input_modes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "output_modes")]
+    pub output_modes: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -501,5 +607,33 @@ mod tests {
             event
         );
         assert_eq!(event.state(), Some(TaskState::Completed));
+    }
+
+    #[test]
+    fn a_card_reads_in_json_or_proto_names_and_writes_json_names() {
+        let card: AgentCard = serde_json::from_value(json!({
+            "name": "a", "description": "d", "version": "1",
+            "supported_interfaces": [{"url": "https://x", "protocol_binding": "GRPC",
+                "protocol_version": "1.0", "tenant": "t"}],
+            "capabilities": {"push_notifications": true},
+            "default_input_modes": ["text/plain"], "defaultOutputModes": [],
+            "skills": [{"id": "s", "name": "S", "description": "sd", "tags": [],
+                "input_modes": ["image/png"]}],
+            "securitySchemes": {"bearer": {}},
+        }))
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&card).unwrap(),
+            serde_json::to_string(&json!({
+                "name": "a", "description": "d",
+                "supportedInterfaces": [{"url": "https://x", "protocolBinding": "GRPC",
+                    "tenant": "t", "protocolVersion": "1.0"}],
+                "version": "1", "capabilities": {"pushNotifications": true},
+                "defaultInputModes": ["text/plain"], "defaultOutputModes": [],
+                "skills": [{"id": "s", "name": "S", "description": "sd", "tags": [],
+                    "examples": [], "inputModes": ["image/png"]}],
+            }))
+            .unwrap()
+        );
     }
 }

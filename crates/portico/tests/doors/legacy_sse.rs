@@ -14,7 +14,7 @@ fn http() -> reqwest::Client {
 }
 
 /// An open `GET /sse` response, read event by event.
-struct SseStream {
+pub(crate) struct SseStream {
     response: reqwest::Response,
     buffer: String,
     /// Messages read while waiting for another one. Answers to concurrent requests (the members of a
@@ -24,7 +24,7 @@ struct SseStream {
 }
 
 impl SseStream {
-    async fn open(base: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    pub(crate) async fn open(base: &str, headers: &[(&str, &str)]) -> reqwest::Response {
         let mut request = http()
             .get(format!("{base}/sse"))
             .header("accept", "text/event-stream");
@@ -34,7 +34,7 @@ impl SseStream {
         request.send().await.unwrap()
     }
 
-    fn new(response: reqwest::Response) -> SseStream {
+    pub(crate) fn new(response: reqwest::Response) -> SseStream {
         assert_eq!(response.status(), 200);
         let content_type = response.headers()["content-type"].to_str().unwrap();
         assert!(
@@ -77,7 +77,7 @@ impl SseStream {
     }
 
     /// Reads `message` events until the response to `id`, returning it.
-    async fn response_to(&mut self, id: u64) -> Value {
+    pub(crate) async fn response_to(&mut self, id: u64) -> Value {
         let is_answer = |message: &Value| {
             message.get("id") == Some(&json!(id)) && message.get("method").is_none()
         };
@@ -103,7 +103,7 @@ impl SseStream {
     }
 
     /// The first event must be `endpoint`; returns its URI.
-    async fn endpoint(&mut self) -> String {
+    pub(crate) async fn endpoint(&mut self) -> String {
         let (name, data) = self.next_event().await.expect("stream ended");
         assert_eq!(name, "endpoint", "{data}");
         data
@@ -136,7 +136,7 @@ async fn post(
 }
 
 /// POSTs one message and checks the exact `202 Accepted` answer.
-async fn send(base: &str, endpoint: &str, message: Value) {
+pub(crate) async fn send(base: &str, endpoint: &str, message: Value) {
     let response = post(
         &format!("{base}{endpoint}"),
         serde_json::to_vec(&message).unwrap(),

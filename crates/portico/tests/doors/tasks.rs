@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 
 use crate::client::*;
 
-const OWNER: &str = "tasks-owner-token";
-const OTHER: &str = "tasks-other-token";
+pub(crate) const OWNER: &str = "tasks-owner-token";
+pub(crate) const OTHER: &str = "tasks-other-token";
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// The conformance fixture's binary, beside Portico's in the same target directory; built here
 /// when missing, as `cargo test -p portico` does not build another package's binaries.
-fn fixture_bin() -> PathBuf {
+pub(crate) fn fixture_bin() -> PathBuf {
     let portico = PathBuf::from(env!("CARGO_BIN_EXE_portico"));
     let fixture = portico.with_file_name("portico-conformance-fixture");
     if !fixture.exists() {
@@ -66,7 +66,13 @@ fn start(home: &Home) -> Daemon {
 }
 
 /// One stateless 2026-07-28 request to the daemon's `/mcp` as the client with `token`.
-async fn request(base: &str, token: &str, method: &str, params: Value, tasks: bool) -> Value {
+pub(crate) async fn request(
+    base: &str,
+    token: &str,
+    method: &str,
+    params: Value,
+    tasks: bool,
+) -> Value {
     let capabilities = if tasks {
         json!({"extensions": {TASKS: {}}})
     } else {

@@ -1,0 +1,230 @@
+//! `portico import`: the MCP servers Claude Desktop, Cursor or VS Code run, added to Portico's
+//! config. The translation is `portico_config::import`; this finds and reads the files, writes the
+//! config (or prints it with `--dry-run`) and says what the user has to do next.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use portico_config::import::{self, Client, Import, ImportError, OnClash, Places, SourceFile};
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// `claude`, `cursor` or `vscode` (read from where that client keeps its servers), or a file's
+    /// path. Default: every one of the three that is there.
+    #[arg(value_name = "claude|cursor|vscode|PATH")]
+    pub source: Option<String>,
+    /// Print the TOML that would be added instead of writing it.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The file to write (merged into when it exists). Default: the config (--config,
+    /// $PORTICO_CONFIG, else config.toml in the data dir).
+    #[arg(long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// When the config has a different server of the same name, import it as NAME-2 instead of
+    /// refusing.
+    #[arg(long)]
+    pub rename: bool,
+}
+
+pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let places = Places::current();
+    let (files, chosen) = source_files(&places, args.source.as_deref())?;
+    let mut imported = Import::default();
+    let mut empty = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let origin = path.display().to_string();
+        let workspace = import::workspace_of(path);
+        let file = SourceFile {
+            origin: &origin,
+            text: &text,
+            workspace: workspace.as_deref(),
+            home: places.home.as_deref(),
+        };
+        match import::translate(&file) {
+            Ok(found) => imported.extend(found),
+            // A settings.json found by looking need not have MCP servers; a file the user named must.
+            Err(ImportError::NoServers { .. }) if !chosen => empty.push(origin),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for origin in &empty {
+        eprintln!("portico: no MCP servers in {origin}");
+    }
+    if imported.servers.is_empty() {
+        bail!(
+            "found no MCP servers to import in {}",
+            files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+
+    let target = args
+        .output
+        .clone()
+        .unwrap_or_else(|| portico_config::path_to_write(explicit));
+    let existing = match std::fs::read_to_string(&target) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", target.display())),
+    };
+    let shown = target.display().to_string();
+    // `portico --config claude_desktop_config.json import` means to import that file, not into it.
+    if let Some(text) = &existing
+        && portico_config::json_config_hint(&shown, text).is_some()
+    {
+        bail!(
+            "{shown} is JSON, not Portico's TOML config, so nothing is imported into it; to import its servers run `portico import {shown}`"
+        );
+    }
+    let on_clash = if args.rename {
+        OnClash::Rename
+    } else {
+        OnClash::Refuse
+    };
+    let merged = imported.merge(&shown, existing.as_deref(), on_clash)?;
+
+    let mut report = String::new();
+    if merged.added.is_empty() {
+        report.push_str(&format!(
+            "portico: nothing to import: {shown} already has every server\n"
+        ));
+    } else if args.dry_run {
+        report.push_str(&format!(
+            "portico: dry run, nothing written; {} would get {} server(s): {}\n",
+            shown,
+            merged.added.len(),
+            merged.added.join(", ")
+        ));
+    } else {
+        write_config(&target, &merged.text, existing.is_some())?;
+        let verb = if existing.is_some() {
+            "added to"
+        } else {
+            "wrote a new config,"
+        };
+        report.push_str(&format!(
+            "portico: {verb} {shown}: {} server(s): {}\n",
+            merged.added.len(),
+            merged.added.join(", ")
+        ));
+    }
+    for (name, kept) in &merged.unchanged {
+        report.push_str(&format!(
+            "  `{name}`: the config already has this server as `{kept}`; left as it is\n"
+        ));
+    }
+    for (from, to) in &merged.renamed {
+        report.push_str(&format!(
+            "  `{from}` was imported as `{to}`: the config has a different server named `{from}`\n"
+        ));
+    }
+    if !imported.exports.is_empty() {
+        report.push_str("Set these in Portico's environment before starting it:\n");
+        for export in &imported.exports {
+            report.push_str(&format!(
+                "  export {}=...   # {}\n",
+                export.variable, export.reason
+            ));
+        }
+    }
+    if !imported.warnings.is_empty() {
+        report.push_str("Not imported as it was:\n");
+        for warning in &imported.warnings {
+            report.push_str(&format!("  {warning}\n"));
+        }
+    }
+    if !args.dry_run && !merged.added.is_empty() {
+        report.push_str(
+            "Next: `portico servers` shows them connect; `portico serve` serves them to your IDEs.\n",
+        );
+    }
+    if args.dry_run {
+        crate::cli::print_now(merged.added_text)?;
+        eprint!("{report}");
+    } else {
+        crate::cli::print_now(report)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The files to read, and whether the user named them (rather than Portico looking).
+fn source_files(places: &Places, source: Option<&str>) -> anyhow::Result<(Vec<PathBuf>, bool)> {
+    let clients: Vec<Client> = match source {
+        None => Client::ALL.to_vec(),
+        Some("claude") => vec![Client::ClaudeDesktop],
+        Some("cursor") => vec![Client::Cursor],
+        Some("vscode") => vec![Client::VsCode],
+        Some(path) => return Ok((vec![PathBuf::from(path)], true)),
+    };
+    let looked: Vec<PathBuf> = clients.iter().flat_map(|c| places.of(*c)).collect();
+    let found: Vec<PathBuf> = looked.iter().filter(|p| p.is_file()).cloned().collect();
+    if found.is_empty() {
+        let labels: Vec<&str> = clients.iter().map(|c| c.label()).collect();
+        bail!(
+            "found no {} config; looked for:\n{}\nname the file instead: `portico import PATH`",
+            labels.join(", "),
+            looked
+                .iter()
+                .map(|p| format!("  {}", p.display()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    Ok((found, false))
+}
+
+/// Writes the whole config through a temporary file and a rename, so nothing (a daemon watching the
+/// file, a crash half-way) ever sees half of it. An existing file keeps its permissions (and stays
+/// where a symlink to it points); a new one is readable by its owner only.
+fn write_config(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let target = if exists {
+        target
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", target.display()))?
+    } else {
+        target.to_path_buf()
+    };
+    let dir = match target.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let file_name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "config.toml".into());
+    let temporary = dir.join(format!(".{file_name}.portico-import"));
+    let mode = if exists {
+        std::fs::metadata(&target)
+            .map(|m| m.permissions().mode())
+            .unwrap_or(0o600)
+    } else {
+        0o600
+    };
+    // A leftover from a crash would keep its own permissions through `open`.
+    let _ = std::fs::remove_file(&temporary);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&temporary)
+        .and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&temporary, &target));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(e).with_context(|| format!("cannot write {}", target.display()));
+    }
+    Ok(())
+}
