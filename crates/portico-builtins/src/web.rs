@@ -44,8 +44,9 @@ struct WebFetchOutput {
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
-    /// Refusals (with the rule), bad URLs, and transport failures; `NetError` already says which.
-    #[error("web_fetch could not fetch {url}: {source}")]
+    /// Refusals (with the rule), bad URLs, and transport failures; `NetError` already says which,
+    /// but a refusal's remedy names a server entry's setting, and web_fetch's is in `[builtins]`.
+    #[error("web_fetch could not fetch {url}: {}", web_fetch_remedy(.source))]
     Net {
         url: String,
         #[source]
@@ -59,6 +60,14 @@ enum FetchError {
     },
     #[error("web_fetch has no HTTP client: {0}")]
     NoClient(String),
+}
+
+/// The error with the setting that lifts a private-network refusal for web_fetch.
+fn web_fetch_remedy(error: &NetError) -> String {
+    error.to_string().replace(
+        portico_net::PRIVATE_NETWORK_REMEDY,
+        "; set web_fetch_allow_private_network = true in the config's [builtins] section to allow it",
+    )
 }
 
 pub(crate) fn web_fetch(web: LazyClient, max_bytes: usize) -> LocalTool {
@@ -227,8 +236,15 @@ mod tests {
             1024,
         );
         let message = err(&call(&public, json!({"url": format!("{base}/hello")})).await);
-        assert!(message.contains("a loopback address"), "{message}");
-        assert!(message.contains(&format!("{base}/hello")), "{message}");
+        // The fix is where web_fetch's setting lives, not "this server entry" (issue 14).
+        assert_eq!(
+            message,
+            format!(
+                "web_fetch could not fetch {base}/hello: refused {base}/hello: 127.0.0.1 is a \
+                 loopback address; set web_fetch_allow_private_network = true in the config's \
+                 [builtins] section to allow it"
+            )
+        );
 
         let private = web_fetch(LazyClient::ready(private()), 1024);
         let message = err(&call(&private, json!({"url": "http://169.254.169.254/"})).await);

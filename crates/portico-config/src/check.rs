@@ -33,7 +33,7 @@ impl std::fmt::Display for Problem {
 }
 
 impl Problem {
-    fn at(
+    pub(crate) fn at(
         text: &str,
         span: Range<usize>,
         message: impl Into<String>,

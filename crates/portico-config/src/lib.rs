@@ -12,10 +12,13 @@
 //! format; [`STARTER_CONFIG`] is the commented file `portico init` writes.
 //!
 //! This crate does not start anything and does not read the environment except in [`expand`],
-//! [`locate`] and [`import::Places::current`].
+//! [`locate`] and [`import::Places::current`]; [`environment_findings`] (what `config check` warns
+//! of and `portico doctor` fails on: unset `${VAR}`s and stdio commands not found) is handed its
+//! variables and only looks at the filesystem for commands.
 
 mod check;
 mod clients;
+mod environment;
 mod expand;
 pub mod import;
 mod listen;
@@ -27,12 +30,13 @@ pub use clients::{
     ClientConfig, RESERVED_CLIENT_NAMES, is_client_name, parse_sha256_hex, reserved_client_name,
     token_sha256_hex,
 };
+pub use environment::{Finding, FindingKind, environment_findings, find_program};
 pub use expand::{ExpandError, expand_vars};
 pub use import::json_config_hint;
 pub use listen::listen_address;
 pub use locate::{
-    ConfigSource, DEFAULT_CONFIG, STARTER_CONFIG, data_dir, default_config_path, locate,
-    path_to_write,
+    ConfigSource, DEFAULT_CONFIG, STARTER_CONFIG, config_digest, data_dir, default_config_path,
+    locate, path_to_write,
 };
 pub use model::{
     A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, CardVersion, Config,

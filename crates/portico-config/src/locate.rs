@@ -67,3 +67,9 @@ pub fn locate(explicit: Option<&Path>) -> ConfigSource {
         ConfigSource::Embedded
     }
 }
+
+/// The digest a daemon publishes of the config text it runs, so `portico doctor` can tell whether the
+/// file on disk is still what it runs: SHA-256 as hex.
+pub fn config_digest(text: &str) -> String {
+    crate::token_sha256_hex(text)
+}

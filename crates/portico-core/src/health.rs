@@ -53,6 +53,10 @@ pub struct ServerStatus {
     pub resource_templates: usize,
     pub prompts: usize,
     pub last_error: Option<String>,
+    /// The last lines a stdio child wrote to stderr before it failed at start (bounded; empty
+    /// once it is ready, and for other transports).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stderr_tail: Vec<String>,
     /// How many times the connection was (re)established.
     pub connects: u32,
 }

@@ -358,6 +358,8 @@ async fn servers(
                 "resources_count": s.resources + s.resource_templates,
                 "prompts_count": s.prompts,
                 "last_error": s.last_error,
+                // A stdio child's last stderr lines when it failed at start (empty otherwise).
+                "stderr_tail": s.stderr_tail,
             })
         })
         .collect();

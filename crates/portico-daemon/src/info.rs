@@ -27,6 +27,19 @@ pub struct DaemonInfo {
     /// public; a stale file's port can be taken by anyone). Absent in files from older versions.
     #[serde(default)]
     pub identity_key: Option<String>,
+    /// The config the daemon runs, so `portico doctor` can tell whether it is the one on disk.
+    /// Absent in files from older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigIdentity>,
+}
+
+/// Which config a daemon runs: where it was read from and a digest of its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigIdentity {
+    /// The file's path as the daemon was given it, or `<embedded default>`.
+    pub source: String,
+    /// `portico_config::config_digest` of the text it read.
+    pub sha256: String,
 }
 
 impl DaemonInfo {
@@ -37,6 +50,7 @@ impl DaemonInfo {
             token,
             version: env!("CARGO_PKG_VERSION").to_string(),
             identity_key: Some(identity_key.0),
+            config: None,
         }
     }
 

@@ -52,7 +52,8 @@ use tokio_util::sync::CancellationToken;
 pub use catalog_api::{conversation_list, tool_catalog};
 use in_flight::InFlight;
 pub use info::{
-    DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS, new_challenge,
+    ConfigIdentity, DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS,
+    new_challenge,
 };
 pub use reload::LiveConfig;
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
@@ -104,6 +105,8 @@ pub struct DoorConfig {
     /// The config followed for changes while the daemon serves; without it, the config given to
     /// [`serve`] is the one for good.
     pub live: Option<LiveConfig>,
+    /// Which config this daemon runs, published in `daemon.json` (set by the caller that read it).
+    pub config: Option<ConfigIdentity>,
 }
 
 impl DoorConfig {
@@ -148,6 +151,7 @@ impl DoorConfig {
             },
             identity: IdentityKey::generate(),
             live: None,
+            config: None,
         })
     }
 
@@ -363,11 +367,14 @@ pub async fn serve_with_server(
         })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     let door = door.with_listen(bound);
-    let info = DaemonInfo::new(
-        bound,
-        door.policy.token().map(str::to_string),
-        door.identity.clone(),
-    );
+    let info = DaemonInfo {
+        config: door.config.clone(),
+        ..DaemonInfo::new(
+            bound,
+            door.policy.token().map(str::to_string),
+            door.identity.clone(),
+        )
+    };
     info_file
         .write(&info)
         .map_err(|source| DaemonError::InfoFile {

@@ -164,6 +164,7 @@ impl Slot {
                     resource_templates: 0,
                     prompts: 0,
                     last_error: None,
+                    stderr_tail: Vec::new(),
                     connects: 0,
                 },
                 upstream: None,
@@ -957,6 +958,7 @@ async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, att
             ServerState::Restarting
         };
         s.status.last_error = Some(error.to_string());
+        s.status.stderr_tail = error.stderr_tail().to_vec();
         s.settled = true;
         if permanent {
             // It will not come back: its tools go.
@@ -997,6 +999,7 @@ fn mark_ready(shared: &Shared, slot: &Slot, upstream: &Arc<Upstream>, catalog: S
         s.status.server_name = info.server_name.clone();
         s.status.server_version = info.server_version.clone();
         s.status.last_error = None;
+        s.status.stderr_tail.clear();
         s.status.connects += 1;
         s.upstream = Some(upstream.clone());
         s.restart = None;
@@ -1115,9 +1118,7 @@ async fn session_ended(shared: &Shared, slot: &Slot, reason: &str, attempt: u32)
     shared.update(slot, |s| {
         s.upstream = None;
         s.status.state = ServerState::Restarting;
-        s.status.last_error = Some(format!(
-            "server `{server}` exited or closed the connection ({reason})"
-        ));
+        s.status.last_error = Some(format!("server `{server}` {reason}"));
         s.restart = Some(Restart::after(attempt, delay));
     });
     sleep(slot, delay).await

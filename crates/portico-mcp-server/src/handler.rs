@@ -681,14 +681,17 @@ fn backend_error(error: BackendError) -> McpError {
         BackendError::Upstreams(UpstreamsError::UnknownResource(_)) => {
             McpError::resource_not_found(error.to_string(), None)
         }
-        // The upstream's own JSON-RPC error passes through with its code and data.
+        // The daemon's own JSON-RPC error passes through as it is: code, message and data. (Its
+        // message already says what failed; the proxy's "server `daemon`: ... failed" in front of
+        // it only confused.)
         BackendError::Daemon(portico_mcp::UpstreamError::Remote {
             code: Some(code),
+            message,
             data,
             ..
         }) => McpError::new(
             rmcp::model::ErrorCode(*code),
-            error.to_string(),
+            message.clone(),
             data.as_deref().cloned(),
         ),
         BackendError::Upstreams(UpstreamsError::Remote { code, data, .. }) => McpError::new(

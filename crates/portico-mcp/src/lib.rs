@@ -18,6 +18,7 @@ mod ordering;
 mod resource_updates;
 mod results;
 mod sampling;
+mod stderr_tail;
 mod stdio;
 mod upstream;
 
@@ -26,5 +27,6 @@ pub use confirm::{confirm_params, confirm_through, confirmation};
 pub use methods::{notification_method, request_method};
 pub use results::{tool_result_from_object, tool_result_into_object};
 pub use sampling::{sample_through, sampling_answer, sampling_params};
+pub use stderr_tail::{CA_BUNDLE_VARS, STDERR_TAIL_BYTES, STDERR_TAIL_LINES};
 pub use stdio::{StopGrace, kill_child_group_now, reap_dropped_children};
 pub use upstream::{HandshakeInfo, Upstream, UpstreamError, UpstreamExit};

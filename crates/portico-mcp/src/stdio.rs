@@ -10,14 +10,27 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rustix::process::{Pid, Signal, kill_process_group};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::UpstreamError;
+use crate::stderr_tail::StderrTail;
 
 /// Variables every child gets from Portico's environment, because programs commonly break without
-/// them. Everything else must be named in the server's `env`.
-pub(crate) const BASE_ENV: &[&str] = &["PATH", "HOME", "TMPDIR", "TMP", "TEMP"];
+/// them: the basics, and the CA-bundle variables (not secrets: paths to certificates), without which
+/// a child behind a TLS-intercepting proxy fails or hangs on its first download. Everything else
+/// must be named in the server's `env`.
+pub(crate) const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+];
 
 /// The longest stderr line logged whole; longer lines are cut so a misbehaving child cannot flood logs.
 const MAX_STDERR_LINE: usize = 4096;
@@ -212,10 +225,12 @@ impl Transport<RoleClient> for ChildTransport {
 }
 
 /// Spawns the child in its own process group (so stopping it also stops whatever it started, such as
-/// the node process behind `npx`), and forwards its stderr to the log under the server's name.
+/// the node process behind `npx`), and forwards its stderr to the log under the server's name, keeping
+/// its last lines in `tail`.
 pub(crate) fn spawn(
     spec: &StdioSpec<'_>,
     grace: StopGrace,
+    tail: &StderrTail,
 ) -> Result<(ChildTransport, Option<u32>), UpstreamError> {
     refuse_parent_dir(spec.server, spec.command)?;
     let vars = child_env(spec.server, spec.env, |name| std::env::var(name).ok())?;
@@ -231,10 +246,10 @@ pub(crate) fn spawn(
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
-    let spawn_error = |source| UpstreamError::Spawn {
+    let spawn_error = |cause| UpstreamError::Spawn {
         server: spec.server.to_string(),
         command: spec.command.to_string(),
-        source,
+        cause,
     };
     let mut child = command.spawn().map_err(spawn_error)?;
     let pid = child.id();
@@ -246,7 +261,7 @@ pub(crate) fn spawn(
         )));
     };
     if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(log_stderr(spec.server.to_string(), stderr));
+        tokio::spawn(log_stderr(spec.server.to_string(), stderr, tail.clone()));
     }
     let transport = ChildTransport {
         io: AsyncRwTransport::new_client(stdout, stdin),
@@ -289,27 +304,49 @@ fn signal_group(group: Option<Pid>, signal: Signal) {
     }
 }
 
-async fn log_stderr(server: String, stderr: ChildStderr) {
+/// Logs each stderr line and keeps the last ones in `tail`. At most [`MAX_STDERR_LINE`] bytes of a
+/// line are held: the rest of it, up to its newline, is counted and dropped, so a child writing
+/// without newlines cannot grow the buffer.
+async fn log_stderr(server: String, stderr: impl AsyncRead + Unpin, tail: StderrTail) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
+    let mut length = 0usize;
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim_end();
-                if text.len() > MAX_STDERR_LINE {
-                    let mut cut = MAX_STDERR_LINE;
-                    while !text.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    tracing::info!(target: "portico::upstream::stderr", server, "{}… ({} bytes)", &text[..cut], text.len());
-                } else {
-                    tracing::info!(target: "portico::upstream::stderr", server, "{text}");
-                }
+        let (taken, ended) = match reader.fill_buf().await {
+            Ok(buf) if !buf.is_empty() => {
+                let newline = buf.iter().position(|&b| b == b'\n');
+                let chunk = &buf[..newline.unwrap_or(buf.len())];
+                let room = MAX_STDERR_LINE.saturating_sub(line.len());
+                line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                length += chunk.len();
+                (
+                    chunk.len() + usize::from(newline.is_some()),
+                    newline.is_some(),
+                )
             }
+            _ => break,
+        };
+        reader.consume(taken);
+        if ended {
+            stderr_line(&server, &line, length, &tail);
+            line.clear();
+            length = 0;
         }
+    }
+    if length > 0 {
+        stderr_line(&server, &line, length, &tail);
+    }
+    tail.end();
+}
+
+fn stderr_line(server: &str, line: &[u8], length: usize, tail: &StderrTail) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end();
+    tail.push(text);
+    if length > MAX_STDERR_LINE {
+        tracing::info!(target: "portico::upstream::stderr", server, "{text}… ({length} bytes)");
+    } else {
+        tracing::info!(target: "portico::upstream::stderr", server, "{text}");
     }
 }
 
@@ -322,6 +359,7 @@ mod tests {
         let outer = |name: &str| match name {
             "PATH" => Some("/usr/bin".to_string()),
             "HOME" => Some("/home/u".to_string()),
+            "NODE_EXTRA_CA_CERTS" => Some("/etc/corp-ca.pem".to_string()),
             "SECRET" => Some("hunter2".to_string()),
             "TOKEN" => Some("t0k".to_string()),
             _ => None,
@@ -340,6 +378,8 @@ mod tests {
             vec![
                 ("PATH".into(), "/usr/bin".into()),
                 ("HOME".into(), "/home/u".into()),
+                // CA bundles are not secrets: passed by default (issue 14).
+                ("NODE_EXTRA_CA_CERTS".into(), "/etc/corp-ca.pem".into()),
                 ("TOKEN".into(), "t0k".into()),
                 ("AUTH".into(), "Bearer t0k".into()),
             ]
@@ -350,6 +390,33 @@ mod tests {
         }];
         let err = child_env("s", &missing, outer).unwrap_err().to_string();
         assert!(err.contains("NOPE") && err.contains("`s`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_cut_and_kept_in_the_tail() {
+        use tokio::io::AsyncWriteExt;
+        let (mut writer, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        let reading = tokio::spawn(log_stderr("s".into(), reader, tail.clone()));
+        writer.write_all(b"first\r\nsecond\n").await.unwrap();
+        // One line of 100 000 bytes, written in pieces: only its first 4096 are held.
+        for _ in 0..100 {
+            writer.write_all(&[b'y'; 1000]).await.unwrap();
+        }
+        writer.write_all(b"\nlast, unterminated").await.unwrap();
+        drop(writer);
+        reading.await.unwrap();
+        // The 4 KiB bound of the tail leaves the cut line's successor only.
+        assert_eq!(tail.lines(), vec!["last, unterminated".to_string()]);
+
+        let (mut writer, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        let reading = tokio::spawn(log_stderr("s".into(), reader, tail.clone()));
+        writer.write_all(b"first\r\nsecond\n").await.unwrap();
+        writer.write_all(&[b'y'; 5000]).await.unwrap();
+        drop(writer);
+        reading.await.unwrap();
+        assert_eq!(tail.lines(), vec!["y".repeat(MAX_STDERR_LINE)]);
     }
 
     #[test]

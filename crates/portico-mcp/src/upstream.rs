@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::ordering::ProgressInOrder;
 use crate::results::tool_result_from_rmcp;
+use crate::stderr_tail::StderrTail;
 use crate::stdio::StopGrace;
 use crate::{legacy_sse, stdio};
 use portico_core::relay::{CallContext, RelayRequest};
@@ -42,21 +43,43 @@ use portico_core::relay::{CallContext, RelayRequest};
 pub enum UpstreamError {
     #[error("server `{server}`: {message}")]
     Config { server: String, message: String },
-    #[error("server `{server}`: cannot start `{command}`: {source} (is it installed and on PATH?)")]
+    #[error("server `{server}`: cannot start `{command}`: {}", spawn_cause(.cause))]
     Spawn {
         server: String,
         command: String,
-        #[source]
-        source: std::io::Error,
+        /// Not a `#[source]`: the message already says it, in words.
+        cause: std::io::Error,
     },
     #[error("server `{server}`: {message}")]
     Refused { server: String, message: String },
     #[error("server `{server}`: handshake failed: {message}")]
     Handshake { server: String, message: String },
+    /// Nothing answered at the URL: the root cause of the failed connection, in plain words.
+    #[error("server `{server}`: cannot reach {url}: {cause}")]
+    Unreachable {
+        server: String,
+        url: String,
+        cause: String,
+    },
+    /// A stdio child ended the connection before the handshake was done, with its last stderr lines.
+    #[error("server `{server}`: `{command}` {message}{}", stderr_block(.stderr, .hint.as_deref()))]
+    ChildFailed {
+        server: String,
+        command: String,
+        message: String,
+        stderr: Vec<String>,
+        hint: Option<String>,
+    },
     #[error(
-        "server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start)"
+        "server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start){}", stderr_block(.stderr, .hint.as_deref())
     )]
-    HandshakeTimeout { server: String, secs: u64 },
+    HandshakeTimeout {
+        server: String,
+        secs: u64,
+        /// A stdio child's last stderr lines (empty otherwise).
+        stderr: Vec<String>,
+        hint: Option<String>,
+    },
     #[error(
         "server `{server}`: {what} found no free place within {secs}s: {max} requests were already in flight to this server (its max_concurrent_calls); retry later, or raise max_concurrent_calls if the server copes"
     )]
@@ -88,7 +111,47 @@ pub enum UpstreamError {
     },
 }
 
+/// Why a command did not start, in words, with what to do.
+fn spawn_cause(error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => {
+            "no such program (is it installed, and on the PATH Portico was started with?)".into()
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "permission denied (is it an executable file?)".into()
+        }
+        _ => portico_net::root_cause(error),
+    }
+}
+
+/// A child's last stderr lines under its error, indented, and the hint they led to.
+fn stderr_block(lines: &[String], hint: Option<&str>) -> String {
+    let mut block = String::new();
+    if !lines.is_empty() {
+        block.push_str("; its stderr ended with:");
+        for line in lines {
+            block.push_str("\n    ");
+            block.push_str(line);
+        }
+    }
+    if let Some(hint) = hint {
+        block.push_str("\n  (");
+        block.push_str(hint);
+        block.push(')');
+    }
+    block
+}
+
 impl UpstreamError {
+    /// The last stderr lines of a stdio child that failed at start (empty for other errors).
+    pub fn stderr_tail(&self) -> &[String] {
+        match self {
+            UpstreamError::ChildFailed { stderr, .. }
+            | UpstreamError::HandshakeTimeout { stderr, .. } => stderr,
+            _ => &[],
+        }
+    }
+
     /// True when retrying cannot help until the configuration changes.
     pub fn is_permanent(&self) -> bool {
         matches!(
@@ -110,6 +173,8 @@ impl From<UpstreamError> for CallError {
             UpstreamError::Closed { .. }
             | UpstreamError::Spawn { .. }
             | UpstreamError::Handshake { .. }
+            | UpstreamError::Unreachable { .. }
+            | UpstreamError::ChildFailed { .. }
             | UpstreamError::Config { .. }
             | UpstreamError::Refused { .. } => CallError::UpstreamGone(message),
             UpstreamError::Remote { .. } => CallError::UpstreamFailed(message),
@@ -136,13 +201,50 @@ pub struct HandshakeInfo {
 
 /// Resolves when the session ends, with the reason. Await it after [`Upstream::shutdown`] to be sure a
 /// stdio child has been stopped and reaped.
-pub struct UpstreamExit(tokio::task::JoinHandle<String>);
+pub struct UpstreamExit(tokio::task::JoinHandle<String>, Option<StderrTail>);
 
 impl UpstreamExit {
+    /// Why the session ended, in words: `exited or closed the connection`, with a stdio child's
+    /// last stderr lines when it ended by itself.
     pub async fn wait(self) -> String {
-        self.0
+        let reason = self
+            .0
             .await
-            .unwrap_or_else(|e| format!("session task failed: {e}"))
+            .unwrap_or_else(|e| format!("session task failed: {e}"));
+        match self.1 {
+            Some(tail) if reason == CLOSED => {
+                let stderr = tail.settle(STDERR_SETTLE).await;
+                let hint = certificate_hint_for(&stderr);
+                format!("{reason}{}", stderr_block(&stderr, hint.as_deref()))
+            }
+            _ => reason,
+        }
+    }
+}
+
+/// The session ended from the other side.
+const CLOSED: &str = "exited or closed the connection";
+
+fn quit_reason(reason: Result<rmcp::service::QuitReason, tokio::task::JoinError>) -> String {
+    match reason {
+        Ok(rmcp::service::QuitReason::Closed) => CLOSED.to_string(),
+        Ok(rmcp::service::QuitReason::Cancelled) => "was stopped".to_string(),
+        Ok(rmcp::service::QuitReason::JoinError(e)) | Err(e) => {
+            format!("session task failed: {e}")
+        }
+        Ok(other) => format!("session ended: {other:?}"),
+    }
+}
+
+/// A connected pair, whose exit also reports the child's last stderr lines.
+trait WithStderr {
+    fn with_stderr(self, tail: &StderrTail) -> Self;
+}
+
+impl WithStderr for (Upstream, UpstreamExit) {
+    fn with_stderr(self, tail: &StderrTail) -> Self {
+        let (upstream, UpstreamExit(task, _)) = self;
+        (upstream, UpstreamExit(task, Some(tail.clone())))
     }
 }
 
@@ -192,12 +294,28 @@ impl Upstream {
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let timeout = config.timeout();
         let server = config.name.clone();
-        match tokio::time::timeout(timeout, Self::connect_inner(config, events, grace)).await {
+        let tail = StderrTail::default();
+        match tokio::time::timeout(timeout, Self::connect_inner(config, events, grace, &tail)).await
+        {
             Ok(result) => result,
-            Err(_) => Err(UpstreamError::HandshakeTimeout {
-                server,
-                secs: config.timeout_secs,
-            }),
+            Err(_) => {
+                let stderr = tail.lines();
+                // A package runner that never answers is often stuck downloading, behind a proxy
+                // whose CA it was not given.
+                let fetches_packages = matches!(&config.transport,
+                    Transport::Stdio { command, .. } if is_package_runner(command));
+                let hint = certificate_hint_for(&stderr).or_else(|| {
+                    fetches_packages.then(|| {
+                        crate::stderr_tail::certificate_hint(|name| std::env::var(name).ok())
+                    })
+                });
+                Err(UpstreamError::HandshakeTimeout {
+                    server,
+                    secs: config.timeout_secs,
+                    hint,
+                    stderr,
+                })
+            }
         }
     }
 
@@ -205,6 +323,7 @@ impl Upstream {
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
+        tail: &StderrTail,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let server = config.name.as_str();
         let active = Arc::new(ActiveCalls::default());
@@ -226,11 +345,15 @@ impl Upstream {
                         env: &config.env,
                     },
                     grace,
+                    tail,
                 )?;
-                let service = handler()
+                let service = match handler()
                     .serve_with_lifecycle(ProgressInOrder::new(child, server, &active), lifecycle)
                     .await
-                    .map_err(|e| handshake_error(server, e))?;
+                {
+                    Ok(service) => service,
+                    Err(error) => return Err(child_failed(server, command, error, tail).await),
+                };
                 Ok(Self::start(
                     config,
                     service,
@@ -238,7 +361,8 @@ impl Upstream {
                     pid,
                     events.clone(),
                     active.clone(),
-                ))
+                )
+                .with_stderr(tail))
             }
             Transport::Http { url, headers } => {
                 let client = safe_client(config, url, headers)?;
@@ -280,7 +404,11 @@ impl Upstream {
                     }
                     Err(e) => e,
                 };
-                if matches!(streamable_error, UpstreamError::Refused { .. }) {
+                // Nothing listening there answers legacy HTTP+SSE either.
+                if matches!(
+                    streamable_error,
+                    UpstreamError::Refused { .. } | UpstreamError::Unreachable { .. }
+                ) {
                     return Err(streamable_error);
                 }
                 tracing::debug!(
@@ -301,20 +429,25 @@ impl Upstream {
                     },
                 )
                 .await
-                .map_err(|e| match client.last_refusal_message() {
-                    Some(message) => UpstreamError::Refused {
+                .map_err(|e| match (client.last_refusal_message(), client.last_connect_failure()) {
+                    (Some(message), _) => UpstreamError::Refused {
                         server: server.to_string(),
                         message,
                     },
-                    None => UpstreamError::Handshake {
+                    (None, Some(cause)) => UpstreamError::Unreachable {
+                        server: server.to_string(),
+                        url: url.to_string(),
+                        cause,
+                    },
+                    (None, None) => UpstreamError::Handshake {
                     server: server.to_string(),
-                    message: format!("neither Streamable HTTP ({streamable_error}) nor legacy HTTP+SSE ({e}) worked at {url}"),
+                    message: format!("neither Streamable HTTP ({}) nor legacy HTTP+SSE ({e}) worked at {url}", without_server(&streamable_error)),
                     },
                 })?;
                 let service = handler()
                     .serve_with_lifecycle(ProgressInOrder::new(legacy, server, &active), lifecycle)
                     .await
-                    .map_err(|e| handshake_error_via(server, e, Some(&client)))?;
+                    .map_err(|e| handshake_error_via(server, e, Some((&client, &url))))?;
                 Ok(Self::start(
                     config,
                     service,
@@ -359,11 +492,10 @@ impl Upstream {
             let waiting = service.waiting();
             tokio::pin!(waiting);
             let reason = tokio::select! {
-                reason = &mut waiting => format!("{reason:?}"),
+                reason = &mut waiting => quit_reason(reason),
                 _ = task_stop.cancelled() => {
                     service_stop.cancel();
-                    let reason = waiting.await;
-                    format!("{reason:?}")
+                    quit_reason(waiting.await)
                 }
             };
             if let Some(pid) = pid {
@@ -387,7 +519,7 @@ impl Upstream {
             log_level: Default::default(),
         };
         upstream.listen_for_changes(peer_info.as_deref(), events);
-        (upstream, UpstreamExit(exit))
+        (upstream, UpstreamExit(exit, None))
     }
 
     /// On 2026-07-28 sessions list-change notifications are only sent on a `subscriptions/listen` stream;
@@ -1198,7 +1330,7 @@ async fn serve_streamable(
         Err(e) => e,
     };
     if !discover_answered_by_a_handshake_server(lifecycle, &error) {
-        return Err(handshake_error_via(server, error, Some(client)));
+        return Err(handshake_error_via(server, error, Some((client, url))));
     }
     tracing::debug!(
         server,
@@ -1213,7 +1345,7 @@ async fn serve_streamable(
             ClientLifecycleMode::Initialize,
         )
         .await
-        .map_err(|e| match handshake_error_via(server, e, Some(client)) {
+        .map_err(|e| match handshake_error_via(server, e, Some((client, url))) {
             UpstreamError::Handshake { server, message } => UpstreamError::Handshake {
                 server,
                 message: format!(
@@ -1315,30 +1447,101 @@ fn streamable_transport(
     ))
 }
 
-fn handshake_error(server: &str, error: ClientInitializeError) -> UpstreamError {
-    handshake_error_via(server, error, None)
+/// An error's message without the `server `x`: ` it starts with, for nesting in another of the
+/// same server's errors.
+fn without_server(error: &UpstreamError) -> String {
+    match error {
+        UpstreamError::Handshake { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
 }
 
-/// Like [`handshake_error`], but also asks the HTTP client whether it refused an address: rmcp's
-/// transport errors keep only reqwest's top-level message, which does not say which rule refused what.
+/// How long a child that failed the handshake gets to finish writing to stderr (it is usually
+/// exiting) before its last lines are read for the error.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
+
+/// A stdio child's failed handshake, with the last lines it wrote to stderr and, when they speak of
+/// certificates, which CA-bundle variables it was given.
+async fn child_failed(
+    server: &str,
+    command: &str,
+    error: ClientInitializeError,
+    tail: &StderrTail,
+) -> UpstreamError {
+    let stderr = tail.settle(STDERR_SETTLE).await;
+    let message = match &error {
+        ClientInitializeError::ConnectionClosed(_) => {
+            "exited or closed its stdout before answering the handshake".to_string()
+        }
+        other => format!("failed the handshake: {}", describe_initialize_error(other)),
+    };
+    UpstreamError::ChildFailed {
+        server: server.to_string(),
+        command: command.to_string(),
+        message,
+        hint: certificate_hint_for(&stderr),
+        stderr,
+    }
+}
+
+/// Whether `command` downloads the server it runs on first start (`npx -y pkg`, `uvx pkg`).
+fn is_package_runner(command: &str) -> bool {
+    let program = std::path::Path::new(command)
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or(command);
+    matches!(program, "npx" | "uvx" | "pipx" | "bunx" | "pnpx" | "dlx")
+}
+
+fn certificate_hint_for(stderr: &[String]) -> Option<String> {
+    crate::stderr_tail::mentions_certificates(stderr)
+        .then(|| crate::stderr_tail::certificate_hint(|name| std::env::var(name).ok()))
+}
+
+/// A failed handshake over HTTP. The HTTP client is asked whether it refused an address or failed to
+/// connect: rmcp's transport errors keep only a top-level message, which names neither the rule that
+/// refused what nor the cause (`connection refused`), which rmcp only logs.
 fn handshake_error_via(
     server: &str,
     error: ClientInitializeError,
-    client: Option<&SafeClient>,
+    client: Option<(&SafeClient, &url::Url)>,
 ) -> UpstreamError {
-    let message = error_chain(&error);
     let refusal = portico_net::blocked_in_error_chain(&error)
         .map(ToString::to_string)
-        .or_else(|| client.and_then(SafeClient::last_refusal_message));
+        .or_else(|| client.and_then(|(client, _)| client.last_refusal_message()));
     if let Some(message) = refusal {
         return UpstreamError::Refused {
             server: server.to_string(),
             message,
         };
     }
+    if let Some((client, url)) = client
+        && let Some(cause) = client.last_connect_failure()
+    {
+        return UpstreamError::Unreachable {
+            server: server.to_string(),
+            url: url.to_string(),
+            cause,
+        };
+    }
+    let described = describe_initialize_error(&error);
     UpstreamError::Handshake {
         server: server.to_string(),
-        message,
+        message: match client {
+            Some((_, url)) => format!("{url}: {described}"),
+            None => described,
+        },
+    }
+}
+
+/// A failed handshake in words: for a transport error, what was being done and the transport's own
+/// error, without rmcp's wrapping (which names the transport by its Rust type).
+fn describe_initialize_error(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{context}: {}", error_chain(&*error.error))
+        }
+        other => error_chain(other),
     }
 }
 
@@ -1366,11 +1569,13 @@ fn service_error(server: &str, what: String, error: ServiceError) -> UpstreamErr
 }
 
 /// Renders an error with its sources, since rmcp's top-level messages alone often hide the cause.
+/// rmcp's transport wrapper names the transport by its Rust type (`Transport [portico_mcp::…<…>]
+/// error: …`), which says nothing to a user: that part is left out.
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
+    let mut text = without_transport_type(&error.to_string());
     let mut source = error.source();
     while let Some(cause) = source {
-        let cause_text = cause.to_string();
+        let cause_text = without_transport_type(&cause.to_string());
         if !text.contains(&cause_text) {
             text.push_str(": ");
             text.push_str(&cause_text);
@@ -1378,4 +1583,100 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+/// `text` without each `Transport [<type name>] error: ` that rmcp's `DynamicTransportError` writes.
+fn without_transport_type(text: &str) -> String {
+    const START: &str = "Transport [";
+    const END: &str = "] error: ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(START) {
+        let Some(end) = rest[start..].find(END) else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        rest = &rest[start + end + END.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("Transport send error: {0}")]
+    struct Outer(#[source] rmcp::transport::DynamicTransportError);
+
+    #[test]
+    fn transport_type_names_are_left_out_of_error_text() {
+        let inner: Box<dyn std::error::Error + Send + Sync> =
+            Box::new(std::io::Error::other("Transport channel closed"));
+        let dynamic = rmcp::transport::DynamicTransportError::from_parts(
+            "portico_mcp::ordering::ProgressInOrder<rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>>",
+            std::any::TypeId::of::<()>(),
+            inner,
+        );
+        let error = Outer(dynamic);
+        assert_eq!(
+            error_chain(&error),
+            "Transport send error: Transport channel closed"
+        );
+        let initialize = ClientInitializeError::TransportError {
+            error: rmcp::transport::DynamicTransportError::from_parts(
+                "portico_mcp::ordering::ProgressInOrder<X>",
+                std::any::TypeId::of::<()>(),
+                Box::new(std::io::Error::other("Transport channel closed")),
+            ),
+            context: "send initialize request".into(),
+        };
+        assert_eq!(
+            describe_initialize_error(&initialize),
+            "send initialize request: Transport channel closed"
+        );
+        assert_eq!(without_transport_type("no wrapper here"), "no wrapper here");
+        assert_eq!(
+            without_transport_type("a Transport [T<U>] error: b; Transport [V] error: c"),
+            "a b; c"
+        );
+        // An unterminated wrapper is left as it is.
+        assert_eq!(without_transport_type("Transport [T"), "Transport [T");
+    }
+
+    #[test]
+    fn package_runners_are_known_by_their_program_name() {
+        assert!(is_package_runner("npx"));
+        assert!(is_package_runner("/usr/local/bin/uvx"));
+        assert!(!is_package_runner("node"));
+        assert!(!is_package_runner("/opt/npx-like/server"));
+    }
+
+    #[test]
+    fn a_failed_child_error_puts_its_stderr_under_the_cause() {
+        let error = UpstreamError::ChildFailed {
+            server: "crashy".into(),
+            command: "python3".into(),
+            message: "exited or closed its stdout before answering the handshake".into(),
+            stderr: vec!["fatal: cannot start".into(), "bye".into()],
+            hint: None,
+        };
+        assert_eq!(
+            error.to_string(),
+            "server `crashy`: `python3` exited or closed its stdout before answering the handshake; \
+             its stderr ended with:\n    fatal: cannot start\n    bye"
+        );
+        assert_eq!(error.stderr_tail(), ["fatal: cannot start", "bye"]);
+        let unreachable = UpstreamError::Unreachable {
+            server: "dead".into(),
+            url: "http://127.0.0.1:9/mcp".into(),
+            cause: "connection refused".into(),
+        };
+        assert_eq!(
+            unreachable.to_string(),
+            "server `dead`: cannot reach http://127.0.0.1:9/mcp: connection refused"
+        );
+        assert!(unreachable.stderr_tail().is_empty());
+    }
 }

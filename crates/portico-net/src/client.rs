@@ -109,6 +109,7 @@ pub struct SafeClient {
     http: reqwest::Client,
     policy: NetPolicy,
     refusals: crate::error::RefusalLog,
+    connect_failures: crate::cause::ConnectFailures,
 }
 
 impl fmt::Debug for SafeClient {
@@ -143,6 +144,12 @@ impl SafeClient {
     /// another origin), as the message to show.
     pub fn last_refusal_message(&self) -> Option<String> {
         self.refusals.last_message()
+    }
+
+    /// Why this client's last failed connection failed, in plain words (`connection refused`), for
+    /// callers whose error passed through a library that kept only a top-level message.
+    pub fn last_connect_failure(&self) -> Option<String> {
+        self.connect_failures.last()
     }
 
     /// [`check_url`] under this client's policy.
@@ -262,6 +269,7 @@ impl SafeClientBuilder {
     pub fn build(self) -> Result<SafeClient, NetError> {
         let policy = self.policy;
         let refusals = crate::error::RefusalLog::default();
+        let connect_failures = crate::cause::ConnectFailures::default();
         let redirect_policy = {
             let policy = policy.clone();
             let refusals = refusals.clone();
@@ -282,6 +290,7 @@ impl SafeClientBuilder {
             .redirect(redirect_policy)
             .connector_layer(PeerGuardLayer {
                 policy: policy.clone(),
+                failures: connect_failures.clone(),
             })
             .connect_timeout(self.connect_timeout)
             .user_agent(self.user_agent);
@@ -293,6 +302,7 @@ impl SafeClientBuilder {
             http,
             policy,
             refusals,
+            connect_failures,
         })
     }
 }

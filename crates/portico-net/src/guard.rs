@@ -14,6 +14,7 @@ use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::cause::ConnectFailures;
 use crate::error::BlockedAddress;
 use crate::policy::{NetPolicy, classify};
 use crate::resolve::BoxFuture;
@@ -23,6 +24,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub(crate) struct PeerGuardLayer {
     pub(crate) policy: NetPolicy,
+    pub(crate) failures: ConnectFailures,
 }
 
 impl<S> Layer<S> for PeerGuardLayer {
@@ -32,6 +34,7 @@ impl<S> Layer<S> for PeerGuardLayer {
         PeerGuard {
             inner,
             policy: self.policy.clone(),
+            failures: self.failures.clone(),
         }
     }
 }
@@ -40,6 +43,7 @@ impl<S> Layer<S> for PeerGuardLayer {
 pub(crate) struct PeerGuard<S> {
     inner: S,
     policy: NetPolicy,
+    failures: ConnectFailures,
 }
 
 impl<S, R> Service<R> for PeerGuard<S>
@@ -68,9 +72,14 @@ where
             return Box::pin(async move { Err(refusal.into()) });
         }
         let policy = self.policy.clone();
+        let failures = self.failures.clone();
         let connecting = self.inner.call(req);
         Box::pin(async move {
-            let conn = connecting.await.map_err(Into::into)?;
+            let conn = connecting.await.map_err(|error| {
+                let error: BoxError = error.into();
+                failures.record(&*error);
+                error
+            })?;
             let mut extras = http::Extensions::new();
             conn.connected().get_extras(&mut extras);
             // Every TCP-based connector reports the peer; if one ever does
@@ -152,6 +161,7 @@ mod tests {
         };
         let guard = PeerGuardLayer {
             policy: NetPolicy { allow_private },
+            failures: ConnectFailures::default(),
         }
         .layer(dial.clone());
         (listener, dial, guard)

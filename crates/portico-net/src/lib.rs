@@ -30,6 +30,7 @@
 //! It also does not decide policy: which servers may reach
 //! private networks is configuration, passed in as a [`NetPolicy`].
 
+mod cause;
 mod client;
 mod error;
 mod guard;
@@ -39,12 +40,13 @@ mod resolve;
 pub mod retry_after;
 pub mod sse;
 
+pub use cause::root_cause;
 pub use client::{CredentialScope, MAX_REDIRECTS, SafeClient, SafeClientBuilder, check_url};
 pub use error::{BlockedAddress, NetError, blocked_in_error_chain};
 pub use lazy::LazyClient;
 pub use policy::{
-    BlockRule, NetPolicy, address_class, classify, embedded_ipv4, host_name_class,
-    parse_ipv4_lenient,
+    BlockRule, NetPolicy, PRIVATE_NETWORK_REMEDY, address_class, classify, embedded_ipv4,
+    host_name_class, parse_ipv4_lenient,
 };
 pub use resolve::{BoxFuture, HostResolver, SystemResolver};
 pub use retry_after::retry_after;

@@ -87,12 +87,13 @@ impl BlockRule {
     }
 
     /// The advice appended to a refusal: either that nothing can lift it, or
-    /// which config key does.
+    /// which config key does ([`PRIVATE_NETWORK_REMEDY`], for a configured server; a caller whose
+    /// setting lives elsewhere, such as `web_fetch`, replaces it).
     pub fn remedy(self) -> &'static str {
         if self.always_blocked() {
             " (always blocked)"
         } else {
-            "; set allow_private_network = true on this server entry to allow it"
+            PRIVATE_NETWORK_REMEDY
         }
     }
 }
@@ -115,6 +116,10 @@ impl fmt::Display for BlockRule {
         })
     }
 }
+
+/// The end of a refusal that `allow_private_network` on the configured entry would lift.
+pub const PRIVATE_NETWORK_REMEDY: &str =
+    "; set allow_private_network = true on this server entry to allow it";
 
 /// Decide whether `ip` may be connected to under `policy`.
 pub fn classify(ip: IpAddr, policy: &NetPolicy) -> Result<(), BlockRule> {

@@ -87,7 +87,7 @@ fn is_loopback_host(url: &str) -> bool {
 /// The net policy's remedy speaks of config entries; for a URL typed here, say what to do instead.
 fn for_url(error: portico_a2a_client::ClientError) -> anyhow::Error {
     anyhow::anyhow!(error.to_string().replace(
-        "; set allow_private_network = true on this server entry to allow it",
+        portico_net::PRIVATE_NETWORK_REMEDY,
         " (only loopback URLs typed here may reach private addresses; configure the agent in \
          [[a2a.external_agents]] with allow_private_network = true to reach it)",
     ))
@@ -220,9 +220,14 @@ async fn send(
         move |event: A2aEvent| match event {
             A2aEvent::Status { state, text, .. } => {
                 let state = portico_a2a_client::wire::state_to_v03(&state);
+                // Progress text goes to stderr as it comes; the text of the status a task ends
+                // (or stops for input) with is the answer, which stdout gets once, below. On a
+                // terminal, where both streams show, it was printed twice.
                 match text {
-                    Some(text) => eprintln!("[{state}] {text}"),
-                    None => eprintln!("[{state}]"),
+                    Some(text) if matches!(state, "submitted" | "working") => {
+                        eprintln!("[{state}] {text}")
+                    }
+                    _ => eprintln!("[{state}]"),
                 }
             }
             A2aEvent::Artifact {
@@ -269,7 +274,9 @@ async fn send(
             println!();
         }
         // Nothing streamed (no artifacts: a question, a failure, a status message): print the answer.
-        if (!printed.load(Ordering::Relaxed) || outcome.is_interrupted())
+        // A question or a failure after streamed artifacts is printed too: its status line above
+        // no longer carries the text.
+        if (!printed.load(Ordering::Relaxed) || outcome.is_interrupted() || outcome.is_failure())
             && !outcome.text.is_empty()
         {
             println!("{}", outcome.text);

@@ -110,6 +110,9 @@ pub enum Command {
     },
     /// The audit log of tool calls, newest first; `portico audit verify` checks its hash chain.
     Audit(crate::audit_cli::AuditArgs),
+    /// Check the setup: config, environment, listen port, daemon, each server's handshake; one line
+    /// per check (ok, warn, FAIL with the fix); exit 1 when something failed.
+    Doctor(crate::doctor_cli::DoctorArgs),
     /// Write a commented starter config (with the default agent) to the data dir's config.toml, or
     /// --config PATH; never over an existing file.
     Init,
@@ -147,7 +150,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Config {
             command: ConfigCommand::Check,
-        } => config_check(cli.config.as_deref()),
+        } => crate::doctor_cli::config_check(cli.config.as_deref()),
+        Command::Doctor(args) => crate::doctor_cli::run(cli.config.as_deref(), args).await,
         Command::Config {
             command: ConfigCommand::Path,
         } => {
@@ -275,35 +279,6 @@ fn names(servers: &[portico_config::McpServerConfig]) -> String {
         .join(", ")
 }
 
-fn config_check(explicit: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
-    let source = portico_config::locate(explicit);
-    let (origin, text) = match &source {
-        ConfigSource::File(path) => (
-            path.display().to_string(),
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?,
-        ),
-        ConfigSource::Embedded => (
-            source.to_string(),
-            portico_config::DEFAULT_CONFIG.to_string(),
-        ),
-    };
-    if let Some(hint) = portico_config::json_config_hint(&origin, &text) {
-        println!("{hint}");
-        return Ok(ExitCode::from(2));
-    }
-    let problems = portico_config::check(&text);
-    if problems.is_empty() {
-        println!("{origin}: ok");
-        return Ok(ExitCode::SUCCESS);
-    }
-    for problem in &problems {
-        println!("{origin}:{problem}");
-    }
-    println!("{} problem(s) found", problems.len());
-    Ok(ExitCode::from(2))
-}
-
 pub(crate) fn engine_options() -> EngineOptions {
     EngineOptions::in_dir(&portico_config::data_dir())
 }
@@ -364,8 +339,10 @@ async fn serve(
             "no MCP servers configured; add [[mcp_servers]] entries to {source} (see README)"
         );
     }
+    let identity = crate::doctor_cli::config_identity(&source);
     let live = portico_daemon::LiveConfig::new(config.clone(), source, explicit.map(Into::into));
-    let door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
+    let mut door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
+    door.config = identity;
     let engine = Engine::start(&config, engine_options())?;
     let hub = engine.upstreams().clone();
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());

@@ -8,6 +8,7 @@ mod chat;
 mod cli;
 mod clients_cli;
 mod daemon_client;
+mod doctor_cli;
 mod import_cli;
 mod log_filters;
 mod logging;
@@ -53,10 +54,12 @@ fn main() -> ExitCode {
 fn init_logging(args: &cli::Cli) {
     let default = match (args.verbose, args.command.is_daemon()) {
         _ if args.oneview.quiet => "error",
-        // rmcp logs every handshake in full at info level; keep that for -vv.
-        (0, true) => "info,rmcp=warn",
-        (0, false) => "warn",
-        (1, _) => "info,rmcp=warn",
+        // rmcp logs every handshake in full at info level; keep that for -vv. Its transport worker
+        // logs a failed connection as an ERROR in Rust debug form; Portico's own error says the
+        // same in words (`cannot reach URL: connection refused`), so that one is kept for -vv too.
+        (0, true) => "info,rmcp=warn,rmcp::transport::worker=off",
+        (0, false) => "warn,rmcp::transport::worker=off",
+        (1, _) => "info,rmcp=warn,rmcp::transport::worker=off",
         (2, _) => "debug",
         _ => "trace",
     };

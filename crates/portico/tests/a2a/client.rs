@@ -232,6 +232,14 @@ fn send_streams_progress_and_continues_tasks_with_both_sdks() {
         at(&stderr, "\ntask: ");
         assert!(stderr.contains(&peer.base), "{stderr}");
 
+        // The answer is printed once: on stdout, not again in a status line on stderr, which a
+        // terminal shows too (issue 14).
+        assert!(!stderr.contains("echo: slow hello"), "{stderr}");
+        let (stdout, stderr) = success(&home, &["a2a", "send", agent, "ask me"]);
+        assert_eq!(stdout, "question: what is your answer?\n", "{stderr}");
+        assert!(!stderr.contains("what is your answer"), "{stderr}");
+        at(&stderr, "[input-required]\n");
+
         // A question, answered on the same task.
         let asked = success_json(&home, &["a2a", "send", agent, "ask me", "--json"]);
         assert_eq!(asked["state"], "input-required", "{asked:#}");

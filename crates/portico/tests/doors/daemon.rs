@@ -193,6 +193,21 @@ fn portico_mcp_proxies_to_a_running_daemon() {
         json!({"name": "mcp_cat_shared", "arguments": {}}),
     );
     assert_eq!(call["result"]["content"][0]["text"], "shared called");
+    // The daemon's error comes through as the daemon gave it, without the proxy's "server
+    // `daemon`: tools/call ... failed:" in front (issue 14): the same as in-process, below.
+    let (proxied_error, _) = second.request(
+        3,
+        "tools/call",
+        json!({"name": "zzz_no_such_tool", "arguments": {}}),
+    );
+    let proxied_error = proxied_error["error"].clone();
+    assert!(
+        !proxied_error["message"]
+            .as_str()
+            .unwrap()
+            .contains("server `daemon`"),
+        "{proxied_error}"
+    );
     let stderr = second.stderr.clone();
     assert!(second.finish().success());
     assert!(
@@ -214,6 +229,12 @@ fn portico_mcp_proxies_to_a_running_daemon() {
         "fresh in-process hub: {names:?}"
     );
     assert!(names.contains(&"mcp_cat_t1".to_string()));
+    let (alone_error, _) = alone.request(
+        2,
+        "tools/call",
+        json!({"name": "zzz_no_such_tool", "arguments": {}}),
+    );
+    assert_eq!(alone_error["error"], proxied_error);
     let stderr = alone.stderr.clone();
     assert!(alone.finish().success());
     assert!(!stderr.lock().unwrap().contains("proxying"));

@@ -297,9 +297,12 @@ async fn server_crashing_at_start_is_reported_and_retried() {
             .last_error
             .as_deref()
             .unwrap()
-            .starts_with("server `crashy`: handshake failed"),
+            .ends_with(
+                "` exited or closed its stdout before answering the handshake; its stderr ended with:\n    fatal: cannot start"
+            ),
         "{status:#?}"
     );
+    assert_eq!(status.stderr_tail, ["fatal: cannot start"]);
     let error = hub
         .call_tool("mcp_crashy_anything", args(json!({})))
         .await
@@ -382,6 +385,11 @@ async fn child_environment_is_cleared_but_for_base_and_whitelisted_names() {
         "TEMP",
         "TMP",
         "TMPDIR",
+        // CA bundles are not secrets: passed whenever Portico has them (issue 14).
+        "NODE_EXTRA_CA_CERTS",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
     ];
     for name in &names {
         assert!(
@@ -480,8 +488,11 @@ async fn a_restarting_server_keeps_its_tools_listed_and_says_when_it_is_back() {
         message.starts_with("server `crashy` is restarting (attempt 1, next in "),
         "{message}"
     );
+    // Why, in words, with the child's last stderr lines (issue 14).
     assert!(
-        message.contains("exited or closed the connection"),
+        message.contains(
+            "(last error: server `crashy` exited or closed the connection; its stderr ended with:\n"
+        ) && message.ends_with("\n    fault_exit_mid_call: exiting mid-call with code 3)"),
         "{message}"
     );
 

@@ -1,0 +1,507 @@
+//! `portico doctor`: one line per check of what a working setup needs (the config file, the
+//! environment it needs, the listen port, the daemon, each server's handshake), each `ok`, `warn` or
+//! `FAIL` with the fix; and `portico config check`, which reports the file's problems and warns of
+//! what this environment lacks.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use portico_config::{Config, ConfigSource, DEFAULT_CONFIG, Finding, FindingKind, McpServerConfig};
+use portico_daemon::{ConfigIdentity, DaemonInfo, InfoFile};
+use portico_mcp::{StopGrace, Upstream};
+use serde::Serialize;
+
+use crate::stdio_door::{DaemonCheck, check_daemon};
+
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Print the checks as JSON: {"ok": bool, "checks": [{"check", "status", "message", "fix"?, "millis"?}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// One line of the report.
+#[derive(Debug, Serialize)]
+struct Check {
+    /// What was checked: `config`, `env`, `command`, `port`, `daemon`, `server`.
+    check: &'static str,
+    status: Status,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+    /// How long it took, for server handshakes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    millis: Option<u64>,
+}
+
+impl Check {
+    fn new(check: &'static str, status: Status, message: impl Into<String>) -> Self {
+        Check {
+            check,
+            status,
+            message: message.into(),
+            fix: None,
+            millis: None,
+        }
+    }
+
+    fn fix(mut self, fix: Option<String>) -> Self {
+        self.fix = fix;
+        self
+    }
+
+    fn line(&self) -> String {
+        let label = match self.status {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        let mut line = format!("{label:<4}  {}", self.message);
+        if let Some(fix) = &self.fix {
+            line.push_str("; fix: ");
+            line.push_str(fix);
+        }
+        line
+    }
+}
+
+pub async fn run(explicit: Option<&Path>, args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let checks = checks(explicit).await;
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+    let text = if args.json {
+        serde_json::to_string_pretty(&serde_json::json!({
+            "ok": failed == 0,
+            "checks": checks,
+        }))? + "\n"
+    } else {
+        let mut text: String = checks.iter().map(|c| c.line() + "\n").collect();
+        text.push_str(&match (failed, warned) {
+            (0, 0) => format!("all {} checks passed\n", checks.len()),
+            _ => format!(
+                "{} checks: {failed} failed, {warned} warning(s)\n",
+                checks.len()
+            ),
+        });
+        text
+    };
+    crate::cli::print_now(text)?;
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn checks(explicit: Option<&Path>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let source = portico_config::locate(explicit);
+    let text = match config_text(&source) {
+        Ok(text) => Some(text),
+        Err(error) => {
+            checks.push(
+                Check::new("config", Status::Fail, format!("{error:#}")).fix(Some(
+                    "create it, or point --config (or PORTICO_CONFIG) at an existing file".into(),
+                )),
+            );
+            None
+        }
+    };
+    let config = text
+        .as_deref()
+        .and_then(|text| config_checks(explicit, &source, text, &mut checks));
+    let findings = match (&config, &text) {
+        (Some(_), Some(text)) => {
+            portico_config::environment_findings(text, &|name| std::env::var(name).ok())
+        }
+        _ => Vec::new(),
+    };
+    for finding in &findings {
+        checks.push(environment_check(&source, finding));
+    }
+
+    let daemon = InfoFile::in_dir(&portico_config::data_dir());
+    let (daemon_check, proven) = daemon_checks(&daemon, &source, text.as_deref()).await;
+    if let Some(config) = &config {
+        checks.push(port_check(config, proven.as_ref()));
+    }
+    checks.push(daemon_check);
+
+    if let Some(config) = &config {
+        checks.extend(server_checks(config, &findings).await);
+    }
+    portico_mcp::reap_dropped_children(Duration::from_secs(2)).await;
+    checks
+}
+
+fn config_text(source: &ConfigSource) -> anyhow::Result<String> {
+    match source {
+        ConfigSource::File(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display())),
+        ConfigSource::Embedded => Ok(DEFAULT_CONFIG.to_string()),
+    }
+}
+
+/// The file's problems, one line each; the loaded config when there are none.
+fn config_checks(
+    explicit: Option<&Path>,
+    source: &ConfigSource,
+    text: &str,
+    checks: &mut Vec<Check>,
+) -> Option<Config> {
+    // Another client's JSON given as the config: one line naming `portico import`.
+    if let Some(hint) = portico_config::json_config_hint(&source.to_string(), text) {
+        checks.push(Check::new(
+            "config",
+            Status::Fail,
+            format!("config: {hint}"),
+        ));
+        return None;
+    }
+    let problems = portico_config::check(text);
+    if !problems.is_empty() {
+        for problem in problems {
+            let message = format!(
+                "config: {source}:{}:{}: {}",
+                problem.line, problem.column, problem.message
+            );
+            checks.push(Check::new("config", Status::Fail, message).fix(problem.hint));
+        }
+        return None;
+    }
+    // Loading also reads the agents directory, whose files have problems of their own.
+    match portico_config::load(explicit) {
+        Ok((config, _)) => {
+            checks.push(Check::new(
+                "config",
+                Status::Ok,
+                format!("config: {source}: no problems"),
+            ));
+            Some(config)
+        }
+        Err(error) => {
+            checks.push(Check::new(
+                "config",
+                Status::Fail,
+                format!("config: {error}"),
+            ));
+            None
+        }
+    }
+}
+
+fn environment_check(source: &ConfigSource, finding: &Finding) -> Check {
+    let check = match finding.kind {
+        FindingKind::UnsetVariable { .. } => "env",
+        FindingKind::MissingCommand { .. } => "command",
+    };
+    let problem = &finding.problem;
+    Check::new(
+        check,
+        Status::Fail,
+        format!(
+            "{check}: {source}:{}:{}: {}",
+            problem.line, problem.column, problem.message
+        ),
+    )
+    .fix(problem.hint.clone())
+}
+
+/// Whether the listen address is free, or taken by the daemon this file names.
+fn port_check(config: &Config, daemon: Option<&DaemonInfo>) -> Check {
+    let Ok(listen) = config.server.listen.parse::<SocketAddr>() else {
+        // `config check` has reported it.
+        return Check::new(
+            "port",
+            Status::Fail,
+            format!(
+                "port: [server] listen `{}` is not an address",
+                config.server.listen
+            ),
+        );
+    };
+    match std::net::TcpListener::bind(listen) {
+        Ok(listener) => {
+            drop(listener);
+            Check::new("port", Status::Ok, format!("port: {listen} is free"))
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::AddrInUse => match daemon {
+            Some(info) if info.address.port() == listen.port() => Check::new(
+                "port",
+                Status::Ok,
+                format!(
+                    "port: {listen} is in use by the running daemon (pid {})",
+                    info.pid
+                ),
+            ),
+            _ => Check::new(
+                "port",
+                Status::Fail,
+                format!("port: {listen} is in use by another program (not a Portico daemon)"),
+            )
+            .fix(Some(
+                "stop that program, or change [server] listen to a free port".into(),
+            )),
+        },
+        Err(error) => Check::new(
+            "port",
+            Status::Fail,
+            format!(
+                "port: cannot listen on {listen}: {}",
+                portico_net::root_cause(&error)
+            ),
+        )
+        .fix(Some("change [server] listen".into())),
+    }
+}
+
+/// The daemon's state, and the daemon when one proved it wrote the info file.
+async fn daemon_checks(
+    file: &InfoFile,
+    source: &ConfigSource,
+    text: Option<&str>,
+) -> (Check, Option<DaemonInfo>) {
+    let Some(info) = file.read() else {
+        return (
+            Check::new("daemon", Status::Ok, "daemon: not running"),
+            None,
+        );
+    };
+    let at = format!("pid {} at {}", info.pid, info.base_url());
+    match check_daemon(&info).await {
+        DaemonCheck::NoAnswer => {
+            return (
+                Check::new(
+                    "daemon",
+                    Status::Ok,
+                    format!(
+                        "daemon: not running ({} is left from {at}, which does not answer)",
+                        file.path().display()
+                    ),
+                ),
+                None,
+            );
+        }
+        DaemonCheck::Impostor(what) => {
+            return (
+                Check::new(
+                    "daemon",
+                    Status::Warn,
+                    format!("daemon: {} names {at}, but {what}", file.path().display()),
+                )
+                .fix(Some(
+                    "if the daemon is gone, remove that file; if it runs, restart it".into(),
+                )),
+                None,
+            );
+        }
+        DaemonCheck::Proven => {}
+    }
+    let ours = text.map(|text| config_identity_of(source, text));
+    let check = match (&info.config, &ours) {
+        (None, _) => Check::new(
+            "daemon",
+            Status::Warn,
+            format!("daemon: running ({at}), but it does not say which config it runs"),
+        )
+        .fix(Some(
+            "restart it (`portico serve`) so doctor can compare".into(),
+        )),
+        (Some(theirs), Some(ours)) if !same_source(&theirs.source, &ours.source) => Check::new(
+            "daemon",
+            Status::Warn,
+            format!(
+                "daemon: running ({at}) with {}, not {}: it and the IDEs it serves see another config than this command",
+                theirs.source, ours.source
+            ),
+        )
+        .fix(Some(format!(
+            "restart the daemon with this config, or pass --config {}",
+            theirs.source
+        ))),
+        (Some(theirs), Some(ours)) if theirs.sha256 != ours.sha256 => Check::new(
+            "daemon",
+            Status::Warn,
+            format!(
+                "daemon: running ({at}) with {}, but the file changed since the daemon read it",
+                theirs.source
+            ),
+        )
+        .fix(Some("restart the daemon to run the file as it is now".into())),
+        (Some(theirs), _) => Check::new(
+            "daemon",
+            Status::Ok,
+            format!(
+                "daemon: running ({at}) with this config ({}, unchanged)",
+                theirs.source
+            ),
+        ),
+    };
+    (check, Some(info))
+}
+
+fn same_source(a: &str, b: &str) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(a), Ok(b)) if a == b
+        )
+}
+
+/// What `daemon.json` says of the config a daemon started from `source` with `text` runs.
+pub fn config_identity_of(source: &ConfigSource, text: &str) -> ConfigIdentity {
+    let source = match source {
+        ConfigSource::File(path) => std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.clone())
+            .display()
+            .to_string(),
+        ConfigSource::Embedded => ConfigSource::Embedded.to_string(),
+    };
+    ConfigIdentity {
+        source,
+        sha256: portico_config::config_digest(text),
+    }
+}
+
+/// The identity of the config `portico serve` loaded from `source` (read again: `load` does not
+/// hand back its text; `None` if the file cannot be read now).
+pub fn config_identity(source: &ConfigSource) -> Option<ConfigIdentity> {
+    let text = config_text(source).ok()?;
+    Some(config_identity_of(source, &text))
+}
+
+/// Each enabled server's handshake and listing, all at once, each within its `timeout_secs`.
+/// Servers whose command is missing are left out: their line is above.
+async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
+    let missing = |server: &McpServerConfig| {
+        findings.iter().any(|f| {
+            matches!(&f.kind, FindingKind::MissingCommand { server: name, .. } if *name == server.name)
+        })
+    };
+    let running: Vec<_> = config
+        .mcp_servers
+        .iter()
+        .filter(|server| !missing(server))
+        .map(|server| {
+            let task = server
+                .enabled
+                .then(|| tokio::spawn(handshake(server.clone())));
+            (server.name.clone(), task)
+        })
+        .collect();
+    let mut checks = Vec::new();
+    if config.mcp_servers.is_empty() {
+        checks.push(
+            Check::new("server", Status::Warn, "servers: none configured").fix(Some(
+                "add [[mcp_servers]] entries to the config (see the README's Configure section)"
+                    .into(),
+            )),
+        );
+    }
+    for (name, task) in running {
+        checks.push(match task {
+            None => Check::new("server", Status::Ok, format!("server `{name}`: disabled")),
+            Some(task) => task.await.unwrap_or_else(|error| {
+                Check::new(
+                    "server",
+                    Status::Fail,
+                    format!("server `{name}`: the check itself failed: {error}"),
+                )
+            }),
+        });
+    }
+    checks
+}
+
+async fn handshake(server: McpServerConfig) -> Check {
+    let started = Instant::now();
+    let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
+    let connected = Upstream::connect(&server, events, StopGrace::BRIEF).await;
+    let (upstream, exit) = match connected {
+        Ok(pair) => pair,
+        Err(error) => {
+            let millis = elapsed_millis(started);
+            // The error says what failed and, where it can, what to do.
+            let mut check = Check::new("server", Status::Fail, error.to_string());
+            check.millis = Some(millis);
+            return check;
+        }
+    };
+    let listed = upstream.list_catalog().await;
+    let millis = elapsed_millis(started);
+    let info = upstream.info().clone();
+    upstream.shutdown();
+    exit.wait().await;
+    let mut check = match listed {
+        Ok(catalog) => Check::new(
+            "server",
+            Status::Ok,
+            format!(
+                "server `{}`: ready in {millis} ms ({}, {}, {} tool(s))",
+                server.name,
+                info.transport,
+                info.protocol_version,
+                catalog.tools.len()
+            ),
+        ),
+        Err(error) => Check::new("server", Status::Fail, error.to_string()),
+    };
+    check.millis = Some(millis);
+    check
+}
+
+fn elapsed_millis(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `portico config check`: every problem of the file (exit 2 when there is one), then what this
+/// environment lacks for it as warnings (exit 0: the file is fine).
+pub fn config_check(explicit: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let source = portico_config::locate(explicit);
+    let origin = source.to_string();
+    let text = config_text(&source)?;
+    if let Some(hint) = portico_config::json_config_hint(&origin, &text) {
+        println!("{hint}");
+        return Ok(ExitCode::from(2));
+    }
+    let problems = portico_config::check(&text);
+    if !problems.is_empty() {
+        for problem in &problems {
+            println!("{origin}:{problem}");
+        }
+        println!("{} problem(s) found", problems.len());
+        return Ok(ExitCode::from(2));
+    }
+    let findings = portico_config::environment_findings(&text, &|name| std::env::var(name).ok());
+    for finding in &findings {
+        let problem = &finding.problem;
+        let hint = problem
+            .hint
+            .as_deref()
+            .map(|h| format!(" (hint: {h})"))
+            .unwrap_or_default();
+        println!(
+            "{origin}:{}:{}: warning: {}{hint}",
+            problem.line, problem.column, problem.message
+        );
+    }
+    match findings.len() {
+        0 => println!("{origin}: ok"),
+        n => println!(
+            "{origin}: ok, with {n} warning(s) about this environment (`portico doctor` checks more)"
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
