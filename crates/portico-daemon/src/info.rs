@@ -42,6 +42,33 @@ pub struct ConfigIdentity {
     pub sha256: String,
 }
 
+impl ConfigIdentity {
+    /// The identity of `text`, read from `source` (a file by its canonical path).
+    pub fn of(source: &portico_config::ConfigSource, text: &str) -> ConfigIdentity {
+        use portico_config::ConfigSource;
+        let source = match source {
+            ConfigSource::File(path) => std::fs::canonicalize(path)
+                .unwrap_or_else(|_| path.clone())
+                .display()
+                .to_string(),
+            ConfigSource::Embedded => ConfigSource::Embedded.to_string(),
+        };
+        ConfigIdentity {
+            source,
+            sha256: portico_config::config_digest(text),
+        }
+    }
+
+    /// The identity of the config as `source` holds it now (`None` if the file cannot be read).
+    pub fn read(source: &portico_config::ConfigSource) -> Option<ConfigIdentity> {
+        let text = match source {
+            portico_config::ConfigSource::File(path) => std::fs::read_to_string(path).ok()?,
+            portico_config::ConfigSource::Embedded => portico_config::DEFAULT_CONFIG.to_string(),
+        };
+        Some(ConfigIdentity::of(source, &text))
+    }
+}
+
 impl DaemonInfo {
     pub fn new(address: SocketAddr, token: Option<String>, identity_key: IdentityKey) -> Self {
         DaemonInfo {

@@ -381,6 +381,9 @@ pub async fn serve_with_server(
             path: info_file.path().display().to_string(),
             source,
         })?;
+    if let Some(live) = &door.live {
+        live.publish(info_file.clone(), info.clone());
+    }
     on_bound(bound);
     if config.a2a.enabled {
         portico_a2a::recover_interrupted(&engine).await;
@@ -423,6 +426,11 @@ pub async fn serve_with_server(
         streams.cancel();
     })
     .await;
+    let info = door
+        .live
+        .as_ref()
+        .and_then(LiveConfig::published)
+        .unwrap_or(info);
     info_file.remove_if_ours(&info);
     Ok(())
 }

@@ -23,6 +23,8 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::info::{ConfigIdentity, DaemonInfo, InfoFile};
+
 /// How often the config file and agents directory are read for changes.
 const POLL_EVERY: Duration = Duration::from_millis(500);
 
@@ -39,6 +41,9 @@ struct Inner {
     state: Mutex<State>,
     /// SIGHUP: reload now. `notify_one` keeps one request that comes while a reload runs.
     requested: Notify,
+    /// `daemon.json` and what it says, once written: a reload updates the config it names, so
+    /// that `portico doctor` compares the file with what the daemon runs now.
+    published: Mutex<Option<(InfoFile, DaemonInfo)>>,
 }
 
 struct State {
@@ -76,6 +81,7 @@ impl LiveConfig {
                 reloads: 0,
             }),
             requested: Notify::new(),
+            published: Mutex::new(None),
         }))
     }
 
@@ -215,6 +221,37 @@ impl LiveConfig {
         state.source = source;
         state.refused = None;
         state.reloads += 1;
+        let identity = ConfigIdentity::read(&state.source);
+        drop(state);
+        self.republish(identity);
+    }
+
+    /// Keeps `daemon.json` (written as `info` to `file`) in step with reloads.
+    pub(crate) fn publish(&self, file: InfoFile, info: DaemonInfo) {
+        *self.0.published.lock().unwrap_or_else(|e| e.into_inner()) = Some((file, info));
+    }
+
+    /// What `daemon.json` says now, if it was published here.
+    pub(crate) fn published(&self) -> Option<DaemonInfo> {
+        let published = self.0.published.lock().unwrap_or_else(|e| e.into_inner());
+        published.as_ref().map(|(_, info)| info.clone())
+    }
+
+    fn republish(&self, identity: Option<ConfigIdentity>) {
+        let mut published = self.0.published.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((file, info)) = published.as_mut() else {
+            return;
+        };
+        if info.config.is_none() || info.config == identity {
+            return;
+        }
+        info.config = identity;
+        if let Err(error) = file.write(info) {
+            tracing::warn!(
+                "could not update {} after the reload: {error}; `portico doctor` may call the daemon's config stale",
+                file.path().display()
+            );
+        }
     }
 }
 

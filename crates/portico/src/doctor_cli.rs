@@ -309,7 +309,7 @@ async fn daemon_checks(
         }
         DaemonCheck::Proven => {}
     }
-    let ours = text.map(|text| config_identity_of(source, text));
+    let ours = text.map(|text| ConfigIdentity::of(source, text));
     let check = match (&info.config, &ours) {
         (None, _) => Check::new(
             "daemon",
@@ -339,7 +339,9 @@ async fn daemon_checks(
                 theirs.source
             ),
         )
-        .fix(Some("restart the daemon to run the file as it is now".into())),
+        .fix(Some(
+            "the daemon reloads the file within a second of a save it can run; if this stays, `portico servers` says why it refused the edit".into(),
+        )),
         (Some(theirs), _) => Check::new(
             "daemon",
             Status::Ok,
@@ -360,26 +362,10 @@ fn same_source(a: &str, b: &str) -> bool {
         )
 }
 
-/// What `daemon.json` says of the config a daemon started from `source` with `text` runs.
-pub fn config_identity_of(source: &ConfigSource, text: &str) -> ConfigIdentity {
-    let source = match source {
-        ConfigSource::File(path) => std::fs::canonicalize(path)
-            .unwrap_or_else(|_| path.clone())
-            .display()
-            .to_string(),
-        ConfigSource::Embedded => ConfigSource::Embedded.to_string(),
-    };
-    ConfigIdentity {
-        source,
-        sha256: portico_config::config_digest(text),
-    }
-}
-
 /// The identity of the config `portico serve` loaded from `source` (read again: `load` does not
 /// hand back its text; `None` if the file cannot be read now).
 pub fn config_identity(source: &ConfigSource) -> Option<ConfigIdentity> {
-    let text = config_text(source).ok()?;
-    Some(config_identity_of(source, &text))
+    ConfigIdentity::read(source)
 }
 
 /// Each enabled server's handshake and listing, all at once, each within its `timeout_secs`.

@@ -322,20 +322,46 @@ fn doctor_tells_whether_the_running_daemon_runs_this_config() {
         )
     );
 
-    // Edited since the daemon read it: a warning, not a failure.
-    std::fs::write(home.config(), format!("{config}# edited\n")).unwrap();
+    // Edited into a config the daemon refuses: it keeps running the old one, and doctor says the
+    // file is not what it runs (a warning) beside the file's own problem (a failure).
+    std::fs::write(home.config(), format!("{config}[nonsense]\n")).unwrap();
     let (code, stdout, _) = home.portico(&["doctor"], &[]);
-    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(code, 1, "{stdout}");
     assert_eq!(
         line_starting(&stdout, "warn  daemon:"),
         format!(
-            "warn  daemon: running ({at}) with {}, but the file changed since the daemon read it; fix: restart the daemon to run the file as it is now",
+            "warn  daemon: running ({at}) with {}, but the file changed since the daemon read it; fix: the daemon reloads the file within a second of a save it can run; if this stays, `portico servers` says why it refused the edit",
             home.canonical_config()
         )
     );
-    assert!(
-        stdout.ends_with("4 checks: 0 failed, 2 warning(s)\n"),
-        "{stdout}"
+    assert!(line_starting(&stdout, "FAIL  config:").contains("nonsense"), "{stdout}");
+
+    // Edited into one it can run: once the daemon has reloaded it (its daemon.json names the new
+    // text), doctor finds it runs the file as it is.
+    let published = |home: &Home| {
+        let info: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(home.dir.path().join("daemon.json")).unwrap())
+                .unwrap();
+        info["config"]["sha256"].as_str().unwrap().to_string()
+    };
+    let before = published(&home);
+    std::fs::write(home.config(), format!("{config}# edited\n")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while published(&home) == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon never republished its config after the edit"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (code, stdout, _) = home.portico(&["doctor"], &[]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(
+        line_starting(&stdout, "ok    daemon:"),
+        format!(
+            "ok    daemon: running ({at}) with this config ({}, unchanged)",
+            home.canonical_config()
+        )
     );
 
     // Another file altogether.
