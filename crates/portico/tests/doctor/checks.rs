@@ -334,7 +334,10 @@ fn doctor_tells_whether_the_running_daemon_runs_this_config() {
             home.canonical_config()
         )
     );
-    assert!(line_starting(&stdout, "FAIL  config:").contains("nonsense"), "{stdout}");
+    assert!(
+        line_starting(&stdout, "FAIL  config:").contains("nonsense"),
+        "{stdout}"
+    );
 
     // Edited into one it can run: once the daemon has reloaded it (its daemon.json names the new
     // text), doctor finds it runs the file as it is.
