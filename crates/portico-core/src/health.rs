@@ -55,7 +55,7 @@ pub struct ServerStatus {
     pub last_error: Option<String>,
     /// The last lines a stdio child wrote to stderr before it failed at start (bounded; empty
     /// once it is ready, and for other transports).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stderr_tail: Vec<String>,
     /// How many times the connection was (re)established.
     pub connects: u32,

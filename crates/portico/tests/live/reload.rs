@@ -149,12 +149,12 @@ async fn a_config_that_fails_its_check_is_refused_and_the_running_one_kept() {
         String::from_utf8_lossy(&cli.stderr),
     );
     assert_eq!(cli.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(stdout.contains("cat"), "{stdout}");
+    assert!(stdout.contains("cat"), "stdout: {stdout}\nstderr: {stderr}");
     assert!(
         stderr.contains(&format!(
             "the daemon refused the edited config {file}, and runs the one it had: {error}\nfix the file;"
         )),
-        "{stderr}"
+        "stdout: {stdout}\nstderr: {stderr}"
     );
     assert_eq!(servers["connected"][0]["state"], "ready");
     assert_eq!(upstream_tools(session.tool_names(1).await), ["mcp_cat_t1"]);

@@ -36,7 +36,7 @@ fn a_log_filter_that_is_not_one_is_reported_and_the_default_used() {
     assert_eq!(stdout, "[]\n");
     assert_eq!(
         stderr,
-        "warning: PORTICO_LOG=`garbage` is not a log filter: `garbage` is neither a level (trace, debug, info, warn, error, off) nor TARGET=LEVEL; using `warn`. Examples: PORTICO_LOG=debug, PORTICO_LOG=info,portico_hub=trace\n"
+        "warning: PORTICO_LOG=`garbage` is not a log filter: `garbage` is neither a level (trace, debug, info, warn, error, off) nor TARGET=LEVEL; using `warn,rmcp::transport::worker=off`. Examples: PORTICO_LOG=debug, PORTICO_LOG=info,portico_hub=trace\n"
     );
     let (code, _, stderr) = run_with(&home, &["agents"], &[("PORTICO_LOG", "error")]);
     assert_eq!((code, stderr.as_str()), (0, ""));
