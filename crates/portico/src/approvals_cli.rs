@@ -5,7 +5,6 @@
 
 use std::process::ExitCode;
 
-use anyhow::bail;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
@@ -115,17 +114,11 @@ pub async fn run(command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
 
 /// Ids are URL-safe by the contract; anything else would change the path it is put in.
 fn checked_id(id: &str) -> anyhow::Result<&str> {
-    let fine = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !fine {
-        bail!(
-            "`{id}` is not an approval id (ids look like apr_...; `portico approvals list` shows them)"
-        );
-    }
-    Ok(id)
+    crate::daemon_client::checked_path_id(
+        id,
+        128,
+        "an approval id (ids look like apr_...; `portico approvals list` shows them)",
+    )
 }
 
 fn query_value(value: &str) -> String {

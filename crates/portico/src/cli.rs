@@ -268,17 +268,6 @@ pub(crate) fn print_now(text: String) -> anyhow::Result<()> {
         .context("cannot write to stdout")
 }
 
-fn names(servers: &[portico_config::McpServerConfig]) -> String {
-    if servers.is_empty() {
-        return "none".into();
-    }
-    servers
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 pub(crate) fn engine_options() -> EngineOptions {
     EngineOptions::in_dir(&portico_config::data_dir())
 }
@@ -303,7 +292,7 @@ async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> an
     {
         bail!(
             "no server named `{name}` in the config; configured: {}",
-            names(&config.mcp_servers)
+            crate::output::names(config.mcp_servers.iter().map(|s| s.name.as_str()))
         );
     }
     let hub = Hub::idle(

@@ -229,3 +229,18 @@ pub(crate) fn mcp_server_config(info: &DaemonInfo, token: Option<&str>) -> McpSe
         },
     }
 }
+
+/// An id the daemon made, checked before it goes into a URL path: only the characters ids are made
+/// of (anything else would change the path), at most `max` of them. `what` names the kind of id
+/// and how to list them, for the error.
+pub fn checked_path_id<'a>(id: &'a str, max: usize, what: &str) -> anyhow::Result<&'a str> {
+    let fine = !id.is_empty()
+        && id.len() <= max
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !fine {
+        anyhow::bail!("`{id}` is not {what}");
+    }
+    Ok(id)
+}

@@ -119,7 +119,7 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
                 bail!(
                     "no server named `{name}` in {}'s config; it has: {}",
                     daemon.describe(),
-                    names(&servers)
+                    crate::output::names(servers.iter().map(|s| s.name.as_str()))
                 );
             }
             print_tools(&listed, server.as_deref(), *json, &servers)?
@@ -184,17 +184,6 @@ fn same_config(theirs: &str, ours: &ConfigSource) -> bool {
                 || (canonical(theirs).is_some() && canonical(theirs) == canonical(path))
         }
     }
-}
-
-fn names(servers: &[ServerStatus]) -> String {
-    if servers.is_empty() {
-        return "none".into();
-    }
-    servers
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 async fn daemon_servers(daemon: &Daemon) -> anyhow::Result<Vec<ServerStatus>> {
@@ -425,17 +414,11 @@ fn no_conversation(id: &str, error: anyhow::Error) -> anyhow::Error {
 
 /// Ids go into a URL path: only the characters the store makes them of.
 fn checked_conversation_id(id: &str) -> anyhow::Result<&str> {
-    let fine = !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !fine {
-        bail!(
-            "`{id}` is not a conversation id (ids look like c_...; `portico conversations` lists them)"
-        );
-    }
-    Ok(id)
+    crate::daemon_client::checked_path_id(
+        id,
+        64,
+        "a conversation id (ids look like c_...; `portico conversations` lists them)",
+    )
 }
 
 /// `portico conversations` without a daemon: the store file in the data dir, read directly.

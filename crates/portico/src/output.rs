@@ -125,3 +125,12 @@ pub fn agents_table(agents: &[portico_agents::AgentInfo]) -> String {
     }
     out
 }
+
+/// Server names for a one-line message: `a, b`, or `none`.
+pub fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    if names.is_empty() {
+        return "none".into();
+    }
+    names.join(", ")
+}
