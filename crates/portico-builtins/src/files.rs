@@ -332,7 +332,7 @@ mod tests {
         fn new() -> Self {
             let dir = tempfile::tempdir().unwrap();
             let outside = tempfile::tempdir().unwrap();
-            let workspace = Arc::new(Workspace::open(&dir.path().join("ws")).unwrap());
+            let workspace = Arc::new(Workspace::open(&dir.path().join("ws"), &[]).unwrap());
             Fixture {
                 _dir: dir,
                 outside,

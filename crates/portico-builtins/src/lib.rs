@@ -63,6 +63,9 @@ pub struct BuiltinSettings {
     pub web_fetch_max_bytes: usize,
     /// The most bytes one `file_read` returns; a call may ask for less, never more.
     pub max_file_bytes: usize,
+    /// Paths the file tools refuse even inside the workspace (Portico's own config and data); the
+    /// workspace's own tree stays usable when it lies inside one of them.
+    pub protected: Vec<PathBuf>,
 }
 
 /// 1 MiB, the default cap for `web_fetch` bodies and `file_read` reads.
@@ -80,6 +83,7 @@ impl BuiltinSettings {
             shell_timeout: DEFAULT_SHELL_TIMEOUT,
             web_fetch_max_bytes: DEFAULT_MAX_BYTES,
             max_file_bytes: DEFAULT_MAX_BYTES,
+            protected: Vec::new(),
         }
     }
 }
@@ -130,7 +134,10 @@ fn builtin_tools(
     store: Store,
     web: LazyClient,
 ) -> Result<Vec<LocalTool>, BuiltinError> {
-    let workspace = Arc::new(workspace::Workspace::open(&settings.workspace)?);
+    let workspace = Arc::new(workspace::Workspace::open(
+        &settings.workspace,
+        &settings.protected,
+    )?);
     let mut tools = vec![
         files::file_read(workspace.clone(), settings.max_file_bytes),
         files::file_write(workspace.clone()),

@@ -275,7 +275,7 @@ mod tests {
 
     fn tool(max_timeout: Duration) -> (tempfile::TempDir, Arc<Workspace>, LocalTool) {
         let dir = tempfile::tempdir().unwrap();
-        let workspace = Arc::new(Workspace::open(dir.path()).unwrap());
+        let workspace = Arc::new(Workspace::open(dir.path(), &[]).unwrap());
         let tool = shell_exec(workspace.clone(), max_timeout);
         (dir, workspace, tool)
     }

@@ -57,6 +57,11 @@ pub enum PathError {
     #[error("the path is empty; give a path relative to the workspace root")]
     Empty,
     #[error(
+        "`{path}` is one of Portico's own files (its config, agents or data directory), which file \
+         tools never read or write; point [builtins] workspace at a directory that does not hold them"
+    )]
+    Protected { path: String },
+    #[error(
         "`{path}` changed while it was being opened (a directory on the way was replaced by a \
          symlink); nothing was written; try again"
     )]
@@ -79,11 +84,13 @@ pub(crate) struct Workspace {
     configured: PathBuf,
     /// The root, opened once: writes resolve from it and never by path (see the module docs).
     handle: OwnedFd,
+    /// Portico's own files, resolved: refused even when they lie inside the root.
+    protected: Vec<PathBuf>,
 }
 
 impl Workspace {
     /// Creates the directory if needed and resolves it once.
-    pub(crate) fn open(path: &Path) -> Result<Workspace, BuiltinError> {
+    pub(crate) fn open(path: &Path, protected: &[PathBuf]) -> Result<Workspace, BuiltinError> {
         std::fs::create_dir_all(path).map_err(|source| BuiltinError::CreateWorkspace {
             path: path.to_path_buf(),
             source,
@@ -108,11 +115,31 @@ impl Workspace {
             path: path.to_path_buf(),
             source: errno.into(),
         })?;
+        let protected = protected
+            .iter()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+            .collect();
         Ok(Workspace {
             root,
             configured: path.to_path_buf(),
             handle,
+            protected,
         })
+    }
+
+    /// Refuses a resolved path under one of Portico's own: the workspace's own tree stays usable
+    /// when the workspace lies inside one of them (the default, `workspace/` in the data dir).
+    fn check_unprotected(&self, resolved: &Path, path: &str) -> Result<(), PathError> {
+        let refused = self.protected.iter().any(|own| {
+            resolved.starts_with(own)
+                && !(self.root.starts_with(own) && resolved.starts_with(&self.root))
+        });
+        if refused {
+            return Err(PathError::Protected {
+                path: path.to_string(),
+            });
+        }
+        Ok(())
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -191,6 +218,7 @@ impl Workspace {
         if !self.inside(&resolved) {
             return Err(self.symlink_outside(path));
         }
+        self.check_unprotected(&resolved, path)?;
         Ok(resolved)
     }
 
@@ -262,6 +290,13 @@ impl Workspace {
             }
         }
 
+        let planned: PathBuf = base
+            .iter()
+            .chain(missing.iter().rev().map(|part| part.as_os_str()))
+            .chain([name.as_os_str()])
+            .collect();
+        self.check_unprotected(&planned, path)?;
+
         // From here on nothing is resolved by path: `base` is canonical (no links in it), so it is
         // walked from the root's handle refusing every link, and what is missing is made below it.
         let mut dir = self.open_dir_beneath(&base, path)?;
@@ -296,6 +331,7 @@ impl Workspace {
                         };
                         dir =
                             self.open_dir_beneath(resolved.parent().unwrap_or(&self.root), path)?;
+                        self.check_unprotected(&resolved, path)?;
                         name = file_name;
                         target = resolved;
                     }
@@ -434,8 +470,64 @@ mod tests {
     fn setup() -> (tempfile::TempDir, tempfile::TempDir, Workspace) {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        let workspace = Workspace::open(&dir.path().join("ws")).unwrap();
+        let workspace = Workspace::open(&dir.path().join("ws"), &[]).unwrap();
         (dir, outside, workspace)
+    }
+
+    #[test]
+    fn portico_s_own_files_are_refused_even_inside_the_workspace() {
+        // A workspace that holds the data dir, the config file and an agents dir (`workspace = "~"`).
+        let home = tempfile::tempdir().unwrap();
+        let data = home.path().join("portico");
+        let agents = home.path().join("project/agents");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&agents).unwrap();
+        std::fs::write(data.join("daemon.json"), "{\"token\": \"secret\"}").unwrap();
+        let config = home.path().join("project/portico.toml");
+        std::fs::write(&config, "[server]\n").unwrap();
+        let ws =
+            Workspace::open(home.path(), &[data.clone(), config.clone(), agents.clone()]).unwrap();
+        for path in [
+            "project/portico.toml",
+            "portico/daemon.json",
+            "portico/new/file.toml",
+            "project/agents/evil.toml",
+        ] {
+            assert!(
+                matches!(ws.open_write(path), Err(PathError::Protected { .. })),
+                "write {path}"
+            );
+        }
+        for path in ["project/portico.toml", "portico/daemon.json"] {
+            assert!(
+                matches!(ws.open_read(path), Err(PathError::Protected { .. })),
+                "read {path}"
+            );
+        }
+        assert!(!agents.join("evil.toml").exists());
+        assert!(
+            !data.join("new").exists(),
+            "no directory is made on the way"
+        );
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), "[server]\n");
+        // A link inside the workspace to the config is refused too.
+        symlink(&config, home.path().join("innocent.txt")).unwrap();
+        assert!(matches!(
+            ws.open_write("innocent.txt"),
+            Err(PathError::Protected { .. })
+        ));
+        assert!(matches!(
+            ws.open_read("innocent.txt"),
+            Err(PathError::Protected { .. })
+        ));
+        // The rest of the workspace is as usable as ever.
+        assert!(ws.open_write("project/notes.md").is_ok());
+
+        // The default layout: the workspace inside the data dir stays usable; the data dir's other
+        // files are outside it anyway.
+        let inner = Workspace::open(&data.join("workspace"), std::slice::from_ref(&data)).unwrap();
+        assert!(inner.open_write("notes.md").is_ok());
+        assert!(inner.open_read("notes.md").is_ok());
     }
 
     #[test]

@@ -126,6 +126,27 @@ pub fn load(explicit: Option<&std::path::Path>) -> Result<(Config, ConfigSource)
     Ok((config, source))
 }
 
+/// What Portico itself reads and keeps: the data dir, the config file and the agents dir. The
+/// built-in file tools never reach these, whatever the workspace: a `file_write` into the config
+/// or an agent file would otherwise start any command at the next (live) reload, and a `file_read`
+/// of the data dir would give away `daemon.json`'s token.
+pub fn owned_paths(config: &Config, source: &ConfigSource) -> Vec<std::path::PathBuf> {
+    let mut paths = vec![data_dir()];
+    let base = match source {
+        ConfigSource::File(path) => {
+            paths.push(path.clone());
+            path.parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default()
+        }
+        ConfigSource::Embedded => data_dir(),
+    };
+    if let Some(dir) = &config.server.agents_dir {
+        paths.push(base.join(dir));
+    }
+    paths
+}
+
 /// Adds the agents of `[server] agents_dir` (relative to `base`), else of `agents/` in the data dir when
 /// that exists: one TOML file per agent, each checked like the main file. A name used twice is an error.
 pub fn load_agents_dir(config: &mut Config, base: &std::path::Path) -> Result<(), ConfigError> {
@@ -151,6 +172,17 @@ pub fn load_agents_dir(config: &mut Config, base: &std::path::Path) -> Result<()
     files.sort();
     for path in files {
         let origin = path.display().to_string();
+        // A FIFO or a link to a device named `*.toml` would block the read or never end it.
+        let regular = std::fs::metadata(&path).is_ok_and(|m| m.is_file());
+        if !regular {
+            return Err(ConfigError::Read {
+                path: origin,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file; an agent file is a TOML file",
+                ),
+            });
+        }
         let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
             path: origin.clone(),
             source,

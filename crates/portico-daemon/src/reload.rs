@@ -51,6 +51,10 @@ struct State {
     source: ConfigSource,
     refused: Option<String>,
     reloads: u64,
+    /// The file's sections that differ from what runs and wait for a restart (`[server]`'s tokens
+    /// and clients, the policies, …): shown wherever the config's status is, so that a revoked
+    /// token or a tightened policy that is not in force yet is never reported as loaded and done.
+    restart_needed: Vec<&'static str>,
 }
 
 impl LiveConfig {
@@ -78,6 +82,7 @@ impl LiveConfig {
                 config: Arc::new(config),
                 source,
                 refused: None,
+                restart_needed: Vec::new(),
                 reloads: 0,
             }),
             requested: Notify::new(),
@@ -110,6 +115,9 @@ impl LiveConfig {
         });
         if let Some(error) = &state.refused {
             status["error"] = Value::String(error.clone());
+        }
+        if !state.restart_needed.is_empty() {
+            status["restart_needed"] = json!(state.restart_needed);
         }
         status
     }
@@ -221,9 +229,18 @@ impl LiveConfig {
         state.source = source;
         state.refused = None;
         state.reloads += 1;
-        let identity = ConfigIdentity::read(&state.source);
+        state.restart_needed = reloaded.restart_needed.clone();
+        // daemon.json names the file as running only when all of it is: with sections waiting
+        // for a restart, `portico doctor` keeps saying the file differs from what runs.
+        let identity = state
+            .restart_needed
+            .is_empty()
+            .then(|| ConfigIdentity::read(&state.source))
+            .flatten();
         drop(state);
-        self.republish(identity);
+        if identity.is_some() {
+            self.republish(identity);
+        }
     }
 
     /// Keeps `daemon.json` (written as `info` to `file`) in step with reloads.
@@ -255,11 +272,36 @@ impl LiveConfig {
     }
 }
 
+/// The most of a file the fingerprint reads; a larger one counts by its size and time.
+const MAX_FINGERPRINT_BYTES: u64 = 1024 * 1024;
+
+/// Only a regular file is read (a FIFO or a link to a device would block or never end), and only
+/// up to [`MAX_FINGERPRINT_BYTES`].
 fn hash_file(path: &Path, hasher: &mut impl Hasher) {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) => return error.kind().to_string().hash(hasher),
+    };
+    if !metadata.is_file() {
+        return "not a regular file".hash(hasher);
+    }
+    if metadata.len() > MAX_FINGERPRINT_BYTES {
+        metadata.len().hash(hasher);
+        metadata.modified().ok().hash(hasher);
+        return;
+    }
     match std::fs::read(path) {
         Ok(bytes) => bytes.hash(hasher),
         Err(error) => error.kind().to_string().hash(hasher),
     }
+}
+
+/// [`LiveConfig::fingerprint`] off the async workers: it reads files.
+async fn fingerprint(live: &LiveConfig) -> u64 {
+    let live = live.clone();
+    tokio::task::spawn_blocking(move || live.fingerprint())
+        .await
+        .unwrap_or_default()
 }
 
 /// Follows the files and SIGHUP until `stop`, reloading on each change.
@@ -267,7 +309,7 @@ pub(crate) async fn follow(live: LiveConfig, engine: Engine, stop: CancellationT
     if !live.0.follows {
         return;
     }
-    let mut last = live.fingerprint();
+    let mut last = fingerprint(&live).await;
     // A changed fingerprint seen once; applied when the next read agrees.
     let mut pending: Option<u64> = None;
     let mut tick = tokio::time::interval(POLL_EVERY);
@@ -276,12 +318,14 @@ pub(crate) async fn follow(live: LiveConfig, engine: Engine, stop: CancellationT
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = live.0.requested.notified() => {
+                // Read before the reload: an edit saved while it runs is then still a change.
+                let before = fingerprint(&live).await;
                 live.reload(&engine, "SIGHUP").await;
-                last = live.fingerprint();
+                last = before;
                 pending = None;
             }
             _ = tick.tick() => {
-                let now = live.fingerprint();
+                let now = fingerprint(&live).await;
                 if now == last {
                     pending = None;
                 } else if pending == Some(now) {
@@ -320,6 +364,21 @@ mod tests {
         let with_agent = live.fingerprint();
         std::fs::remove_file(&file).unwrap();
         assert_ne!(live.fingerprint(), with_agent, "a missing file is a change");
+        // A FIFO named like an agent file is never opened (opening it would block the follower).
+        let fifo = dir.path().join("agents/fifo.toml");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let with_fifo = live.fingerprint();
+        assert_eq!(live.fingerprint(), with_fifo);
+        let config = portico_config::parse("t", "[server]\nagents_dir = \"agents\"\n").unwrap();
+        let mut loaded = config.clone();
+        let error = portico_config::load_agents_dir(&mut loaded, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("not a regular file"), "{error}");
     }
 
     #[test]

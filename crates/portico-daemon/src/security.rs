@@ -269,6 +269,11 @@ fn peer_identity(ip: IpAddr) -> String {
     }
 }
 
+/// Marks a request to a public route (the health check, the approval page's shell) that came
+/// without the token the door requires: it gets only what anyone may see.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Anonymous;
+
 pub(crate) async fn check(
     State(policy): State<Arc<DoorPolicy>>,
     mut request: Request,
@@ -310,11 +315,15 @@ pub(crate) async fn check(
             approval_session::Admission::Answer(response) => return response,
         }
     }
+    let mut anonymous = false;
     let client = match policy.authenticate(headers) {
         Ok(client) => client,
         // The health check and the page's shell answer anyone; with a wrong token they are simply
         // nobody's.
-        Err(Unauthorized) if public || shell => None,
+        Err(Unauthorized) if public || shell => {
+            anonymous = true;
+            None
+        }
         Err(Unauthorized) => {
             let mut response = refuse(
                 StatusCode::UNAUTHORIZED,
@@ -327,6 +336,9 @@ pub(crate) async fn check(
             return response;
         }
     };
+    if anonymous {
+        request.extensions_mut().insert(Anonymous);
+    }
     let identity = ClientIdentity::of(client, &request);
     if let Some(client) = client {
         // Every door behind this (MCP, the API, A2A) calls as this principal, within its scope.

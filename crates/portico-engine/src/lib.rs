@@ -93,6 +93,9 @@ pub struct EngineOptions {
     pub connect_at_start: bool,
     /// How stdio children are stopped at shutdown.
     pub child_stop: StopGrace,
+    /// Paths the built-in file tools never reach, even inside their workspace (Portico's own
+    /// files: `portico_config::owned_paths`); the data dir always.
+    pub protected: Vec<PathBuf>,
 }
 
 /// Reads one environment variable.
@@ -105,7 +108,14 @@ impl EngineOptions {
             env: Box::new(|name| std::env::var(name).ok()),
             connect_at_start: true,
             child_stop: StopGrace::PATIENT,
+            protected: vec![data_dir.to_path_buf()],
         }
+    }
+
+    /// Keeps the built-in file tools away from `paths` too.
+    pub fn protecting(mut self, paths: Vec<PathBuf>) -> Self {
+        self.protected.extend(paths);
+        self
     }
 
     /// For a command that answers once and exits: no server connects until asked, and stdio children
@@ -216,6 +226,7 @@ impl Engine {
             };
             let mut settings = portico_builtins::BuiltinSettings::new(workspace);
             settings.shell_exec = config.builtins.shell_exec;
+            settings.protected = options.protected.clone();
             settings.web_fetch_max_bytes = config.builtins.web_fetch_max_bytes;
             let web_policy = if config.builtins.web_fetch_allow_private_network {
                 NetPolicy::allow_private_network()

@@ -193,9 +193,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .await
         }
         Command::Agents { json } => {
-            let (config, _source) = portico_config::load(cli.config.as_deref())?;
+            let (config, source) = portico_config::load(cli.config.as_deref())?;
             // Listing agents needs no upstream: none is connected.
-            let engine = Engine::start(&config, engine_options().one_shot())?;
+            let engine = Engine::start(&config, engine_options_for(&config, &source).one_shot())?;
             let agents = engine.agents().infos();
             let answer = if json {
                 serde_json::to_string_pretty(&agents)
@@ -214,8 +214,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => crate::chat::run(cli.config.as_deref(), &agent, conversation).await,
         Command::Call { tool, args, json } => {
             let arguments = call_arguments(&args)?;
-            let (config, _source) = portico_config::load(cli.config.as_deref())?;
-            let engine = Engine::start(&config, engine_options().one_shot())?;
+            let (config, source) = portico_config::load(cli.config.as_deref())?;
+            let engine = Engine::start(&config, engine_options_for(&config, &source).one_shot())?;
             engine.upstreams().connect(&engine.servers_for_call(&tool));
             progress::until_settled(engine.upstreams()).await;
             let context = ToolContext::client("cli");
@@ -272,11 +272,19 @@ pub(crate) fn engine_options() -> EngineOptions {
     EngineOptions::in_dir(&portico_config::data_dir())
 }
 
+/// [`engine_options`] for `config`, read from `source`: the file tools are kept off its files.
+pub(crate) fn engine_options_for(
+    config: &portico_config::Config,
+    source: &ConfigSource,
+) -> EngineOptions {
+    engine_options().protecting(portico_config::owned_paths(config, source))
+}
+
 /// Loads the config and starts the engine, showing progress until every server's first attempt is
 /// done.
 pub(crate) async fn start_engine(explicit: Option<&std::path::Path>) -> anyhow::Result<Engine> {
-    let (config, _source) = portico_config::load(explicit)?;
-    let engine = Engine::start(&config, engine_options())?;
+    let (config, source) = portico_config::load(explicit)?;
+    let engine = Engine::start(&config, engine_options_for(&config, &source))?;
     progress::until_settled(engine.upstreams()).await;
     Ok(engine)
 }
@@ -329,10 +337,11 @@ async fn serve(
         );
     }
     let identity = crate::doctor_cli::config_identity(&source);
+    let options = engine_options_for(&config, &source);
     let live = portico_daemon::LiveConfig::new(config.clone(), source, explicit.map(Into::into));
     let mut door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
     door.config = identity;
-    let engine = Engine::start(&config, engine_options())?;
+    let engine = Engine::start(&config, options)?;
     let hub = engine.upstreams().clone();
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
     signals.follow(

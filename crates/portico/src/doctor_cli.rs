@@ -68,7 +68,7 @@ impl Check {
             Status::Warn => "warn",
             Status::Fail => "FAIL",
         };
-        let mut line = format!("{label:<4}  {}", self.message);
+        let mut line = format!("{label:<4}  {}", crate::output::printable(&self.message));
         if let Some(fix) = &self.fix {
             line.push_str("; fix: ");
             line.push_str(fix);

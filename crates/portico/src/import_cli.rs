@@ -201,7 +201,16 @@ fn write_config(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "config.toml".into());
-    let temporary = dir.join(format!(".{file_name}.portico-import"));
+    // Created new (O_CREAT|O_EXCL, which never follows a link): in a shared directory a link
+    // another user planted under this name makes the write fail instead of following it.
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(
+        ".{file_name}.portico-import-{}-{nonce}",
+        std::process::id()
+    ));
     let mode = if exists {
         std::fs::metadata(&target)
             .map(|m| m.permissions().mode())
@@ -209,12 +218,9 @@ fn write_config(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
     } else {
         0o600
     };
-    // A leftover from a crash would keep its own permissions through `open`.
-    let _ = std::fs::remove_file(&temporary);
     let written = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(mode)
         .open(&temporary)
         .and_then(|mut file| {

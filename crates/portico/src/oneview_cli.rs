@@ -199,24 +199,27 @@ async fn servers(daemon: &Daemon, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         output::servers_table(&servers)
     })?;
-    if let Some(refused) = refused_reload(daemon).await {
-        eprintln!("{refused}");
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// What to say when the daemon refused its config file's last edit (it then runs the config it had).
-async fn refused_reload(daemon: &Daemon) -> Option<String> {
-    let health = daemon.get("/api/health", None).await.ok()?;
+    let Ok(health) = daemon.get("/api/health", None).await else {
+        return Ok(ExitCode::SUCCESS);
+    };
     let config = &health["config"];
-    (config["status"] == "refused").then(|| {
-        format!(
+    if let Some(pending) = config["restart_needed"].as_array() {
+        let sections: Vec<&str> = pending.iter().filter_map(Value::as_str).collect();
+        eprintln!(
+            "the daemon runs {}'s servers and agents, but not its edited {}: those take effect when the daemon restarts (tokens and clients removed there still work until then)",
+            config["file"].as_str().unwrap_or("?"),
+            sections.join(", ")
+        );
+    }
+    if config["status"] == "refused" {
+        eprintln!(
             "the daemon refused the edited config {}, and runs the one it had: {}\nfix the file; the daemon reloads it when it is saved (`portico config check` shows the problems)",
             config["file"].as_str().unwrap_or("?"),
             config["error"].as_str().unwrap_or("no reason given"),
-        )
-    })
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `portico tools` in this process: the same catalog the doors would serve from this config, built
@@ -227,7 +230,7 @@ pub async fn tools_standalone(
     only: Option<&str>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (config, _source) = portico_config::load(explicit)?;
+    let (config, source) = portico_config::load(explicit)?;
     let configured: Vec<String> = config.mcp_servers.iter().map(|s| s.name.clone()).collect();
     if let Some(name) = only
         && !configured.iter().any(|s| s == name)
@@ -241,7 +244,10 @@ pub async fn tools_standalone(
             }
         );
     }
-    let engine = Engine::start(&config, crate::cli::engine_options().one_shot())?;
+    let engine = Engine::start(
+        &config,
+        crate::cli::engine_options_for(&config, &source).one_shot(),
+    )?;
     match only {
         Some(name) => engine.upstreams().connect(&[name.to_string()]),
         None => engine.upstreams().connect(&configured),

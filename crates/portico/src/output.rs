@@ -30,7 +30,9 @@ pub fn servers_table(servers: &[ServerStatus]) -> String {
             s.tools.to_string(),
             (s.resources + s.resource_templates).to_string(),
             s.prompts.to_string(),
-            s.last_error.clone().unwrap_or_else(|| "-".into()),
+            s.last_error
+                .as_deref()
+                .map_or_else(|| "-".into(), printable),
         ]);
     }
     let widths: Vec<usize> = (0..7)
@@ -63,7 +65,7 @@ pub fn warn_unready(servers: &[ServerStatus]) {
                 "warning: server `{}` is {}: {}",
                 s.name,
                 s.state,
-                s.last_error.as_deref().unwrap_or("no error recorded")
+                printable(s.last_error.as_deref().unwrap_or("no error recorded"))
             );
         }
     }
@@ -126,6 +128,21 @@ pub fn agents_table(agents: &[portico_agents::AgentInfo]) -> String {
     out
 }
 
+/// Text a server or child wrote (its errors, its stderr), made safe for a terminal: control
+/// characters other than newline and tab are shown escaped (`\u{1b}`), so that a hostile peer's
+/// escape sequences cannot rewrite what the user sees.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Server names for a one-line message: `a, b`, or `none`.
 pub fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {
     let names: Vec<&str> = names.collect();
@@ -133,4 +150,17 @@ pub fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {
         return "none".into();
     }
     names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_text_cannot_drive_the_terminal() {
+        assert_eq!(
+            printable("boom\u{1b}[2J\u{7}\nline two\tend"),
+            "boom\\u{1b}[2J\\u{7}\nline two\tend"
+        );
+    }
 }

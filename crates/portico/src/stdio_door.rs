@@ -29,7 +29,7 @@ pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow
             tracing::info!("no daemon running; serving config {source} in-process");
             // The handshake is answered at once; servers join the catalog as they connect and clients
             // hear about it through list_changed.
-            let engine = Engine::start(&config, crate::cli::engine_options())?;
+            let engine = Engine::start(&config, crate::cli::engine_options_for(&config, &source))?;
             (Backend::Local(engine.clone()), Some(engine))
         }
     };

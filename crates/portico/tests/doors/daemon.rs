@@ -97,15 +97,33 @@ async fn mcp_over_http_and_the_door_checks() {
     )
     .await;
     assert_eq!(wrong.status(), 401);
-    // Health stays public so that `portico mcp` can find the daemon; it reveals no catalog.
+    // Health stays public so that `portico mcp` can find the daemon; it reveals no catalog, and
+    // without the token not the config's path or a refusal's text either.
+    let anonymous = http()
+        .get(format!("{base}/api/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 200);
+    let anonymous: Value = anonymous.json().await.unwrap();
     assert_eq!(
-        http()
-            .get(format!("{base}/api/health"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
+        anonymous["config"],
+        json!({"status": "loaded"}),
+        "{anonymous}"
+    );
+    let with_token: Value = http()
+        .get(format!("{base}/api/health"))
+        .header(auth[0].0, auth[0].1)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        with_token["config"]["file"],
+        home.config().display().to_string(),
+        "{with_token}"
     );
     let servers = http()
         .get(format!("{base}/api/mcp/servers"))

@@ -225,6 +225,24 @@ async fn sighup_reloads_and_the_daemon_keeps_running() {
         "{warned}"
     );
     daemon.wait_for_line_containing("config reloaded (file changed)");
+    // It stays visible: health names the section, and so does `portico servers`.
+    let health = get_json(format!("{}/api/health", daemon.base)).await;
+    assert_eq!(health["config"]["status"], "loaded", "{health}");
+    assert_eq!(
+        health["config"]["restart_needed"],
+        json!(["[server]"]),
+        "{health}"
+    );
+    let cli = tokio::task::block_in_place(|| home.command(&["servers"]).output().unwrap());
+    let stderr = String::from_utf8_lossy(&cli.stderr);
+    assert_eq!(cli.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the daemon runs {}'s servers and agents, but not its edited [server]: those take effect when the daemon restarts (tokens and clients removed there still work until then)",
+            home.config().display()
+        )),
+        "{stderr}"
+    );
     assert_eq!(daemon.stop().code(), Some(0));
     assert!(!home.info_file().exists());
 }
