@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use crate::error::A2aError;
 use crate::ops;
-use crate::server::{self, A2aState, Caller, event_in, event_stream, requested_version, sse};
+use crate::server::{
+    self, A2aState, Caller, event_in, event_stream, requested_version, sse, task_in,
+};
 use crate::tasks::to_json;
 use crate::wire::Version;
 
@@ -220,13 +222,6 @@ fn unsupported_content_type(headers: &HeaderMap) -> Option<A2aError> {
 }
 
 /// A task in `version`'s form.
-fn task_in(task: v1::Task, version: Version) -> Value {
-    match version {
-        Version::V1 => to_json(&task),
-        Version::V03 => to_json(&v03::Task::from(task)),
-    }
-}
-
 async fn dispatch(
     state: &A2aState,
     caller: &Caller,

@@ -522,7 +522,7 @@ fn rest_version(headers: &HeaderMap) -> Result<Version, A2aError> {
 }
 
 /// A task in `version`'s form.
-fn task_in(task: v1::Task, version: Version) -> Value {
+pub(crate) fn task_in(task: v1::Task, version: Version) -> Value {
     match version {
         Version::V1 => to_json(&task),
         Version::V03 => to_json(&v03::Task::from(task)),
