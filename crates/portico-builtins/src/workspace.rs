@@ -117,7 +117,7 @@ impl Workspace {
         })?;
         let protected = protected
             .iter()
-            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+            .map(|p| resolved_as_far_as_it_exists(p))
             .collect();
         Ok(Workspace {
             root,
@@ -462,6 +462,21 @@ impl Workspace {
     }
 }
 
+/// `path` made absolute and resolved through its deepest existing ancestor, the rest appended: a
+/// protected path that does not exist yet (an agents dir made later) still matches the canonical
+/// paths it is compared with.
+fn resolved_as_far_as_it_exists(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut rest = Vec::new();
+    for ancestor in absolute.ancestors() {
+        if let Ok(resolved) = ancestor.canonicalize() {
+            return resolved.join(rest.iter().rev().collect::<PathBuf>());
+        }
+        rest.extend(ancestor.file_name().map(ToOwned::to_owned));
+    }
+    absolute
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,6 +535,18 @@ mod tests {
             ws.open_read("innocent.txt"),
             Err(PathError::Protected { .. })
         ));
+        // A protected directory that does not exist yet, named relative to the working directory.
+        let later = home.path().join("later/agents");
+        let relative_later = later
+            .strip_prefix(std::env::current_dir().unwrap())
+            .map(Path::to_path_buf)
+            .unwrap_or(later.clone());
+        let ws2 = Workspace::open(home.path(), &[relative_later]).unwrap();
+        assert!(matches!(
+            ws2.open_write("later/agents/evil.toml"),
+            Err(PathError::Protected { .. })
+        ));
+        assert!(!later.exists(), "nothing is made on the way");
         // The rest of the workspace is as usable as ever.
         assert!(ws.open_write("project/notes.md").is_ok());
 

@@ -34,6 +34,9 @@ const POLL_EVERY: Duration = Duration::from_millis(500);
 pub struct LiveConfig(Arc<Inner>);
 
 struct Inner {
+    /// `serve --listen`: it stands over the file's `[server] listen` in every config loaded, so
+    /// that a reload never sees a `[server]` change that is only the flag.
+    listen: Option<String>,
     /// `--config`, as `portico_config::load` takes it (else `$PORTICO_CONFIG`, the data dir's file).
     explicit: Option<PathBuf>,
     /// Whether the daemon follows its files at all (not for a router built from a fixed config).
@@ -64,6 +67,14 @@ impl LiveConfig {
         Self::build(config, source, explicit, true)
     }
 
+    /// Keeps `serve --listen`'s address over the file's in every config a reload loads.
+    pub fn with_listen(mut self, listen: Option<String>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.listen = listen;
+        }
+        self
+    }
+
     /// A config that never changes, for a router built without a daemon around it.
     pub(crate) fn fixed(config: Config) -> Self {
         Self::build(config, ConfigSource::Embedded, None, false)
@@ -76,6 +87,7 @@ impl LiveConfig {
         follows: bool,
     ) -> Self {
         LiveConfig(Arc::new(Inner {
+            listen: None,
             explicit,
             follows,
             state: Mutex::new(State {
@@ -167,7 +179,7 @@ impl LiveConfig {
     /// for the log.
     pub(crate) async fn reload(&self, engine: &Engine, why: &str) {
         let loaded = portico_config::load(self.0.explicit.as_deref());
-        let (new, source) = match loaded {
+        let (mut new, source) = match loaded {
             Ok(loaded) => loaded,
             Err(error) => {
                 let error = error.to_string();
@@ -178,6 +190,9 @@ impl LiveConfig {
                 return;
             }
         };
+        if let Some(listen) = &self.0.listen {
+            new.server.listen.clone_from(listen);
+        }
         let old = self.config();
         let reloaded = match engine.reload(&old, &new).await {
             Ok(reloaded) => reloaded,

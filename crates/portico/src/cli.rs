@@ -325,8 +325,8 @@ async fn serve(
     let signals = crate::serve_signals::ServeSignals::install()?;
     let shutdown = signals.stopped();
     let (mut config, source) = portico_config::load(explicit)?;
-    if let Some(listen) = listen {
-        config.server.listen = listen;
+    if let Some(listen) = &listen {
+        config.server.listen.clone_from(listen);
     }
     tracing::info!("config: {source}");
     if source == ConfigSource::Embedded {
@@ -338,7 +338,8 @@ async fn serve(
     }
     let identity = crate::doctor_cli::config_identity(&source);
     let options = engine_options_for(&config, &source);
-    let live = portico_daemon::LiveConfig::new(config.clone(), source, explicit.map(Into::into));
+    let live = portico_daemon::LiveConfig::new(config.clone(), source, explicit.map(Into::into))
+        .with_listen(listen);
     let mut door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
     door.config = identity;
     let engine = Engine::start(&config, options)?;

@@ -16,6 +16,8 @@ use crate::stdio_door::{CLIENT_TOKEN_ENV, DaemonCheck, check_daemon};
 
 /// How long one API request to the daemon may take; the routes answer from memory or the store.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest a streamed answer (a chat turn) is read for.
+const STREAMED_ANSWER_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 /// The running daemon, proven to be the one that wrote `daemon.json`.
 pub(crate) struct Daemon {
@@ -118,12 +120,15 @@ impl Daemon {
         self.answer(request, path, Some(id)).await
     }
 
-    /// A request to the daemon, with the token when it has one, for streaming answers.
+    /// A request to the daemon, with the token when it has one, for streaming answers: these last
+    /// as long as the agent's turn, so the client's 30 s bound on a whole request would cut them
+    /// off; the daemon's own agent timeout ends a turn that runs on.
     pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request = self
             .client
             .http()
-            .request(method, format!("{}{path}", self.base));
+            .request(method, format!("{}{path}", self.base))
+            .timeout(STREAMED_ANSWER_TIMEOUT);
         match &self.token {
             Some(token) => request.bearer_auth(token),
             None => request,

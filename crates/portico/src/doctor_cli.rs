@@ -3,7 +3,6 @@
 //! `FAIL` with the fix; and `portico config check`, which reports the file's problems and warns of
 //! what this environment lacks.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -221,7 +220,7 @@ fn environment_check(source: &ConfigSource, finding: &Finding) -> Check {
 
 /// Whether the listen address is free, or taken by the daemon this file names.
 fn port_check(config: &Config, daemon: Option<&DaemonInfo>) -> Check {
-    let Ok(listen) = config.server.listen.parse::<SocketAddr>() else {
+    let Some(listen) = portico_config::listen_address(&config.server.listen) else {
         // `config check` has reported it.
         return Check::new(
             "port",

@@ -73,10 +73,6 @@ impl ServeSignals {
                     "portico: second stop signal; stopping now, killing the servers' processes"
                 );
                 engine.kill_children_now();
-                // What the audit has queued is written first (briefly: this is the user's "now").
-                let _ =
-                    tokio::time::timeout(std::time::Duration::from_secs(2), engine.flush_audit())
-                        .await;
                 if info_file
                     .read()
                     .is_some_and(|info| info.pid == std::process::id())

@@ -293,8 +293,13 @@ impl Daemon {
     }
 
     pub fn start_with_env(home: &Home, envs: &[(&str, &str)]) -> Daemon {
+        Self::start_with_args(home, &[], envs)
+    }
+
+    /// `portico serve ARGS…` with `envs`.
+    pub fn start_with_args(home: &Home, args: &[&str], envs: &[(&str, &str)]) -> Daemon {
         let mut child = home
-            .command(&["serve"])
+            .command(&[&["serve"], args].concat())
             .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

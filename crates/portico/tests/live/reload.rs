@@ -247,6 +247,34 @@ async fn sighup_reloads_and_the_daemon_keeps_running() {
     assert!(!home.info_file().exists());
 }
 
+/// `serve --listen` stands over the file's `[server] listen` in every reload too: saving the file
+/// is no `[server]` change (it once reported "restart needed" on every save).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_listen_is_kept_over_the_file_across_reloads() {
+    let file = |extra: &str| {
+        format!(
+            "[server]\nlisten = \"localhost:0\"\n{}{extra}",
+            catalog("cat", &["--tools", "t1"])
+        )
+    };
+    let home = Home::new(&file(""));
+    let mut daemon = Daemon::start_with_args(&home, &["--listen", "127.0.0.1:0"], &[]);
+    daemon.wait_for_line("portico: ready");
+    write_config(&home.config(), &file("# saved again\n"));
+    let reloaded = daemon.wait_for_line_containing("config reloaded (file changed)");
+    assert!(
+        reloaded.ends_with(": no server changed; 1 unchanged"),
+        "{reloaded}"
+    );
+    let health = get_json(format!("{}/api/health", daemon.base)).await;
+    assert_eq!(
+        health["config"],
+        json!({"status": "loaded", "file": home.config().display().to_string(), "reloads": 1}),
+        "no section waits for a restart: {health}"
+    );
+    assert_eq!(daemon.stop().code(), Some(0));
+}
+
 fn agent_file(name: &str) -> String {
     format!(
         "name = \"{name}\"\n[model]\nprovider = \"scripted\"\nrules = [{{ steps = [{{ reply = \"{name} here\" }}] }}]\n"
