@@ -394,6 +394,7 @@ impl PorticoServer {
         operation: portico_core::TaskOperation,
     ) -> Result<JsonObject, McpError> {
         let task_id = operation.task_id().to_string();
+        let cancelling = matches!(operation, portico_core::TaskOperation::Cancel { .. });
         let Some(server) = self.task_routes.server_of(&task_id, owner) else {
             return Err(McpError::invalid_params(
                 format!(
@@ -407,11 +408,14 @@ impl PorticoServer {
             .task_operation(&server, operation)
             .await
             .map_err(backend_error)?;
-        // `tasks/get` answers carry the status; `tasks/update` and `tasks/cancel` acks do not.
-        if matches!(
-            answer.get("status").and_then(serde_json::Value::as_str),
-            Some("completed" | "failed" | "cancelled")
-        ) {
+        // `tasks/get` answers carry the status; `tasks/update` and `tasks/cancel` acks do not. A
+        // task its client had cancelled no longer counts against the client's running tasks.
+        if cancelling
+            || matches!(
+                answer.get("status").and_then(serde_json::Value::as_str),
+                Some("completed" | "failed" | "cancelled")
+            )
+        {
             self.task_routes.settle(&task_id, owner);
         }
         Ok(answer)

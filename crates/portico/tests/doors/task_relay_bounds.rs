@@ -224,8 +224,20 @@ async fn a_task_refused_at_its_clients_bound_is_cancelled_on_its_server() {
         "working"
     );
     // Another client is not held to the owner's bound.
-    let other = request(&base, OTHER, "tools/call", call, true).await;
+    let other = request(&base, OTHER, "tools/call", call.clone(), true).await;
     assert_eq!(created_id(&other), format!("task-{}", max + 1));
+    // A task the owner cancels gives its place back at once (it once held it until its ttl).
+    let cancelled = request(
+        &base,
+        OWNER,
+        "tasks/cancel",
+        json!({"taskId": "task-0"}),
+        true,
+    )
+    .await;
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    let again = request(&base, OWNER, "tools/call", call, true).await;
+    assert_eq!(created_id(&again), format!("task-{}", max + 2), "{again}");
     assert!(tokio::task::block_in_place(|| daemon.stop()).success());
     drop(fixture.child);
 }
