@@ -12,6 +12,13 @@ answers what the upstream asks during a call (elicitation accepted with nothing 
 schema's defaults are Portico's to apply; sampling and roots answered plainly), echoes a JSON Schema.
 Everything the scenario server sees therefore comes from Portico's MCP client edge.
 
+For the `auth/*` scenarios the upstream gets an `[mcp_servers.oauth]` table (the suite's Client ID
+Metadata Document URL; a pre-registered client when the scenario's context has one), and the login
+is Portico's own: `portico auth login scenario` first, then `portico mcp --standalone`, both with
+`$BROWSER` set to tests/conformance/browser-follow.py, which follows the authorization server's
+redirect back to Portico's loopback listener as a user's browser would. Step-up and re-authorization
+later in the session are Portico's to start (it may, since `$BROWSER` is set).
+
 Standard library only. Environment: PORTICO_BIN (the binary; required), CLIENT_DRIVER_TIMEOUT
 (seconds for one answer from Portico, default 20), CLIENT_DRIVER_LOG (a file to append this
 script's and Portico's stderr to, instead of stderr). Exits non-zero when a step fails, saying which.
@@ -26,6 +33,11 @@ import tempfile
 import threading
 
 SCENARIO = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+AUTH = SCENARIO.startswith("auth/")
+# The URL the suite's authorization servers accept as a Client ID Metadata Document.
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+BROWSER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser-follow.py")
+CLIENT_SECRET_VAR = "CONFORMANCE_CLIENT_SECRET"
 CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 TIMEOUT = float(os.environ.get("CLIENT_DRIVER_TIMEOUT", "20"))
 LOG = open(os.environ["CLIENT_DRIVER_LOG"], "a") if os.environ.get("CLIENT_DRIVER_LOG") else sys.stderr
@@ -54,7 +66,41 @@ timeout_secs = 20
 [mcp_servers.transport]
 type = "http"
 url = {json.dumps(url)}
-"""
+{oauth_table()}"""
+
+
+def oauth_table():
+    if not AUTH:
+        return ""
+    lines = ["[mcp_servers.oauth]", f"client_metadata_url = {json.dumps(CIMD_URL)}"]
+    if CONTEXT.get("client_id"):
+        lines.append(f"client_id = {json.dumps(CONTEXT['client_id'])}")
+    if CONTEXT.get("client_secret"):
+        lines.append(f'client_secret_env = "{CLIENT_SECRET_VAR}"')
+    return "\n".join(lines) + "\n"
+
+
+def portico_env(home):
+    env = {**os.environ, "PORTICO_HOME": home}
+    if AUTH:
+        env["BROWSER"] = BROWSER
+        if CONTEXT.get("client_secret"):
+            env[CLIENT_SECRET_VAR] = CONTEXT["client_secret"]
+    return env
+
+
+def login(binary, home):
+    """`portico auth login scenario`, as a user would run it before starting their IDE."""
+    config = os.path.join(home, "config.toml")
+    outcome = subprocess.run(
+        [binary, "auth", "login", "scenario", "--config", config],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=portico_env(home),
+        timeout=TIMEOUT * 3,
+    )
+    note(f"auth login exited {outcome.returncode}: {outcome.stdout.strip()} {outcome.stderr.strip()}")
 
 
 class Door:
@@ -67,7 +113,7 @@ class Door:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=LOG,
-            env={**os.environ, "PORTICO_HOME": home},
+            env=portico_env(home),
         )
         self.incoming = queue.Queue()
         self.next_id = 0
@@ -243,6 +289,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="portico-client-driver.") as home:
         with open(os.path.join(home, "config.toml"), "w") as config:
             config.write(portico_config(sys.argv[-1]))
+        if AUTH:
+            login(binary, home)
         door = Door(binary, home)
         try:
             run(door)

@@ -24,6 +24,7 @@ pub mod import;
 mod listen;
 mod locate;
 mod model;
+mod upstream_oauth;
 
 pub use check::{Problem, check, check_agent_file};
 pub use clients::{
@@ -46,6 +47,7 @@ pub use model::{
     PROTOCOL_VERSIONS, PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection,
     RateLimitSection, ServerSection, ToolPolicyConfig, ToolSearchMode, Transport,
 };
+pub use upstream_oauth::UpstreamOAuthConfig;
 
 /// The MCP tool an agent is served as: `portico_agent_{name}`, hyphens becoming underscores.
 pub fn agent_tool_name(agent: &str) -> String {

@@ -1,5 +1,6 @@
 //! The typed configuration.
 
+use crate::upstream_oauth::UpstreamOAuthConfig;
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -644,6 +645,10 @@ pub struct McpServerConfig {
     #[serde(default)]
     pub protocol_version: Option<String>,
     pub transport: Transport,
+    /// How Portico authorizes itself to this server when it requires OAuth (HTTP transports only;
+    /// discovered when absent).
+    #[serde(default)]
+    pub oauth: Option<UpstreamOAuthConfig>,
 }
 
 impl McpServerConfig {

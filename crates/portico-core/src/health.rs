@@ -17,6 +17,9 @@ pub enum ServerState {
     Ready,
     /// The last attempt failed; a restart is scheduled.
     Restarting,
+    /// An OAuth-protected server with no usable token: it connects again as soon as a login (`portico
+    /// auth login`, or a browser login this process started) stores one.
+    NeedsLogin,
     /// Gave up (only when the hub is shutting down or the server cannot be started at all, such as a
     /// refused command).
     Failed,
@@ -30,6 +33,7 @@ impl std::fmt::Display for ServerState {
             ServerState::Connecting => "connecting",
             ServerState::Ready => "ready",
             ServerState::Restarting => "restarting",
+            ServerState::NeedsLogin => "needs login",
             ServerState::Failed => "failed",
         })
     }

@@ -19,7 +19,7 @@ use portico_agents::{
     Agent, AgentChanges, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose,
 };
 use portico_config::{Config, agent_tool_name};
-use portico_hub::{Hub, HubSettings, HubTools, StopGrace};
+use portico_hub::{Hub, HubSettings, HubTools, OAuthHome, StopGrace};
 use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
     ApprovalSettings, ApprovalVia, Approvals, AuditKey, ConditionSpec, DefaultAction, LocalTools,
@@ -170,6 +170,7 @@ impl Engine {
         let audit = store.audit_writer();
         let hub_settings = HubSettings {
             child_stop: options.child_stop,
+            oauth: Some(OAuthHome::in_data_dir(&options.data_dir)),
             ..HubSettings::default()
         };
         let hub = if options.connect_at_start {

@@ -9,6 +9,7 @@ use portico_core::{
     CallError, Catalog, CompletionRef, JsonObject, ProtocolError, ServerCatalog, ServerState,
     ServerStatus, ToolResult,
 };
+use portico_mcp::oauth::{OAuthHome, UpstreamAuth};
 use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -135,6 +136,8 @@ struct Slot {
     stop: CancellationToken,
     /// Its supervisor, once started; awaited when it is stopped.
     supervisor: Mutex<Option<JoinHandle<()>>>,
+    /// Its OAuth authorization (HTTP servers, when the hub has an [`OAuthHome`]).
+    auth: Option<Arc<UpstreamAuth>>,
 }
 
 impl Slot {
@@ -142,8 +145,16 @@ impl Slot {
         server: &McpServerConfig,
         expose: &portico_config::ExposeSection,
         shutdown: &CancellationToken,
+        oauth: Option<&OAuthHome>,
     ) -> Slot {
+        let auth = oauth.and_then(|home| {
+            UpstreamAuth::for_server(server, home).unwrap_or_else(|e| {
+                tracing::warn!(server = server.name, "{e}");
+                None
+            })
+        });
         Slot {
+            auth,
             config: server.clone(),
             prefixed: server.prefixed(expose),
             state: Mutex::new(SlotState {
@@ -202,7 +213,7 @@ impl ServerChanges {
 }
 
 /// How a hub runs its upstreams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HubSettings {
     /// Restart delays after a failure (its `max_retries` is not consulted: a failure worth
     /// retrying is retried for as long as the hub runs).
@@ -210,6 +221,9 @@ pub struct HubSettings {
     /// How stdio children are stopped when their session ends: patient in the daemon, brief in
     /// one-shot commands.
     pub child_stop: StopGrace,
+    /// Where OAuth credentials of HTTP servers are kept, and whether this process may start a
+    /// browser login; `None`: no OAuth (a server that requires it fails to connect).
+    pub oauth: Option<OAuthHome>,
 }
 
 impl Default for HubSettings {
@@ -218,6 +232,7 @@ impl Default for HubSettings {
         HubSettings {
             backoff: RESTARTS,
             child_stop: StopGrace::default(),
+            oauth: None,
         }
     }
 }
@@ -231,6 +246,7 @@ struct Shared {
     shutdown: CancellationToken,
     backoff: RetryPolicy,
     child_stop: StopGrace,
+    oauth: Option<OAuthHome>,
     /// Exposed URIs of subscribed resources that changed upstream.
     resource_updates: broadcast::Sender<String>,
     /// List changes the passed-through server announced although its lists read the same.
@@ -278,7 +294,14 @@ impl Hub {
         let slots = config
             .mcp_servers
             .iter()
-            .map(|server| Arc::new(Slot::new(server, &config.expose, &shutdown)))
+            .map(|server| {
+                Arc::new(Slot::new(
+                    server,
+                    &config.expose,
+                    &shutdown,
+                    settings.oauth.as_ref(),
+                ))
+            })
             .collect();
         let (changes, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -288,6 +311,7 @@ impl Hub {
             shutdown,
             backoff: settings.backoff,
             child_stop: settings.child_stop,
+            oauth: settings.oauth.clone(),
             resource_updates: broadcast::channel(256).0,
             announced: broadcast::channel(64).0,
             rebuilding: Mutex::new(()),
@@ -365,6 +389,7 @@ impl Hub {
                     server,
                     &config.expose,
                     &self.shared.shutdown,
+                    self.shared.oauth.as_ref(),
                 )));
             }
             for old in slots.iter() {
@@ -488,6 +513,11 @@ impl Hub {
             .upstream
             .as_ref()
             .map(|upstream| upstream.waiting_for_place())
+    }
+
+    /// The OAuth authorization of `server` (an HTTP server of a hub with an [`OAuthHome`]).
+    pub fn auth(&self, server: &str) -> Option<Arc<UpstreamAuth>> {
+        self.slot(server).and_then(|slot| slot.auth.clone())
     }
 
     fn slot(&self, server: &str) -> Option<Arc<Slot>> {
@@ -890,11 +920,18 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
     loop {
         let (events_tx, mut events_rx) = mpsc::unbounded_channel();
         let connected = tokio::select! {
-            result = Upstream::connect(&config, events_tx, shared.child_stop) => result,
+            result = Upstream::connect_with_auth(&config, events_tx, shared.child_stop, slot.auth.clone()) => result,
             _ = slot.stop.cancelled() => return,
         };
         let (upstream, exit) = match connected {
             Ok(pair) => pair,
+            Err(error @ UpstreamError::NeedsLogin { .. }) => {
+                if !wait_for_login(&shared, slot, &error).await {
+                    return;
+                }
+                attempt = 0;
+                continue;
+            }
             Err(error) => {
                 if !connect_failed(&shared, slot, &error, attempt).await {
                     return;
@@ -919,9 +956,22 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
         match listed {
             Ok(catalog) => mark_ready(&shared, slot, &upstream, catalog),
             Err(error) => {
-                tracing::warn!(server, "{error}");
                 upstream.shutdown();
                 exit.await;
+                // A server that lets the handshake through and asks for authorization on its
+                // listings.
+                if let Some(reason) = slot.auth.as_ref().and_then(|a| a.needs_login()) {
+                    let error = UpstreamError::NeedsLogin {
+                        server: server.to_string(),
+                        reason,
+                    };
+                    if !wait_for_login(&shared, slot, &error).await {
+                        return;
+                    }
+                    attempt = 0;
+                    continue;
+                }
+                tracing::warn!(server, "{error}");
                 if !listing_failed(&shared, slot, &error, attempt).await {
                     return;
                 }
@@ -971,6 +1021,30 @@ async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, att
     }
     shared.update(slot, change);
     sleep_backoff(shared, slot, attempt).await
+}
+
+/// The server needs an OAuth login nobody here can start: it waits, marked `needs login`, until its
+/// credentials file changes. False when it was stopped first.
+async fn wait_for_login(shared: &Shared, slot: &Slot, error: &UpstreamError) -> bool {
+    let server = slot.config.name.as_str();
+    tracing::warn!(server, "{error}");
+    shared.update(slot, |s| {
+        s.status.state = ServerState::NeedsLogin;
+        s.status.last_error = Some(error.to_string());
+        s.status.stderr_tail.clear();
+        s.restart = None;
+        s.settled = true;
+    });
+    let Some(auth) = slot.auth.as_ref() else {
+        return sleep(slot, RESTARTS.backoff(0)).await;
+    };
+    tokio::select! {
+        _ = auth.wait_for_login() => {
+            tracing::info!(server, "new OAuth credentials; connecting");
+            true
+        }
+        _ = slot.stop.cancelled() => false,
+    }
 }
 
 fn listing_closed(server: &str, reason: &str) -> UpstreamError {

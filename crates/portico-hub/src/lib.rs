@@ -16,6 +16,9 @@
 //! [`HubTools`] offers the catalog's tools to the call pipeline, through `portico-core`'s `ToolSource`
 //! (the hub does not depend on the pipeline).
 //!
+//! A server that requires OAuth and has no usable token is `needs login`: its supervisor waits for
+//! its credentials file to change (a login in any Portico process) instead of backing off.
+//!
 //! The hub is not a protocol edge: it neither speaks MCP to clients nor parses wire formats.
 
 mod hub;
@@ -23,4 +26,5 @@ mod tools;
 
 pub use hub::{Hub, HubError, HubSettings, ListKind, ServerChanges};
 pub use portico_mcp::StopGrace;
+pub use portico_mcp::oauth::OAuthHome;
 pub use tools::HubTools;

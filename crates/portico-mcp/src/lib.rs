@@ -7,6 +7,9 @@
 //! results are handed back as the server's JSON.
 //!
 //! The MCP wire format ends here: what leaves this crate are `portico_core` types and opaque JSON objects.
+//! An HTTP server that requires OAuth is authorized through [`oauth`]: its tokens are stored in the
+//! data dir, refreshed, and obtained by a browser login when this process may start one.
+//!
 //! This crate does not supervise or restart anything (that is the hub's job) and does not serve MCP.
 
 mod client_handler;
@@ -14,6 +17,7 @@ mod confirm;
 mod elicitation;
 pub mod legacy_sse;
 mod methods;
+pub mod oauth;
 mod ordering;
 mod resource_updates;
 mod results;

@@ -24,12 +24,16 @@ use rmcp::service::{
     RoleClient, ServiceError,
 };
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpClientTransportConfig,
+};
+
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
+use crate::oauth::{AuthorizedHttp, UpstreamAuth};
 use crate::ordering::ProgressInOrder;
 use crate::results::tool_result_from_rmcp;
 use crate::stderr_tail::StderrTail;
@@ -89,6 +93,9 @@ pub enum UpstreamError {
         max: usize,
         secs: u64,
     },
+    /// An OAuth-protected server with no usable token, in a process that may not open a browser.
+    #[error("server `{server}` needs login ({reason}); run `portico auth login {server}`")]
+    NeedsLogin { server: String, reason: String },
     #[error("server `{server}`: {what} timed out after {secs}s")]
     Timeout {
         server: String,
@@ -176,7 +183,8 @@ impl From<UpstreamError> for CallError {
             | UpstreamError::Unreachable { .. }
             | UpstreamError::ChildFailed { .. }
             | UpstreamError::Config { .. }
-            | UpstreamError::Refused { .. } => CallError::UpstreamGone(message),
+            | UpstreamError::Refused { .. }
+            | UpstreamError::NeedsLogin { .. } => CallError::UpstreamGone(message),
             UpstreamError::Remote { .. } => CallError::UpstreamFailed(message),
         }
     }
@@ -282,6 +290,9 @@ type What<'a> = dyn Fn() -> String + Sync + 'a;
 /// How many `input_required` rounds one call may take before Portico gives up on it.
 const MAX_INPUT_ROUNDS: usize = 10;
 
+/// How often a handshake waiting on a login looks whether it is over.
+const LOGIN_POLL: Duration = Duration::from_millis(250);
+
 const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
 impl Upstream {
@@ -292,13 +303,49 @@ impl Upstream {
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
+        Self::connect_with_auth(config, events, grace, None).await
+    }
+
+    /// [`Upstream::connect`], authorizing an HTTP server with `auth` when it requires OAuth. The
+    /// handshake's deadline does not count the time a login waits for the browser.
+    pub async fn connect_with_auth(
+        config: &McpServerConfig,
+        events: mpsc::UnboundedSender<UpstreamEvent>,
+        grace: StopGrace,
+        auth: Option<Arc<UpstreamAuth>>,
+    ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let timeout = config.timeout();
         let server = config.name.clone();
         let tail = StderrTail::default();
-        match tokio::time::timeout(timeout, Self::connect_inner(config, events, grace, &tail)).await
-        {
-            Ok(result) => result,
-            Err(_) => {
+        let connecting = Self::connect_inner(config, events, grace, &tail, auth.as_ref());
+        let mut connecting = std::pin::pin!(connecting);
+        let mut deadline = tokio::time::Instant::now() + timeout;
+        let mut waited_for_login = false;
+        let result = loop {
+            tokio::select! {
+                result = &mut connecting => break Some(result),
+                _ = tokio::time::sleep_until(deadline) => {
+                    let login = auth.as_ref().is_some_and(|a| a.login_running());
+                    if login {
+                        waited_for_login = true;
+                        deadline = tokio::time::Instant::now() + LOGIN_POLL;
+                    } else if waited_for_login {
+                        // The login is over: the handshake gets its full time again.
+                        waited_for_login = false;
+                        deadline = tokio::time::Instant::now() + timeout;
+                    } else {
+                        break None;
+                    }
+                }
+            }
+        };
+        match result {
+            Some(Ok(connected)) => Ok(connected),
+            Some(Err(error)) => Err(match auth.as_ref().and_then(|a| a.needs_login()) {
+                Some(reason) => UpstreamError::NeedsLogin { server, reason },
+                None => error,
+            }),
+            None => {
                 let stderr = tail.lines();
                 // A package runner that never answers is often stuck downloading, behind a proxy
                 // whose CA it was not given.
@@ -324,6 +371,7 @@ impl Upstream {
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
         tail: &StderrTail,
+        auth: Option<&Arc<UpstreamAuth>>,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let server = config.name.as_str();
         let active = Arc::new(ActiveCalls::default());
@@ -369,7 +417,7 @@ impl Upstream {
                 let url = check_url(server, &client, url)?;
                 let headers = expand_headers(server, headers)?;
                 let service = serve_streamable(
-                    handler, &client, &url, &headers, config, &active, &lifecycle,
+                    handler, &client, &url, &headers, config, &active, &lifecycle, auth,
                 )
                 .await?;
                 Ok(Self::start(
@@ -388,7 +436,7 @@ impl Upstream {
                 // Many URLs labelled "sse" really speak Streamable HTTP; the spec's backwards-compatibility
                 // rule is to try that first and fall back to the legacy GET stream when it fails.
                 let streamable_error = match serve_streamable(
-                    handler, &client, &url, &headers, config, &active, &lifecycle,
+                    handler, &client, &url, &headers, config, &active, &lifecycle, auth,
                 )
                 .await
                 {
@@ -1308,6 +1356,7 @@ fn lifecycle_for(config: &McpServerConfig) -> ClientLifecycleMode {
 /// Serves `handler` over rmcp's Streamable HTTP client. In the `Auto` lifecycle, a handshake-era
 /// server that answers `server/discover` with a result of another kind is connected again, on a
 /// fresh transport, with `initialize`.
+#[allow(clippy::too_many_arguments)]
 async fn serve_streamable(
     handler: impl Fn() -> PorticoClient,
     client: &SafeClient,
@@ -1316,9 +1365,40 @@ async fn serve_streamable(
     config: &McpServerConfig,
     active: &Arc<ActiveCalls>,
     lifecycle: &ClientLifecycleMode,
+    auth: Option<&Arc<UpstreamAuth>>,
+) -> Result<rmcp::service::RunningService<RoleClient, PorticoClient>, UpstreamError> {
+    match auth {
+        Some(auth) => {
+            let http = AuthorizedHttp::new(client.http().clone(), auth.clone());
+            serve_streamable_over(
+                handler, http, client, url, headers, config, active, lifecycle,
+            )
+            .await
+        }
+        None => {
+            let http = client.http().clone();
+            serve_streamable_over(
+                handler, http, client, url, headers, config, active, lifecycle,
+            )
+            .await
+        }
+    }
+}
+
+/// [`serve_streamable`] over one kind of HTTP client: reqwest's, or reqwest's with OAuth.
+#[allow(clippy::too_many_arguments)]
+async fn serve_streamable_over<C: StreamableHttpClient + Sync>(
+    handler: impl Fn() -> PorticoClient,
+    http: C,
+    client: &SafeClient,
+    url: &url::Url,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+    config: &McpServerConfig,
+    active: &Arc<ActiveCalls>,
+    lifecycle: &ClientLifecycleMode,
 ) -> Result<rmcp::service::RunningService<RoleClient, PorticoClient>, UpstreamError> {
     let server = config.name.as_str();
-    let transport = streamable_transport(client, url, headers, config)?;
+    let transport = streamable_transport(http.clone(), url, headers, config)?;
     let error = match handler()
         .serve_with_lifecycle(
             ProgressInOrder::new(transport, server, active),
@@ -1336,7 +1416,7 @@ async fn serve_streamable(
         server,
         "`server/discover` was answered with something else ({error}); connecting with `initialize`"
     );
-    let transport = streamable_transport(client, url, headers, config)?;
+    let transport = streamable_transport(http, url, headers, config)?;
     let mut legacy = handler();
     legacy.protocol_version = Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
     legacy
@@ -1431,20 +1511,17 @@ fn expand_headers(
 /// rmcp's Streamable HTTP client over the server's `SafeClient`. It may have as many requests in
 /// flight as the server's `max_concurrent_calls` lets in: rmcp's own cap (16) would otherwise queue,
 /// in its one worker, calls Portico had already given a place.
-fn streamable_transport(
-    client: &SafeClient,
+fn streamable_transport<C: StreamableHttpClient>(
+    http: C,
     url: &url::Url,
     headers: &[(http::HeaderName, http::HeaderValue)],
     server: &McpServerConfig,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, UpstreamError> {
+) -> Result<StreamableHttpClientTransport<C>, UpstreamError> {
     let custom: HashMap<_, _> = headers.iter().cloned().collect();
     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
         .custom_headers(custom)
         .max_concurrent_requests(server.max_concurrent_calls.max(1));
-    Ok(StreamableHttpClientTransport::with_client(
-        client.http().clone(),
-        config,
-    ))
+    Ok(StreamableHttpClientTransport::with_client(http, config))
 }
 
 /// An error's message without the `server `x`: ` it starts with, for nesting in another of the

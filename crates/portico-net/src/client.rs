@@ -203,6 +203,7 @@ pub struct SafeClientBuilder {
     timeout: Option<Duration>,
     connect_timeout: Duration,
     user_agent: String,
+    follow_redirects: bool,
 }
 
 impl Default for SafeClientBuilder {
@@ -214,6 +215,7 @@ impl Default for SafeClientBuilder {
             timeout: None,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             user_agent: concat!("portico/", env!("CARGO_PKG_VERSION")).to_owned(),
+            follow_redirects: true,
         }
     }
 }
@@ -266,17 +268,26 @@ impl SafeClientBuilder {
         self
     }
 
+    /// Hand redirects back to the caller instead of following them (OAuth token and registration
+    /// requests must not be redirected, RFC 9700 §4.11; the caller reads `Location` itself).
+    pub fn follow_redirects(mut self, follow: bool) -> Self {
+        self.follow_redirects = follow;
+        self
+    }
+
     pub fn build(self) -> Result<SafeClient, NetError> {
         let policy = self.policy;
         let refusals = crate::error::RefusalLog::default();
         let connect_failures = crate::cause::ConnectFailures::default();
-        let redirect_policy = {
+        let redirect_policy = if self.follow_redirects {
             let policy = policy.clone();
             let refusals = refusals.clone();
             let credentials = self.credentials;
             redirect::Policy::custom(move |attempt| {
                 check_redirect(attempt, &policy, &credentials, &refusals)
             })
+        } else {
+            redirect::Policy::none()
         };
         let mut builder = reqwest::Client::builder()
             // A proxy would resolve and connect on our behalf, out of reach

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use portico_config::ConfigSource;
 use portico_core::ToolResult;
 use portico_engine::{Engine, EngineOptions, Upstreams};
-use portico_hub::{Hub, HubSettings, StopGrace};
+use portico_hub::{Hub, HubSettings, OAuthHome, StopGrace};
 use portico_pipeline::ToolContext;
 
 use crate::{output, progress};
@@ -98,6 +98,11 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::a2a_cli::A2aCommand,
     },
+    /// OAuth logins to protected MCP servers: log in, show the state, log out.
+    Auth {
+        #[command(subcommand)]
+        command: crate::auth_cli::AuthCommand,
+    },
     /// The HTTP door's named clients ([[server.clients]]): add one (a new token), list them.
     Clients {
         #[command(subcommand)]
@@ -166,6 +171,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
+        Command::Auth { command } => crate::auth_cli::run(cli.config.as_deref(), command).await,
         Command::Approvals { command } => {
             crate::oneview_cli::refuse_standalone(&cli.oneview, "approvals")?;
             crate::approvals_cli::run(command).await
@@ -307,6 +313,11 @@ async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> an
         &config,
         HubSettings {
             child_stop: StopGrace::BRIEF,
+            // Stored tokens are used; a one-shot command opens no browser (`portico auth login` does).
+            oauth: Some(OAuthHome {
+                browser: None,
+                ..OAuthHome::in_data_dir(&portico_config::data_dir())
+            }),
             ..HubSettings::default()
         },
     );

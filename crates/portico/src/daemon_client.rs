@@ -232,6 +232,7 @@ pub(crate) fn mcp_server_config(info: &DaemonInfo, token: Option<&str>) -> McpSe
             url: info.mcp_url(),
             headers,
         },
+        oauth: None,
     }
 }
 

@@ -413,7 +413,15 @@ async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
 async fn handshake(server: McpServerConfig) -> Check {
     let started = Instant::now();
     let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
-    let connected = Upstream::connect(&server, events, StopGrace::BRIEF).await;
+    // With the stored OAuth token, if any; doctor never opens a browser.
+    let home = portico_mcp::oauth::OAuthHome {
+        browser: None,
+        ..portico_mcp::oauth::OAuthHome::in_data_dir(&portico_config::data_dir())
+    };
+    let auth = portico_mcp::oauth::UpstreamAuth::for_server(&server, &home)
+        .ok()
+        .flatten();
+    let connected = Upstream::connect_with_auth(&server, events, StopGrace::BRIEF, auth).await;
     let (upstream, exit) = match connected {
         Ok(pair) => pair,
         Err(error) => {

@@ -4,6 +4,7 @@
 mod a2a_cli;
 mod approvals_cli;
 mod audit_cli;
+mod auth_cli;
 mod chat;
 mod cli;
 mod clients_cli;
