@@ -362,6 +362,11 @@ impl Daemon {
         }
     }
 
+    /// The lines waits read past and kept, taken.
+    pub fn take_seen(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.seen)
+    }
+
     pub fn stop(&mut self) -> std::process::ExitStatus {
         terminate(&self.child);
         self.child.wait().unwrap()
