@@ -61,6 +61,33 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
         }
     }
 
+    // An OAuth client secret named by its variable.
+    if let Some(servers) = table_array(root, "mcp_servers") {
+        for server in servers {
+            let name = string_at(server, &["name"])
+                .map(|(n, _)| n)
+                .unwrap_or_default();
+            let Some((variable, span)) = string_at(server, &["oauth", "client_secret_env"]) else {
+                continue;
+            };
+            if var(&variable).is_some() {
+                continue;
+            }
+            push(
+                FindingKind::UnsetVariable {
+                    name: variable.clone(),
+                },
+                span,
+                format!(
+                    "server `{name}`: oauth.client_secret_env names `{variable}`, which is not set in this environment"
+                ),
+                Some(format!(
+                    "export {variable} (the client's secret) before `portico auth login {name}` and before starting Portico"
+                )),
+            );
+        }
+    }
+
     // Stdio commands: found on PATH, or, given as a path, present.
     if let Some(servers) = table_array(root, "mcp_servers") {
         for server in servers {
@@ -233,6 +260,17 @@ mod tests {
             .iter()
             .map(|f| f.problem.to_string())
             .collect()
+    }
+
+    #[test]
+    fn an_unset_oauth_client_secret_variable_is_named_at_its_key() {
+        let text = "[[mcp_servers]]\nname = \"linear\"\n[mcp_servers.transport]\ntype = \"http\"\nurl = \"https://mcp.example/mcp\"\n[mcp_servers.oauth]\nclient_id = \"portico\"\nclient_secret_env = \"LINEAR_SECRET\"\n";
+        assert_eq!(
+            rendered(text),
+            vec![
+                "8:21: server `linear`: oauth.client_secret_env names `LINEAR_SECRET`, which is not set in this environment (hint: export LINEAR_SECRET (the client's secret) before `portico auth login linear` and before starting Portico)",
+            ]
+        );
     }
 
     #[test]

@@ -467,6 +467,15 @@ impl Upstream {
                 for (name, value) in &headers {
                     header_map.insert(name.clone(), value.clone());
                 }
+                // The legacy transport (2024-11-05) predates MCP's authorization spec: a stored
+                // token is sent, but a refusal is not answered with a login.
+                if let Some(auth) = auth
+                    && let Ok(Some(token)) = auth.token().await
+                    && let Ok(mut value) = http::HeaderValue::try_from(format!("Bearer {token}"))
+                {
+                    value.set_sensitive(true);
+                    header_map.insert(http::header::AUTHORIZATION, value);
+                }
                 let legacy = legacy_sse::connect(
                     client.http().clone(),
                     legacy_sse::LegacySseConfig {

@@ -54,6 +54,26 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for QuietClientGone {
     }
 }
 
+/// Keeps rmcp's OAuth debug output out of the log at every level: it prints the authorization code
+/// and the token exchange's result, whose extra fields (an OpenID `id_token`, vendor tokens) are
+/// not redacted. No filter a user sets lets them through.
+pub(crate) struct NoOAuthDebug;
+
+/// rmcp's OAuth module.
+const RMCP_AUTH_TARGET: &str = "rmcp::transport::auth";
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoOAuthDebug {
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        let metadata = event.metadata();
+        *metadata.level() <= tracing::Level::INFO
+            || !metadata.target().starts_with(RMCP_AUTH_TARGET)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -115,5 +135,20 @@ mod tests {
             ]
         );
         assert_eq!(logged(true).len(), 5);
+    }
+
+    #[test]
+    fn rmcps_oauth_debug_output_never_reaches_the_log() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry()
+            .with(NoOAuthDebug)
+            .with(Messages(seen.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "rmcp::transport::auth", "exchange token result: id_token=secret");
+            tracing::trace!(target: "rmcp::transport::auth::metadata_resolver", "trace");
+            tracing::info!(target: "rmcp::transport::auth", "Refreshed access token.");
+            tracing::debug!(target: "rmcp::service", "kept");
+        });
+        assert_eq!(*seen.lock().unwrap(), ["Refreshed access token.", "kept"]);
     }
 }

@@ -78,12 +78,14 @@ impl LogSetup {
                 .with_ansi(false)
                 .finish()
                 .with(client_gone)
+                .with(crate::log_filters::NoOAuthDebug)
                 .init();
         } else {
             builder
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .finish()
                 .with(client_gone)
+                .with(crate::log_filters::NoOAuthDebug)
                 .init();
         }
     }
