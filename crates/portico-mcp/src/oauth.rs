@@ -511,6 +511,17 @@ impl UpstreamAuth {
             .get_authorization_url()
             .await
             .map_err(|e| self.login_error("building the authorization URL", e))?;
+        // The page comes from the authorization server's metadata: only a web page goes to the
+        // browser (not `file:`, `javascript:` or a command-line option).
+        match url::Url::parse(&url) {
+            Ok(parsed) if matches!(parsed.scheme(), "https" | "http") => {}
+            _ => {
+                return Err(self.login_error(
+                    "building the authorization URL",
+                    "the authorization server's authorization_endpoint is not an http(s) URL",
+                ));
+            }
+        }
         tracing::info!(
             server = self.server,
             "waiting for the authorization in the browser (up to {} s)",
