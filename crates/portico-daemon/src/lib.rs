@@ -29,6 +29,7 @@ mod in_flight;
 mod info;
 mod legacy_sse;
 mod listener;
+mod oauth;
 mod panics;
 mod rate_limit;
 mod reload;
@@ -55,6 +56,7 @@ pub use info::{
     ConfigIdentity, DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS,
     new_challenge,
 };
+pub use oauth::{OAuthConfigError, OAuthResource};
 pub use reload::LiveConfig;
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
 
@@ -69,13 +71,15 @@ pub enum DaemonError {
     )]
     BadListen(String),
     #[error(
-        "[server] listen is {0}, which is not a loopback address, and no token is set; anyone who can reach it could use every tool. Set [server] token = \"${{PORTICO_TOKEN}}\" (and export PORTICO_TOKEN) or listen on 127.0.0.1"
+        "[server] listen is {0}, which is not a loopback address, and no token is set; anyone who can reach it could use every tool. Set [server] token = \"${{PORTICO_TOKEN}}\" (and export PORTICO_TOKEN), add [[server.clients]] or [server.oauth], or listen on 127.0.0.1"
     )]
     TokenRequired(SocketAddr),
     #[error("[server] token: {0}")]
     Token(String),
     #[error("[[server.clients]] `{client}`: {problem}")]
     Client { client: String, problem: String },
+    #[error(transparent)]
+    OAuth(#[from] OAuthConfigError),
     #[error(
         "cannot listen on {addr}: {source} (is another Portico or program using the port? change [server] listen)"
     )]
@@ -132,16 +136,23 @@ impl DoorConfig {
             .iter()
             .map(door_client)
             .collect::<Result<Vec<_>, _>>()?;
-        if !listen.ip().is_loopback() && token.is_none() && clients.is_empty() {
+        if !listen.ip().is_loopback()
+            && token.is_none()
+            && clients.is_empty()
+            && section.oauth.is_none()
+        {
             return Err(DaemonError::TokenRequired(listen));
         }
-        let policy = DoorPolicy::new(
+        let mut policy = DoorPolicy::new(
             listen,
             token,
             section.allowed_origins.clone(),
             section.allowed_hosts.clone(),
         )
         .with_clients(clients);
+        if let Some(oauth) = &section.oauth {
+            policy = policy.with_oauth(OAuthResource::from_config(oauth)?);
+        }
         Ok(DoorConfig {
             listen,
             policy: Arc::new(policy),
@@ -277,6 +288,12 @@ fn router(
         .merge(approvals_api::routes(&engine))
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
+        .merge(
+            door.policy
+                .oauth()
+                .map(oauth::OAuthResource::routes)
+                .unwrap_or_default(),
+        )
         .merge(session_stats)
         .merge(legacy)
         .nest_service("/mcp", mcp);
