@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use portico_pipeline::{Principal, ToolPatterns};
@@ -169,7 +169,7 @@ impl DoorPolicy {
     }
 
     #[cfg(test)]
-    fn token_ok(&self, headers: &HeaderMap) -> bool {
+    fn token_ok(&self, headers: &axum::http::HeaderMap) -> bool {
         self.static_client(headers).is_ok()
     }
 
@@ -177,7 +177,10 @@ impl DoorPolicy {
     /// tokens or `[server.oauth]`, `Err` when the door takes tokens and the request has none of
     /// them. (The door itself goes through [`DoorPolicy::authenticate`].)
     #[cfg(test)]
-    fn static_client(&self, headers: &HeaderMap) -> Result<Option<&DoorClient>, Unauthorized> {
+    fn static_client(
+        &self,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<Option<&DoorClient>, Unauthorized> {
         if !self.takes_tokens() {
             return Ok(None);
         }
@@ -478,6 +481,7 @@ fn unauthorized(policy: &DoorPolicy, refused: Unauthorized) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderMap;
 
     fn policy(token: Option<&str>) -> DoorPolicy {
         DoorPolicy::new(
