@@ -9,7 +9,9 @@
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
 //! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
 //! request, and requires a token, when any is set (`[server] token`, `[[server.clients]]`, each naming
-//! the client a request calls as), everywhere but the health check. Every resource a
+//! the client a request calls as, or `[server.oauth]`'s JWT access tokens, each `client:{sub}` within
+//! its scopes' tools; the door then publishes its RFC 9728 protected resource metadata and answers
+//! with `Bearer` challenges naming it), everywhere but the health check and that metadata. Every resource a
 //! client can make it hold is bounded: connections (its own accept loop, with head deadlines), request
 //! bodies (`max_message_bytes`), MCP sessions in all and per client, and GCRA rate limits per client
 //! identity, where a request that runs an agent costs more, as the door that understands it (its

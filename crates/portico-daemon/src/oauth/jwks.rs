@@ -411,3 +411,88 @@ impl Inner {
         Ok(keys)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rsa(kid: Option<&str>, extra: Value) -> Value {
+        let mut jwk = json!({"kty": "RSA", "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw", "e": "AQAB"});
+        if let Some(kid) = kid {
+            jwk["kid"] = json!(kid);
+        }
+        for (k, v) in extra.as_object().unwrap() {
+            jwk[k] = v.clone();
+        }
+        jwk
+    }
+
+    fn set(keys: Vec<Value>) -> KeySet {
+        KeySet::from_document(json!({"keys": keys}).as_object().unwrap())
+    }
+
+    fn found(set: &KeySet, kid: Option<&str>, algorithm: Algorithm) -> &'static str {
+        match set.lookup(kid, algorithm) {
+            Lookup::Found(_) => "found",
+            Lookup::Unfit => "unfit",
+            Lookup::Ambiguous => "ambiguous",
+            Lookup::Missing => "missing",
+        }
+    }
+
+    #[test]
+    fn only_signing_keys_that_fit_their_algorithm_are_kept_and_used() {
+        let keys = set(vec![
+            rsa(Some("plain"), json!({})),
+            rsa(Some("rs256-only"), json!({"alg": "RS256", "use": "sig"})),
+            rsa(Some("encryption"), json!({"use": "enc"})),
+            rsa(Some("wrapping"), json!({"key_ops": ["wrapKey"]})),
+            rsa(Some("says-es256"), json!({"alg": "ES256"})),
+            json!({"kty": "oct", "kid": "secret", "k": "c2VjcmV0"}),
+            json!({"kty": "EC", "kid": "p521", "crv": "P-521", "x": "AA", "y": "AA"}),
+            json!({"kty": "weird", "kid": "weird"}),
+            json!("not an object"),
+            rsa(Some("plain"), json!({"alg": "RS512"})),
+        ]);
+        assert_eq!(set_kids(&keys), ["plain", "rs256-only"]);
+        assert_eq!(found(&keys, Some("plain"), Algorithm::PS256), "found");
+        assert_eq!(found(&keys, Some("plain"), Algorithm::ES256), "unfit");
+        assert_eq!(found(&keys, Some("rs256-only"), Algorithm::RS256), "found");
+        assert_eq!(found(&keys, Some("rs256-only"), Algorithm::RS512), "unfit");
+        // A symmetric key is never there to verify an HMAC token with.
+        assert_eq!(found(&keys, Some("secret"), Algorithm::HS256), "missing");
+        assert_eq!(
+            found(&keys, Some("encryption"), Algorithm::RS256),
+            "missing"
+        );
+        // Without a kid: only when exactly one key fits.
+        assert_eq!(found(&keys, None, Algorithm::RS256), "ambiguous");
+        assert_eq!(found(&keys, None, Algorithm::RS384), "found");
+        assert_eq!(found(&keys, None, Algorithm::ES256), "missing");
+        let lone = set(vec![rsa(None, json!({}))]);
+        assert_eq!(found(&lone, None, Algorithm::RS256), "found");
+        assert_eq!(found(&lone, Some("any"), Algorithm::RS256), "missing");
+        assert_eq!(set(vec![]).len(), 0);
+        assert_eq!(
+            KeySet::from_document(json!({"keys": "no"}).as_object().unwrap()).len(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_document_gives_at_most_max_keys() {
+        let keys = set((0..MAX_KEYS + 10)
+            .map(|i| rsa(Some(&format!("k{i}")), json!({})))
+            .collect());
+        assert_eq!(keys.len(), MAX_KEYS);
+        assert_eq!(found(&keys, Some("k63"), Algorithm::RS256), "found");
+        assert_eq!(found(&keys, Some("k64"), Algorithm::RS256), "missing");
+    }
+
+    fn set_kids(keys: &KeySet) -> Vec<String> {
+        let mut kids: Vec<String> = keys.by_kid.keys().cloned().collect();
+        kids.sort();
+        kids
+    }
+}

@@ -119,6 +119,11 @@ impl Issuer {
             json!({"keys": keys.iter().map(|k| k.jwk()).collect::<Vec<_>>()});
     }
 
+    /// Replaces the JWKS document with any JSON.
+    fn publish_raw(&self, document: Value) {
+        *self.jwks.lock().unwrap() = document;
+    }
+
     fn fetches(&self) -> (usize, usize) {
         (
             self.metadata_fetches.load(Ordering::SeqCst),
@@ -127,8 +132,12 @@ impl Issuer {
     }
 
     fn config(&self) -> ServerOAuthConfig {
+        Self::config_for(&self.url)
+    }
+
+    fn config_for(url: &str) -> ServerOAuthConfig {
         ServerOAuthConfig {
-            issuer: self.url.clone(),
+            issuer: url.to_string(),
             audience: AUDIENCE.into(),
             scopes: [
                 ("mcp:time".to_string(), vec!["time_*".to_string()]),
@@ -501,4 +510,65 @@ fn metadata_and_challenges_name_the_audiences_metadata_url_and_the_scopes() {
             format!("[server.oauth] algorithms: `{bad}` is not accepted")
         );
     }
+}
+
+#[tokio::test]
+async fn a_jwks_document_over_its_bound_is_refused_and_the_old_keys_stay() {
+    let key = TestKey::new("k1");
+    let other = TestKey::new("k2");
+    let issuer = Issuer::start(&[]).await;
+    let interval = Duration::from_millis(300);
+    let resource = issuer.resource(interval);
+    // The first document is too long: no keys at all, so 503.
+    issuer.publish_raw(json!({"keys": [key.jwk()], "padding": "x".repeat(jwks::MAX_JWKS_BYTES)}));
+    assert_eq!(
+        outcome(&resource, &key.sign(&issuer.claims())).await,
+        Err(Refusal::KeysUnavailable)
+    );
+    assert_eq!(issuer.fetches(), (1, 1));
+    tokio::time::sleep(interval + Duration::from_millis(50)).await;
+    issuer.publish(&[&key]);
+    assert_eq!(
+        outcome(&resource, &key.sign(&issuer.claims())).await,
+        Ok(())
+    );
+    // A later oversized document (with k2) fails its fetch; k1 still verifies.
+    tokio::time::sleep(interval + Duration::from_millis(50)).await;
+    issuer.publish_raw(
+        json!({"keys": [key.jwk(), other.jwk()], "padding": "x".repeat(jwks::MAX_JWKS_BYTES)}),
+    );
+    assert_eq!(
+        outcome(&resource, &other.sign(&issuer.claims())).await,
+        refused("the token's signing key is not one of the issuer's")
+    );
+    assert_eq!(
+        outcome(&resource, &key.sign(&issuer.claims())).await,
+        Ok(())
+    );
+    assert_eq!(
+        issuer.fetches(),
+        (2, 3),
+        "a failed fetch discovers again next time"
+    );
+}
+
+#[test]
+fn compiled_scope_combinations_are_kept_up_to_their_bound() {
+    let mut config = Issuer::config_for("https://idp.example");
+    config.scopes = (0..9)
+        .map(|i| (format!("s{i}"), vec![format!("tool_{i}_*")]))
+        .collect();
+    let resource = OAuthResource::from_config(&config).unwrap();
+    let names: Vec<String> = config.scopes.keys().cloned().collect();
+    for mask in 1..=(MAX_GRANT_SETS + 40) {
+        let granted: Vec<String> = names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, n)| n.clone())
+            .collect();
+        let patterns = resource.grant(granted.clone()).unwrap();
+        assert_eq!(patterns.patterns().len(), granted.len());
+    }
+    assert_eq!(resource.grants.lock().unwrap().len(), MAX_GRANT_SETS);
 }
