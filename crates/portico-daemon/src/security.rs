@@ -223,7 +223,10 @@ impl DoorPolicy {
         let Some(oauth) = &self.oauth else {
             return Err(Unauthorized::Wrong);
         };
-        let client = oauth.verify(given).await.map_err(Unauthorized::Refused)?;
+        // Boxed: only a JWT pays for its verification's future, not every request's check.
+        let client = Box::pin(oauth.verify(given))
+            .await
+            .map_err(Unauthorized::Refused)?;
         // `client:{name}` of a static client or a door is theirs alone: their sessions, approvals,
         // rate limits and `callers` rules.
         if self.clients.iter().any(|c| c.name == client.principal)

@@ -155,15 +155,15 @@ impl KeySet {
                 .map_err(|_| "not a JWK")
                 .and_then(|jwk| Key::from_jwk(&jwk).map(|key| (jwk.common.key_id, key)));
             match key {
-                Ok((Some(kid), key)) => {
-                    if set.by_kid.contains_key(&kid) {
-                        tracing::warn!(
-                            "[server.oauth]: the issuer's JWKS has key id `{kid}` twice; the first is used"
-                        );
-                    } else {
-                        set.by_kid.insert(kid, Arc::new(key));
+                Ok((Some(kid), key)) => match set.by_kid.entry(kid) {
+                    std::collections::hash_map::Entry::Occupied(taken) => tracing::warn!(
+                        "[server.oauth]: the issuer's JWKS has key id `{}` twice; the first is used",
+                        taken.key()
+                    ),
+                    std::collections::hash_map::Entry::Vacant(place) => {
+                        place.insert(Arc::new(key));
                     }
-                }
+                },
                 Ok((None, key)) => set.without_kid.push(Arc::new(key)),
                 Err(why) => {
                     tracing::debug!("[server.oauth]: JWKS entry {index} is not used: {why}")
