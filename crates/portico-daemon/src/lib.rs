@@ -153,7 +153,14 @@ impl DoorConfig {
         )
         .with_clients(clients);
         if let Some(oauth) = &section.oauth {
-            policy = policy.with_oauth(OAuthResource::from_config(oauth)?);
+            let resource = OAuthResource::from_config(oauth)?;
+            tracing::info!(
+                "[server.oauth]: the door takes access tokens from {} for {}; its resource metadata is {}",
+                oauth.issuer,
+                oauth.audience,
+                resource.metadata_url()
+            );
+            policy = policy.with_oauth(resource);
         }
         Ok(DoorConfig {
             listen,
