@@ -9,6 +9,7 @@ use toml::de::{DeTable, DeValue};
 use portico_core::naming::normalize_segment;
 
 mod clients;
+mod server_oauth;
 mod unknown_keys;
 
 /// One problem in a config file.
@@ -373,6 +374,7 @@ impl Checker<'_> {
             listen: None,
             server_token: None,
             clients: None,
+            oauth: None,
         };
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
@@ -391,6 +393,7 @@ impl Checker<'_> {
                     }
                 }
                 "clients" => door.clients = Some(value),
+                "oauth" => door.oauth = Some(value),
                 "instructions" => {
                     self.expect_string(value, "[server] instructions");
                 }

@@ -24,6 +24,7 @@ pub mod import;
 mod listen;
 mod locate;
 mod model;
+mod server_oauth;
 mod upstream_oauth;
 
 pub use check::{Problem, check, check_agent_file};
@@ -46,6 +47,10 @@ pub use model::{
     MAX_APPROVAL_TTL_SECS, MAX_APPROVAL_WAIT_SECS, McpServerConfig, ModelConfig, POLICY_ACTIONS,
     PROTOCOL_VERSIONS, PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection,
     RateLimitSection, ServerSection, ToolPolicyConfig, ToolSearchMode, Transport,
+};
+pub use server_oauth::{
+    MAX_OAUTH_LEEWAY_SECS, SERVER_OAUTH_ALGORITHMS, ServerOAuthConfig, is_scope_token,
+    oauth_audience_problem, oauth_fetch_url_problem,
 };
 pub use upstream_oauth::UpstreamOAuthConfig;
 

@@ -527,6 +527,10 @@ pub struct ServerSection {
     /// Named clients, each with its own token and tool scope (`[[server.clients]]`).
     #[serde(default)]
     pub clients: Vec<crate::ClientConfig>,
+    /// JWT access tokens from an OAuth authorization server, beside the static tokens
+    /// (`[server.oauth]`).
+    #[serde(default)]
+    pub oauth: Option<crate::ServerOAuthConfig>,
 }
 
 fn default_max_sessions() -> usize {
@@ -602,6 +606,7 @@ impl Default for ServerSection {
             session_idle_secs: default_session_idle_secs(),
             max_connections: default_max_connections(),
             clients: Vec::new(),
+            oauth: None,
         }
     }
 }

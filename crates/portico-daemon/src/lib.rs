@@ -9,7 +9,9 @@
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
 //! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
 //! request, and requires a token, when any is set (`[server] token`, `[[server.clients]]`, each naming
-//! the client a request calls as), everywhere but the health check. Every resource a
+//! the client a request calls as, or `[server.oauth]`'s JWT access tokens, each `client:{sub}` within
+//! its scopes' tools; the door then publishes its RFC 9728 protected resource metadata and answers
+//! with `Bearer` challenges naming it), everywhere but the health check and that metadata. Every resource a
 //! client can make it hold is bounded: connections (its own accept loop, with head deadlines), request
 //! bodies (`max_message_bytes`), MCP sessions in all and per client, and GCRA rate limits per client
 //! identity, where a request that runs an agent costs more, as the door that understands it (its
@@ -29,6 +31,7 @@ mod in_flight;
 mod info;
 mod legacy_sse;
 mod listener;
+mod oauth;
 mod panics;
 mod rate_limit;
 mod reload;
@@ -55,6 +58,7 @@ pub use info::{
     ConfigIdentity, DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS,
     new_challenge,
 };
+pub use oauth::{OAuthConfigError, OAuthResource};
 pub use reload::LiveConfig;
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
 
@@ -69,13 +73,15 @@ pub enum DaemonError {
     )]
     BadListen(String),
     #[error(
-        "[server] listen is {0}, which is not a loopback address, and no token is set; anyone who can reach it could use every tool. Set [server] token = \"${{PORTICO_TOKEN}}\" (and export PORTICO_TOKEN) or listen on 127.0.0.1"
+        "[server] listen is {0}, which is not a loopback address, and no token is set; anyone who can reach it could use every tool. Set [server] token = \"${{PORTICO_TOKEN}}\" (and export PORTICO_TOKEN), add [[server.clients]] or [server.oauth], or listen on 127.0.0.1"
     )]
     TokenRequired(SocketAddr),
     #[error("[server] token: {0}")]
     Token(String),
     #[error("[[server.clients]] `{client}`: {problem}")]
     Client { client: String, problem: String },
+    #[error(transparent)]
+    OAuth(#[from] OAuthConfigError),
     #[error(
         "cannot listen on {addr}: {source} (is another Portico or program using the port? change [server] listen)"
     )]
@@ -132,16 +138,30 @@ impl DoorConfig {
             .iter()
             .map(door_client)
             .collect::<Result<Vec<_>, _>>()?;
-        if !listen.ip().is_loopback() && token.is_none() && clients.is_empty() {
+        if !listen.ip().is_loopback()
+            && token.is_none()
+            && clients.is_empty()
+            && section.oauth.is_none()
+        {
             return Err(DaemonError::TokenRequired(listen));
         }
-        let policy = DoorPolicy::new(
+        let mut policy = DoorPolicy::new(
             listen,
             token,
             section.allowed_origins.clone(),
             section.allowed_hosts.clone(),
         )
         .with_clients(clients);
+        if let Some(oauth) = &section.oauth {
+            let resource = OAuthResource::from_config(oauth)?;
+            tracing::info!(
+                "[server.oauth]: the door takes access tokens from {} for {}; its resource metadata is {}",
+                oauth.issuer,
+                oauth.audience,
+                resource.metadata_url()
+            );
+            policy = policy.with_oauth(resource);
+        }
         Ok(DoorConfig {
             listen,
             policy: Arc::new(policy),
@@ -277,6 +297,12 @@ fn router(
         .merge(approvals_api::routes(&engine))
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
+        .merge(
+            door.policy
+                .oauth()
+                .map(oauth::OAuthResource::routes)
+                .unwrap_or_default(),
+        )
         .merge(session_stats)
         .merge(legacy)
         .nest_service("/mcp", mcp);

@@ -4,13 +4,14 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use portico_pipeline::{Principal, ToolPatterns};
 use sha2::{Digest, Sha256};
 
 use crate::listener::PeerAddr;
+use crate::oauth::{OAuthClient, OAuthResource, Refusal};
 
 /// One client the door knows by its token: `[[server.clients]]`, or `[server] token` as `default`.
 #[derive(Debug, Clone)]
@@ -53,9 +54,11 @@ mod approval_session;
 pub struct DoorPolicy {
     listen: SocketAddr,
     token: Option<String>,
-    /// Everyone with a token: `[server] token` as `default`, then `[[server.clients]]`. Empty: the
-    /// door takes no tokens (loopback only).
+    /// Everyone with a token: `[server] token` as `default`, then `[[server.clients]]`. Empty and no
+    /// `oauth`: the door takes no tokens (loopback only).
     clients: Vec<DoorClient>,
+    /// `[server.oauth]`: JWT access tokens, tried when a token is none of `clients`'.
+    oauth: Option<Arc<OAuthResource>>,
     allowed_origins: Vec<String>,
     extra_hosts: Vec<String>,
     /// Derived from `listen` and `extra_hosts`; kept because every request checks against it.
@@ -77,6 +80,7 @@ impl DoorPolicy {
             listen,
             token,
             clients,
+            oauth: None,
             allowed_origins: allowed_origins
                 .into_iter()
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
@@ -96,9 +100,19 @@ impl DoorPolicy {
         self
     }
 
-    /// Whether a request must present a token: some token is configured.
+    /// The door with `[server.oauth]`: it takes JWT access tokens too.
+    pub fn with_oauth(mut self, oauth: OAuthResource) -> Self {
+        self.oauth = Some(Arc::new(oauth));
+        self
+    }
+
+    /// Whether a request must present a token: some token is configured, or `[server.oauth]`.
     pub fn takes_tokens(&self) -> bool {
-        !self.clients.is_empty()
+        !self.clients.is_empty() || self.oauth.is_some()
+    }
+
+    pub(crate) fn oauth(&self) -> Option<&Arc<OAuthResource>> {
+        self.oauth.as_ref()
     }
 
     pub fn with_listen(mut self, listen: SocketAddr) -> Self {
@@ -155,29 +169,30 @@ impl DoorPolicy {
     }
 
     #[cfg(test)]
-    fn token_ok(&self, headers: &HeaderMap) -> bool {
-        self.authenticate(headers).is_ok()
+    fn token_ok(&self, headers: &axum::http::HeaderMap) -> bool {
+        self.static_client(headers).is_ok()
     }
 
-    /// The client whose token the request presents: `Ok(None)` on a door without tokens, `Err` when
-    /// the door takes tokens and the request has none of them.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<&DoorClient>, Unauthorized> {
-        if self.clients.is_empty() {
+    /// The client whose static token the request presents: `Ok(None)` on a door without static
+    /// tokens or `[server.oauth]`, `Err` when the door takes tokens and the request has none of
+    /// them. (The door itself goes through [`DoorPolicy::authenticate`].)
+    #[cfg(test)]
+    fn static_client(
+        &self,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<Option<&DoorClient>, Unauthorized> {
+        if !self.takes_tokens() {
             return Ok(None);
         }
-        let Some(given) = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-        else {
-            return Err(Unauthorized);
-        };
+        let given = bearer(headers.get(header::AUTHORIZATION)).ok_or(Unauthorized::Missing)?;
+        self.client_with(given).map(Some).ok_or(Unauthorized::Wrong)
+    }
+
+    /// The static client whose token is `given`.
+    fn client_with(&self, given: &str) -> Option<&DoorClient> {
         // Compare digests so the comparison time does not depend on how many leading bytes match,
         // and every client's, without stopping at a match, so it does not depend on which one it is.
-        let given: [u8; 32] = Sha256::digest(given.trim().as_bytes()).into();
+        let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
         let mut found = None;
         for client in &self.clients {
             let difference = client
@@ -189,7 +204,84 @@ impl DoorPolicy {
                 found = Some(client);
             }
         }
-        found.map(Some).ok_or(Unauthorized)
+        found
+    }
+
+    /// Who the request's token proves it is: a static client's token is that client; any other
+    /// token, on a door with `[server.oauth]`, is verified as a JWT access token.
+    async fn authenticate(
+        &self,
+        authorization: Option<&http::HeaderValue>,
+    ) -> Result<Caller<'_>, Unauthorized> {
+        if !self.takes_tokens() {
+            return Ok(Caller::Door);
+        }
+        let given = bearer(authorization).ok_or(Unauthorized::Missing)?;
+        if let Some(client) = self.client_with(given) {
+            return Ok(Caller::Client(client));
+        }
+        let Some(oauth) = &self.oauth else {
+            return Err(Unauthorized::Wrong);
+        };
+        // Boxed: only a JWT pays for its verification's future, not every request's check.
+        let client = Box::pin(oauth.verify(given))
+            .await
+            .map_err(Unauthorized::Refused)?;
+        // `client:{name}` of a static client or a door is theirs alone: their sessions, approvals,
+        // rate limits and `callers` rules.
+        if self.clients.iter().any(|c| c.name == client.principal)
+            || portico_config::reserved_client_name(&client.principal).is_some()
+        {
+            return Err(Unauthorized::Refused(Refusal::InvalidToken(
+                "the token's principal is the name of a configured client or a door",
+            )));
+        }
+        Ok(Caller::OAuth(client))
+    }
+}
+
+/// The token of an `Authorization: Bearer` header, trimmed.
+fn bearer(authorization: Option<&http::HeaderValue>) -> Option<&str> {
+    authorization
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+}
+
+/// Who a request's token proved it is.
+#[derive(Debug)]
+enum Caller<'a> {
+    /// A door without tokens: nobody in particular.
+    Door,
+    /// `[server] token` or a `[[server.clients]]` entry.
+    Client(&'a DoorClient),
+    /// A JWT access token of `[server.oauth]`.
+    OAuth(OAuthClient),
+}
+
+impl Caller<'_> {
+    /// The principal the doors behind the checks call as; `None` for a door without tokens (each
+    /// door names its own caller).
+    fn principal(&self) -> Option<Principal> {
+        match self {
+            Caller::Door => None,
+            Caller::Client(client) => Some(client.principal()),
+            Caller::OAuth(client) => Some(Principal::scoped_client(
+                client.principal.clone(),
+                Some(client.scope.clone()),
+            )),
+        }
+    }
+
+    fn name(&self) -> Option<&str> {
+        match self {
+            Caller::Door => None,
+            Caller::Client(client) => Some(&client.name),
+            Caller::OAuth(client) => Some(&client.principal),
+        }
     }
 }
 
@@ -198,7 +290,14 @@ pub const DEFAULT_CLIENT: &str = "default";
 
 /// A door that takes tokens was given none of them.
 #[derive(Debug)]
-struct Unauthorized;
+enum Unauthorized {
+    /// No `Authorization: Bearer` header.
+    Missing,
+    /// A token that is no static client's, on a door without `[server.oauth]`.
+    Wrong,
+    /// A token `[server.oauth]` refused.
+    Refused(Refusal),
+}
 
 /// The name in a `Host` value: `name`, `name:port` or `[v6]:port`. Anything after the name that is
 /// not a port makes the whole value unusable: `[::1]evil.example` must not pass as `::1`.
@@ -234,9 +333,9 @@ impl ClientIdentity {
     /// On a door with tokens, the client whose token the request proved it has (every accepted
     /// spelling of it is one identity); without, an `Authorization` header proves nothing, so the
     /// peer's address.
-    fn of(client: Option<&DoorClient>, request: &Request) -> Self {
-        if let Some(client) = client {
-            return ClientIdentity(format!("client:{}", client.name));
+    fn of(client: Option<&str>, request: &Request) -> Self {
+        if let Some(name) = client {
+            return ClientIdentity(format!("client:{name}"));
         }
         let extensions = request.extensions();
         let address = match extensions.get::<ConnectInfo<PeerAddr>>() {
@@ -304,11 +403,12 @@ pub(crate) async fn check(
             );
         }
     }
-    let public = request.uri().path() == "/api/health";
+    let path = request.uri().path();
+    let public = path == "/api/health" || policy.oauth().is_some_and(|o| o.is_metadata_path(path));
     // The approval page's shell is served without a token (its script sends the token to the API);
     // its routes and the API's are held to the page's own origin (`approval_session`).
     let mut shell = false;
-    if let Some(scope) = approval_session::Scope::of(request.uri().path()) {
+    if let Some(scope) = approval_session::Scope::of(path) {
         match approval_session::admit(scope, &request) {
             approval_session::Admission::Shell => shell = true,
             approval_session::Admission::TokenCheck => {}
@@ -316,33 +416,25 @@ pub(crate) async fn check(
         }
     }
     let mut anonymous = false;
-    let client = match policy.authenticate(headers) {
-        Ok(client) => client,
-        // The health check and the page's shell answer anyone; with a wrong token they are simply
-        // nobody's.
-        Err(Unauthorized) if public || shell => {
+    // Taken out of the request: a JWT may be verified across an await (its keys fetched).
+    let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    let caller = match policy.authenticate(authorization.as_ref()).await {
+        Ok(caller) => caller,
+        // The health check, the page's shell and the resource metadata answer anyone; with a
+        // wrong token they are simply nobody's.
+        Err(_) if public || shell => {
             anonymous = true;
-            None
+            Caller::Door
         }
-        Err(Unauthorized) => {
-            let mut response = refuse(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value or a [[server.clients]] token".into(),
-            );
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                http::HeaderValue::from_static("Bearer"),
-            );
-            return response;
-        }
+        Err(refused) => return unauthorized(&policy, refused),
     };
     if anonymous {
         request.extensions_mut().insert(Anonymous);
     }
-    let identity = ClientIdentity::of(client, &request);
-    if let Some(client) = client {
+    let identity = ClientIdentity::of(caller.name(), &request);
+    if let Some(principal) = caller.principal() {
         // Every door behind this (MCP, the API, A2A) calls as this principal, within its scope.
-        request.extensions_mut().insert(client.principal());
+        request.extensions_mut().insert(principal);
     }
     // The MCP handler bounds per-client work (input rounds) by the same identity.
     request
@@ -352,9 +444,47 @@ pub(crate) async fn check(
     next.run(request).await
 }
 
+/// The answer to a request the door's tokens refuse: 401 with a `Bearer` challenge (with
+/// `[server.oauth]`, one naming its resource metadata and scopes), 403 for a token without a
+/// configured scope, 503 when no keys could be had to verify it.
+fn unauthorized(policy: &DoorPolicy, refused: Unauthorized) -> Response {
+    let oauth = policy.oauth();
+    match (refused, oauth) {
+        (Unauthorized::Refused(refusal), Some(oauth)) => {
+            oauth.refusal(refusal, oauth.retry_after())
+        }
+        (Unauthorized::Missing | Unauthorized::Wrong, Some(oauth)) => {
+            let mut response = refuse(
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "missing or wrong bearer token; send `Authorization: Bearer <token>` with an access token from {} (the resource metadata at {} says how), or a [server] token or [[server.clients]] token",
+                    oauth.issuer(),
+                    oauth.metadata_url()
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, oauth.challenge(None));
+            response
+        }
+        (_, None) => {
+            let mut response = refuse(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token; send `Authorization: Bearer <token>` with [server] token's value or a [[server.clients]] token".into(),
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+            response
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderMap;
 
     fn policy(token: Option<&str>) -> DoorPolicy {
         DoorPolicy::new(
@@ -444,7 +574,7 @@ mod tests {
         let named = |value: &str| {
             let mut headers = HeaderMap::new();
             headers.insert(header::AUTHORIZATION, value.parse().unwrap());
-            p.authenticate(&headers)
+            p.static_client(&headers)
                 .map(|c| c.map(|c| c.principal().label()))
         };
         assert_eq!(
@@ -461,13 +591,13 @@ mod tests {
         );
         assert!(named("Bearer laptop-secre").is_err());
         assert!(named("Basic laptop-secret").is_err());
-        assert!(p.authenticate(&HeaderMap::new()).is_err());
+        assert!(p.static_client(&HeaderMap::new()).is_err());
         let mut headers = HeaderMap::new();
         headers.insert(
             header::AUTHORIZATION,
             "Bearer laptop-secret".parse().unwrap(),
         );
-        let laptop = p.authenticate(&headers).unwrap().unwrap().principal();
+        let laptop = p.static_client(&headers).unwrap().unwrap().principal();
         assert!(laptop.may_use("time_now"));
         assert!(!laptop.may_use("file_read"));
         // Clients alone make a door take tokens.

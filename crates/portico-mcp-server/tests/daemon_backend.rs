@@ -62,6 +62,7 @@ async fn daemon_link(engine: &Engine) -> DaemonLink {
             url: format!("http://{address}/mcp"),
             headers: Default::default(),
         },
+        oauth: None,
     };
     let (events, _events) = tokio::sync::mpsc::unbounded_channel();
     let (upstream, _exit) = Upstream::connect(&config, events, StopGrace::PATIENT)

@@ -113,9 +113,10 @@ pub enum PipelineError {
         "tool `{tool}` is not available to agent `{agent}`: it is outside the agent's `tools` patterns"
     )]
     NotPermitted { tool: String, agent: String },
-    /// A client whose `[[server.clients]]` entry has a `tools` scope called a tool outside it.
+    /// A client whose `[[server.clients]]` entry has a `tools` scope (or whose OAuth token's scopes
+    /// grant some tools) called a tool outside it.
     #[error(
-        "tool `{tool}` is not available to client `{client}`: it is outside the client's `tools` scope ({scope}); widen that [[server.clients]] entry's `tools` to allow it"
+        "tool `{tool}` is not available to client `{client}`: it is outside the client's `tools` scope ({scope}); widen that [[server.clients]] entry's `tools` (for an OAuth token: what its scopes grant in [server.oauth] scopes) to allow it"
     )]
     OutsideClientScope {
         tool: String,

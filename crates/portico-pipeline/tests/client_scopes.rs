@@ -73,7 +73,7 @@ async fn a_scoped_client_lists_only_its_scope_and_a_call_outside_it_is_refused_a
     );
     assert_eq!(
         model_text(&refused.result),
-        "tool `file_read` is not available to client `laptop`: it is outside the client's `tools` scope (time_*); widen that [[server.clients]] entry's `tools` to allow it"
+        "tool `file_read` is not available to client `laptop`: it is outside the client's `tools` scope (time_*); widen that [[server.clients]] entry's `tools` (for an OAuth token: what its scopes grant in [server.oauth] scopes) to allow it"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 

@@ -15,6 +15,8 @@ pub(super) struct DoorTokens<'a> {
     /// `[server] token` as written, when set.
     pub server_token: Option<&'a str>,
     pub clients: Option<&'a Spanned<DeValue<'a>>>,
+    /// `[server.oauth]`: a door with it takes (JWT) tokens too.
+    pub oauth: Option<&'a Spanned<DeValue<'a>>>,
 }
 
 /// A token as the check can compare it: what is written (`${VAR}` unexpanded), and its digest.
@@ -29,15 +31,17 @@ impl Checker<'_> {
         if let Some(clients) = door.clients {
             any_client = self.server_clients(clients, door.server_token);
         }
+        let oauth = door.oauth.is_some_and(|oauth| self.server_oauth(oauth));
         if let Some((listen, span)) = door.listen
             && !listen.ip().is_loopback()
             && door.server_token.is_none()
             && !any_client
+            && !oauth
         {
             self.report(
                 span,
                 format!("[server] listen is {listen}, which is not a loopback address, and no token is set: anyone who can reach it could use every tool"),
-                Some("set [server] token = \"${PORTICO_TOKEN}\", add [[server.clients]] with tokens (`portico clients add NAME`), or listen on 127.0.0.1".into()),
+                Some("set [server] token = \"${PORTICO_TOKEN}\", add [[server.clients]] with tokens (`portico clients add NAME`) or [server.oauth], or listen on 127.0.0.1".into()),
             );
         }
     }
@@ -344,7 +348,7 @@ token = "${{SAME}}"
         assert_eq!(
             rendered("[server]\nlisten = \"0.0.0.0:4200\"\n"),
             [
-                "2:10: [server] listen is 0.0.0.0:4200, which is not a loopback address, and no token is set: anyone who can reach it could use every tool (hint: set [server] token = \"${PORTICO_TOKEN}\", add [[server.clients]] with tokens (`portico clients add NAME`), or listen on 127.0.0.1)"
+                "2:10: [server] listen is 0.0.0.0:4200, which is not a loopback address, and no token is set: anyone who can reach it could use every tool (hint: set [server] token = \"${PORTICO_TOKEN}\", add [[server.clients]] with tokens (`portico clients add NAME`) or [server.oauth], or listen on 127.0.0.1)"
             ]
         );
         assert_eq!(

@@ -159,7 +159,7 @@ fn config_check_warns_of_what_this_environment_lacks_and_hints_right() {
     assert_eq!(
         stdout,
         format!(
-            "{}:2:10: [server] listen is 0.0.0.0:4200, which is not a loopback address, and no token is set: anyone who can reach it could use every tool (hint: set [server] token = \"${{PORTICO_TOKEN}}\", add [[server.clients]] with tokens (`portico clients add NAME`), or listen on 127.0.0.1)\n1 problem(s) found\n",
+            "{}:2:10: [server] listen is 0.0.0.0:4200, which is not a loopback address, and no token is set: anyone who can reach it could use every tool (hint: set [server] token = \"${{PORTICO_TOKEN}}\", add [[server.clients]] with tokens (`portico clients add NAME`) or [server.oauth], or listen on 127.0.0.1)\n1 problem(s) found\n",
             home.config().display()
         )
     );

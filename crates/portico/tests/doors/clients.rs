@@ -83,7 +83,7 @@ fn bearer(token: &str) -> String {
 /// The refusal a laptop call outside its scope gets, from the pipeline.
 fn outside_scope(tool: &str) -> String {
     format!(
-        "tool `{tool}` is not available to client `laptop`: it is outside the client's `tools` scope ({LAPTOP_SCOPE}); widen that [[server.clients]] entry's `tools` to allow it"
+        "tool `{tool}` is not available to client `laptop`: it is outside the client's `tools` scope ({LAPTOP_SCOPE}); widen that [[server.clients]] entry's `tools` (for an OAuth token: what its scopes grant in [server.oauth] scopes) to allow it"
     )
 }
 
