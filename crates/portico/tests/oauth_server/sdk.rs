@@ -15,13 +15,13 @@ use crate::door::Door;
 use crate::support::{python_peer, terminate, venv_python};
 
 /// `oauth_issuer.py`, stopped on drop.
-struct PythonIssuer {
+pub struct PythonIssuer {
     child: Child,
-    url: String,
+    pub url: String,
 }
 
 impl PythonIssuer {
-    fn start(args: &[&str]) -> PythonIssuer {
+    pub fn start(args: &[&str]) -> PythonIssuer {
         let mut child = Command::new(venv_python())
             .arg(python_peer("oauth_issuer.py"))
             .args(args)
