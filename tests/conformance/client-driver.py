@@ -17,7 +17,7 @@ Metadata Document URL; a pre-registered client when the scenario's context has o
 is Portico's own: `portico auth login scenario` first, then `portico mcp --standalone`, both with
 `$BROWSER` set to tests/conformance/browser-follow.py, which follows the authorization server's
 redirect back to Portico's loopback listener as a user's browser would. Step-up and re-authorization
-later in the session are Portico's to start (it may, since `$BROWSER` is set).
+later in the session are Portico's to start (the table's `open_browser = true` lets it).
 
 Standard library only. Environment: PORTICO_BIN (the binary; required), CLIENT_DRIVER_TIMEOUT
 (seconds for one answer from Portico, default 20), CLIENT_DRIVER_LOG (a file to append this
@@ -72,7 +72,12 @@ url = {json.dumps(url)}
 def oauth_table():
     if not AUTH:
         return ""
-    lines = ["[mcp_servers.oauth]", f"client_metadata_url = {json.dumps(CIMD_URL)}"]
+    # open_browser: step-ups and re-authorizations later in the session are Portico's to start.
+    lines = [
+        "[mcp_servers.oauth]",
+        f"client_metadata_url = {json.dumps(CIMD_URL)}",
+        "open_browser = true",
+    ]
     if CONTEXT.get("client_id"):
         lines.append(f"client_id = {json.dumps(CONTEXT['client_id'])}")
     if CONTEXT.get("client_secret"):

@@ -37,4 +37,9 @@ pub struct UpstreamOAuthConfig {
     /// The `client_name` sent in dynamic client registration (default `Portico`).
     #[serde(default)]
     pub client_name: Option<String>,
+    /// Lets a running daemon or `portico mcp` open the browser itself when this server needs a
+    /// login or a step-up (`$BROWSER`, else the desktop's opener). Off by default: the server is
+    /// marked `needs login` and `portico auth login` does it.
+    #[serde(default)]
+    pub open_browser: bool,
 }

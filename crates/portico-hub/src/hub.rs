@@ -919,6 +919,7 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
     let mut attempt: u32 = 0;
     loop {
         let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+        let refusals_before = slot.auth.as_ref().map(|a| a.refusals());
         let connected = tokio::select! {
             result = Upstream::connect_with_auth(&config, events_tx, shared.child_stop, slot.auth.clone()) => result,
             _ = slot.stop.cancelled() => return,
@@ -960,7 +961,12 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
                 exit.await;
                 // A server that lets the handshake through and asks for authorization on its
                 // listings.
-                if let Some(reason) = slot.auth.as_ref().and_then(|a| a.needs_login()) {
+                if let Some(reason) = slot
+                    .auth
+                    .as_ref()
+                    .zip(refusals_before)
+                    .and_then(|(a, before)| a.needs_login_since(before))
+                {
                     let error = UpstreamError::NeedsLogin {
                         server: server.to_string(),
                         reason,

@@ -28,7 +28,7 @@ mod transport;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use oauth2::TokenResponse as _;
@@ -61,19 +61,25 @@ const LOGIN_POLL: Duration = Duration::from_millis(500);
 pub struct OAuthHome {
     /// `{data_dir}/oauth`.
     pub dir: PathBuf,
-    /// `Some`: a server that needs a login gets one, through this browser. `None`: it is marked
-    /// `needs login` and waits for `portico auth login`.
+    /// The browser this process may open for a login: for a server whose `[mcp_servers.oauth]
+    /// open_browser` is true, or every server with [`OAuthHome::every_server`]. `None`: never;
+    /// a server that needs a login is marked `needs login` and waits for `portico auth login`.
     pub browser: Option<Browser>,
+    /// Open the browser for every server's login, whatever its `open_browser` (`portico auth login`,
+    /// where the user asked for exactly that).
+    pub every_server: bool,
     /// Print the authorization URL on stderr as well (the CLI's `auth login`).
     pub print_url: bool,
 }
 
 impl OAuthHome {
-    /// The credentials in `data_dir`; logins start by themselves only when `$BROWSER` is set.
+    /// The credentials in `data_dir`; a login opens `$BROWSER`, else the desktop's opener, for the
+    /// servers whose `open_browser` allows it.
     pub fn in_data_dir(data_dir: &Path) -> Self {
         OAuthHome {
             dir: data_dir.join("oauth"),
-            browser: Browser::from_env(),
+            browser: Some(Browser::from_env().unwrap_or(Browser::Desktop)),
+            every_server: false,
             print_url: false,
         }
     }
@@ -119,6 +125,29 @@ pub struct AuthStatus {
     pub needs_login: Option<String>,
 }
 
+/// An rmcp manager able to refresh, for the client the credentials file names.
+struct CachedManager {
+    manager: AuthorizationManager,
+    client_id: String,
+}
+
+/// Sets a flag for as long as it lives: a login cancelled half-way (its future dropped) does not
+/// leave the handshake waiting for it.
+struct Raised<'a>(&'a AtomicBool);
+
+impl<'a> Raised<'a> {
+    fn new(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::SeqCst);
+        Raised(flag)
+    }
+}
+
+impl Drop for Raised<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 /// One HTTP upstream's authorization: its credentials file, its OAuth client, and what it does when
 /// the server refuses a request. One per configured server, kept across reconnects.
 pub struct UpstreamAuth {
@@ -129,14 +158,22 @@ pub struct UpstreamAuth {
     file: Arc<TokenFile>,
     browser: Option<Browser>,
     print_url: bool,
-    /// An rmcp manager able to refresh: the last login's, or one built from the file when first
-    /// needed. Held across a refresh.
-    manager: tokio::sync::Mutex<Option<AuthorizationManager>>,
-    /// Held through a login: concurrent requests that need one wait for the same one.
+    /// The last login's manager, or one built from the file when a refresh first needs it; rebuilt
+    /// when the file names another client. Held across a refresh.
+    manager: tokio::sync::Mutex<Option<CachedManager>>,
+    /// Held through a login: concurrent requests that need one wait for the same one. Holds the
+    /// start times of the recent logins.
     logging_in: tokio::sync::Mutex<VecDeque<Instant>>,
     login_running: AtomicBool,
-    /// Why a request found no usable token, and the file's version then.
+    /// Logins started, and the last one's failure (with its number): a request that waited for a
+    /// login that failed gets that failure instead of starting another.
+    logins_started: AtomicU64,
+    last_failure: std::sync::Mutex<Option<(u64, String)>>,
+    /// Why a request found no usable token, and the file's version when that token was read.
     needs_login: std::sync::Mutex<Option<(String, Option<FileStamp>)>>,
+    /// How many times `needs login` was found: a connect attempt reports it only if this moved
+    /// during the attempt, so an old mark never turns another failure into `needs login`.
+    refusals: AtomicU64,
     /// `portico auth login`: the stored token is not sent until the new login is done.
     fresh_login: AtomicBool,
 }
@@ -175,18 +212,26 @@ impl UpstreamAuth {
             step: "setting up its HTTP client",
             message: e.to_string(),
         })?;
+        let settings = config.oauth.clone().unwrap_or_default();
+        let browser = home
+            .browser
+            .clone()
+            .filter(|_| home.every_server || settings.open_browser);
         Ok(Some(Arc::new(UpstreamAuth {
             server: config.name.clone(),
             url: url.clone(),
-            settings: config.oauth.clone().unwrap_or_default(),
+            settings,
             http: Arc::new(http),
             file: Arc::new(TokenFile::new(&home.dir, &config.name, url)),
-            browser: home.browser.clone(),
+            browser,
             print_url: home.print_url,
             manager: tokio::sync::Mutex::new(None),
             logging_in: tokio::sync::Mutex::new(VecDeque::new()),
             login_running: AtomicBool::new(false),
+            logins_started: AtomicU64::new(0),
+            last_failure: std::sync::Mutex::new(None),
             needs_login: std::sync::Mutex::new(None),
+            refusals: AtomicU64::new(0),
             fresh_login: AtomicBool::new(false),
         })))
     }
@@ -223,6 +268,26 @@ impl UpstreamAuth {
         (*stamp == self.file.stamp()).then(|| reason.clone())
     }
 
+    /// How many times a request found it needs a login; see [`UpstreamAuth::needs_login_since`].
+    pub fn refusals(&self) -> u64 {
+        self.refusals.load(Ordering::SeqCst)
+    }
+
+    /// [`UpstreamAuth::needs_login`], if it was found after [`UpstreamAuth::refusals`] read `count`:
+    /// what a connect attempt that started then failed for.
+    pub fn needs_login_since(&self, count: u64) -> Option<String> {
+        (self.refusals() > count)
+            .then(|| self.needs_login())
+            .flatten()
+    }
+
+    /// The server accepted a request: whatever was marked is over.
+    pub fn accepted(&self) {
+        if self.refusals() > 0 {
+            *self.needs_login.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
     /// Waits until the credentials file changes (a login in this or another process), or returns at
     /// once when no login is pending.
     pub async fn wait_for_login(&self) {
@@ -234,9 +299,16 @@ impl UpstreamAuth {
         }
     }
 
-    fn mark_needs_login(&self, reason: &str) -> OAuthError {
+    /// Marks the server `needs login`, for the file's version `stamp` (read with the token that was
+    /// refused): a login that lands meanwhile is not mistaken for the one awaited.
+    fn mark_needs_login(&self, reason: &str, stamp: Option<FileStamp>) -> OAuthError {
         *self.needs_login.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((reason.to_string(), self.file.stamp()));
+            Some((reason.to_string(), stamp));
+        self.refusals.fetch_add(1, Ordering::SeqCst);
+        self.needs_login_error(reason)
+    }
+
+    fn needs_login_error(&self, reason: &str) -> OAuthError {
         OAuthError::NeedsLogin {
             server: self.server.clone(),
             reason: reason.to_string(),
@@ -258,45 +330,79 @@ impl UpstreamAuth {
         }
     }
 
+    fn current(&self) -> Result<Option<Record>, OAuthError> {
+        self.file.current().map_err(|e| self.store_error(e))
+    }
+
     /// The token to send with a request: the stored one for this URL, refreshed when it is about to
     /// expire. `None`: the request goes without, and the server's challenge decides.
     pub async fn token(&self) -> Result<Option<String>, OAuthError> {
         if self.fresh_login.load(Ordering::SeqCst) {
             return Ok(None);
         }
-        let Some(record) = self.file.current().map_err(|e| self.store_error(e))? else {
+        let Some(record) = self.current()? else {
             return Ok(None);
         };
         let Some(response) = record.credentials.token_response.as_ref() else {
             return Ok(None);
         };
-        if !expiring(&record) {
-            return Ok(Some(access_token(response)));
+        let stored = access_token(response);
+        if !expiring(&record, REFRESH_BEFORE_EXPIRY_SECS) {
+            return Ok(Some(stored));
         }
-        self.refresh().await
+        let still_valid = !expiring(&record, 0);
+        match self.refresh(Some(&stored)).await {
+            Ok(Some(fresh)) => Ok(Some(fresh)),
+            // Not refreshable (no refresh token, or refused): while it lasts, the old one is sent.
+            Ok(None) => Ok(still_valid.then_some(stored)),
+            Err(e) if still_valid => {
+                tracing::warn!(
+                    server = self.server,
+                    "{e}; sending the token it has meanwhile"
+                );
+                Ok(Some(stored))
+            }
+            Err(e) => Err(e),
+        }
     }
 
-    /// Scopes the stored token was granted.
-    fn granted_scopes(&self) -> Result<Vec<String>, OAuthError> {
+    /// Scopes the stored token was granted, and scopes still pending from a refused step-up.
+    fn stored_scopes(&self) -> Result<(Vec<String>, Vec<String>), OAuthError> {
         Ok(self
-            .file
-            .current()
-            .map_err(|e| self.store_error(e))?
-            .filter(|r| r.credentials.token_response.is_some())
-            .map(|r| r.credentials.granted_scopes)
+            .current()?
+            .map(|r| {
+                let granted = if r.credentials.token_response.is_some() {
+                    r.credentials.granted_scopes
+                } else {
+                    Vec::new()
+                };
+                (granted, r.pending_scopes)
+            })
             .unwrap_or_default())
     }
 
     /// A new access token from the refresh token; `None` when there is none or it was refused.
-    async fn refresh(&self) -> Result<Option<String>, OAuthError> {
-        let mut manager = self.manager.lock().await;
-        if manager.is_none() {
-            *manager = self.manager_from_file().await?;
+    /// `sent`: the token found wanting; another request or process may have replaced it already.
+    async fn refresh(&self, sent: Option<&str>) -> Result<Option<String>, OAuthError> {
+        let mut cached = self.manager.lock().await;
+        let record = self.current()?;
+        if let Some(record) = &record
+            && let Some(response) = &record.credentials.token_response
+        {
+            let current = access_token(response);
+            if Some(current.as_str()) != sent && !expiring(record, REFRESH_BEFORE_EXPIRY_SECS) {
+                return Ok(Some(current));
+            }
         }
-        let Some(manager) = manager.as_ref() else {
+        let file_client = record.map(|r| r.credentials.client_id);
+        if cached.as_ref().map(|c| &c.client_id) != file_client.as_ref() {
+            // Another login (here or in another process) registered another client.
+            *cached = self.manager_from_file().await?;
+        }
+        let Some(cached) = cached.as_ref() else {
             return Ok(None);
         };
-        match manager.refresh_token().await {
+        match cached.manager.refresh_token().await {
             Ok(response) => {
                 tracing::info!(server = self.server, "refreshed the OAuth access token");
                 Ok(Some(access_token(&response)))
@@ -308,25 +414,37 @@ impl UpstreamAuth {
 
     /// A manager for the stored credentials (discovering the authorization server again), or `None`
     /// when there are none or they belong to another authorization server.
-    async fn manager_from_file(&self) -> Result<Option<AuthorizationManager>, OAuthError> {
-        if self
-            .file
-            .current()
-            .map_err(|e| self.store_error(e))?
-            .is_none()
-        {
+    async fn manager_from_file(&self) -> Result<Option<CachedManager>, OAuthError> {
+        let Some(record) = self.current()? else {
             return Ok(None);
-        }
+        };
         let mut manager =
             AuthorizationManager::new_with_oauth_http_client(self.url.as_str(), self.http.clone())
                 .await
                 .map_err(|e| self.login_error("discovery", e))?;
         manager.set_credential_store(SharedTokenFile(self.file.clone()));
         match manager.initialize_from_store().await {
-            Ok(true) => Ok(Some(manager)),
+            Ok(true) => Ok(Some(CachedManager {
+                manager,
+                client_id: record.credentials.client_id,
+            })),
             Ok(false) => Ok(None),
             Err(e) => Err(self.login_error("discovery", e)),
         }
+    }
+
+    /// The scopes a new login asks for: the configured ones, those granted before and those a
+    /// refused step-up left pending (SEP-2350: a re-authorization keeps what was granted), and
+    /// `challenged`. Empty: the challenge's, else the metadata's (rmcp's initial selection).
+    pub fn login_scopes(&self, challenged: Vec<String>) -> Result<Vec<String>, OAuthError> {
+        let (granted, pending) = self.stored_scopes()?;
+        let mut scopes = self.settings.scopes.clone();
+        union_into(&mut scopes, granted);
+        union_into(&mut scopes, pending);
+        if !scopes.is_empty() {
+            union_into(&mut scopes, challenged);
+        }
+        Ok(scopes)
     }
 
     /// The server answered 401 to a request sent with `sent`. The token to retry with: one another
@@ -338,6 +456,7 @@ impl UpstreamAuth {
         sent: Option<&str>,
         retried: bool,
     ) -> Result<String, OAuthError> {
+        let stamp = self.file.stamp();
         if !retried && !self.fresh_login.load(Ordering::SeqCst) {
             if let Some(stored) = self.token().await?
                 && Some(stored.as_str()) != sent
@@ -345,33 +464,31 @@ impl UpstreamAuth {
                 return Ok(stored);
             }
             if sent.is_some()
-                && let Some(fresh) = self.refresh().await?
+                && let Some(fresh) = self.refresh(sent).await?
                 && Some(fresh.as_str()) != sent
             {
                 return Ok(fresh);
             }
         }
-        // SEP-2350: a new authorization asks for what was granted before and what is challenged now.
-        let mut scopes = self.settings.scopes.clone();
-        if !self.fresh_login.load(Ordering::SeqCst) {
-            union_into(&mut scopes, self.granted_scopes()?);
-        }
-        if !scopes.is_empty() {
-            union_into(&mut scopes, challenged_scopes(challenge, &self.url));
-        }
+        let scopes = self.login_scopes(challenged_scopes(challenge, &self.url))?;
         let reason = if sent.is_some() {
             "the server refused the stored token"
         } else {
             "the server requires authorization"
         };
-        self.login_or_give_up(Some(challenge), scopes, reason).await
+        if self.browser.is_none() {
+            return Err(self.mark_needs_login(reason, stamp));
+        }
+        self.login(Some(challenge), scopes).await
     }
 
     /// The server answered 403 `insufficient_scope`. The token to retry with, from a login that asks
     /// for the challenged scopes as well as those granted; refused when the token already has them.
+    /// Without a browser the call fails saying so, and the scopes are kept for the next login; the
+    /// server stays usable for everything else.
     pub async fn on_insufficient_scope(&self, challenge: &str) -> Result<String, OAuthError> {
         let challenged = challenged_scopes(challenge, &self.url);
-        let granted = self.granted_scopes()?;
+        let (granted, _) = self.stored_scopes()?;
         if challenged.iter().all(|scope| granted.contains(scope)) {
             return Err(OAuthError::ScopeRefused {
                 server: self.server.clone(),
@@ -382,37 +499,32 @@ impl UpstreamAuth {
                 },
             });
         }
-        let mut scopes = self.settings.scopes.clone();
-        union_into(&mut scopes, granted);
         let reason = format!("the server requires scope `{}`", challenged.join(" "));
-        union_into(&mut scopes, challenged);
-        self.login_or_give_up(Some(challenge), scopes, &reason)
-            .await
-    }
-
-    async fn login_or_give_up(
-        &self,
-        challenge: Option<&str>,
-        scopes: Vec<String>,
-        reason: &str,
-    ) -> Result<String, OAuthError> {
-        match self.browser.clone() {
-            Some(browser) => self.login(&browser, challenge, scopes).await,
-            None => Err(self.mark_needs_login(reason)),
+        if self.browser.is_none() {
+            if let Err(e) = self.file.add_pending_scopes(&challenged) {
+                tracing::warn!(server = self.server, "{e}");
+            }
+            return Err(self.needs_login_error(&reason));
         }
+        let mut scopes = self.login_scopes(Vec::new())?;
+        union_into(&mut scopes, challenged);
+        self.login(Some(challenge), scopes).await
     }
 
-    /// Runs an authorization-code login through `browser` and stores its tokens; the new access
-    /// token. `challenge` seeds discovery (the reactive path); without one the server's metadata is
-    /// looked up at its well-known places. Empty `scopes`: the challenge's, else the protected
-    /// resource metadata's, else none.
+    /// Runs an authorization-code login through this process's browser and stores its tokens; the
+    /// new access token. `challenge` seeds discovery (the reactive path); without one the server's
+    /// metadata is looked up at its well-known places. Empty `scopes`: the challenge's, else the
+    /// protected resource metadata's, else none.
     pub async fn login(
         &self,
-        browser: &Browser,
         challenge: Option<&str>,
         scopes: Vec<String>,
     ) -> Result<String, OAuthError> {
+        let Some(browser) = self.browser.clone() else {
+            return Err(self.needs_login_error("this process may not open a browser"));
+        };
         let before = self.file.stamp();
+        let started_before = self.logins_started.load(Ordering::SeqCst);
         let mut recent = self.logging_in.lock().await;
         // A login finished while this one waited for it: its token is the answer.
         if self.file.stamp() != before
@@ -420,6 +532,16 @@ impl UpstreamAuth {
             && let Some(token) = self.token().await?
         {
             return Ok(token);
+        }
+        // One failed while this one waited: so does this one, without another browser window.
+        if self.logins_started.load(Ordering::SeqCst) != started_before
+            && let Some((_, failure)) = self
+                .last_failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        {
+            return Err(self.login_error("authorization (a login moments ago)", failure));
         }
         while recent
             .front()
@@ -433,19 +555,31 @@ impl UpstreamAuth {
             });
         }
         recent.push_back(Instant::now());
-        self.login_running.store(true, Ordering::SeqCst);
-        let result = self.authorize(browser, challenge, scopes).await;
-        self.login_running.store(false, Ordering::SeqCst);
-        let manager = result?;
-        *self.manager.lock().await = Some(manager);
+        let number = self.logins_started.fetch_add(1, Ordering::SeqCst) + 1;
+        let result = {
+            let _running = Raised::new(&self.login_running);
+            self.authorize(&browser, challenge, scopes).await
+        };
+        let manager = match result {
+            Ok(manager) => manager,
+            Err(e) => {
+                *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((number, e.to_string()));
+                return Err(e);
+            }
+        };
+        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let record = self.current()?;
+        let client_id = record
+            .as_ref()
+            .map(|r| r.credentials.client_id.clone())
+            .unwrap_or_default();
+        *self.manager.lock().await = Some(CachedManager { manager, client_id });
         self.fresh_login.store(false, Ordering::SeqCst);
         *self.needs_login.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let token = self
-            .file
-            .current()
-            .map_err(|e| self.store_error(e))?
-            .and_then(|r| r.credentials.token_response.as_ref().map(access_token));
-        token.ok_or_else(|| self.login_error("storing the token", "the token was not stored"))
+        record
+            .and_then(|r| r.credentials.token_response.as_ref().map(access_token))
+            .ok_or_else(|| self.login_error("storing the token", "the token was not stored"))
     }
 
     async fn authorize(
@@ -533,6 +667,13 @@ impl UpstreamAuth {
                 self.server
             );
         }
+        if let Some(state) = url::Url::parse(&url).ok().and_then(|u| {
+            u.query_pairs()
+                .find(|(key, _)| key == "state")
+                .map(|(_, value)| value.into_owned())
+        }) {
+            listener.expect_state(&state);
+        }
         if let Err(e) = browser.open(&url) {
             tracing::warn!(server = self.server, "cannot open the browser: {e}");
             if !self.print_url {
@@ -585,7 +726,7 @@ impl UpstreamAuth {
         let expires_at = credentials.and_then(|c| {
             let received = c.token_received_at?;
             let expires_in = c.token_response.as_ref()?.expires_in()?;
-            Some(received + expires_in.as_secs())
+            Some(received.saturating_add(expires_in.as_secs()))
         });
         Ok(AuthStatus {
             server: self.server.clone(),
@@ -614,8 +755,8 @@ fn access_token(response: &rmcp::transport::auth::OAuthTokenResponse) -> String 
     response.access_token().secret().to_string()
 }
 
-/// Whether the stored token expires within [`REFRESH_BEFORE_EXPIRY_SECS`].
-fn expiring(record: &Record) -> bool {
+/// Whether the stored token expires within `margin_secs` (at most half its lifetime).
+fn expiring(record: &Record, margin_secs: u64) -> bool {
     let credentials = &record.credentials;
     let (Some(response), Some(received)) = (
         credentials.token_response.as_ref(),
@@ -631,7 +772,7 @@ fn expiring(record: &Record) -> bool {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let expires_at = received.saturating_add(expires_in.as_secs());
-    let margin = REFRESH_BEFORE_EXPIRY_SECS.min(expires_in.as_secs() / 2);
+    let margin = margin_secs.min(expires_in.as_secs() / 2);
     now.saturating_add(margin) >= expires_at
 }
 

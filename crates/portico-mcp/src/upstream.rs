@@ -317,6 +317,7 @@ impl Upstream {
         let timeout = config.timeout();
         let server = config.name.clone();
         let tail = StderrTail::default();
+        let refusals_before = auth.as_ref().map(|a| a.refusals());
         let connecting = Self::connect_inner(config, events, grace, &tail, auth.as_ref());
         let mut connecting = std::pin::pin!(connecting);
         let mut deadline = tokio::time::Instant::now() + timeout;
@@ -341,10 +342,17 @@ impl Upstream {
         };
         match result {
             Some(Ok(connected)) => Ok(connected),
-            Some(Err(error)) => Err(match auth.as_ref().and_then(|a| a.needs_login()) {
-                Some(reason) => UpstreamError::NeedsLogin { server, reason },
-                None => error,
-            }),
+            // Only a refusal of this attempt's own requests is `needs login`.
+            Some(Err(error)) => Err(
+                match auth
+                    .as_ref()
+                    .zip(refusals_before)
+                    .and_then(|(a, before)| a.needs_login_since(before))
+                {
+                    Some(reason) => UpstreamError::NeedsLogin { server, reason },
+                    None => error,
+                },
+            ),
             None => {
                 let stderr = tail.lines();
                 // A package runner that never answers is often stuck downloading, behind a proxy

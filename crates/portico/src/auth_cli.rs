@@ -113,9 +113,9 @@ fn auth_for(server: &McpServerConfig, home: &OAuthHome) -> anyhow::Result<Arc<Up
 /// challenges (on the handshake or on a listing) starts the login; a server that challenges nothing
 /// gets a login from its published metadata.
 async fn login(server: &McpServerConfig, data_dir: &Path) -> anyhow::Result<ExitCode> {
-    let browser = Browser::from_env().unwrap_or(Browser::Desktop);
     let home = OAuthHome {
-        browser: Some(browser.clone()),
+        browser: Some(Browser::from_env().unwrap_or(Browser::Desktop)),
+        every_server: true,
         print_url: true,
         ..OAuthHome::in_data_dir(data_dir)
     };
@@ -140,7 +140,7 @@ async fn login(server: &McpServerConfig, data_dir: &Path) -> anyhow::Result<Exit
         if let Err(error) = &outcome {
             bail!("{error}");
         }
-        auth.login(&browser, None, server_scopes(server))
+        auth.login(None, auth.login_scopes(Vec::new())?)
             .await
             .with_context(|| {
                 format!(
@@ -173,14 +173,6 @@ async fn login(server: &McpServerConfig, data_dir: &Path) -> anyhow::Result<Exit
     }
 }
 
-fn server_scopes(server: &McpServerConfig) -> Vec<String> {
-    server
-        .oauth
-        .as_ref()
-        .map(|o| o.scopes.clone())
-        .unwrap_or_default()
-}
-
 fn status_table(statuses: &[AuthStatus]) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -193,10 +185,12 @@ fn status_table(statuses: &[AuthStatus]) -> String {
             (None, true) => "logged in".to_string(),
             (None, false) => "not logged in".to_string(),
         };
+        let state = crate::output::printable(&state);
         out.push_str(&format!("{}: {state}\n", status.server));
         if status.logged_in {
             if !status.scopes.is_empty() {
-                out.push_str(&format!("  scopes: {}\n", status.scopes.join(" ")));
+                let scopes = crate::output::printable(&status.scopes.join(" "));
+                out.push_str(&format!("  scopes: {scopes}\n"));
             }
             if let Some(expires_at) = status.expires_at {
                 let when = if expires_at > now {
@@ -212,6 +206,7 @@ fn status_table(statuses: &[AuthStatus]) -> String {
                 out.push_str(&format!("  token expires {when}{refresh}\n"));
             }
             if let Some(issuer) = &status.issuer {
+                let issuer = crate::output::printable(issuer);
                 out.push_str(&format!("  issuer: {issuer}\n"));
             }
         }

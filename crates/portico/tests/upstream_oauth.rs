@@ -280,13 +280,13 @@ async fn an_expired_or_revoked_token_is_refreshed_and_the_call_goes_through() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_step_up_the_daemon_cannot_start_says_what_to_do_and_a_login_asks_for_both_scopes() {
+async fn a_step_up_the_daemon_may_not_start_is_left_to_auth_login_which_asks_for_both_scopes() {
     let guarded = Guarded::start(&[]);
     let home = Home::new(&config(&guarded));
     let (code, _, stderr) = auth(&home, &["login", "guarded"], &[("BROWSER", &browser())]);
     assert_eq!(code, 0, "{stderr}");
-    // No $BROWSER: the daemon may not open one.
-    let mut daemon = Daemon::start(&home);
+    // `$BROWSER` is set, but the server's entry does not say `open_browser = true`.
+    let mut daemon = Daemon::start_with_env(&home, &[("BROWSER", &browser())]);
     daemon.wait_for_line("portico: ready");
     let session = Session::open(&daemon.base).await;
     let (failed, text) = call_text(&session, 1, "mcp_guarded_admin_action").await;
@@ -297,14 +297,43 @@ async fn a_step_up_the_daemon_cannot_start_says_what_to_do_and_a_login_asks_for_
         ),
         "{text}"
     );
-    // Other calls still work with the token it has.
+    // One tool's scope does not take the server away: other calls work with the token it has.
     let (failed, _) = call_text(&session, 2, "mcp_guarded_whoami").await;
     assert!(!failed);
+    assert_eq!(state_of(&servers(&daemon).await, "guarded"), "ready");
+    assert_eq!(guarded.stats().await["authorizations"], json!(1));
 
-    // With a browser, the same call logs in again for the union of scopes and goes through.
-    drop(daemon);
+    // The advice works: the login asks for what was granted and what the refused call needed,
+    // and the running daemon's next call has the new token.
+    let (code, stdout, stderr) = auth(&home, &["login", "guarded"], &[("BROWSER", &browser())]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("logged in to `guarded` (scopes: tools:read admin)"),
+        "{stdout}"
+    );
+    let (failed, text) = call_text(&session, 3, "mcp_guarded_admin_action").await;
+    assert!(!failed, "{text}");
+    assert_eq!(text, "admin done");
+    let stats = guarded.stats().await;
+    assert_eq!(
+        stats["scopes_requested"],
+        json!(["tools:read", "tools:read admin"]),
+        "{stats}"
+    );
+    assert_eq!(stats["authorizations"], json!(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_open_browser_the_daemon_steps_up_by_itself() {
+    let guarded = Guarded::start(&[]);
+    let home = Home::new(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n{}[mcp_servers.oauth]\nopen_browser = true\n",
+        guarded.entry()
+    ));
     let mut daemon = Daemon::start_with_env(&home, &[("BROWSER", &browser())]);
     daemon.wait_for_line("portico: ready");
+    // The first login (the handshake's 401) and the step-up both happen in the daemon.
+    assert_eq!(state_of(&servers(&daemon).await, "guarded"), "ready");
     let session = Session::open(&daemon.base).await;
     let (failed, text) = call_text(&session, 1, "mcp_guarded_admin_action").await;
     assert!(!failed, "{text}");
@@ -315,6 +344,4 @@ async fn a_step_up_the_daemon_cannot_start_says_what_to_do_and_a_login_asks_for_
         json!(["tools:read", "tools:read admin"]),
         "{stats}"
     );
-    // The same 403 for a scope the token was granted would not start a third login.
-    assert_eq!(stats["authorizations"], json!(2));
 }

@@ -107,13 +107,21 @@ impl Callback {
     }
 }
 
-type Waiting = Arc<Mutex<Option<oneshot::Sender<Callback>>>>;
+/// What the listener waits for: the one redirect, and the `state` it must carry.
+#[derive(Default)]
+struct Pending {
+    sender: Option<oneshot::Sender<Callback>>,
+    expected_state: Option<String>,
+}
+
+type Waiting = Arc<Mutex<Pending>>;
 
 /// A listener on 127.0.0.1 that takes one redirect at `/callback` and then closes.
 pub struct CallbackListener {
     port: u16,
     received: oneshot::Receiver<Callback>,
     stop: CancellationToken,
+    waiting: Waiting,
 }
 
 impl Drop for CallbackListener {
@@ -128,11 +136,14 @@ impl CallbackListener {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port.unwrap_or(0))).await?;
         let port = listener.local_addr()?.port();
         let (sender, received) = oneshot::channel();
-        let waiting: Waiting = Arc::new(Mutex::new(Some(sender)));
+        let waiting: Waiting = Arc::new(Mutex::new(Pending {
+            sender: Some(sender),
+            expected_state: None,
+        }));
         let stop = CancellationToken::new();
         let app = axum::Router::new()
             .route("/callback", axum::routing::get(receive))
-            .with_state(waiting);
+            .with_state(waiting.clone());
         let shutdown = stop.clone();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -143,7 +154,17 @@ impl CallbackListener {
             port,
             received,
             stop,
+            waiting,
         })
+    }
+
+    /// Only a redirect carrying this `state` (the authorization request's) is taken: another local
+    /// process or a web page probing ports cannot end the login, or finish it with its own code.
+    pub fn expect_state(&self, state: &str) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .expected_state = Some(state.to_string());
     }
 
     /// The redirect URI to register and send: `http://127.0.0.1:PORT/callback`.
@@ -163,8 +184,21 @@ impl CallbackListener {
 async fn receive(State(waiting): State<Waiting>, RawQuery(query): RawQuery) -> impl IntoResponse {
     let callback = Callback::parse(query.as_deref().unwrap_or_default());
     let failed = callback.error.is_some() || callback.code.is_none();
-    let sender = waiting.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let page = match sender {
+    let sender = {
+        let mut pending = waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(expected) = &pending.expected_state
+            && callback.state.as_deref() != Some(expected.as_str())
+        {
+            return (
+                axum::http::StatusCode::BAD_REQUEST,
+                Html(page(
+                    "This redirect is not for the login Portico is waiting for.",
+                )),
+            );
+        }
+        pending.sender.take()
+    };
+    let text = match sender {
         None => "This login was already answered; you can close this tab.",
         Some(sender) => {
             let _ = sender.send(callback);
@@ -175,9 +209,11 @@ async fn receive(State(waiting): State<Waiting>, RawQuery(query): RawQuery) -> i
             }
         }
     };
-    Html(format!(
-        "<!doctype html><meta charset=utf-8><title>Portico</title><p>{page}</p>"
-    ))
+    (axum::http::StatusCode::OK, Html(page(text)))
+}
+
+fn page(text: &str) -> String {
+    format!("<!doctype html><meta charset=utf-8><title>Portico</title><p>{text}</p>")
 }
 
 #[cfg(test)]
@@ -195,6 +231,34 @@ mod tests {
         assert_eq!(denied.error.as_deref(), Some("access_denied"));
         assert_eq!(denied.error_description.as_deref(), Some("no thanks"));
         assert_eq!(denied.code, None);
+    }
+
+    #[tokio::test]
+    async fn a_redirect_with_another_state_is_refused_and_does_not_end_the_login() {
+        let listener = CallbackListener::bind(None).await.unwrap();
+        listener.expect_state("s-good");
+        let uri = listener.redirect_uri();
+        let client = reqwest::Client::new();
+        let forged = client
+            .get(format!("{uri}?code=evil&state=s-forged"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(forged.status(), 400);
+        let stateless = client
+            .get(format!("{uri}?error=access_denied"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stateless.status(), 400);
+        let real = client
+            .get(format!("{uri}?code=c1&state=s-good"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(real.status(), 200);
+        let callback = listener.wait(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(callback.code.as_deref(), Some("c1"));
     }
 
     #[tokio::test]

@@ -30,6 +30,10 @@ pub struct Record {
     /// rmcp's record: client id, token response (access and refresh token, expiry), granted scopes,
     /// when it was received, and the issuing authorization server.
     pub credentials: StoredCredentials,
+    /// Scopes a server asked for (403 `insufficient_scope`) that no login has obtained yet: the next
+    /// login, wherever it runs (`portico auth login`), asks for them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_scopes: Vec<String>,
 }
 
 impl std::fmt::Debug for Record {
@@ -38,6 +42,7 @@ impl std::fmt::Debug for Record {
         f.debug_struct("Record")
             .field("resource_url", &self.resource_url)
             .field("credentials", &self.credentials)
+            .field("pending_scopes", &self.pending_scopes)
             .finish()
     }
 }
@@ -92,10 +97,16 @@ pub enum StoreError {
 }
 
 impl TokenFile {
-    /// The file for `server` in `dir` (usually `{data_dir}/oauth`), for tokens of `resource_url`.
+    /// The file for `server` in `dir` (usually `{data_dir}/oauth`), for tokens of `resource_url`. The
+    /// file is named by the server's normalized name (`[a-z0-9_]`, unique per config), so no name
+    /// reaches outside `dir`.
     pub fn new(dir: &Path, server: &str, resource_url: &str) -> Self {
+        let mut stem = portico_core::naming::normalize_segment(server);
+        if stem.is_empty() {
+            stem.push('_');
+        }
         TokenFile {
-            path: dir.join(format!("{server}.json")),
+            path: dir.join(format!("{stem}.json")),
             resource_url: resource_url.to_string(),
             cache: Mutex::new(None),
             refreshing: Arc::new(tokio::sync::Mutex::new(())),
@@ -167,12 +178,48 @@ impl TokenFile {
             })
     }
 
-    /// Replaces the record: written to a new file (0600) and renamed over the old one.
+    /// Replaces the credentials (a login's or a refresh's); scopes still pending that they were granted
+    /// are no longer pending.
     pub fn write(&self, credentials: StoredCredentials) -> Result<(), StoreError> {
-        let record = Record {
+        let mut pending = self
+            .current()
+            .ok()
+            .flatten()
+            .map(|r| r.pending_scopes)
+            .unwrap_or_default();
+        if credentials.token_response.is_some() {
+            pending.retain(|scope| !credentials.granted_scopes.contains(scope));
+        }
+        self.replace(Record {
             resource_url: self.resource_url.clone(),
             credentials,
+            pending_scopes: pending,
+        })
+    }
+
+    /// Records scopes a server asked for that the stored token lacks (nothing when there is no
+    /// record: a login asks for the challenge's scopes anyway).
+    pub fn add_pending_scopes(&self, scopes: &[String]) -> Result<(), StoreError> {
+        let Some(mut record) = self.current()? else {
+            return Ok(());
         };
+        let before = record.pending_scopes.len();
+        for scope in scopes {
+            if !record.pending_scopes.contains(scope) {
+                record.pending_scopes.push(scope.clone());
+            }
+        }
+        if record.pending_scopes.len() == before {
+            return Ok(());
+        }
+        self.replace(record)
+    }
+
+    /// Writes `record` to a new file (0600, created new, so nothing planted at its name is
+    /// followed) and renames it over the old one.
+    fn replace(&self, record: Record) -> Result<(), StoreError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
         let path = self.path.display().to_string();
         let failed = |source| StoreError::Write {
             path: path.clone(),
@@ -183,14 +230,15 @@ impl TokenFile {
         restrict_dir(dir).map_err(failed)?;
         let text =
             serde_json::to_vec_pretty(&record).map_err(|e| failed(std::io::Error::other(e)))?;
-        let temp = self
-            .path
-            .with_extension(format!("json.{}.tmp", std::process::id()));
+        let temp = self.path.with_extension(format!(
+            "json.{}.{}.tmp",
+            std::process::id(),
+            NEXT_TEMP.fetch_add(1, Ordering::Relaxed)
+        ));
         let written = (|| {
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
-                .create(true)
-                .truncate(true)
+                .create_new(true)
                 .mode(0o600)
                 .open(&temp)?;
             file.write_all(&text)?;
@@ -235,6 +283,28 @@ fn restrict_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `path` opened (0600) and locked exclusively; the lock goes with the file when it is dropped.
+fn lock_file(path: &Path) -> Result<std::fs::File, StoreError> {
+    let failed = |source| StoreError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(failed)?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| failed(e.into()))?;
+    Ok(file)
+}
+
 /// rmcp's view of a [`TokenFile`].
 #[derive(Debug, Clone)]
 pub struct SharedTokenFile(pub Arc<TokenFile>);
@@ -261,13 +331,22 @@ impl CredentialStore for SharedTokenFile {
         self.0.remove().map(|_| ()).map_err(store_error)
     }
 
+    /// One refresh at a time across every Portico process sharing the file: rmcp reads the stored
+    /// refresh token inside the guard, so a refresh never spends a token another process has just
+    /// rotated (which an authorization server detecting reuse answers by revoking the grant).
     async fn acquire_refresh_guard(
         &self,
     ) -> Result<Option<rmcp::transport::auth::CredentialRefreshGuard>, AuthError> {
-        let guard = self.0.refreshing.clone().lock_owned().await;
-        Ok(Some(rmcp::transport::auth::CredentialRefreshGuard::new(
-            guard,
-        )))
+        let in_process = self.0.refreshing.clone().lock_owned().await;
+        let lock_path = self.0.path.with_extension("lock");
+        let across_processes = tokio::task::spawn_blocking(move || lock_file(&lock_path))
+            .await
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
+        Ok(Some(rmcp::transport::auth::CredentialRefreshGuard::new((
+            in_process,
+            across_processes,
+        ))))
     }
 }
 
@@ -285,6 +364,9 @@ mod tests {
         let dir = tempdir();
         let file = TokenFile::new(&dir, "linear", "https://mcp.example/mcp");
         assert!(file.current().unwrap().is_none());
+        // Nothing to attach pending scopes to yet.
+        file.add_pending_scopes(&["admin".into()]).unwrap();
+        assert!(!file.path().exists());
         file.write(credentials("client-1")).unwrap();
         let mode = std::fs::metadata(file.path()).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
@@ -297,6 +379,64 @@ mod tests {
         // The same file read for another URL is nobody's.
         let moved = TokenFile::new(&dir, "linear", "https://elsewhere.example/mcp");
         assert!(moved.current().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_server_name_never_names_a_file_outside_the_directory() {
+        let dir = tempdir();
+        let file = TokenFile::new(&dir, "../../etc/x", "https://mcp.example/mcp");
+        assert_eq!(file.path(), dir.join("______etc_x.json"));
+    }
+
+    #[test]
+    fn pending_scopes_are_kept_until_a_token_is_granted_them() {
+        let dir = tempdir();
+        let file = TokenFile::new(&dir, "s", "https://mcp.example/mcp");
+        file.write(credentials("c")).unwrap();
+        file.add_pending_scopes(&["admin".into(), "read".into()])
+            .unwrap();
+        file.add_pending_scopes(&["admin".into()]).unwrap();
+        assert_eq!(
+            file.current().unwrap().unwrap().pending_scopes,
+            ["admin", "read"]
+        );
+        // A record without a token (a registration kept) grants nothing.
+        file.write(credentials("c")).unwrap();
+        assert_eq!(
+            file.current().unwrap().unwrap().pending_scopes,
+            ["admin", "read"]
+        );
+        let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(
+            serde_json::json!({"access_token": "a", "token_type": "bearer"}),
+        )
+        .unwrap();
+        let granted = StoredCredentials::new(
+            "c".into(),
+            Some(token),
+            vec!["read".into(), "admin".into()],
+            Some(1),
+        );
+        file.write(granted).unwrap();
+        assert!(file.current().unwrap().unwrap().pending_scopes.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_refresh_guard_is_held_across_processes_by_a_file_lock() {
+        let dir = tempdir();
+        let file = Arc::new(TokenFile::new(&dir, "s", "https://mcp.example/mcp"));
+        let store = SharedTokenFile(file.clone());
+        let guard = store.acquire_refresh_guard().await.unwrap();
+        // Another open file description (as another process has) cannot take the lock now.
+        let other = std::fs::OpenOptions::new()
+            .write(true)
+            .open(file.path().with_extension("lock"))
+            .unwrap();
+        assert!(
+            rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                .is_err()
+        );
+        drop(guard);
+        rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
     }
 
     #[test]

@@ -57,8 +57,10 @@ impl AuthorizedHttp {
     }
 
     /// Runs `call` with the current token, answering a 401 or 403 as [`UpstreamAuth`] says, at most
-    /// [`MAX_ATTEMPTS`] times. When it cannot be answered, the error says why in words.
-    async fn authorized<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+    /// [`MAX_ATTEMPTS`] times. When it cannot be answered, the error says why in words, or, with
+    /// `keep_refusal` (a GET stream, which rmcp reconnects on other errors), is the server's refusal
+    /// as it came, which ends rmcp's reconnecting.
+    async fn authorized<T, F, Fut>(&self, keep_refusal: bool, call: F) -> Result<T, HttpError>
     where
         F: Fn(Option<String>) -> Fut,
         Fut: Future<Output = Result<T, HttpError>>,
@@ -71,6 +73,9 @@ impl AuthorizedHttp {
                 _ => None,
             };
             let Some(refused) = refused else {
+                if result.is_ok() {
+                    self.auth.accepted();
+                }
                 return result;
             };
             let answer = match refused {
@@ -87,7 +92,11 @@ impl AuthorizedHttp {
                 Ok(next) => token = Some(next),
                 Err(e) => {
                     tracing::warn!(server = self.auth.server(), "{e}");
-                    return Err(unanswerable(e));
+                    return if keep_refusal {
+                        result
+                    } else {
+                        Err(unanswerable(e))
+                    };
                 }
             }
         }
@@ -111,7 +120,7 @@ impl StreamableHttpClient for AuthorizedHttp {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorized(|token| {
+        self.authorized(false, |token| {
             self.http.post_message(
                 uri.clone(),
                 message.clone(),
@@ -132,7 +141,7 @@ impl StreamableHttpClient for AuthorizedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorized(|token| {
+        self.authorized(false, |token| {
             self.http.post_message_with_max_sse_event_size(
                 uri.clone(),
                 message.clone(),
@@ -154,7 +163,7 @@ impl StreamableHttpClient for AuthorizedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorized(|token| {
+        self.authorized(false, |token| {
             self.http.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
@@ -189,7 +198,7 @@ impl StreamableHttpClient for AuthorizedHttp {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        self.authorized(|token| {
+        self.authorized(true, |token| {
             self.http.get_stream(
                 uri.clone(),
                 session_id.clone(),
@@ -210,7 +219,7 @@ impl StreamableHttpClient for AuthorizedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        self.authorized(|token| {
+        self.authorized(true, |token| {
             self.http.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),
