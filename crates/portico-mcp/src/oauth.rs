@@ -206,12 +206,7 @@ impl UpstreamAuth {
         }
         let http = SafeOAuthHttp::new(NetPolicy {
             allow_private: config.allow_private_network,
-        })
-        .map_err(|e| OAuthError::Login {
-            server: config.name.clone(),
-            step: "setting up its HTTP client",
-            message: e.to_string(),
-        })?;
+        });
         let settings = config.oauth.clone().unwrap_or_default();
         let browser = home
             .browser

@@ -17,25 +17,35 @@ const OAUTH_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_OAUTH_RESPONSE_BYTES: usize = 1024 * 1024;
 
 /// Two `SafeClient`s: one follows (checked) redirects, for discovery; one hands them back, for
-/// token and registration requests, which must not be redirected.
+/// token and registration requests, which must not be redirected. Built at the first OAuth request:
+/// every HTTP upstream has one, and most never need it.
 pub(crate) struct SafeOAuthHttp {
-    follow: SafeClient,
-    stop: SafeClient,
+    policy: NetPolicy,
+    clients: std::sync::OnceLock<(SafeClient, SafeClient)>,
 }
 
 impl SafeOAuthHttp {
-    pub(crate) fn new(policy: NetPolicy) -> Result<Self, portico_net::NetError> {
+    pub(crate) fn new(policy: NetPolicy) -> Self {
+        SafeOAuthHttp {
+            policy,
+            clients: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// (follows redirects, hands them back).
+    fn clients(&self) -> Result<&(SafeClient, SafeClient), portico_net::NetError> {
+        if let Some(clients) = self.clients.get() {
+            return Ok(clients);
+        }
         let build = |follow| {
             SafeClient::builder()
-                .policy(policy.clone())
+                .policy(self.policy.clone())
                 .timeout(OAUTH_REQUEST_TIMEOUT)
                 .follow_redirects(follow)
                 .build()
         };
-        Ok(SafeOAuthHttp {
-            follow: build(true)?,
-            stop: build(false)?,
-        })
+        let built = (build(true)?, build(false)?);
+        Ok(self.clients.get_or_init(|| built))
     }
 }
 
@@ -50,10 +60,10 @@ impl OAuthHttpClient for SafeOAuthHttp {
     fn execute(&self, request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
         Box::pin(async move {
             let boxed = |e: portico_net::NetError| Box::new(e) as OAuthHttpClientError;
-            let redirect_policy = request.redirect_policy;
-            let client = match redirect_policy {
-                OAuthHttpRedirectPolicy::Stop => &self.stop,
-                _ => &self.follow,
+            let (follow, stop) = self.clients().map_err(boxed)?;
+            let client = match request.redirect_policy {
+                OAuthHttpRedirectPolicy::Stop => stop,
+                _ => follow,
             };
             let request = reqwest::Request::try_from(request.request)
                 .map_err(|e| Box::new(e) as OAuthHttpClientError)?;
