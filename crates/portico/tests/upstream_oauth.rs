@@ -100,18 +100,7 @@ fn config(guarded: &Guarded) -> String {
 
 /// `portico auth ARGS` in `home` with `envs`: (exit code, stdout, stderr).
 fn auth(home: &Home, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-    let output = home
-        .command(&[&["auth"], args].concat())
-        .env_remove("BROWSER")
-        .envs(envs.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
+    home.run(&[&["auth"], args].concat(), envs)
 }
 
 async fn call_text(session: &Session, id: u64, tool: &str) -> (bool, String) {

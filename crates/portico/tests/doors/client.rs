@@ -72,6 +72,23 @@ impl Home {
         command
     }
 
+    /// `portico ARGS` run to its end, without the environment's `$BROWSER` but with `envs`: (exit
+    /// code, stdout, stderr).
+    pub fn run(&self, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+        let output = self
+            .command(args)
+            .env_remove("BROWSER")
+            .envs(envs.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    }
+
     pub fn info_file(&self) -> PathBuf {
         self.dir.path().join("daemon.json")
     }

@@ -4,27 +4,10 @@
 //! `$BROWSER`; then `portico call` reaches the door's tool with the stored token, as the principal
 //! the token names, within its scope.
 
-use std::process::Stdio;
-
 use crate::client::Home;
 use crate::door::Door;
 use crate::sdk::PythonIssuer;
 use crate::support::repo_root;
-
-fn run(home: &Home, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-    let output = home
-        .command(args)
-        .env_remove("BROWSER")
-        .envs(envs.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn portico_logs_in_to_a_portico_door_and_calls_within_its_tokens_scope() {
@@ -39,13 +22,13 @@ async fn portico_logs_in_to_a_portico_door_and_calls_within_its_tokens_scope() {
 
     // Before a login the door refuses, and the client says what to do.
     let (code, _, stderr) = tokio::task::block_in_place(|| {
-        run(&client, &["call", "mcp_door_time_now", "--standalone"], &[])
+        client.run(&["call", "mcp_door_time_now", "--standalone"], &[])
     });
     assert_ne!(code, 0);
     assert!(stderr.contains("run `portico auth login door`"), "{stderr}");
 
     let (code, stdout, stderr) = tokio::task::block_in_place(|| {
-        run(&client, &["auth", "login", "door"], &[("BROWSER", browser)])
+        client.run(&["auth", "login", "door"], &[("BROWSER", browser)])
     });
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     // The challenge names both scopes; the issuer grants only mcp:time, so the door lists only
@@ -56,17 +39,13 @@ async fn portico_logs_in_to_a_portico_door_and_calls_within_its_tokens_scope() {
     );
 
     let (code, stdout, stderr) = tokio::task::block_in_place(|| {
-        run(&client, &["call", "mcp_door_time_now", "--standalone"], &[])
+        client.run(&["call", "mcp_door_time_now", "--standalone"], &[])
     });
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(stdout.trim(), "time_now called");
     // Outside the token's scope: not even listed.
     let (code, _, stderr) = tokio::task::block_in_place(|| {
-        run(
-            &client,
-            &["call", "mcp_door_notes_list", "--standalone"],
-            &[],
-        )
+        client.run(&["call", "mcp_door_notes_list", "--standalone"], &[])
     });
     assert_ne!(code, 0);
     assert!(stderr.contains("mcp_door_notes_list"), "{stderr}");
