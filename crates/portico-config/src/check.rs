@@ -11,6 +11,7 @@ use portico_core::naming::normalize_segment;
 mod clients;
 mod server_oauth;
 mod unknown_keys;
+mod upstream_oauth;
 
 /// One problem in a config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -911,6 +912,7 @@ impl Checker<'_> {
     ) {
         let mut has_name = false;
         let mut has_transport = false;
+        let mut oauth = None;
         for entry in table.iter() {
             let (key, value): Entry = entry;
             match key.get_ref().as_ref() {
@@ -963,9 +965,24 @@ impl Checker<'_> {
                     has_transport = true;
                     self.transport(value);
                 }
+                "oauth" => oauth = Some(value),
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
             }
+        }
+        if let Some(oauth) = oauth {
+            let kind = table
+                .iter()
+                .find(|(k, _)| k.get_ref() == "transport")
+                .and_then(|(_, t)| match t.get_ref() {
+                    DeValue::Table(t) => t.iter().find(|(k, _)| k.get_ref() == "type"),
+                    _ => None,
+                })
+                .and_then(|(_, kind)| match kind.get_ref() {
+                    DeValue::String(kind) => Some(kind.to_string()),
+                    _ => None,
+                });
+            self.upstream_oauth(oauth, kind.as_deref());
         }
         if !has_name {
             self.report(
