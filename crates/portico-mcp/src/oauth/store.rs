@@ -21,6 +21,10 @@ use serde::{Deserialize, Serialize};
 
 /// The largest credentials file read: a token response is a few KiB.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
+/// Scopes kept pending, and the longest one: what a server's 403 challenges add to the file is
+/// bounded, so a server asking for ever new scopes cannot grow it past what it may be.
+pub const MAX_PENDING_SCOPES: usize = 32;
+pub const MAX_SCOPE_CHARS: usize = 256;
 
 /// What the file holds.
 #[derive(Clone, Serialize, Deserialize)]
@@ -198,14 +202,18 @@ impl TokenFile {
     }
 
     /// Records scopes a server asked for that the stored token lacks (nothing when there is no
-    /// record: a login asks for the challenge's scopes anyway).
+    /// record: a login asks for the challenge's scopes anyway). At most [`MAX_PENDING_SCOPES`] are
+    /// kept; a scope over [`MAX_SCOPE_CHARS`] is not.
     pub fn add_pending_scopes(&self, scopes: &[String]) -> Result<(), StoreError> {
         let Some(mut record) = self.current()? else {
             return Ok(());
         };
         let before = record.pending_scopes.len();
         for scope in scopes {
-            if !record.pending_scopes.contains(scope) {
+            if record.pending_scopes.len() >= MAX_PENDING_SCOPES {
+                break;
+            }
+            if scope.len() <= MAX_SCOPE_CHARS && !record.pending_scopes.contains(scope) {
                 record.pending_scopes.push(scope.clone());
             }
         }
@@ -418,6 +426,23 @@ mod tests {
         );
         file.write(granted).unwrap();
         assert!(file.current().unwrap().unwrap().pending_scopes.is_empty());
+    }
+
+    #[test]
+    fn a_server_asking_for_ever_new_scopes_cannot_grow_the_file() {
+        let dir = tempdir();
+        let file = TokenFile::new(&dir, "s", "https://mcp.example/mcp");
+        file.write(credentials("c")).unwrap();
+        for round in 0..100 {
+            let scopes: Vec<String> = (0..10).map(|i| format!("scope-{round}-{i}")).collect();
+            file.add_pending_scopes(&scopes).unwrap();
+        }
+        file.add_pending_scopes(&["x".repeat(MAX_SCOPE_CHARS + 1)])
+            .unwrap();
+        let pending = file.current().unwrap().unwrap().pending_scopes;
+        assert_eq!(pending.len(), MAX_PENDING_SCOPES);
+        assert_eq!(pending[0], "scope-0-0");
+        assert!(pending.iter().all(|s| s.len() <= MAX_SCOPE_CHARS));
     }
 
     #[tokio::test]
