@@ -147,12 +147,7 @@ impl Slot {
         shutdown: &CancellationToken,
         oauth: Option<&OAuthHome>,
     ) -> Slot {
-        let auth = oauth.and_then(|home| {
-            UpstreamAuth::for_server(server, home).unwrap_or_else(|e| {
-                tracing::warn!(server = server.name, "{e}");
-                None
-            })
-        });
+        let auth = oauth.and_then(|home| UpstreamAuth::for_server(server, home));
         Slot {
             auth,
             config: server.clone(),

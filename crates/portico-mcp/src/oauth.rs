@@ -190,19 +190,16 @@ impl std::fmt::Debug for UpstreamAuth {
 impl UpstreamAuth {
     /// The authorization of an HTTP server, `None` for a stdio one and for one whose configured
     /// headers carry its credentials (`Authorization`): those are sent as they are.
-    pub fn for_server(
-        config: &McpServerConfig,
-        home: &OAuthHome,
-    ) -> Result<Option<Arc<UpstreamAuth>>, OAuthError> {
+    pub fn for_server(config: &McpServerConfig, home: &OAuthHome) -> Option<Arc<UpstreamAuth>> {
         let (url, headers) = match &config.transport {
             Transport::Http { url, headers } | Transport::Sse { url, headers } => (url, headers),
-            Transport::Stdio { .. } => return Ok(None),
+            Transport::Stdio { .. } => return None,
         };
         if headers
             .keys()
             .any(|name| name.eq_ignore_ascii_case("authorization"))
         {
-            return Ok(None);
+            return None;
         }
         let http = SafeOAuthHttp::new(NetPolicy {
             allow_private: config.allow_private_network,
@@ -212,7 +209,7 @@ impl UpstreamAuth {
             .browser
             .clone()
             .filter(|_| home.every_server || settings.open_browser);
-        Ok(Some(Arc::new(UpstreamAuth {
+        Some(Arc::new(UpstreamAuth {
             server: config.name.clone(),
             url: url.clone(),
             settings,
@@ -228,7 +225,7 @@ impl UpstreamAuth {
             needs_login: std::sync::Mutex::new(None),
             refusals: AtomicU64::new(0),
             fresh_login: AtomicBool::new(false),
-        })))
+        }))
     }
 
     pub fn server(&self) -> &str {

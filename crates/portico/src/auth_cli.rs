@@ -47,7 +47,7 @@ pub async fn run(explicit: Option<&Path>, command: AuthCommand) -> anyhow::Resul
             let home = quiet_home(&dir);
             let mut statuses = Vec::new();
             for server in config.mcp_servers.iter() {
-                if let Some(auth) = UpstreamAuth::for_server(server, &home)? {
+                if let Some(auth) = UpstreamAuth::for_server(server, &home) {
                     statuses.push(auth.status()?);
                 }
             }
@@ -101,7 +101,7 @@ fn auth_for(server: &McpServerConfig, home: &OAuthHome) -> anyhow::Result<Arc<Up
             server.name
         );
     }
-    UpstreamAuth::for_server(server, home)?.with_context(|| {
+    UpstreamAuth::for_server(server, home).with_context(|| {
         format!(
             "server `{}` sends its own `Authorization` header (its transport's `headers`); remove it to log in with OAuth instead",
             server.name

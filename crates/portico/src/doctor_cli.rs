@@ -418,9 +418,7 @@ async fn handshake(server: McpServerConfig) -> Check {
         browser: None,
         ..portico_mcp::oauth::OAuthHome::in_data_dir(&portico_config::data_dir())
     };
-    let auth = portico_mcp::oauth::UpstreamAuth::for_server(&server, &home)
-        .ok()
-        .flatten();
+    let auth = portico_mcp::oauth::UpstreamAuth::for_server(&server, &home);
     let connected = Upstream::connect_with_auth(&server, events, StopGrace::BRIEF, auth).await;
     let (upstream, exit) = match connected {
         Ok(pair) => pair,
