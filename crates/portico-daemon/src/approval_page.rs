@@ -61,7 +61,9 @@ async fn style() -> Response {
     served(STYLE, "text/css; charset=utf-8")
 }
 
-fn served(body: &'static str, content_type: &'static str) -> Response {
+/// A static file under the page's headers: this CSP, no framing, no referrer, no sniffing, no
+/// caching. The dashboard (`dashboard`) serves its files the same way.
+pub(crate) fn served(body: &'static str, content_type: &'static str) -> Response {
     let mut response = body.into_response();
     let headers = response.headers_mut();
     for (name, value) in [

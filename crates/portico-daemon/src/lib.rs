@@ -27,6 +27,7 @@ mod approval_page;
 mod approvals_api;
 mod body_limit;
 mod catalog_api;
+mod dashboard;
 mod in_flight;
 mod info;
 mod legacy_sse;
@@ -297,6 +298,7 @@ fn router(
         .merge(approvals_api::routes(&engine))
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
+        .merge(dashboard::routes())
         .merge(
             door.policy
                 .oauth()

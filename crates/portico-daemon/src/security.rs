@@ -368,8 +368,8 @@ fn peer_identity(ip: IpAddr) -> String {
     }
 }
 
-/// Marks a request to a public route (the health check, the approval page's shell) that came
-/// without the token the door requires: it gets only what anyone may see.
+/// Marks a request to a public route (the health check, the approval page's and the dashboard's
+/// shells) that came without the token the door requires: it gets only what anyone may see.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Anonymous;
 
@@ -404,7 +404,9 @@ pub(crate) async fn check(
         }
     }
     let path = request.uri().path();
-    let public = path == "/api/health" || policy.oauth().is_some_and(|o| o.is_metadata_path(path));
+    let public = path == "/api/health"
+        || policy.oauth().is_some_and(|o| o.is_metadata_path(path))
+        || crate::dashboard::is_public(request.method(), path);
     // The approval page's shell is served without a token (its script sends the token to the API);
     // its routes and the API's are held to the page's own origin (`approval_session`).
     let mut shell = false;

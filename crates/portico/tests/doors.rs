@@ -17,6 +17,8 @@ mod approvals_web;
 mod bounds;
 #[path = "doors/clients.rs"]
 mod clients;
+#[path = "doors/dashboard_web.rs"]
+mod dashboard_web;
 #[path = "doors/daemon.rs"]
 mod daemon;
 #[path = "doors/failure_branch.rs"]

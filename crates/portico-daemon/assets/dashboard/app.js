@@ -1,0 +1,303 @@
+// The dashboard's entry module: the session (login form or not), the hash router between the pages,
+// the pending-approvals badge and the live event stream (/api/events) that keeps every page current
+// without a reload. The daemon serves it with a CSP that allows only its own files and API.
+//
+// Authentication: on a door that needs a token the page posts it once to /ui/login, which answers
+// with an HttpOnly, SameSite=Strict session cookie; the token itself is never stored by the page.
+// On an open loopback door (no token at all) there is no login.
+
+import { api, el, errorText, onUnauthorized } from './util.js';
+import { serversPage } from './servers.js';
+import { toolsPage } from './tools.js';
+import { agentsPage } from './agents.js';
+import { a2aPage } from './a2a.js';
+import { approvalsPage } from './approvals.js';
+import { auditPage } from './audit.js';
+
+const PAGES = ['servers', 'tools', 'agents', 'a2a', 'approvals', 'audit'];
+const DEFAULT_PAGE = 'servers';
+/// How often the pages re-read what they show while the event stream is down.
+const POLL_MS = 10000;
+/// Waits before opening the event stream again after it failed for good, growing to the last.
+const RETRY_MS = [2000, 5000, 15000, 30000, 60000];
+
+const $ = (selector) => document.querySelector(selector);
+
+const state = {
+  session: null,
+  pages: {},
+  current: null,
+  events: null,
+  retries: 0,
+  retryTimer: null,
+  pollTimer: null,
+  started: false,
+};
+
+const badge = $('[data-testid="approvals-badge"]');
+const live = $('[data-testid="live"]');
+
+const context = {
+  /// Sets the pending-approvals badge.
+  setPending(count) {
+    badge.textContent = String(count);
+    badge.hidden = count === 0;
+    badge.title = `${count} pending approval request${count === 1 ? '' : 's'}`;
+  },
+  async refreshBadge() {
+    try {
+      const { approvals } = await api('/api/approvals?status=pending', { what: 'The approvals list' });
+      context.setPending(Array.isArray(approvals) ? approvals.length : 0);
+    } catch {
+      // The approvals page says what failed; the badge just stays as it was.
+    }
+  },
+  session() {
+    return state.session;
+  },
+};
+
+function setLive(open) {
+  live.dataset.state = open ? 'open' : 'closed';
+  live.title = open ? 'Live: changes appear as they happen' : 'Not live: the page re-reads every 10 s';
+}
+
+function pageFromHash() {
+  const match = /^#\/([a-z0-9]+)/.exec(location.hash);
+  return match && PAGES.includes(match[1]) ? match[1] : DEFAULT_PAGE;
+}
+
+function show(name) {
+  for (const page of PAGES) {
+    const section = $(`section[data-page="${page}"]`);
+    section.hidden = page !== name;
+    const link = $(`nav a[data-nav="${page}"]`);
+    link.classList.toggle('active', page === name);
+    if (page === name) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+  state.current = name;
+  document.title = `Portico: ${$(`nav a[data-nav="${name}"]`).firstChild.textContent.trim()}`;
+  showPage(name);
+}
+
+/// Shows a page's data, marking its section `data-loaded` once the first read is done (whether it
+/// worked or not: a failure is shown in the page).
+function showPage(name) {
+  const section = $(`section[data-page="${name}"]`);
+  Promise.resolve(state.pages[name].show())
+    .catch(() => {})
+    .finally(() => {
+      section.dataset.loaded = 'true';
+    });
+}
+
+function createPages() {
+  const makers = { servers: serversPage, tools: toolsPage, agents: agentsPage, a2a: a2aPage, approvals: approvalsPage, audit: auditPage };
+  for (const name of PAGES) {
+    state.pages[name] = makers[name]($(`section[data-page="${name}"]`), context);
+  }
+}
+
+/// Every page re-reads what it shows (after a `resync`, or the stream coming back).
+function resyncAll() {
+  for (const name of PAGES) state.pages[name].reset();
+  showPage(state.current);
+  context.refreshBadge();
+}
+
+function dispatch(type, data) {
+  for (const name of PAGES) {
+    const page = state.pages[name];
+    if (page.event) page.event(type, data);
+  }
+  if (type === 'approval') context.refreshBadge();
+}
+
+function startPolling() {
+  if (state.pollTimer !== null) return;
+  state.pollTimer = setInterval(() => {
+    if (document.hidden) return;
+    state.pages[state.current].poll?.();
+    context.refreshBadge();
+  }, POLL_MS);
+}
+
+function stopPolling() {
+  if (state.pollTimer !== null) clearInterval(state.pollTimer);
+  state.pollTimer = null;
+}
+
+function openEvents() {
+  if (state.events) return;
+  const source = new EventSource('/api/events');
+  state.events = source;
+  let opened = false;
+  source.addEventListener('open', () => {
+    const reconnected = state.retries > 0 || opened;
+    opened = true;
+    state.retries = 0;
+    setLive(true);
+    stopPolling();
+    // Whatever happened while the stream was down is read again.
+    if (reconnected) resyncAll();
+  });
+  source.addEventListener('error', () => {
+    setLive(false);
+    startPolling();
+    if (source.readyState === EventSource.CLOSED) {
+      // The browser gave up (an answer that was no event stream: no such route, a refused
+      // session, too many streams): try again later, ever more slowly.
+      state.events = null;
+      const wait = RETRY_MS[Math.min(state.retries, RETRY_MS.length - 1)];
+      state.retries += 1;
+      state.retryTimer = setTimeout(() => {
+        state.retryTimer = null;
+        if (state.started) openEvents();
+      }, wait);
+    }
+  });
+  for (const type of ['server', 'approval', 'audit', 'task']) {
+    source.addEventListener(type, (event) => {
+      let data;
+      try {
+        data = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      dispatch(type, data);
+    });
+  }
+  source.addEventListener('resync', () => resyncAll());
+}
+
+function closeEvents() {
+  if (state.events) state.events.close();
+  state.events = null;
+  if (state.retryTimer !== null) clearTimeout(state.retryTimer);
+  state.retryTimer = null;
+  stopPolling();
+  setLive(false);
+}
+
+function showWho(session) {
+  const who = $('[data-testid="whoami"]');
+  const logout = $('[data-testid="logout"]');
+  if (!session) {
+    who.textContent = '';
+    logout.hidden = true;
+    return;
+  }
+  who.textContent = session.auth === 'open'
+    ? `${session.principal || 'local'} (open loopback door)`
+    : `${session.principal || 'signed in'}`;
+  who.title = `Authenticated by ${session.auth}`;
+  logout.hidden = session.auth !== 'cookie';
+}
+
+function start(session) {
+  state.session = session;
+  showWho(session);
+  $('[data-testid="login"]').hidden = true;
+  $('nav[data-testid="nav"]').hidden = false;
+  state.started = true;
+  show(pageFromHash());
+  context.refreshBadge();
+  openEvents();
+}
+
+function stop() {
+  state.started = false;
+  closeEvents();
+  for (const name of PAGES) {
+    state.pages[name].reset();
+    const section = $(`section[data-page="${name}"]`);
+    section.hidden = true;
+    delete section.dataset.loaded;
+  }
+}
+
+function showLogin(message) {
+  stop();
+  state.session = null;
+  showWho(null);
+  $('nav[data-testid="nav"]').hidden = true;
+  $('[data-testid="login"]').hidden = false;
+  $('[data-testid="login-error"]').textContent = message || '';
+  $('[data-testid="login-token"]').focus();
+}
+
+/// Who this browser is to the daemon: `/ui/session`, or (a daemon without it) whether the API
+/// answers at all.
+async function readSession() {
+  try {
+    return await api('/ui/session', { what: 'The session' });
+  } catch (error) {
+    if (error.status === 401) return null;
+    if (!error.routeMissing) throw error;
+  }
+  try {
+    await api('/api/health', { what: 'The health check' });
+    await api('/api/servers', { what: 'The servers list' });
+    return { principal: null, auth: 'open' };
+  } catch (error) {
+    if (error.status === 401) return null;
+    throw error;
+  }
+}
+
+async function boot() {
+  createPages();
+  onUnauthorized(() => {
+    if (state.started) showLogin('The session ended. Log in again.');
+  });
+  window.addEventListener('hashchange', () => {
+    if (state.started) show(pageFromHash());
+  });
+  $('[data-testid="logout"]').addEventListener('click', async () => {
+    try {
+      await api('/ui/logout', { method: 'POST', what: 'Logging out' });
+    } catch {
+      // Logged out as far as this page goes either way.
+    }
+    showLogin('Logged out.');
+  });
+  $('[data-testid="login-form"]').addEventListener('submit', async (event) => {
+    // Handled here: the CSP lets no form be submitted anywhere.
+    event.preventDefault();
+    const input = $('[data-testid="login-token"]');
+    const submit = $('[data-testid="login-submit"]');
+    const problem = $('[data-testid="login-error"]');
+    const token = input.value.trim();
+    if (token === '') return;
+    submit.disabled = true;
+    problem.textContent = '';
+    try {
+      await api('/ui/login', { method: 'POST', body: { token }, what: 'Logging in from the browser' });
+      input.value = '';
+      const session = await readSession();
+      if (session) start(session);
+      else problem.textContent = 'Logged in, but the daemon did not keep the session (are cookies blocked for this address?).';
+    } catch (error) {
+      input.value = '';
+      problem.textContent = error.status === 401 ? `Refused: ${errorText(error)}` : errorText(error);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  try {
+    const session = await readSession();
+    if (session) start(session);
+    else showLogin('');
+  } catch (error) {
+    const fatal = $('[data-testid="fatal"]');
+    fatal.textContent = `Could not reach the daemon: ${errorText(error)}`;
+    fatal.hidden = false;
+  }
+}
+
+boot().catch((error) => {
+  const fatal = $('[data-testid="fatal"]');
+  fatal.append(el('span', {}, `The dashboard failed to start: ${errorText(error)}`));
+  fatal.hidden = false;
+});
