@@ -3,7 +3,8 @@
 //! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
 //! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
 //! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
-//! fragment (no route accepts a cookie); plus the daemon info file that lets
+//! fragment (no route accepts a cookie); the dashboard (`/` and its files under `/ui/`), another
+//! static shell served without a token; plus the daemon info file that lets
 //! `portico mcp` find a running daemon and check its identity.
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off

@@ -13,7 +13,8 @@
 //    "cookies": [{name, httpOnly, sameSite, path}],
 //    "approve": {"id", "tool", "gone", "decisions": [{id, state}]} | null,
 //    "tryIt": {"outcome", "text"} | null,
-//    "chat": {"text", "state", "partials": <distinct growing texts seen>, "tools": [...],
+//    "chat": {"text", "state", "chunks": <text events the answer was built from>,
+//             "partials": <distinct growing texts seen>, "tools": [...], "user": [...],
 //             "conversations": N, "reloaded": <the conversation loaded back into the log>} | null,
 //    "live": {"before", "after", "changed", "reloaded": <whether the page was reloaded>,
 //             "state": <live indicator data-state at the end>} | null,
@@ -90,14 +91,15 @@ async function visit(page, name) {
   if (visible !== 1) throw new Error(`${visible} pages visible on ${name}`);
 }
 
-async function screenshot(page, name) {
+/// Saves the page as NAME.png and notes what SECTION (by default the page of that name) shows.
+async function screenshot(page, name, section = name) {
   const path = join(options.screenshots, `${name}.png`);
   await page.screenshot({ path, fullPage: true });
   const entry = report.pages[name] || (report.pages[name] = { consoleErrors: [] });
   entry.screenshot = path;
   entry.bytes = statSync(path).size;
   entry.loaded = true;
-  entry.text = await page.locator(`section[data-page="${name}"]`).innerText();
+  entry.text = await page.locator(`section[data-page="${section}"]`).innerText();
 }
 
 async function login(page) {
@@ -187,6 +189,7 @@ async function chat(page) {
   report.chat = {
     state: await last.getAttribute('data-state'),
     text: await last.innerText(),
+    chunks: Number(await last.getAttribute('data-chunks') || 0),
     partials: await page.evaluate(() => window.__tourPartials),
     tools: await page.locator(`${tid('chat-log')} .msg.tool`).allInnerTexts(),
     user: await page.locator(`${tid('chat-log')} .msg.user`).allInnerTexts(),
@@ -224,7 +227,7 @@ async function live(page) {
   report.live.reloaded = navigations !== report.navigations
     || (await page.evaluate(() => window.__tourMark)) !== 'still here';
   report.live.state = await page.locator(tid('live')).getAttribute('data-state');
-  await screenshot(page, `${options.live}-live`);
+  await screenshot(page, `${options.live}-live`, options.live);
 }
 
 const executablePath = process.env.PORTICO_TEST_CHROMIUM || '/usr/bin/chromium';

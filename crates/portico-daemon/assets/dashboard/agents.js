@@ -121,6 +121,8 @@ export function agentsPage(section, context) {
       await readEvents(response, (type, data) => {
         if (type === 'text' && data && typeof data.text === 'string') {
           answer.textContent += data.text;
+          // How many pieces the answer came in (the tests read it: proof it streamed).
+          answer.dataset.chunks = String(Number(answer.dataset.chunks || 0) + 1);
           log.scrollTop = log.scrollHeight;
         } else if (type === 'tool' && data) {
           const line = message('tool', `${data.state === 'started' ? '→' : data.state === 'failed' ? '✗' : '✓'} ${data.name} ${data.state}`);

@@ -89,7 +89,8 @@ export function approvalsPage(section, context) {
       const answer = await api('/api/approvals/decisions?limit=20', { what: 'The decisions list' });
       list = answer.decisions || [];
     } catch (error) {
-      if (!error.routeMissing) {
+      // Without the route, `/api/approvals/{id}` takes `decisions` for an id: a 404 either way.
+      if (error.status !== 404 && !error.routeMissing) {
         decisionsProblem.textContent = errorText(error);
         return;
       }

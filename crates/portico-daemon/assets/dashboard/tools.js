@@ -78,8 +78,8 @@ export function toolsPage(section, context) {
       tools.sort((a, b) => a.name.localeCompare(b.name));
       problem.textContent = answer.exposed === false ? 'This daemon serves no tools ([expose] tools = false).' : '';
       loaded = true;
+      // The open detail (and a form being filled in, a call waiting) stays as it is.
       render();
-      if (selected && !detail.hidden && !detail.contains(document.activeElement)) select(selected);
     } catch (error) {
       problem.textContent = errorText(error);
     }
@@ -90,7 +90,6 @@ export function toolsPage(section, context) {
       return loaded ? Promise.resolve() : load();
     },
     poll() {
-      // A form being filled in is not thrown away: only the list is re-read.
       load();
     },
     reset() {

@@ -27,7 +27,7 @@ use crate::support::*;
 
 const TOKEN: &str = "dashboard-web-test-token";
 const GATED: &str = "mcp_everything_echo";
-const TRIED: &str = "mcp_everything_get-sum";
+const TRIED: &str = "mcp_everything_get_sum";
 const PAGES: [&str; 6] = ["servers", "tools", "agents", "a2a", "approvals", "audit"];
 
 /// Routes the dashboard calls that the daemon does not serve before the dashboard's backend is
@@ -267,10 +267,10 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
         "{report:#}"
     );
     let decided = approve["decisions"].as_array().unwrap();
+    // Approved, and (once the held call ran) consumed.
     assert!(
-        decided
-            .iter()
-            .any(|d| d["id"] == approved && d["state"] == "approved"),
+        decided.iter().any(|d| d["id"] == approved
+            && (d["state"] == "approved" || d["state"] == "consumed")),
         "{report:#}"
     );
     let (status, view) = call(base, token, "GET", &format!("/api/approvals/{approved}"), None).await;
@@ -281,7 +281,7 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
     );
     assert_eq!(view["decidedVia"], "web", "{view:#}");
 
-    // The chat: the answer grew as its text events arrived, then is the reply; loaded back from the
+    // The chat: the answer was built from its text events as they arrived, then is the reply; loaded back from the
     // conversation list it is there again.
     let chat = &report["chat"];
     let expected = "Hello from the scripted helper, you said: hello dashboard";
@@ -294,7 +294,12 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
         .iter()
         .map(|p| p.as_str().unwrap())
         .collect();
-    assert!(partials.len() >= 2, "streamed in pieces: {partials:?}");
+    // One `text` event per word (the scripted model's pieces), each appended as it came.
+    assert_eq!(
+        chat["chunks"].as_u64().unwrap() as usize,
+        expected.split_inclusive(' ').count(),
+        "{report:#}"
+    );
     assert!(partials.iter().all(|p| expected.starts_with(p)), "{partials:?}");
     assert_eq!(partials.last(), Some(&expected), "{partials:?}");
     assert!(chat["conversations"].as_u64().unwrap() >= 1, "{report:#}");
