@@ -25,11 +25,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../assets/dashboard/app.js"),
         JAVASCRIPT,
     ),
-    (
-        "app.css",
-        include_str!("../assets/dashboard/app.css"),
-        CSS,
-    ),
+    ("app.css", include_str!("../assets/dashboard/app.css"), CSS),
     (
         "util.js",
         include_str!("../assets/dashboard/util.js"),
@@ -207,7 +203,13 @@ mod tests {
         assert_eq!(send(&router, "POST", "/").await.status, 401);
         // On an open door: unknown paths are 404, and so is another method on a file.
         let open = door(None);
-        for path in ["/ui/other.js", "/ui/", "/index.html", "/nothing", "/ui/app.js/x"] {
+        for path in [
+            "/ui/other.js",
+            "/ui/",
+            "/index.html",
+            "/nothing",
+            "/ui/app.js/x",
+        ] {
             let sent = send(&open, "GET", path).await;
             assert_eq!(sent.status, 404, "{path}");
             assert!(!sent.body.contains('<'), "{path}: {}", sent.body);
@@ -250,7 +252,10 @@ mod tests {
                 !body.contains("http://") && !body.contains("https://"),
                 "{name}: nothing from elsewhere"
             );
-            assert!(!body.contains("@import") && !body.contains("url("), "{name}");
+            assert!(
+                !body.contains("@import") && !body.contains("url("),
+                "{name}"
+            );
             for markup in [
                 "innerHTML",
                 "outerHTML",

@@ -17,10 +17,10 @@ mod approvals_web;
 mod bounds;
 #[path = "doors/clients.rs"]
 mod clients;
-#[path = "doors/dashboard_web.rs"]
-mod dashboard_web;
 #[path = "doors/daemon.rs"]
 mod daemon;
+#[path = "doors/dashboard_web.rs"]
+mod dashboard_web;
 #[path = "doors/failure_branch.rs"]
 mod failure_branch;
 #[path = "doors/gateway.rs"]

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Tours Portico's dashboard (`portico serve`'s `/`) in headless Chromium (Debian's, driven by
 // playwright-core): logs in when asked to, visits every page, saves a full-page PNG of each, and
-// performs the scripted actions given, selecting elements only by the dashboard contract's
+// performs the scripted actions given (saving a PNG after each: approvals-decided, tools-try,
+// agents-chat, PAGE-live; and servers-dark, the servers page in the dark scheme), selecting elements only by the dashboard contract's
 // data-testid / data-* attributes. Prints ONE JSON line on stdout at the end (and, with --live,
 // one `{"event":"live-ready"}` line before it, when the page waits for the change the caller makes):
 //
@@ -12,7 +13,8 @@
 //    "requestErrors": [{"page", "method", "url", "error"}], "blocked": [<URLs outside the origin>],
 //    "cookies": [{name, httpOnly, sameSite, path}],
 //    "approve": {"id", "tool", "gone", "decisions": [{id, state}]} | null,
-//    "tryIt": {"outcome", "text"} | null,
+//    "tryIt": {"schema", "args": [[name, tag, type]], "json": <the JSON view after typing into the
+//              inputs>, "outcome", "text"} | null,
 //    "chat": {"text", "state", "chunks": <text events the answer was built from>,
 //             "partials": <distinct growing texts seen>, "tools": [...], "user": [...],
 //             "conversations": N, "reloaded": <the conversation loaded back into the log>} | null,
@@ -23,7 +25,8 @@
 //   node js/dashboard_tour.mjs --url BASE --screenshots DIR
 //        [--token TOKEN [--wrong-token WRONG]]
 //        [--approve TOOL]                      approve the pending request of TOOL
-//        [--try TOOL --try-args JSON]          try TOOL with these arguments, read the result
+//        [--try TOOL --try-args JSON]          try TOOL, typing JSON's values into its argument
+//                                              inputs, and read the result
 //        [--chat AGENT --message TEXT]         send TEXT, wait for the streamed reply
 //        [--live PAGE --live-selector CSS --live-text TEXT]
 //                                              on PAGE, wait (no reload) until CSS's text contains TEXT
@@ -140,6 +143,7 @@ async function approve(page) {
     state: row.querySelector('[data-field="state"]')?.textContent.trim(),
   })));
   report.approve.badge = await page.locator(tid('approvals-badge')).evaluate((b) => (b.hidden ? '' : b.textContent));
+  await screenshot(page, 'approvals-decided', 'approvals');
 }
 
 async function tryIt(page) {
@@ -152,7 +156,13 @@ async function tryIt(page) {
     schema: await detail.locator(tid('tool-schema')).innerText(),
     args: await detail.locator('[data-arg]').evaluateAll((inputs) => inputs.map((i) => [i.getAttribute('data-arg'), i.tagName.toLowerCase(), i.type || ''])),
   };
-  await detail.locator(tid('try-args')).fill(options.tryArgs);
+  // Typed into the per-argument inputs; the JSON view follows them.
+  for (const [name, value] of Object.entries(JSON.parse(options.tryArgs))) {
+    const input = detail.locator(`[data-arg="${name}"]`);
+    if (typeof value === 'boolean') await input.setChecked(value);
+    else await input.fill(typeof value === 'string' ? value : JSON.stringify(value));
+  }
+  report.tryIt.json = await detail.locator(tid('try-args')).inputValue();
   await detail.locator(tid('try-submit')).click();
   const result = detail.locator(tid('try-result'));
   await page.waitForFunction((selector) => {
@@ -161,6 +171,7 @@ async function tryIt(page) {
   }, `${tid('tool-detail')} ${tid('try-result')}`);
   report.tryIt.outcome = await result.getAttribute('data-outcome');
   report.tryIt.text = await result.innerText();
+  await screenshot(page, 'tools-try', 'tools');
 }
 
 async function chat(page) {
@@ -198,6 +209,7 @@ async function chat(page) {
   const row = page.locator(`${tid('conversations')} [data-conversation]`).first();
   await row.waitFor({ state: 'visible' });
   report.chat.conversations = await page.locator(`${tid('conversations')} [data-conversation]`).count();
+  await screenshot(page, 'agents-chat', 'agents');
   await page.locator(tid('chat-new')).click();
   await row.click();
   await page.locator(`${tid('chat-log')} .msg.assistant`).first().waitFor({ state: 'visible' });
@@ -295,6 +307,11 @@ try {
     await visit(page, name);
     await screenshot(page, name);
   }
+  // The same page in the dark scheme (prefers-color-scheme), for people to look at.
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await visit(page, 'servers');
+  await screenshot(page, 'servers-dark', 'servers');
+  await page.emulateMedia({ colorScheme: 'light' });
   if (options.approve) await approve(page);
   if (options.try) await tryIt(page);
   if (options.chat) await chat(page);

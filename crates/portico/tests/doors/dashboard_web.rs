@@ -29,6 +29,14 @@ const TOKEN: &str = "dashboard-web-test-token";
 const GATED: &str = "mcp_everything_echo";
 const TRIED: &str = "mcp_everything_get_sum";
 const PAGES: [&str; 6] = ["servers", "tools", "agents", "a2a", "approvals", "audit"];
+/// The screenshots the tour takes after its actions.
+const AFTER_ACTIONS: [&str; 5] = [
+    "servers-dark",
+    "approvals-decided",
+    "tools-try",
+    "agents-chat",
+    "approvals-live",
+];
 
 /// Routes the dashboard calls that the daemon does not serve before the dashboard's backend is
 /// merged: on the open-door test, a 404 from one of these is the page degrading, not a fault.
@@ -157,11 +165,7 @@ fn screenshot_dir(name: &str) -> PathBuf {
 
 /// A running `dashboard_tour.mjs`: its `live-ready` line is handed to `on_live_ready` (which makes
 /// the change the page must show), then its report is returned. The whole run is bounded.
-fn tour(
-    chromium: &Path,
-    args: &[&str],
-    on_live_ready: impl FnOnce(),
-) -> Value {
+fn tour(chromium: &Path, args: &[&str], on_live_ready: impl FnOnce()) -> Value {
     let mut child = Command::new(node())
         .arg(peers_dir().join("js/dashboard_tour.mjs"))
         .args(["--timeout-ms", "20000"])
@@ -223,9 +227,13 @@ fn assert_screenshots(report: &Value, dir: &Path, extra: &[&str]) {
         let page = &report["pages"][name];
         assert_eq!(page["loaded"], true, "{name}: {report:#}");
         let path = dir.join(format!("{name}.png"));
-        let bytes = std::fs::read(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}: {report:#}", path.display()));
-        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{}", path.display());
+        let bytes =
+            std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}: {report:#}", path.display()));
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{}",
+            path.display()
+        );
         assert!(
             bytes.len() > 8 * 1024,
             "{} is only {} bytes",
@@ -248,7 +256,10 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
     assert_eq!(report["blocked"], json!([]), "{report:#}");
 
     let servers = page_text(report, "servers");
-    assert!(servers.contains("everything") && servers.contains("ready"), "{servers}");
+    assert!(
+        servers.contains("everything") && servers.contains("ready"),
+        "{servers}"
+    );
     let tools = page_text(report, "tools");
     for tool in [GATED, TRIED, "portico_agent_helper"] {
         assert!(tools.contains(tool), "{tool}: {tools}");
@@ -269,11 +280,19 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
     let decided = approve["decisions"].as_array().unwrap();
     // Approved, and (once the held call ran) consumed.
     assert!(
-        decided.iter().any(|d| d["id"] == approved
-            && (d["state"] == "approved" || d["state"] == "consumed")),
+        decided
+            .iter()
+            .any(|d| d["id"] == approved && (d["state"] == "approved" || d["state"] == "consumed")),
         "{report:#}"
     );
-    let (status, view) = call(base, token, "GET", &format!("/api/approvals/{approved}"), None).await;
+    let (status, view) = call(
+        base,
+        token,
+        "GET",
+        &format!("/api/approvals/{approved}"),
+        None,
+    )
+    .await;
     assert_eq!(status, 200, "{view:#}");
     assert!(
         ["approved", "consumed"].contains(&view["status"].as_str().unwrap()),
@@ -300,7 +319,10 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
         expected.split_inclusive(' ').count(),
         "{report:#}"
     );
-    assert!(partials.iter().all(|p| expected.starts_with(p)), "{partials:?}");
+    assert!(
+        partials.iter().all(|p| expected.starts_with(p)),
+        "{partials:?}"
+    );
     assert_eq!(partials.last(), Some(&expected), "{partials:?}");
     assert!(chat["conversations"].as_u64().unwrap() >= 1, "{report:#}");
     assert_eq!(
@@ -308,6 +330,23 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
         json!(["hello dashboard", expected]),
         "{report:#}"
     );
+
+    // The schema one property a line, and an input per property.
+    let schema = report["tryIt"]["schema"].as_str().unwrap();
+    assert!(
+        schema.contains("a: number required — First number"),
+        "{schema}"
+    );
+    assert!(
+        schema.contains("b: number required — Second number"),
+        "{schema}"
+    );
+    assert_eq!(
+        report["tryIt"]["args"],
+        json!([["a", "input", "number"], ["b", "input", "number"]])
+    );
+    // Typed into the inputs, the arguments as JSON follow (numbers as numbers).
+    assert_eq!(report["tryIt"]["json"], "{\n  \"a\": 2,\n  \"b\": 3\n}");
 
     // The live change (a second held call from outside) reached the badge without a reload.
     let live = &report["live"];
@@ -387,7 +426,7 @@ async fn the_dashboard_works_on_an_open_door_with_the_routes_of_today() {
     };
     eprintln!("dashboard tour: {report}");
     assert_common(&report, &base, None, &approved).await;
-    assert_screenshots(&report, &dir, &["approvals-live"]);
+    assert_screenshots(&report, &dir, &AFTER_ACTIONS);
 
     // The held call finished once approved, with the tool's result.
     let (status, reply) = tokio::time::timeout(Duration::from_secs(60), held)
@@ -414,8 +453,7 @@ async fn the_dashboard_works_on_an_open_door_with_the_routes_of_today() {
     for error in report["consoleErrors"].as_array().unwrap() {
         let text = error["text"].as_str().unwrap();
         assert_eq!(
-            text,
-            "Failed to load resource: the server responded with a status of 404 (Not Found)",
+            text, "Failed to load resource: the server responded with a status of 404 (Not Found)",
             "{report:#}"
         );
     }
@@ -423,19 +461,15 @@ async fn the_dashboard_works_on_an_open_door_with_the_routes_of_today() {
     assert_eq!(report["tryIt"]["outcome"], "error", "{report:#}");
     let tried = report["tryIt"]["text"].as_str().unwrap();
     assert!(tried.contains("not available in this daemon"), "{tried}");
-    // The schema one property a line, and an input per property.
-    let schema = report["tryIt"]["schema"].as_str().unwrap();
-    assert!(schema.contains("a: number required — First number"), "{schema}");
-    assert!(schema.contains("b: number required — Second number"), "{schema}");
-    assert_eq!(
-        report["tryIt"]["args"],
-        json!([["a", "input", "number"], ["b", "input", "number"]])
-    );
     // Without the event stream the page polls: the indicator says it is not live.
     assert_eq!(report["liveState"], "closed", "{report:#}");
 
     // The second held call: denied here, so its agent run ends.
-    let second = second.lock().unwrap().take().expect("the live change was made");
+    let second = second
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the live change was made");
     let approvals = pending(&base, None, 1).await;
     let id = approvals[0]["id"].as_str().unwrap();
     let (status, _) = call(
@@ -520,8 +554,11 @@ async fn the_dashboard_tour_with_a_login_try_it_and_live_events() {
                 ],
                 || {
                     let _guard = runtime.enter();
-                    *second.lock().unwrap() =
-                        Some(message_in_background(&base, Some(TOKEN), "echo while watched"));
+                    *second.lock().unwrap() = Some(message_in_background(
+                        &base,
+                        Some(TOKEN),
+                        "echo while watched",
+                    ));
                 },
             )
         })
@@ -530,7 +567,7 @@ async fn the_dashboard_tour_with_a_login_try_it_and_live_events() {
     };
     eprintln!("dashboard tour: {report}");
     assert_common(&report, &base, Some(TOKEN), &approved).await;
-    assert_screenshots(&report, &dir, &["approvals-live"]);
+    assert_screenshots(&report, &dir, &AFTER_ACTIONS);
     let (status, reply) = tokio::time::timeout(Duration::from_secs(60), held)
         .await
         .expect("the approval did not wake the held call")
@@ -600,11 +637,18 @@ async fn the_dashboard_tour_with_a_login_try_it_and_live_events() {
     }
     // The tool tried: its result text.
     assert_eq!(report["tryIt"]["outcome"], "ok", "{report:#}");
-    assert_eq!(report["tryIt"]["text"], "The sum of 2 and 3 is 5.", "{report:#}");
+    assert_eq!(
+        report["tryIt"]["text"], "The sum of 2 and 3 is 5.",
+        "{report:#}"
+    );
     // The live change came over the event stream.
     assert_eq!(report["liveState"], "open", "{report:#}");
     assert_eq!(report["live"]["state"], "open", "{report:#}");
-    let second = second.lock().unwrap().take().expect("the live change was made");
+    let second = second
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the live change was made");
     let approvals = pending(&base, Some(TOKEN), 1).await;
     let id = approvals[0]["id"].as_str().unwrap();
     let (status, _) = call(
