@@ -146,7 +146,7 @@ export function isoTime(value) {
 
 /// A time cell: readable local time, the exact time as its title.
 export function timeCell(value, attributes = {}) {
-  const cell = el('td', attributes, localTime(value));
+  const cell = el('td', { class: 'time', ...attributes }, localTime(value));
   const iso = isoTime(value);
   if (iso) cell.title = iso;
   return cell;
@@ -172,7 +172,7 @@ export function since(value) {
 
 const GOOD = new Set(['ready', 'ok', 'approved', 'completed', 'done', 'consumed', 'task_state_completed']);
 const BAD = new Set(['failed', 'error', 'denied', 'invalid', 'timeout', 'rejected', 'canceled', 'cancelled', 'task_state_failed', 'task_state_rejected', 'task_state_canceled', 'disabled', 'gave_up', 'needs_login']);
-const WAITING = new Set(['pending', 'connecting', 'restarting', 'working', 'submitted', 'input_required', 'auth_required', 'expired', 'task_state_working', 'task_state_submitted', 'task_state_input_required', 'task_state_auth_required']);
+const WAITING = new Set(['pending', 'approval_requested', 'connecting', 'restarting', 'working', 'submitted', 'input_required', 'auth_required', 'expired', 'task_state_working', 'task_state_submitted', 'task_state_input_required', 'task_state_auth_required']);
 
 /// A coloured chip naming a state.
 export function chip(state, attributes = {}) {
