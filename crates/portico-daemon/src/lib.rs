@@ -3,8 +3,7 @@
 //! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
 //! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
 //! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
-//! fragment (no route accepts a cookie); the dashboard (`/` and its files under `/ui/`), another
-//! static shell served without a token; plus the daemon info file that lets
+//! fragment (no route accepts a cookie); plus the daemon info file that lets
 //! `portico mcp` find a running daemon and check its identity.
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
@@ -299,7 +298,6 @@ fn router(
         .merge(approvals_api::routes(&engine))
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
-        .merge(dashboard::routes())
         .merge(
             door.policy
                 .oauth()
@@ -308,6 +306,7 @@ fn router(
         )
         .merge(session_stats)
         .merge(legacy)
+        .merge(dashboard::routes())
         .nest_service("/mcp", mcp);
     // Inside the security layer: a request refused for its Host, Origin or token is not read, costs
     // nothing and is no call to wait for.
