@@ -2,7 +2,8 @@
 // Tours Portico's dashboard (`portico serve`'s `/`) in headless Chromium (Debian's, driven by
 // playwright-core): logs in when asked to, visits every page, saves a full-page PNG of each, and
 // performs the scripted actions given (saving a PNG after each: approvals-decided, tools-try,
-// agents-chat, PAGE-live; and servers-dark, the servers page in the dark scheme), selecting elements only by the dashboard contract's
+// agents-chat, PAGE-live; servers-dark, the servers page in the dark scheme; login, the login
+// form, when logging in), selecting elements only by the dashboard contract's
 // data-testid / data-* attributes. Prints ONE JSON line on stdout at the end (and, with --live,
 // one `{"event":"live-ready"}` line before it, when the page waits for the change the caller makes):
 //
@@ -102,13 +103,15 @@ async function screenshot(page, name, section = name) {
   entry.screenshot = path;
   entry.bytes = statSync(path).size;
   entry.loaded = true;
-  entry.text = await page.locator(`section[data-page="${section}"]`).innerText();
+  const root = section === 'login' ? tid('login') : `section[data-page="${section}"]`;
+  entry.text = await page.locator(root).innerText();
 }
 
 async function login(page) {
   const form = page.locator(`form${tid('login-form')}`);
   await form.waitFor({ state: 'visible' });
   report.login = { formShown: true };
+  await screenshot(page, 'login', 'login');
   if (options.wrongToken !== undefined) {
     await page.locator(tid('login-token')).fill(options.wrongToken);
     await page.locator(tid('login-submit')).click();

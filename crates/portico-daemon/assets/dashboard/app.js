@@ -200,6 +200,7 @@ function start(session) {
   showWho(session);
   $('[data-testid="login"]').hidden = true;
   $('nav[data-testid="nav"]').hidden = false;
+  live.hidden = false;
   state.started = true;
   show(pageFromHash());
   context.refreshBadge();
@@ -222,6 +223,7 @@ function showLogin(message) {
   state.session = null;
   showWho(null);
   $('nav[data-testid="nav"]').hidden = true;
+  live.hidden = true;
   $('[data-testid="login"]').hidden = false;
   $('[data-testid="login-error"]').textContent = message || '';
   $('[data-testid="login-token"]').focus();
