@@ -1,9 +1,11 @@
 //! [`Pipeline::call`]: the one function every tool call passes.
 
-use std::sync::{Arc, RwLock, Weak};
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use portico_core::{CallError, JsonObject, ToolResult};
+use portico_metrics::{CallRecord, Metrics, PrincipalClass, Stage};
 use portico_store::AuditRecord;
 use serde_json::Value;
 
@@ -311,6 +313,8 @@ struct Inner {
     audit_key: RwLock<AuditKey>,
     approvals: RwLock<Option<Approvals>>,
     pins: RwLock<Option<ToolPins>>,
+    /// Set once, by the engine; read without a lock on every call.
+    metrics: OnceLock<Metrics>,
     schemas: SchemaCache,
     settings: PipelineSettings,
 }
@@ -325,6 +329,7 @@ impl Pipeline {
                 audit_key: RwLock::new(AuditKey::ephemeral()),
                 approvals: RwLock::default(),
                 pins: RwLock::default(),
+                metrics: OnceLock::new(),
                 schemas: SchemaCache::default(),
                 settings,
             }),
@@ -396,6 +401,39 @@ impl Pipeline {
 
     pub fn pins(&self) -> Option<ToolPins> {
         self.inner.pins.read().expect("pipeline pins lock").clone()
+    }
+
+    /// Where calls are counted and their stages timed (`/metrics`). Set once; a second handle is
+    /// ignored, so every count lands in the first.
+    pub fn set_metrics(&self, metrics: Metrics) {
+        let _ = self.inner.metrics.set(metrics);
+    }
+
+    /// Times `stage` of a call, when the pipeline has metrics.
+    fn time(&self, stage: Stage, took: Duration) {
+        if let Some(metrics) = self.inner.metrics.get() {
+            metrics.time_stage(stage, took);
+        }
+    }
+
+    /// Counts a finished call and times it whole, when the pipeline has metrics.
+    fn count(
+        &self,
+        principal: &Principal,
+        tool: &str,
+        server: &str,
+        outcome: Outcome,
+        took: Duration,
+    ) {
+        if let Some(metrics) = self.inner.metrics.get() {
+            metrics.count_call(CallRecord {
+                tool,
+                server: Cow::Borrowed(server),
+                principal: PrincipalClass::of(principal),
+                outcome: outcome.label(),
+            });
+            metrics.time_stage(Stage::Pipeline, took);
+        }
     }
 
     /// Whether the pins let `entry` of `source` be listed and called (`Ok` without pins, and for
@@ -584,6 +622,13 @@ impl Pipeline {
         };
         let Some((source, entry)) = found else {
             audit(Outcome::UnknownTool, None);
+            self.count(
+                &context.principal,
+                portico_metrics::UNKNOWN,
+                "(none)",
+                Outcome::UnknownTool,
+                started.elapsed(),
+            );
             let candidates: Vec<String> = self
                 .list(&context.principal)
                 .await
@@ -596,12 +641,18 @@ impl Pipeline {
             });
         };
 
+        // Only a pipeline with metrics pays for this lookup (an upstream tool's catalog entry).
+        let server = match self.inner.metrics.get() {
+            Some(_) => server_label(&*source, &entry.name),
+            None => Cow::Borrowed(""),
+        };
         // A call whose caller goes away (a cancelled A2A task, a client that hung up) is dropped
         // mid-run; the guard still records that it was called and did not finish.
         let mut unfinished = Unfinished {
             pipeline: self,
             context,
             name,
+            server: &server,
             digest: &digest,
             started,
             armed: true,
@@ -641,6 +692,13 @@ impl Pipeline {
             Principal::Client { .. } => false,
         };
         audit(outcome, detail);
+        self.count(
+            &context.principal,
+            &entry.name,
+            &server,
+            outcome,
+            started.elapsed(),
+        );
         Ok(CallOutcome {
             result,
             outcome,
@@ -701,6 +759,73 @@ impl Pipeline {
             unreachable!("arguments were an object a moment ago")
         };
 
+        let asked = Instant::now();
+        let held = self.ask_policies(entry, &arguments, context).await;
+        self.time(Stage::Policy, asked.elapsed());
+        let held = held?;
+        if let Some((policy, reason)) = held {
+            // Only a held call pays for this lookup: what it is served by before the wait.
+            let origin_when_checked = source.origin(name);
+            let Some(approvals) = self.approvals() else {
+                return Err(PipelineError::ApprovalRequired {
+                    tool: name.to_string(),
+                    reason,
+                    request_id: None,
+                });
+            };
+            let hold = Hold {
+                entry,
+                arguments: &arguments,
+                arguments_digest: digest,
+                policy: &policy,
+                reason: &reason,
+            };
+            let waited = Instant::now();
+            let gated = approvals.gate(hold, context).await;
+            self.time(Stage::Approval, waited.elapsed());
+            gated?;
+            // The wait for an answer can be long: what runs must still be the tool that was
+            // approved, served by the same source and server.
+            self.unchanged_while_held(source, entry, origin_when_checked.as_ref())?;
+        }
+
+        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
+        let executing = Instant::now();
+        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context)).await;
+        self.time(Stage::Execute, executing.elapsed());
+        let result = result.map_err(|_| PipelineError::Timeout {
+            tool: name.to_string(),
+            after: timeout,
+        })??;
+
+        if result.is_error() {
+            return Ok(result);
+        }
+        if let (Some(schema), Some(structured)) = (
+            entry.definition.get("outputSchema"),
+            &result.structured_content,
+        ) && let Err(problems) =
+            self.inner
+                .schemas
+                .check(name, "outputSchema", entry.generation, schema, structured)
+        {
+            return Err(PipelineError::InvalidOutput {
+                tool: name.to_string(),
+                problems,
+            });
+        }
+        Ok(result)
+    }
+
+    /// Asks every policy about the call: a refusal, or the approval the first policy that holds
+    /// it needs (its id and reason), or `None` when all allow it.
+    async fn ask_policies(
+        &self,
+        entry: &ToolEntry,
+        arguments: &JsonObject,
+        context: &ToolContext,
+    ) -> Result<Option<(String, String)>, PipelineError> {
+        let name = entry.name.as_str();
         // Every policy is asked before an approval is used: a call another policy denies must not
         // spend a grant (or ask someone to approve it). The first policy that holds it decides
         // which approval it needs.
@@ -708,7 +833,7 @@ impl Pipeline {
         for policy in self.policies() {
             let request = PolicyRequest {
                 entry,
-                arguments: &arguments,
+                arguments,
                 principal: &context.principal,
                 turn: context.turn.as_deref(),
             };
@@ -737,54 +862,7 @@ impl Pipeline {
                 }
             }
         }
-        if let Some((policy, reason)) = held {
-            // Only a held call pays for this lookup: what it is served by before the wait.
-            let origin_when_checked = source.origin(name);
-            let Some(approvals) = self.approvals() else {
-                return Err(PipelineError::ApprovalRequired {
-                    tool: name.to_string(),
-                    reason,
-                    request_id: None,
-                });
-            };
-            let hold = Hold {
-                entry,
-                arguments: &arguments,
-                arguments_digest: digest,
-                policy: &policy,
-                reason: &reason,
-            };
-            approvals.gate(hold, context).await?;
-            // The wait for an answer can be long: what runs must still be the tool that was
-            // approved, served by the same source and server.
-            self.unchanged_while_held(source, entry, origin_when_checked.as_ref())?;
-        }
-
-        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
-        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context))
-            .await
-            .map_err(|_| PipelineError::Timeout {
-                tool: name.to_string(),
-                after: timeout,
-            })??;
-
-        if result.is_error() {
-            return Ok(result);
-        }
-        if let (Some(schema), Some(structured)) = (
-            entry.definition.get("outputSchema"),
-            &result.structured_content,
-        ) && let Err(problems) =
-            self.inner
-                .schemas
-                .check(name, "outputSchema", entry.generation, schema, structured)
-        {
-            return Err(PipelineError::InvalidOutput {
-                tool: name.to_string(),
-                problems,
-            });
-        }
-        Ok(result)
+        Ok(held)
     }
 
     fn audit(
@@ -813,6 +891,15 @@ impl Pipeline {
                 duration_ms: duration.as_millis() as u64,
             });
         }
+    }
+}
+
+/// The server label of a call (`/metrics`): the upstream server serving the tool, or the kind of
+/// Portico's own source (`(local)`, `(agents)`, `(a2a)`).
+fn server_label(source: &dyn ToolSource, name: &str) -> Cow<'static, str> {
+    match source.origin(name) {
+        Some(origin) => Cow::Owned(origin.server),
+        None => Cow::Borrowed(CallRecord::own_source(source.kind())),
     }
 }
 
@@ -867,6 +954,8 @@ struct Unfinished<'a> {
     pipeline: &'a Pipeline,
     context: &'a ToolContext,
     name: &'a str,
+    /// The call's server label (`/metrics`).
+    server: &'a str,
     digest: &'a str,
     started: Instant,
     armed: bool,
@@ -881,6 +970,13 @@ impl Drop for Unfinished<'_> {
                 self.digest,
                 Outcome::Cancelled,
                 Some("the caller went away before the call finished".into()),
+                self.started.elapsed(),
+            );
+            self.pipeline.count(
+                &self.context.principal,
+                self.name,
+                self.server,
+                Outcome::Cancelled,
                 self.started.elapsed(),
             );
         }
