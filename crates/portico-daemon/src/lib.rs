@@ -31,6 +31,7 @@ mod in_flight;
 mod info;
 mod legacy_sse;
 mod listener;
+mod metrics;
 mod oauth;
 mod panics;
 mod rate_limit;
@@ -265,9 +266,12 @@ fn router(
         .with_json_response(true)
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
-    let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
+    let (legacy, legacy_sessions) =
+        legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
     let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
     let session_stats = sessions::routes(sessions.clone(), server.clone());
+    let metrics = metrics::routes(engine.clone(), sessions.clone(), legacy_sessions);
+    let recorded = engine.metrics().clone();
     let mcp = StreamableHttpService::new(
         move || Ok(server.for_session()),
         sessions.clone(),
@@ -304,6 +308,7 @@ fn router(
                 .unwrap_or_default(),
         )
         .merge(session_stats)
+        .merge(metrics)
         .merge(legacy)
         .nest_service("/mcp", mcp);
     // Inside the security layer: a request refused for its Host, Origin or token is not read, costs
@@ -314,9 +319,11 @@ fn router(
             in_flight::count_calls,
         ));
     }
-    if let Some(limits) =
-        rate_limit::Limits::new(&config.server.rate_limit, config.server.max_message_bytes)
-    {
+    if let Some(limits) = rate_limit::Limits::new(
+        &config.server.rate_limit,
+        config.server.max_message_bytes,
+        recorded,
+    ) {
         router = router.layer(axum::middleware::from_fn_with_state(
             limits,
             rate_limit::check,
