@@ -75,8 +75,8 @@ impl PrincipalClass {
     pub fn of(principal: &Principal) -> Self {
         match principal {
             Principal::Agent(_) => PrincipalClass::Agent,
-            // The A2A door's own principal: `[[server.clients]]` identities are scoped or named
-            // otherwise in practice, and a client named `a2a` would only be counted with it.
+            // The A2A door's own principal. Door names are refused as `[[server.clients]]`
+            // names; only an OAuth token whose `sub` is `a2a` would be counted with it.
             Principal::Client { id, .. } if id == "a2a" => PrincipalClass::A2a,
             Principal::Client { .. } => PrincipalClass::Client,
         }
