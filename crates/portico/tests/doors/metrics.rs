@@ -201,7 +201,10 @@ async fn metrics_are_protected_parse_as_prometheus_text_and_move_by_exactly_the_
     let session = Session::open(&base).await;
     for id in 1..=3 {
         let answer = session.call(id, "system_time", json!({})).await;
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        assert!(
+            answer["result"]["structuredContent"]["unix_ms"].is_u64(),
+            "{answer}"
+        );
     }
     for id in 4..=5 {
         let answer = session.call(id, "mcp_cat_t1", json!({})).await;
