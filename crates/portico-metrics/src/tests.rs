@@ -74,6 +74,28 @@ fn calls_are_counted_by_tool_server_principal_class_and_outcome() {
 }
 
 #[test]
+fn each_stage_indexes_its_own_histogram() {
+    for (index, stage) in Stage::ALL.into_iter().enumerate() {
+        assert_eq!(stage as usize, index, "{stage:?}");
+    }
+    let metrics = Metrics::new();
+    metrics.time_stage(Stage::Approval, Duration::from_secs(3));
+    let scrape = scrape(&metrics, &State::default());
+    for stage in Stage::ALL {
+        let expected = if stage == Stage::Approval { 1.0 } else { 0.0 };
+        assert_eq!(
+            value(
+                &scrape,
+                "portico_call_stage_duration_seconds_count",
+                &[("stage", stage.as_str())]
+            ),
+            Some(expected),
+            "{stage:?}"
+        );
+    }
+}
+
+#[test]
 fn a_principal_is_counted_by_its_class_never_its_name() {
     let patterns = portico_core::context::ToolPatterns::new(&["*"]).unwrap();
     assert_eq!(
@@ -138,7 +160,8 @@ fn stages_upstream_calls_connects_and_commits_are_histograms_that_count_each_obs
     };
     assert_eq!(stage("door"), Some(1.0));
     assert_eq!(stage("policy"), Some(2.0));
-    assert_eq!(stage("execute"), None);
+    // Every stage is there from the start, counting nothing until a call reaches it.
+    assert_eq!(stage("execute"), Some(0.0));
     assert_eq!(
         value(
             &scrape,
@@ -259,12 +282,11 @@ fn state_is_written_as_gauges_one_series_per_upstream_state() {
     );
 }
 
-/// (A family with no series yet, such as a stage no call reached, is left out whole.)
+/// (A family with no series yet, such as the sessions of no door, is left out whole.)
 #[test]
 fn the_text_is_prometheus_0_0_4_with_help_and_type_for_every_family() {
     let metrics = Metrics::new();
     metrics.count_call(call("system_time", "(local)", "ok"));
-    metrics.time_stage(Stage::Execute, Duration::from_millis(1));
     let text = metrics.encode(&State {
         sessions: vec![("mcp", 1)],
         ..State::default()

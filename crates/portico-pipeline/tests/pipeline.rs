@@ -667,6 +667,9 @@ async fn every_call_is_counted_by_its_outcome_and_each_stage_it_reached_is_timed
         // Only the calls that passed the schema met the policies and ran.
         r#"portico_call_stage_duration_seconds_count{stage="policy"} 3"#,
         r#"portico_call_stage_duration_seconds_count{stage="execute"} 3"#,
+        // No door in this test, and nothing was held.
+        r#"portico_call_stage_duration_seconds_count{stage="door"} 0"#,
+        r#"portico_call_stage_duration_seconds_count{stage="approval"} 0"#,
     ];
     let mut lines = lines;
     lines.sort_unstable();
