@@ -46,6 +46,10 @@ pub const MAX_SERIES: usize = 4096;
 /// The tool label of a call whose name no source knows.
 pub const UNKNOWN: &str = "(unknown)";
 
+/// The tool label of a name a passed-through server answers without listing it: any name a client
+/// sends, so never a label of its own.
+pub const UNLISTED: &str = "(unlisted)";
+
 /// The label value that stands for every value past [`MAX_SERIES`].
 pub const OTHER: &str = "(other)";
 
@@ -179,13 +183,15 @@ pub struct CallRecord<'a> {
 }
 
 impl CallRecord<'_> {
-    /// The server label of a tool Portico serves itself, from its source's kind.
-    pub fn own_source(kind: &str) -> &'static str {
+    /// The tool and server labels of a tool with no upstream origin, from its source's kind (a
+    /// pipeline `ToolSource::kind`): Portico's own tools by name; the hub's only such tools are a
+    /// passed-through server's unlisted names, which are [`UNLISTED`].
+    pub fn own_labels<'n>(kind: &str, name: &'n str) -> (&'n str, &'static str) {
         match kind {
-            "agents" => "(agents)",
-            "a2a" => "(a2a)",
-            "hub" => "(hub)",
-            _ => "(local)",
+            "agents" => (name, "(agents)"),
+            "a2a" => (name, "(a2a)"),
+            "hub" => (UNLISTED, "(hub)"),
+            _ => (name, "(local)"),
         }
     }
 }

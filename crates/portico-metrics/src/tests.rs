@@ -96,6 +96,24 @@ fn each_stage_indexes_its_own_histogram() {
 }
 
 #[test]
+fn portico_s_own_tools_are_labelled_by_their_source_and_unlisted_names_never_by_name() {
+    assert_eq!(
+        CallRecord::own_labels("local", "system_time"),
+        ("system_time", "(local)")
+    );
+    assert_eq!(
+        CallRecord::own_labels("agents", "portico_agent_x"),
+        ("portico_agent_x", "(agents)")
+    );
+    assert_eq!(CallRecord::own_labels("a2a", "a2a_y"), ("a2a_y", "(a2a)"));
+    // A passed-through server takes any name a client sends.
+    assert_eq!(
+        CallRecord::own_labels("hub", "anything-a-client-made-up"),
+        (UNLISTED, "(hub)")
+    );
+}
+
+#[test]
 fn a_principal_is_counted_by_its_class_never_its_name() {
     let patterns = portico_core::context::ToolPatterns::new(&["*"]).unwrap();
     assert_eq!(

@@ -642,9 +642,9 @@ impl Pipeline {
         };
 
         // Only a pipeline with metrics pays for this lookup (an upstream tool's catalog entry).
-        let server = match self.inner.metrics.get() {
-            Some(_) => server_label(&*source, &entry.name),
-            None => Cow::Borrowed(""),
+        let (tool_label, server) = match self.inner.metrics.get() {
+            Some(_) => call_labels(&*source, &entry.name),
+            None => (name, Cow::Borrowed("")),
         };
         // A call whose caller goes away (a cancelled A2A task, a client that hung up) is dropped
         // mid-run; the guard still records that it was called and did not finish.
@@ -652,6 +652,7 @@ impl Pipeline {
             pipeline: self,
             context,
             name,
+            tool_label,
             server: &server,
             digest: &digest,
             started,
@@ -694,7 +695,7 @@ impl Pipeline {
         audit(outcome, detail);
         self.count(
             &context.principal,
-            &entry.name,
+            tool_label,
             &server,
             outcome,
             started.elapsed(),
@@ -894,12 +895,15 @@ impl Pipeline {
     }
 }
 
-/// The server label of a call (`/metrics`): the upstream server serving the tool, or the kind of
-/// Portico's own source (`(local)`, `(agents)`, `(a2a)`).
-fn server_label(source: &dyn ToolSource, name: &str) -> Cow<'static, str> {
+/// The tool and server labels of a resolved call (`/metrics`): an upstream tool by its name and
+/// server, any other as its source's kind says ([`CallRecord::own_labels`]).
+fn call_labels<'n>(source: &dyn ToolSource, name: &'n str) -> (&'n str, Cow<'static, str>) {
     match source.origin(name) {
-        Some(origin) => Cow::Owned(origin.server),
-        None => Cow::Borrowed(CallRecord::own_source(source.kind())),
+        Some(origin) => (name, Cow::Owned(origin.server)),
+        None => {
+            let (tool, server) = CallRecord::own_labels(source.kind(), name);
+            (tool, Cow::Borrowed(server))
+        }
     }
 }
 
@@ -954,7 +958,8 @@ struct Unfinished<'a> {
     pipeline: &'a Pipeline,
     context: &'a ToolContext,
     name: &'a str,
-    /// The call's server label (`/metrics`).
+    /// The call's tool and server labels (`/metrics`).
+    tool_label: &'a str,
     server: &'a str,
     digest: &'a str,
     started: Instant,
@@ -974,7 +979,7 @@ impl Drop for Unfinished<'_> {
             );
             self.pipeline.count(
                 &self.context.principal,
-                self.name,
+                self.tool_label,
                 self.server,
                 Outcome::Cancelled,
                 self.started.elapsed(),
