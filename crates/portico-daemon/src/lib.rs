@@ -1,6 +1,7 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
 //! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
-//! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
+//! legacy HTTP+SSE transport (`/sse`, `/message`), Prometheus metrics (`/metrics`, the engine's
+//! `portico-metrics` handle with this moment's state), and, when `[a2a]` is enabled, `portico-a2a`'s
 //! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
 //! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
 //! fragment (no route accepts a cookie); plus the daemon info file that lets
