@@ -78,23 +78,59 @@ struct LegacySse {
     max_sessions: usize,
 }
 
-/// The `/sse` and `/message` routes. `shutdown` ends every open stream; `max_body_bytes` caps a POST.
+/// The open legacy sessions, counted for `/metrics`.
+#[derive(Clone)]
+pub(crate) struct OpenSessions(Sessions);
+
+impl OpenSessions {
+    pub(crate) fn count(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The `/sse` and `/message` routes, and their open sessions. `shutdown` ends every open stream;
+/// `max_body_bytes` caps a POST.
 pub(crate) fn routes(
     server: PorticoServer,
     shutdown: CancellationToken,
     max_body_bytes: usize,
-) -> Router {
-    routes_with_limit(server, shutdown, max_body_bytes, MAX_SESSIONS)
+) -> (Router, OpenSessions) {
+    let sessions = Sessions::default();
+    let router = routes_with(
+        server,
+        shutdown,
+        max_body_bytes,
+        MAX_SESSIONS,
+        sessions.clone(),
+    );
+    (router, OpenSessions(sessions))
 }
 
+#[cfg(test)]
 fn routes_with_limit(
     server: PorticoServer,
     shutdown: CancellationToken,
     max_body_bytes: usize,
     max_sessions: usize,
 ) -> Router {
+    routes_with(
+        server,
+        shutdown,
+        max_body_bytes,
+        max_sessions,
+        Sessions::default(),
+    )
+}
+
+fn routes_with(
+    server: PorticoServer,
+    shutdown: CancellationToken,
+    max_body_bytes: usize,
+    max_sessions: usize,
+    sessions: Sessions,
+) -> Router {
     let state = LegacySse {
-        sessions: Arc::default(),
+        sessions,
         server,
         shutdown,
         max_body_bytes,

@@ -1,6 +1,7 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
 //! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
-//! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
+//! legacy HTTP+SSE transport (`/sse`, `/message`), Prometheus metrics (`/metrics`, the engine's
+//! `portico-metrics` handle with this moment's state), and, when `[a2a]` is enabled, `portico-a2a`'s
 //! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
 //! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
 //! fragment (no route accepts a cookie); plus the daemon info file that lets
@@ -32,6 +33,7 @@ mod in_flight;
 mod info;
 mod legacy_sse;
 mod listener;
+mod metrics;
 mod oauth;
 mod panics;
 mod rate_limit;
@@ -266,9 +268,12 @@ fn router(
         .with_json_response(true)
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
-    let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
+    let (legacy, legacy_sessions) =
+        legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
     let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
     let session_stats = sessions::routes(sessions.clone(), server.clone());
+    let metrics = metrics::routes(engine.clone(), sessions.clone(), legacy_sessions);
+    let recorded = engine.metrics().clone();
     let mcp = StreamableHttpService::new(
         move || Ok(server.for_session()),
         sessions.clone(),
@@ -305,6 +310,7 @@ fn router(
                 .unwrap_or_default(),
         )
         .merge(session_stats)
+        .merge(metrics)
         .merge(legacy)
         .merge(dashboard::routes())
         .nest_service("/mcp", mcp);
@@ -316,9 +322,11 @@ fn router(
             in_flight::count_calls,
         ));
     }
-    if let Some(limits) =
-        rate_limit::Limits::new(&config.server.rate_limit, config.server.max_message_bytes)
-    {
+    if let Some(limits) = rate_limit::Limits::new(
+        &config.server.rate_limit,
+        config.server.max_message_bytes,
+        recorded,
+    ) {
         router = router.layer(axum::middleware::from_fn_with_state(
             limits,
             rate_limit::check,

@@ -20,6 +20,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use portico_metrics::{Metrics, RateLimited};
 use serde_json::{Value, json};
 
 use crate::security::ClientIdentity;
@@ -34,10 +35,16 @@ pub struct Limits {
     /// Bodies larger than this are not inspected (the route refuses them anyway).
     max_body: usize,
     checked: AtomicU64,
+    /// Where refusals are counted (`/metrics`).
+    metrics: Metrics,
 }
 
 impl Limits {
-    pub fn new(section: &portico_config::RateLimitSection, max_body: usize) -> Option<Arc<Self>> {
+    pub fn new(
+        section: &portico_config::RateLimitSection,
+        max_body: usize,
+        metrics: Metrics,
+    ) -> Option<Arc<Self>> {
         if !section.enabled {
             return None;
         }
@@ -49,6 +56,7 @@ impl Limits {
             agent_cost,
             max_body,
             checked: AtomicU64::new(0),
+            metrics,
         }))
     }
 
@@ -143,7 +151,15 @@ pub async fn check(State(limits): State<Arc<Limits>>, request: Request, next: Ne
     } else {
         NonZeroU32::MIN
     };
-    match limits.limiter.check_key_n(&key, cost) {
+    let verdict = limits.limiter.check_key_n(&key, cost);
+    if !matches!(verdict, Ok(Ok(()))) {
+        limits.metrics.count_rate_limited(if runs_agent {
+            RateLimited::Agent
+        } else {
+            RateLimited::Request
+        });
+    }
+    match verdict {
         Ok(Ok(())) => next.run(request).await,
         Ok(Err(not_until)) => {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
@@ -187,7 +203,7 @@ mod tests {
             burst,
             agent_cost,
         };
-        let limits = Limits::new(&section, 1 << 20).unwrap();
+        let limits = Limits::new(&section, 1 << 20, Metrics::new()).unwrap();
         let policy = Arc::new(DoorPolicy::new(
             "127.0.0.1:4200".parse().unwrap(),
             token.map(str::to_string),
@@ -242,6 +258,33 @@ mod tests {
         );
         assert_eq!(send(&router, "/mcp", None, &ping()).await, 429);
         assert_eq!(limits.keys(), 1);
+    }
+
+    /// `/metrics`: each 429 is counted once, by what the request would have cost.
+    #[tokio::test]
+    async fn refusals_are_counted_by_what_they_would_have_cost() {
+        let (router, limits) = door(None, 3, 2);
+        for _ in 0..3 {
+            assert_eq!(send(&router, "/mcp", None, &ping()).await, 200);
+        }
+        assert_eq!(send(&router, "/mcp", None, &ping()).await, 429);
+        assert_eq!(send(&router, "/mcp", None, &ping()).await, 429);
+        let agent = call_tool("portico_agent_x");
+        assert_eq!(send(&router, "/mcp", None, &agent).await, 429);
+        let text = limits.metrics.encode(&portico_metrics::State::default());
+        let refusals: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("portico_rate_limit_refusals_total"))
+            .collect();
+        let mut refusals = refusals;
+        refusals.sort_unstable();
+        assert_eq!(
+            refusals,
+            [
+                r#"portico_rate_limit_refusals_total{kind="agent"} 1"#,
+                r#"portico_rate_limit_refusals_total{kind="request"} 2"#,
+            ]
+        );
     }
 
     #[tokio::test]

@@ -20,6 +20,7 @@ use portico_agents::{
 };
 use portico_config::{Config, agent_tool_name};
 use portico_hub::{Hub, HubSettings, HubTools, OAuthHome, StopGrace};
+use portico_metrics::Metrics;
 use portico_net::{CredentialScope, LazyClient, NetPolicy, SafeClient};
 use portico_pipeline::{
     ApprovalSettings, ApprovalVia, Approvals, AuditKey, ConditionSpec, DefaultAction, LocalTools,
@@ -73,6 +74,8 @@ pub struct Engine {
     local: LocalTools,
     audit: AuditWriter,
     approvals: Approvals,
+    /// What the pipeline, the hub and the store record into; the daemon serves it at `/metrics`.
+    metrics: Metrics,
     /// What a reload needs to make the agents of a new config: their drivers read API keys from
     /// the environment and reach their models through this client.
     env: Arc<EnvLookup>,
@@ -166,11 +169,14 @@ impl Engine {
     /// Starts everything `config` describes. Upstreams connect in the background; the engine is
     /// usable at once. Must be called inside a tokio runtime.
     pub fn start(config: &Config, options: EngineOptions) -> Result<Engine, EngineError> {
+        let metrics = Metrics::new();
         let store = Store::open(&options.data_dir.join(STORE_FILE))?;
+        store.set_metrics(metrics.clone());
         let audit = store.audit_writer();
         let hub_settings = HubSettings {
             child_stop: options.child_stop,
             oauth: Some(OAuthHome::in_data_dir(&options.data_dir)),
+            metrics: metrics.clone(),
             ..HubSettings::default()
         };
         let hub = if options.connect_at_start {
@@ -184,6 +190,7 @@ impl Engine {
             max_result_chars: policy.max_result_chars,
         });
         pipeline.set_audit(Arc::new(audit.clone()));
+        pipeline.set_metrics(metrics.clone());
         let audit_key =
             portico_store::load_or_create_secret(&options.data_dir.join(AUDIT_KEY_FILE))?;
         pipeline.set_audit_key(AuditKey::new(audit_key));
@@ -290,9 +297,56 @@ impl Engine {
             local,
             audit,
             approvals,
+            metrics,
             env,
             models,
         })
+    }
+
+    /// What calls, upstreams and the store recorded: the counters and histograms of `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The engine's part of a scrape's state, read now: each upstream's state and connects, the
+    /// stored A2A tasks by state and the pending approval requests (a count the store cannot give
+    /// is left out of the scrape, and logged).
+    pub async fn metrics_state(&self) -> portico_metrics::State {
+        let upstreams = self
+            .hub
+            .servers()
+            .into_iter()
+            .map(|status| portico_metrics::UpstreamState {
+                server: status.name,
+                state: status.state,
+                connects: status.connects,
+            })
+            .collect();
+        let store = self.store.clone();
+        let counted = tokio::task::spawn_blocking(move || {
+            (store.task_counts_by_state(), store.pending_approval_count())
+        })
+        .await;
+        let (tasks, pending) = match counted {
+            Ok((tasks, pending)) => (
+                tasks
+                    .inspect_err(|error| tracing::warn!("/metrics: {error}"))
+                    .ok(),
+                pending
+                    .inspect_err(|error| tracing::warn!("/metrics: {error}"))
+                    .ok(),
+            ),
+            Err(error) => {
+                tracing::warn!(%error, "/metrics: the store's counts failed");
+                (None, None)
+            }
+        };
+        portico_metrics::State {
+            upstreams,
+            sessions: Vec::new(),
+            a2a_tasks: tasks,
+            approvals_pending: pending,
+        }
     }
 
     /// Approval requests and grants: listing and answering them (the daemon's `/api/approvals`).

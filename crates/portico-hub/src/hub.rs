@@ -11,6 +11,7 @@ use portico_core::{
 };
 use portico_mcp::oauth::{OAuthHome, UpstreamAuth};
 use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
+use portico_metrics::{ConnectOutcome, Metrics};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -208,7 +209,7 @@ impl ServerChanges {
 }
 
 /// How a hub runs its upstreams.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HubSettings {
     /// Restart delays after a failure (its `max_retries` is not consulted: a failure worth
     /// retrying is retried for as long as the hub runs).
@@ -219,6 +220,9 @@ pub struct HubSettings {
     /// Where OAuth credentials of HTTP servers are kept, and whether this process may start a
     /// browser login; `None`: no OAuth (a server that requires it fails to connect).
     pub oauth: Option<OAuthHome>,
+    /// Where upstream calls and connects are timed and restarts counted (`/metrics`); by default
+    /// a handle of the hub's own that nobody reads.
+    pub metrics: Metrics,
 }
 
 impl Default for HubSettings {
@@ -228,6 +232,7 @@ impl Default for HubSettings {
             backoff: RESTARTS,
             child_stop: StopGrace::default(),
             oauth: None,
+            metrics: Metrics::new(),
         }
     }
 }
@@ -242,6 +247,7 @@ struct Shared {
     backoff: RetryPolicy,
     child_stop: StopGrace,
     oauth: Option<OAuthHome>,
+    metrics: Metrics,
     /// Exposed URIs of subscribed resources that changed upstream.
     resource_updates: broadcast::Sender<String>,
     /// List changes the passed-through server announced although its lists read the same.
@@ -307,6 +313,7 @@ impl Hub {
             backoff: settings.backoff,
             child_stop: settings.child_stop,
             oauth: settings.oauth.clone(),
+            metrics: settings.metrics,
             resource_updates: broadcast::channel(256).0,
             announced: broadcast::channel(64).0,
             rebuilding: Mutex::new(()),
@@ -588,9 +595,13 @@ impl Hub {
             },
         };
         let upstream = self.upstream(&server)?;
+        let started = Instant::now();
         let called = upstream
             .call_tool_with(upstream_name, arguments, context)
             .await;
+        self.shared
+            .metrics
+            .time_upstream_call(&server, started.elapsed());
         self.answered(&server, called)
     }
 
@@ -915,10 +926,19 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
     loop {
         let (events_tx, mut events_rx) = mpsc::unbounded_channel();
         let refusals_before = slot.auth.as_ref().map(|a| a.refusals());
+        let connecting = Instant::now();
         let connected = tokio::select! {
             result = Upstream::connect_with_auth(&config, events_tx, shared.child_stop, slot.auth.clone()) => result,
             _ = slot.stop.cancelled() => return,
         };
+        let outcome = match &connected {
+            Ok(_) => ConnectOutcome::Ok,
+            Err(UpstreamError::NeedsLogin { .. }) => ConnectOutcome::NeedsLogin,
+            Err(_) => ConnectOutcome::Failed,
+        };
+        shared
+            .metrics
+            .time_connect(server, outcome, connecting.elapsed());
         let (upstream, exit) = match connected {
             Ok(pair) => pair,
             Err(error @ UpstreamError::NeedsLogin { .. }) => {
@@ -1020,6 +1040,8 @@ async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, att
         shared.update_catalog(slot, change);
         return false;
     }
+    // Counted before the state says so, so whoever sees `restarting` sees the count.
+    shared.metrics.count_restart(server);
     shared.update(slot, change);
     sleep_backoff(shared, slot, attempt).await
 }
@@ -1086,6 +1108,7 @@ fn mark_ready(shared: &Shared, slot: &Slot, upstream: &Arc<Upstream>, catalog: S
 /// Listing the catalog of a new session failed (the session is closed by now): the server restarts
 /// after the backoff. False when shutdown came first.
 async fn listing_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, attempt: u32) -> bool {
+    shared.metrics.count_restart(&slot.config.name);
     shared.update(slot, |s| {
         s.status.state = ServerState::Restarting;
         s.status.last_error = Some(error.to_string());
@@ -1190,6 +1213,7 @@ async fn session_ended(shared: &Shared, slot: &Slot, reason: &str, attempt: u32)
     // the meantime hears when the server will be back (one update, so no call sees the one
     // without the other).
     let delay = shared.backoff.backoff(attempt);
+    shared.metrics.count_restart(server);
     shared.update(slot, |s| {
         s.upstream = None;
         s.status.state = ServerState::Restarting;
@@ -1416,5 +1440,41 @@ mod tests {
                 .all(|slot| slot.supervisor.lock().unwrap().is_none())
         );
         assert_eq!(hub.servers()[1].state, ServerState::Disabled);
+    }
+
+    /// `/metrics`: every connect attempt is timed with how it ended, and each failure that
+    /// schedules a restart is counted, before the state says `restarting`.
+    #[tokio::test]
+    async fn failed_connects_are_timed_and_their_restarts_counted() {
+        let metrics = Metrics::new();
+        let hub = Hub::start_with(
+            &config(&stdio("quits", "")),
+            HubSettings {
+                metrics: metrics.clone(),
+                ..HubSettings::default()
+            },
+        );
+        hub.wait_settled().await;
+        assert_eq!(hub.servers()[0].state, ServerState::Restarting);
+        hub.shutdown().await;
+        let text = metrics.encode(&portico_metrics::State::default());
+        let count = |prefix: &str| -> u64 {
+            let line = text
+                .lines()
+                .find(|line| line.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no {prefix} in {text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        let failed = count(
+            r#"portico_upstream_connect_duration_seconds_count{server="quits",outcome="failed"}"#,
+        );
+        assert!(failed >= 1, "{text}");
+        // Each failed attempt scheduled the next (the last one's wait was cut by the shutdown).
+        assert_eq!(
+            count(r#"portico_upstream_restarts_total{server="quits"}"#),
+            failed,
+            "{text}"
+        );
+        assert!(!text.contains(r#"outcome="ok""#), "{text}");
     }
 }

@@ -800,7 +800,15 @@ impl ServerHandler for PorticoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        Box::pin(self.serve_call_tool(request, context)).await
+        let started = std::time::Instant::now();
+        let answered = Box::pin(self.serve_call_tool(request, context)).await;
+        // The door stage of `/metrics`: from the request to its answer, the pipeline included.
+        if let Backend::Local(engine) = &self.backend {
+            engine
+                .metrics()
+                .time_stage(portico_metrics::Stage::Door, started.elapsed());
+        }
+        answered
     }
 
     async fn complete(

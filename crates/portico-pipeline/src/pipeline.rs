@@ -1,9 +1,11 @@
 //! [`Pipeline::call`]: the one function every tool call passes.
 
-use std::sync::{Arc, RwLock, Weak};
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use portico_core::{CallError, JsonObject, ToolResult};
+use portico_metrics::{CallRecord, Metrics, PrincipalClass, Stage};
 use portico_store::AuditRecord;
 use serde_json::Value;
 
@@ -311,6 +313,8 @@ struct Inner {
     audit_key: RwLock<AuditKey>,
     approvals: RwLock<Option<Approvals>>,
     pins: RwLock<Option<ToolPins>>,
+    /// Set once, by the engine; read without a lock on every call.
+    metrics: OnceLock<Metrics>,
     schemas: SchemaCache,
     settings: PipelineSettings,
 }
@@ -325,6 +329,7 @@ impl Pipeline {
                 audit_key: RwLock::new(AuditKey::ephemeral()),
                 approvals: RwLock::default(),
                 pins: RwLock::default(),
+                metrics: OnceLock::new(),
                 schemas: SchemaCache::default(),
                 settings,
             }),
@@ -396,6 +401,39 @@ impl Pipeline {
 
     pub fn pins(&self) -> Option<ToolPins> {
         self.inner.pins.read().expect("pipeline pins lock").clone()
+    }
+
+    /// Where calls are counted and their stages timed (`/metrics`). Set once; a second handle is
+    /// ignored, so every count lands in the first.
+    pub fn set_metrics(&self, metrics: Metrics) {
+        let _ = self.inner.metrics.set(metrics);
+    }
+
+    /// Times `stage` of a call, when the pipeline has metrics.
+    fn time(&self, stage: Stage, took: Duration) {
+        if let Some(metrics) = self.inner.metrics.get() {
+            metrics.time_stage(stage, took);
+        }
+    }
+
+    /// Counts a finished call and times it whole, when the pipeline has metrics.
+    fn count(
+        &self,
+        principal: &Principal,
+        tool: &str,
+        server: &str,
+        outcome: Outcome,
+        took: Duration,
+    ) {
+        if let Some(metrics) = self.inner.metrics.get() {
+            metrics.count_call(CallRecord {
+                tool,
+                server: Cow::Borrowed(server),
+                principal: PrincipalClass::of(principal),
+                outcome: outcome.label(),
+            });
+            metrics.time_stage(Stage::Pipeline, took);
+        }
     }
 
     /// Whether the pins let `entry` of `source` be listed and called (`Ok` without pins, and for
@@ -584,6 +622,13 @@ impl Pipeline {
         };
         let Some((source, entry)) = found else {
             audit(Outcome::UnknownTool, None);
+            self.count(
+                &context.principal,
+                portico_metrics::UNKNOWN,
+                "(none)",
+                Outcome::UnknownTool,
+                started.elapsed(),
+            );
             let candidates: Vec<String> = self
                 .list(&context.principal)
                 .await
@@ -596,12 +641,19 @@ impl Pipeline {
             });
         };
 
+        // Only a pipeline with metrics pays for this lookup (an upstream tool's catalog entry).
+        let (tool_label, server) = match self.inner.metrics.get() {
+            Some(_) => call_labels(&*source, &entry.name),
+            None => (name, Cow::Borrowed("")),
+        };
         // A call whose caller goes away (a cancelled A2A task, a client that hung up) is dropped
         // mid-run; the guard still records that it was called and did not finish.
         let mut unfinished = Unfinished {
             pipeline: self,
             context,
             name,
+            tool_label,
+            server: &server,
             digest: &digest,
             started,
             armed: true,
@@ -641,6 +693,13 @@ impl Pipeline {
             Principal::Client { .. } => false,
         };
         audit(outcome, detail);
+        self.count(
+            &context.principal,
+            tool_label,
+            &server,
+            outcome,
+            started.elapsed(),
+        );
         Ok(CallOutcome {
             result,
             outcome,
@@ -701,6 +760,73 @@ impl Pipeline {
             unreachable!("arguments were an object a moment ago")
         };
 
+        let asked = Instant::now();
+        let held = self.ask_policies(entry, &arguments, context).await;
+        self.time(Stage::Policy, asked.elapsed());
+        let held = held?;
+        if let Some((policy, reason)) = held {
+            // Only a held call pays for this lookup: what it is served by before the wait.
+            let origin_when_checked = source.origin(name);
+            let Some(approvals) = self.approvals() else {
+                return Err(PipelineError::ApprovalRequired {
+                    tool: name.to_string(),
+                    reason,
+                    request_id: None,
+                });
+            };
+            let hold = Hold {
+                entry,
+                arguments: &arguments,
+                arguments_digest: digest,
+                policy: &policy,
+                reason: &reason,
+            };
+            let waited = Instant::now();
+            let gated = approvals.gate(hold, context).await;
+            self.time(Stage::Approval, waited.elapsed());
+            gated?;
+            // The wait for an answer can be long: what runs must still be the tool that was
+            // approved, served by the same source and server.
+            self.unchanged_while_held(source, entry, origin_when_checked.as_ref())?;
+        }
+
+        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
+        let executing = Instant::now();
+        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context)).await;
+        self.time(Stage::Execute, executing.elapsed());
+        let result = result.map_err(|_| PipelineError::Timeout {
+            tool: name.to_string(),
+            after: timeout,
+        })??;
+
+        if result.is_error() {
+            return Ok(result);
+        }
+        if let (Some(schema), Some(structured)) = (
+            entry.definition.get("outputSchema"),
+            &result.structured_content,
+        ) && let Err(problems) =
+            self.inner
+                .schemas
+                .check(name, "outputSchema", entry.generation, schema, structured)
+        {
+            return Err(PipelineError::InvalidOutput {
+                tool: name.to_string(),
+                problems,
+            });
+        }
+        Ok(result)
+    }
+
+    /// Asks every policy about the call: a refusal, or the approval the first policy that holds
+    /// it needs (its id and reason), or `None` when all allow it.
+    async fn ask_policies(
+        &self,
+        entry: &ToolEntry,
+        arguments: &JsonObject,
+        context: &ToolContext,
+    ) -> Result<Option<(String, String)>, PipelineError> {
+        let name = entry.name.as_str();
         // Every policy is asked before an approval is used: a call another policy denies must not
         // spend a grant (or ask someone to approve it). The first policy that holds it decides
         // which approval it needs.
@@ -708,7 +834,7 @@ impl Pipeline {
         for policy in self.policies() {
             let request = PolicyRequest {
                 entry,
-                arguments: &arguments,
+                arguments,
                 principal: &context.principal,
                 turn: context.turn.as_deref(),
             };
@@ -737,54 +863,7 @@ impl Pipeline {
                 }
             }
         }
-        if let Some((policy, reason)) = held {
-            // Only a held call pays for this lookup: what it is served by before the wait.
-            let origin_when_checked = source.origin(name);
-            let Some(approvals) = self.approvals() else {
-                return Err(PipelineError::ApprovalRequired {
-                    tool: name.to_string(),
-                    reason,
-                    request_id: None,
-                });
-            };
-            let hold = Hold {
-                entry,
-                arguments: &arguments,
-                arguments_digest: digest,
-                policy: &policy,
-                reason: &reason,
-            };
-            approvals.gate(hold, context).await?;
-            // The wait for an answer can be long: what runs must still be the tool that was
-            // approved, served by the same source and server.
-            self.unchanged_while_held(source, entry, origin_when_checked.as_ref())?;
-        }
-
-        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
-        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context))
-            .await
-            .map_err(|_| PipelineError::Timeout {
-                tool: name.to_string(),
-                after: timeout,
-            })??;
-
-        if result.is_error() {
-            return Ok(result);
-        }
-        if let (Some(schema), Some(structured)) = (
-            entry.definition.get("outputSchema"),
-            &result.structured_content,
-        ) && let Err(problems) =
-            self.inner
-                .schemas
-                .check(name, "outputSchema", entry.generation, schema, structured)
-        {
-            return Err(PipelineError::InvalidOutput {
-                tool: name.to_string(),
-                problems,
-            });
-        }
-        Ok(result)
+        Ok(held)
     }
 
     fn audit(
@@ -812,6 +891,18 @@ impl Pipeline {
                 detail: detail.map(|d| d.chars().take(500).collect()),
                 duration_ms: duration.as_millis() as u64,
             });
+        }
+    }
+}
+
+/// The tool and server labels of a resolved call (`/metrics`): an upstream tool by its name and
+/// server, any other as its source's kind says ([`CallRecord::own_labels`]).
+fn call_labels<'n>(source: &dyn ToolSource, name: &'n str) -> (&'n str, Cow<'static, str>) {
+    match source.origin(name) {
+        Some(origin) => (name, Cow::Owned(origin.server)),
+        None => {
+            let (tool, server) = CallRecord::own_labels(source.kind(), name);
+            (tool, Cow::Borrowed(server))
         }
     }
 }
@@ -867,6 +958,9 @@ struct Unfinished<'a> {
     pipeline: &'a Pipeline,
     context: &'a ToolContext,
     name: &'a str,
+    /// The call's tool and server labels (`/metrics`).
+    tool_label: &'a str,
+    server: &'a str,
     digest: &'a str,
     started: Instant,
     armed: bool,
@@ -881,6 +975,13 @@ impl Drop for Unfinished<'_> {
                 self.digest,
                 Outcome::Cancelled,
                 Some("the caller went away before the call finished".into()),
+                self.started.elapsed(),
+            );
+            self.pipeline.count(
+                &self.context.principal,
+                self.tool_label,
+                self.server,
+                Outcome::Cancelled,
                 self.started.elapsed(),
             );
         }

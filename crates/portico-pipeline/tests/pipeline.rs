@@ -615,3 +615,66 @@ async fn config_rules_decide_after_the_schema_and_before_the_tool_for_every_call
         ("push".to_string(), Some((MarkedAction::Approve, true)))
     );
 }
+
+/// `/metrics`: every call is counted once by tool, server, principal class and outcome (a name
+/// nobody knows as `(unknown)`), and each stage it reached is timed once.
+#[tokio::test]
+async fn every_call_is_counted_by_its_outcome_and_each_stage_it_reached_is_timed() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "additionalProperties": false});
+    let (pipeline, _audit) = pipeline_with(
+        vec![counting_tool("count", schema, json!({}), runs.clone())],
+        PipelineSettings::default(),
+    );
+    let metrics = portico_metrics::Metrics::new();
+    pipeline.set_metrics(metrics.clone());
+    let client = ToolContext::client("laptop");
+    for _ in 0..3 {
+        let ok = pipeline
+            .call("count", Some(object(json!({"n": 1}))), &client)
+            .await
+            .unwrap();
+        assert_eq!(ok.outcome, Outcome::Ok);
+    }
+    let invalid = pipeline
+        .call("count", Some(object(json!({"n": "x"}))), &client)
+        .await
+        .unwrap();
+    assert_eq!(invalid.outcome, Outcome::InvalidArguments);
+    let denied = pipeline
+        .call("count", None, &agent(&["other_*"]))
+        .await
+        .unwrap();
+    assert_eq!(denied.outcome, Outcome::Denied);
+    assert!(matches!(
+        pipeline.call("nothing_here", None, &client).await,
+        Err(PipelineError::UnknownTool { .. })
+    ));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+
+    let text = metrics.encode(&portico_metrics::State::default());
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| line.starts_with("portico_calls_total") || line.contains("_count{stage="))
+        .collect();
+    let mut expected = vec![
+        r#"portico_calls_total{tool="count",server="(local)",principal="client",outcome="ok"} 3"#,
+        r#"portico_calls_total{tool="count",server="(local)",principal="client",outcome="invalid_arguments"} 1"#,
+        r#"portico_calls_total{tool="count",server="(local)",principal="agent",outcome="denied"} 1"#,
+        r#"portico_calls_total{tool="(unknown)",server="(none)",principal="client",outcome="unknown_tool"} 1"#,
+        r#"portico_call_stage_duration_seconds_count{stage="pipeline"} 6"#,
+        // Only the calls that passed the schema met the policies and ran.
+        r#"portico_call_stage_duration_seconds_count{stage="policy"} 3"#,
+        r#"portico_call_stage_duration_seconds_count{stage="execute"} 3"#,
+        // No door in this test, and nothing was held.
+        r#"portico_call_stage_duration_seconds_count{stage="door"} 0"#,
+        r#"portico_call_stage_duration_seconds_count{stage="approval"} 0"#,
+    ];
+    let mut lines = lines;
+    lines.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(lines, expected, "{text}");
+    // The arguments never reach the metrics.
+    assert!(!text.contains("\"x\""), "{text}");
+}

@@ -360,6 +360,19 @@ impl Store {
             .map_err(self.sql_error("reading an approval request"))
     }
 
+    /// How many requests are `pending` (waiting for an answer), for `/metrics`.
+    pub fn pending_approval_count(&self) -> Result<usize, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT count(*) FROM approvals WHERE status = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([ApprovalStatus::Pending.as_str()], |row| {
+                    row.get::<_, i64>(0)
+                })
+            })
+            .map(|count| usize::try_from(count).unwrap_or(0))
+            .map_err(self.sql_error("counting pending approval requests"))
+    }
+
     /// Requests with `status` (all when `None`), newest first, at most `limit`.
     pub fn approvals(
         &self,
@@ -551,6 +564,22 @@ mod tests {
         store
             .approval_request(new, ApprovalLimits::default())
             .unwrap()
+    }
+
+    #[test]
+    fn only_requests_waiting_for_an_answer_count_as_pending() {
+        let store = Store::open_in_memory().unwrap();
+        assert_eq!(store.pending_approval_count().unwrap(), 0);
+        let first = request(&store, &new("client:a", "d1", 100))
+            .record()
+            .clone();
+        request(&store, &new("client:a", "d2", 100));
+        request(&store, &new("client:b", "d3", 100));
+        assert_eq!(store.pending_approval_count().unwrap(), 3);
+        store
+            .approval_decide(&first.id, &ApprovalAnswer::Approve, "me", "cli", 200, 1_000)
+            .unwrap();
+        assert_eq!(store.pending_approval_count().unwrap(), 2);
     }
 
     #[test]

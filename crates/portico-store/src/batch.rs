@@ -364,11 +364,15 @@ impl Store {
 
     /// Runs one batch: every job in its own savepoint, then one commit.
     fn commit_batch(&self, jobs: &mut [Queued]) -> Result<(), BatchFailure> {
+        let started = Instant::now();
         let committed = self
             .run_batch(jobs)
             .map_err(|error| BatchFailure::from_sqlite(&error));
         match &committed {
             Ok(()) => {
+                if let Some(metrics) = self.inner.metrics.get() {
+                    metrics.time_store_commit(jobs.len(), started.elapsed());
+                }
                 self.inner.committed_batches.fetch_add(1, Ordering::Relaxed);
                 self.committed();
             }

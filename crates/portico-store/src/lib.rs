@@ -83,6 +83,8 @@ struct Inner {
     queue_bound: std::sync::atomic::AtomicUsize,
     /// Transactions that thread has committed.
     committed_batches: AtomicU64,
+    /// Where the writer thread times its commits (`/metrics`); set once, by the engine.
+    metrics: OnceLock<portico_metrics::Metrics>,
     /// The audit chain's head within the transaction appending records (see `audit::chain`).
     audit_head: Mutex<audit::ChainHead>,
     /// Background WAL checkpoints; `None` for an in-memory store (or if the thread could not start).
@@ -179,10 +181,17 @@ impl Store {
                 writes: OnceLock::new(),
                 queue_bound: std::sync::atomic::AtomicUsize::new(batch::MAX_QUEUED),
                 committed_batches: AtomicU64::new(0),
+                metrics: OnceLock::new(),
                 audit_head: Mutex::default(),
                 checkpointer,
             }),
         })
+    }
+
+    /// Times every group commit of the writer thread into `metrics` from now on (`/metrics`). Set
+    /// once; a second handle is ignored.
+    pub fn set_metrics(&self, metrics: portico_metrics::Metrics) {
+        let _ = self.inner.metrics.set(metrics);
     }
 
     /// The file backing the store; `None` for an in-memory store.

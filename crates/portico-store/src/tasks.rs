@@ -714,6 +714,24 @@ impl Store {
         count_tasks(&self.conn()).map_err(self.sql_error("counting A2A tasks"))
     }
 
+    /// How many stored tasks are in each state (states with none left out), for `/metrics`.
+    pub fn task_counts_by_state(&self) -> Result<Vec<(TaskState, usize)>, StoreError> {
+        let conn = self.conn();
+        let rows: rusqlite::Result<Vec<(String, i64)>> = conn
+            .prepare_cached("SELECT state, count(*) FROM a2a_tasks GROUP BY state")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect()
+            });
+        let rows = rows.map_err(self.sql_error("counting A2A tasks by state"))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(state, count)| {
+                Some((TaskState::from_v1_name(&state)?, count_from_sql(count)))
+            })
+            .collect())
+    }
+
     /// Stores `config` as the task's push-notification config `config_id`, replacing any config with that
     /// id (which keeps its place in [`Store::push_configs`]).
     pub fn put_push_config(
@@ -967,6 +985,43 @@ mod tests {
 
     fn ids(page: &TaskPage) -> Vec<&str> {
         page.tasks.iter().map(|t| t.id.as_str()).collect()
+    }
+
+    #[test]
+    fn tasks_are_counted_by_state() {
+        let store = Store::open_in_memory().unwrap();
+        assert_eq!(store.task_counts_by_state().unwrap(), []);
+        for (id, state) in [
+            ("a", WORKING),
+            ("b", WORKING),
+            ("c", COMPLETED),
+            ("d", FAILED),
+        ] {
+            store
+                .create_task(&task(id, "o", "ctx", state, 1), &unlimited())
+                .unwrap();
+        }
+        let mut counts = store.task_counts_by_state().unwrap();
+        counts.sort_by_key(|(state, _)| state.v1_name());
+        assert_eq!(counts, [(COMPLETED, 1), (FAILED, 1), (WORKING, 2)]);
+    }
+
+    #[tokio::test]
+    async fn with_metrics_every_group_commit_is_timed_with_its_writes() {
+        let store = Store::open_in_memory().unwrap();
+        let metrics = portico_metrics::Metrics::new();
+        store.set_metrics(metrics.clone());
+        let writer = store.batch_writer();
+        writer
+            .create_task(task("a", "o", "ctx", WORKING, 1), unlimited())
+            .await
+            .unwrap();
+        let text = metrics.encode(&portico_metrics::State::default());
+        assert!(
+            text.contains("\nportico_store_commit_duration_seconds_count 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nportico_store_writes_total 1\n"), "{text}");
     }
 
     #[test]

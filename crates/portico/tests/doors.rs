@@ -27,6 +27,8 @@ mod failure_branch;
 mod gateway;
 #[path = "doors/legacy_sse.rs"]
 mod legacy_sse;
+#[path = "doors/metrics.rs"]
+mod metrics;
 #[path = "doors/on_behalf.rs"]
 mod on_behalf;
 #[path = "doors/pinning.rs"]
