@@ -3,9 +3,11 @@
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use portico_core::trace::{APPROVAL, EXECUTE, PIPELINE, POLICY, RESOLVE, SPAN_TARGET};
 use portico_core::{CallError, JsonObject, ToolResult};
 use portico_store::AuditRecord;
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::approvals::{Approvals, Hold};
 use crate::audit::{AuditKey, AuditSink};
@@ -543,7 +545,21 @@ impl Pipeline {
         arguments: Option<JsonObject>,
         context: &ToolContext,
     ) -> Result<CallOutcome, PipelineError> {
-        let outcome = self.call_recorded(name, arguments, context).await;
+        // The call's span for traces (`portico_core::trace`): names and kinds, never arguments.
+        let span = tracing::trace_span!(
+            target: SPAN_TARGET,
+            PIPELINE,
+            tool = name,
+            principal = principal_class(&context.principal),
+            outcome = tracing::field::Empty,
+            error.kind = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let outcome = self
+            .call_recorded(name, arguments, context)
+            .instrument(span.clone())
+            .await;
+        record_outcome(&span, &outcome);
         // The call has queued its audit record; it returns once the audit queue has room.
         let sink = self
             .inner
@@ -575,13 +591,17 @@ impl Pipeline {
             self.audit(context, name, &digest, outcome, detail, started.elapsed());
         };
 
-        let found = match self.find(name) {
-            Some(found) => Some(found),
-            None => {
-                self.settle().await;
-                self.find(name).or_else(|| self.unlisted(name))
+        let found = async {
+            match self.find(name) {
+                Some(found) => Some(found),
+                None => {
+                    self.settle().await;
+                    self.find(name).or_else(|| self.unlisted(name))
+                }
             }
-        };
+        }
+        .instrument(tracing::trace_span!(target: SPAN_TARGET, RESOLVE))
+        .await;
         let Some((source, entry)) = found else {
             audit(Outcome::UnknownTool, None);
             let candidates: Vec<String> = self
@@ -660,6 +680,54 @@ impl Pipeline {
         context: &ToolContext,
     ) -> Result<ToolResult, PipelineError> {
         let name = entry.name.as_str();
+        let (arguments, held) = self
+            .checked(source, entry, arguments, context)
+            .instrument(tracing::trace_span!(target: SPAN_TARGET, POLICY))
+            .await?;
+        if let Some((policy, reason)) = held {
+            self.approved(source, entry, &arguments, digest, context, policy, reason)
+                .instrument(tracing::trace_span!(target: SPAN_TARGET, APPROVAL))
+                .await?;
+        }
+
+        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
+        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context))
+            .instrument(tracing::trace_span!(target: SPAN_TARGET, EXECUTE))
+            .await
+            .map_err(|_| PipelineError::Timeout {
+                tool: name.to_string(),
+                after: timeout,
+            })??;
+
+        if result.is_error() {
+            return Ok(result);
+        }
+        if let (Some(schema), Some(structured)) = (
+            entry.definition.get("outputSchema"),
+            &result.structured_content,
+        ) && let Err(problems) =
+            self.inner
+                .schemas
+                .check(name, "outputSchema", entry.generation, schema, structured)
+        {
+            return Err(PipelineError::InvalidOutput {
+                tool: name.to_string(),
+                problems,
+            });
+        }
+        Ok(result)
+    }
+
+    /// The caller's limits, the pins, the input schema and every policy: the arguments to run
+    /// with, and the first hold a policy put on the call (its policy and reason), if any.
+    async fn checked(
+        &self,
+        source: &dyn ToolSource,
+        entry: &ToolEntry,
+        arguments: JsonObject,
+        context: &ToolContext,
+    ) -> Result<(JsonObject, Option<(String, String)>), PipelineError> {
+        let name = entry.name.as_str();
         if let Some((client, scope)) = context.principal.client_scope()
             && !scope.matches(name)
         {
@@ -737,54 +805,43 @@ impl Pipeline {
                 }
             }
         }
-        if let Some((policy, reason)) = held {
-            // Only a held call pays for this lookup: what it is served by before the wait.
-            let origin_when_checked = source.origin(name);
-            let Some(approvals) = self.approvals() else {
-                return Err(PipelineError::ApprovalRequired {
-                    tool: name.to_string(),
-                    reason,
-                    request_id: None,
-                });
-            };
-            let hold = Hold {
-                entry,
-                arguments: &arguments,
-                arguments_digest: digest,
-                policy: &policy,
-                reason: &reason,
-            };
-            approvals.gate(hold, context).await?;
-            // The wait for an answer can be long: what runs must still be the tool that was
-            // approved, served by the same source and server.
-            self.unchanged_while_held(source, entry, origin_when_checked.as_ref())?;
-        }
+        Ok((arguments, held))
+    }
 
-        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
-        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context))
-            .await
-            .map_err(|_| PipelineError::Timeout {
+    /// A held call's approval: asked for and waited on, then the tool checked to be the one that
+    /// was approved.
+    #[allow(clippy::too_many_arguments)]
+    async fn approved(
+        &self,
+        source: &dyn ToolSource,
+        entry: &ToolEntry,
+        arguments: &JsonObject,
+        digest: &str,
+        context: &ToolContext,
+        policy: String,
+        reason: String,
+    ) -> Result<(), PipelineError> {
+        let name = entry.name.as_str();
+        // Only a held call pays for this lookup: what it is served by before the wait.
+        let origin_when_checked = source.origin(name);
+        let Some(approvals) = self.approvals() else {
+            return Err(PipelineError::ApprovalRequired {
                 tool: name.to_string(),
-                after: timeout,
-            })??;
-
-        if result.is_error() {
-            return Ok(result);
-        }
-        if let (Some(schema), Some(structured)) = (
-            entry.definition.get("outputSchema"),
-            &result.structured_content,
-        ) && let Err(problems) =
-            self.inner
-                .schemas
-                .check(name, "outputSchema", entry.generation, schema, structured)
-        {
-            return Err(PipelineError::InvalidOutput {
-                tool: name.to_string(),
-                problems,
+                reason,
+                request_id: None,
             });
-        }
-        Ok(result)
+        };
+        let hold = Hold {
+            entry,
+            arguments,
+            arguments_digest: digest,
+            policy: &policy,
+            reason: &reason,
+        };
+        approvals.gate(hold, context).await?;
+        // The wait for an answer can be long: what runs must still be the tool that was
+        // approved, served by the same source and server.
+        self.unchanged_while_held(source, entry, origin_when_checked.as_ref())
     }
 
     fn audit(
@@ -813,6 +870,28 @@ impl Pipeline {
                 duration_ms: duration.as_millis() as u64,
             });
         }
+    }
+}
+
+/// Who calls, as a trace says it: `client` or `agent` (which one is the audit log's to say).
+fn principal_class(principal: &Principal) -> &'static str {
+    match principal {
+        Principal::Client { .. } => "client",
+        Principal::Agent(_) => "agent",
+    }
+}
+
+/// The call's outcome on its span: the audit log's label, and for a call without the tool's own
+/// answer, an error status.
+fn record_outcome(span: &tracing::Span, outcome: &Result<CallOutcome, PipelineError>) {
+    let (label, failed) = match outcome {
+        Ok(call) => (call.outcome.label(), call.outcome != Outcome::Ok),
+        Err(error) => (error.outcome().label(), true),
+    };
+    span.record("outcome", label);
+    if failed {
+        span.record("error.kind", label);
+        span.record("otel.status_code", "ERROR");
     }
 }
 
