@@ -1344,12 +1344,12 @@ url = "not a url"
                 "2:17: [telemetry] otlp_endpoint `grpc://collector:4317` is not an http(s) URL (hint: the collector's OTLP/HTTP traces URL, e.g. \"http://127.0.0.1:4318/v1/traces\")",
                 "3:16: [telemetry] service_name is empty (hint: leave it out for the default, \"portico\")",
                 "4:16: [telemetry] sample_ratio must be from 0.0 to 1.0 (hint: the share of new traces sampled: 1.0 (the default) keeps every one, 0.1 one in ten)",
-                "5:1: unknown key `sampel_ratio` in [telemetry] (hint: did you mean `sample_ratio`? known keys: otlp_endpoint, sample_ratio, service_name)",
+                "5:1: unknown key `sampel_ratio` in [telemetry] (hint: did you mean `sample_ratio`? known keys: otlp_endpoint, service_name, sample_ratio)",
             ]
         );
         assert_eq!(
             check("[telemetry]\nsample_ratio = \"all\"\n")[0].message,
-            "[telemetry] sample_ratio must be a number, found string"
+            "[telemetry] sample_ratio must be a number, found a string"
         );
         let fine = "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"\nservice_name = \"gw\"\nsample_ratio = 0\n";
         assert_eq!(check(fine), vec![]);
@@ -1372,7 +1372,7 @@ url = "not a url"
         let default = crate::Config::default().telemetry;
         assert_eq!(
             (
-                default.otlp_endpoint,
+                default.otlp_endpoint.as_deref(),
                 default.service_name(),
                 default.sample_ratio()
             ),

@@ -127,11 +127,14 @@ async fn serve(app: axum::Router, stop: CancellationToken, path: &str) -> String
     url
 }
 
+/// The trace context one call arrived with: its `traceparent` header, its `_meta.traceparent`.
+type Arrived = (Option<String>, Option<String>);
+
 /// An MCP server on Streamable HTTP (rmcp's) with one tool, `echo`, which records the trace
-/// context each call arrived with: the `traceparent` header and the `_meta.traceparent`.
+/// context each call arrived with.
 #[derive(Clone, Default)]
 struct TracedUpstream {
-    seen: Arc<Mutex<Vec<(Option<String>, Option<String>)>>>,
+    seen: Arc<Mutex<Vec<Arrived>>>,
 }
 
 impl ServerHandler for TracedUpstream {
