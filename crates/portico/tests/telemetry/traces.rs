@@ -381,3 +381,58 @@ async fn without_telemetry_nothing_is_propagated() {
     assert!(daemon.stop().success());
     stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stdio_door_continues_the_trace_its_requests_meta_names() {
+    let stop = CancellationToken::new();
+    let collector = Collector::default();
+    let collector_url = collector.start(stop.clone()).await;
+    let upstream = TracedUpstream::default();
+    let upstream_url = upstream.start(stop.clone()).await;
+    let home = Home::new(&format!(
+        "[telemetry]\notlp_endpoint = {collector_url:?}\n\n{}",
+        crate::support::url_entry("up", "http", &upstream_url, "allow_private_network = true")
+    ));
+    let traceparent = format!("00-{TRACE_ID}-{CALLER_SPAN_ID}-01");
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut session = StdioSession::start(&home, &["--standalone"]);
+        session.initialize("2025-06-18");
+        let (answer, _) = session.request(
+            1,
+            "tools/call",
+            json!({"name": "mcp_up_echo", "arguments": {"text": SECRET_ARGUMENT},
+                   "_meta": {"traceparent": traceparent}}),
+        );
+        // At exit the spans still queued are sent.
+        assert!(session.finish().success());
+        answer
+    })
+    .await
+    .unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "done", "{answer}");
+
+    let spans = spans_when(&collector, |spans| {
+        ["door", "pipeline", "upstream"]
+            .iter()
+            .all(|name| spans.iter().any(|s| s.name == *name))
+    })
+    .await;
+    let named = |name: &str| spans.iter().find(|s| s.name == name).unwrap();
+    let (door, pipeline, execute, upstream_span) = (
+        named("door"),
+        named("pipeline"),
+        named("execute"),
+        named("upstream"),
+    );
+    assert_eq!(hex(&door.trace_id), TRACE_ID);
+    assert_eq!(hex(&door.parent_span_id), CALLER_SPAN_ID);
+    assert_eq!(attribute(door, "door").as_deref(), Some("stdio"));
+    assert_eq!(pipeline.parent_span_id, door.span_id);
+    assert_eq!(upstream_span.parent_span_id, execute.span_id);
+    let expected = format!("00-{TRACE_ID}-{}-01", hex(&upstream_span.span_id));
+    assert_eq!(
+        upstream.seen.lock().unwrap().clone(),
+        [(Some(expected.clone()), Some(expected))]
+    );
+    stop.cancel();
+}
