@@ -5,7 +5,8 @@
 //! calling span is not the current one; the request itself is what crosses. So the call writes its
 //! span's context into the request's `_meta` ([`inject`]), which every MCP server may read (stdio
 //! ones included), and [`TracedHttp`], under rmcp's Streamable HTTP client, lifts it from there into
-//! the `traceparent` and `tracestate` headers an HTTP server's tracing reads.
+//! the `traceparent` and `tracestate` headers an HTTP server's tracing reads (the legacy HTTP+SSE
+//! transport does the same for its POSTs).
 //!
 //! Everything goes through OpenTelemetry's global propagator: the binary sets the W3C one when
 //! `[telemetry]` is on; until then it is a no-op, and nothing is written or read.
@@ -76,7 +77,7 @@ impl Extractor for MetaReader<'_> {
 
 /// The trace headers a message's `_meta` asks for: a request's `traceparent` and `tracestate`,
 /// when they are valid header values. Nothing for anything else.
-fn trace_headers(message: &ClientJsonRpcMessage) -> Vec<(HeaderName, HeaderValue)> {
+pub(crate) fn trace_headers(message: &ClientJsonRpcMessage) -> Vec<(HeaderName, HeaderValue)> {
     let JsonRpcMessage::Request(request) = message else {
         return Vec::new();
     };
