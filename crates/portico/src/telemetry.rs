@@ -157,3 +157,48 @@ impl HttpClient for CollectorClient {
         Ok(answer)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(endpoint: Option<&str>, ratio: Option<f64>) -> anyhow::Result<bool> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let section = TelemetrySection {
+            otlp_endpoint: endpoint.map(str::to_string),
+            service_name: None,
+            sample_ratio: ratio,
+        };
+        let started = Traces::start(&section, runtime.handle().clone())?;
+        Ok(started.map(|(traces, _)| traces.shutdown()).is_some())
+    }
+
+    #[test]
+    fn an_endpoint_is_required_usable_and_not_a_metadata_address() {
+        assert!(!start(None, None).unwrap());
+        let refused =
+            |endpoint: &str, ratio| format!("{:#}", start(Some(endpoint), ratio).unwrap_err());
+        assert!(
+            refused("ftp://collector/v1/traces", None).starts_with(
+                "[telemetry] otlp_endpoint `ftp://collector/v1/traces` cannot be used"
+            ),
+        );
+        assert!(
+            refused("http://169.254.169.254/v1/traces", None).contains("cloud metadata"),
+            "{}",
+            refused("http://169.254.169.254/v1/traces", None)
+        );
+        assert!(
+            refused("${PORTICO_TEST_SURELY_UNSET_OTLP}", None)
+                .starts_with("[telemetry] otlp_endpoint `${PORTICO_TEST_SURELY_UNSET_OTLP}`")
+        );
+        assert_eq!(
+            refused("http://127.0.0.1:4318/v1/traces", Some(2.0)),
+            "[telemetry] sample_ratio 2 is not from 0.0 to 1.0"
+        );
+        // A loopback collector is fine: the operator named it.
+        assert!(start(Some("http://127.0.0.1:4318/v1/traces"), None).unwrap());
+    }
+}
