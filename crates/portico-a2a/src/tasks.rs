@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tracing::Instrument;
 
 use portico_a2a_client::protocol::v1;
 use portico_core::{TaskState, ToolResult};
@@ -700,7 +701,8 @@ impl Tasks {
             untrusted: untrusted_tool(&message),
             live,
         };
-        tokio::spawn(async move { this.run(run).await });
+        // In the door's span: the agent's run is part of the request's trace.
+        tokio::spawn(async move { this.run(run).await }.in_current_span());
         Ok(sent)
     }
 
@@ -1107,11 +1109,14 @@ impl Tasks {
         }
         let pipeline = self.inner.engine.pipeline().clone();
         let tool = run.tool.clone();
-        let call = tokio::spawn(async move {
-            pipeline
-                .call(&tool, arguments.as_object().cloned(), &context)
-                .await
-        });
+        let call = tokio::spawn(
+            async move {
+                pipeline
+                    .call(&tool, arguments.as_object().cloned(), &context)
+                    .await
+            }
+            .in_current_span(),
+        );
         (call, reports)
     }
 

@@ -10,6 +10,7 @@ use portico_core::naming::normalize_segment;
 
 mod clients;
 mod server_oauth;
+mod telemetry;
 mod unknown_keys;
 mod upstream_oauth;
 
@@ -246,6 +247,7 @@ impl Checker<'_> {
                 "agents" => self.agents(value),
                 "policies" => self.policies(value),
                 "builtins" | "policy" | "a2a" => self.policy_section(key.get_ref(), value),
+                "telemetry" => self.telemetry_section(value),
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
             }
@@ -1329,6 +1331,52 @@ url = "not a url"
             [
                 "2: [a2a] listen_path `/approvals/a2a` is under `/approvals`, which the door serves itself"
             ]
+        );
+    }
+
+    #[test]
+    fn telemetry_section_is_checked_with_positions() {
+        let text = "[telemetry]\notlp_endpoint = \"grpc://collector:4317\"\nservice_name = \" \"\nsample_ratio = 1.5\nsampel_ratio = 1\n";
+        let problems: Vec<String> = check(text).iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            problems,
+            vec![
+                "2:17: [telemetry] otlp_endpoint `grpc://collector:4317` is not an http(s) URL (hint: the collector's OTLP/HTTP traces URL, e.g. \"http://127.0.0.1:4318/v1/traces\")",
+                "3:16: [telemetry] service_name is empty (hint: leave it out for the default, \"portico\")",
+                "4:16: [telemetry] sample_ratio must be from 0.0 to 1.0 (hint: the share of new traces sampled: 1.0 (the default) keeps every one, 0.1 one in ten)",
+                "5:1: unknown key `sampel_ratio` in [telemetry] (hint: did you mean `sample_ratio`? known keys: otlp_endpoint, service_name, sample_ratio)",
+            ]
+        );
+        assert_eq!(
+            check("[telemetry]\nsample_ratio = \"all\"\n")[0].message,
+            "[telemetry] sample_ratio must be a number, found a string"
+        );
+        let fine = "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"\nservice_name = \"gw\"\nsample_ratio = 0\n";
+        assert_eq!(check(fine), vec![]);
+        assert_eq!(
+            check("[telemetry]\notlp_endpoint = \"${OTLP_URL}\"\n"),
+            vec![]
+        );
+        let config: crate::Config = crate::parse("t", fine).unwrap();
+        assert_eq!(
+            config.telemetry.otlp_endpoint.as_deref(),
+            Some("http://127.0.0.1:4318/v1/traces")
+        );
+        assert_eq!(
+            (
+                config.telemetry.service_name(),
+                config.telemetry.sample_ratio()
+            ),
+            ("gw", 0.0)
+        );
+        let default = crate::Config::default().telemetry;
+        assert_eq!(
+            (
+                default.otlp_endpoint.as_deref(),
+                default.service_name(),
+                default.sample_ratio()
+            ),
+            (None, "portico", 1.0)
         );
     }
 

@@ -46,7 +46,7 @@ pub use model::{
     DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, ExternalAgentConfig,
     MAX_APPROVAL_TTL_SECS, MAX_APPROVAL_WAIT_SECS, McpServerConfig, ModelConfig, POLICY_ACTIONS,
     PROTOCOL_VERSIONS, PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection,
-    RateLimitSection, ServerSection, ToolPolicyConfig, ToolSearchMode, Transport,
+    RateLimitSection, ServerSection, TelemetrySection, ToolPolicyConfig, ToolSearchMode, Transport,
 };
 pub use server_oauth::{
     MAX_OAUTH_LEEWAY_SECS, SERVER_OAUTH_ALGORITHMS, ServerOAuthConfig, is_scope_token,

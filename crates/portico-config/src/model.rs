@@ -40,6 +40,44 @@ pub struct Config {
     pub policies: Vec<ToolPolicyConfig>,
     #[serde(default)]
     pub a2a: A2aSection,
+    /// OpenTelemetry traces; off unless `otlp_endpoint` is set.
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
+}
+
+/// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP. Read when the process starts (a reload does
+/// not change it). Spans carry names, servers, principals' classes and outcomes, never argument
+/// values, results or tokens (docs/observability.md).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// The collector's OTLP/HTTP traces URL (`http://127.0.0.1:4318/v1/traces`). Absent: no
+    /// traces. `${VAR}` is expanded. Loopback and private addresses are allowed: the operator
+    /// names this destination.
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of the exported spans (default `portico`).
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// The share of traces started here that are sampled, 0.0 to 1.0 (default 1.0). A call whose
+    /// incoming `traceparent` says sampled or not keeps its caller's choice.
+    #[serde(default)]
+    pub sample_ratio: Option<f64>,
+}
+
+/// The `service.name` spans carry when `[telemetry] service_name` is not set.
+pub const DEFAULT_SERVICE_NAME: &str = "portico";
+
+impl TelemetrySection {
+    /// The service name, defaulted.
+    pub fn service_name(&self) -> &str {
+        self.service_name.as_deref().unwrap_or(DEFAULT_SERVICE_NAME)
+    }
+
+    /// The sample ratio, defaulted (1.0: every trace).
+    pub fn sample_ratio(&self) -> f64 {
+        self.sample_ratio.unwrap_or(1.0)
+    }
 }
 
 /// One `[[policies]]` entry: which calls it matches (tools, callers, argument conditions) and what

@@ -23,6 +23,9 @@
 //!
 //! [`TaskState`] is where an A2A task is, shared by the A2A edges and the task store so that the
 //! store owns no A2A vocabulary; it knows its two spellings (1.0 and 0.3 names), nothing more of A2A.
+//!
+//! [`trace`] names the spans a call makes for OpenTelemetry (the crates that make them use only
+//! `tracing`; exporting is the binary's).
 
 pub mod call;
 pub mod catalog;
@@ -36,6 +39,7 @@ pub mod retry;
 pub mod source;
 pub mod task_state;
 pub mod time;
+pub mod trace;
 
 pub use call::{CallError, CreatedTask, ProtocolError, TaskOperation, ToolResult};
 pub use catalog::{

@@ -29,6 +29,7 @@ mod approvals_api;
 mod body_limit;
 mod catalog_api;
 mod dashboard;
+mod door_span;
 mod in_flight;
 mod info;
 mod legacy_sse;
@@ -334,6 +335,8 @@ fn router(
     }
     // Inside the security layer (a refused request is not read), outside everything that reads.
     let router = body_limit::layer(router, config.server.max_message_bytes);
+    // Inside the security layer too: a refused request starts no trace.
+    let router = router.layer(axum::middleware::from_fn(door_span::door_span));
     router
         .layer(axum::middleware::from_fn_with_state(
             door.policy.clone(),

@@ -495,6 +495,10 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.a2a != new.a2a {
         sections.push("[a2a]");
     }
+    // The trace exporter is part of the log, installed once at start.
+    if old.telemetry != new.telemetry {
+        sections.push("[telemetry]");
+    }
     sections
 }
 

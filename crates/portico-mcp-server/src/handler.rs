@@ -3,6 +3,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use portico_core::JsonObject;
+use portico_core::trace::{DOOR, DoorSpan, SPAN_TARGET};
 use portico_engine::UpstreamsError;
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
@@ -19,6 +20,7 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Subscriptio
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
 use crate::input_rounds::{ClientKey, InputRoundsCaller, ParkedCalls};
@@ -465,6 +467,31 @@ impl PorticoServer {
             .unwrap_or_else(|| self.door_principal())
     }
 
+    /// The door's span a call runs in (`portico_core::trace`): the HTTP door's, which the request
+    /// carries, else one of this door's own (stdio), continuing the trace the request's `_meta`
+    /// names (SEP-414).
+    fn door_span(&self, context: &RequestContext<RoleServer>) -> tracing::Span {
+        let carried = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<DoorSpan>());
+        if let Some(DoorSpan(span)) = carried {
+            span.record("mcp.method", "tools/call");
+            return span.clone();
+        }
+        let span = tracing::trace_span!(
+            target: SPAN_TARGET,
+            DOOR,
+            otel.kind = "server",
+            door = self.options.door.as_str(),
+            mcp.method = "tools/call",
+        );
+        if !span.is_disabled() {
+            portico_mcp::trace_context::continue_from_meta(&span, &context.meta);
+        }
+        span
+    }
+
     /// The session's client when it is fixed, else the door as a client: for what runs outside any
     /// request (a session's list-change relay).
     fn door_principal(&self) -> Principal {
@@ -801,7 +828,8 @@ impl ServerHandler for PorticoServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
-        let answered = Box::pin(self.serve_call_tool(request, context)).await;
+        let door = self.door_span(&context);
+        let answered = Box::pin(self.serve_call_tool(request, context).instrument(door)).await;
         // The door stage of `/metrics`: from the request to its answer, the pipeline included.
         if let Backend::Local(engine) = &self.backend {
             engine
@@ -1052,11 +1080,15 @@ impl PorticoServer {
             let cancelled = tokio_util::sync::CancellationToken::new();
             let cancel = cancelled.clone().drop_guard();
             let owner = client_of(&context);
-            let call = Box::pin(async move {
-                server
-                    .run_call(&principal, &owner, request, call_context, cancelled)
-                    .await
-            });
+            // Run apart, still in the door's span.
+            let call = Box::pin(
+                async move {
+                    server
+                        .run_call(&principal, &owner, request, call_context, cancelled)
+                        .await
+                }
+                .in_current_span(),
+            );
             return self
                 .parked
                 .run(&name, place, call, events, receiver, cancel)

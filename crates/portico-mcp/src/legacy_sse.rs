@@ -530,12 +530,19 @@ impl Drop for LegacySseTransport {
 }
 
 impl Shared {
-    async fn post(&self, body: Vec<u8>) -> Result<(), LegacySseError> {
+    /// POSTs one message, with the configured headers and the message's trace headers.
+    async fn post(
+        &self,
+        body: Vec<u8>,
+        trace: Vec<(http::HeaderName, HeaderValue)>,
+    ) -> Result<(), LegacySseError> {
         let url = &self.endpoint;
+        let mut headers = self.post_headers.clone();
+        headers.extend(trace);
         let request = self
             .client
             .post(url.clone())
-            .headers(self.post_headers.clone())
+            .headers(headers)
             .body(body)
             .send();
         let response = tokio::select! {
@@ -585,6 +592,7 @@ impl Transport<RoleClient> for LegacySseTransport {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let shared = Arc::clone(&self.shared);
         let body = serde_json::to_vec(&item);
+        let trace = crate::trace_context::trace_headers(&item);
         async move {
             let url = &shared.endpoint;
             let body = body.map_err(|source| LegacySseError::Encode {
@@ -597,7 +605,7 @@ impl Transport<RoleClient> for LegacySseTransport {
             if shared.stream_ended.is_cancelled() {
                 return Err(LegacySseError::StreamEnded { url: url.clone() });
             }
-            shared.post(body).await
+            shared.post(body, trace).await
         }
     }
 

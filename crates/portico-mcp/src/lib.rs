@@ -10,6 +10,9 @@
 //! An HTTP server that requires OAuth is authorized through [`oauth`]: its tokens are stored in the
 //! data dir, refreshed, and obtained by a browser login when this process may start one.
 //!
+//! A call's trace context goes to the server in the request's `_meta` and, over HTTP, as the
+//! `traceparent` header ([`trace_context`]).
+//!
 //! This crate does not supervise or restart anything (that is the hub's job) and does not serve MCP.
 
 mod client_handler;
@@ -24,6 +27,7 @@ mod results;
 mod sampling;
 mod stderr_tail;
 mod stdio;
+pub mod trace_context;
 mod upstream;
 
 pub use client_handler::UpstreamEvent;

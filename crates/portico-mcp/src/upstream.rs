@@ -31,6 +31,7 @@ use rmcp::transport::streamable_http_client::{
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
 use crate::oauth::{AuthorizedHttp, UpstreamAuth};
@@ -38,6 +39,7 @@ use crate::ordering::ProgressInOrder;
 use crate::results::tool_result_from_rmcp;
 use crate::stderr_tail::StderrTail;
 use crate::stdio::StopGrace;
+use crate::trace_context::TracedHttp;
 use crate::{legacy_sse, stdio};
 use portico_core::relay::{CallContext, RelayRequest};
 
@@ -156,6 +158,24 @@ impl UpstreamError {
             UpstreamError::ChildFailed { stderr, .. }
             | UpstreamError::HandshakeTimeout { stderr, .. } => stderr,
             _ => &[],
+        }
+    }
+
+    /// What kind of failure it is, as a trace's `error.kind` says it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            UpstreamError::Config { .. } => "config",
+            UpstreamError::Spawn { .. } => "spawn",
+            UpstreamError::Refused { .. } => "refused",
+            UpstreamError::Handshake { .. } => "handshake",
+            UpstreamError::Unreachable { .. } => "unreachable",
+            UpstreamError::ChildFailed { .. } => "child_failed",
+            UpstreamError::HandshakeTimeout { .. } => "handshake_timeout",
+            UpstreamError::Busy { .. } => "busy",
+            UpstreamError::NeedsLogin { .. } => "needs_login",
+            UpstreamError::Timeout { .. } => "timeout",
+            UpstreamError::Closed { .. } => "closed",
+            UpstreamError::Remote { .. } => "remote",
         }
     }
 
@@ -835,6 +855,36 @@ impl Upstream {
         arguments: Option<JsonObject>,
         context: &CallContext,
     ) -> Result<ToolResult, UpstreamError> {
+        // The call's span for traces (`portico_core::trace`); its context goes with the request.
+        let span = tracing::trace_span!(
+            target: portico_core::trace::SPAN_TARGET,
+            portico_core::trace::UPSTREAM,
+            otel.kind = "client",
+            server = self.server.as_str(),
+            tool,
+            mcp.method = "tools/call",
+            transport = self.info.transport,
+            error.kind = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let result = self
+            .call_tool_traced(tool, arguments, context, &span)
+            .instrument(span.clone())
+            .await;
+        if let Err(error) = &result {
+            span.record("error.kind", error.kind());
+            span.record("otel.status_code", "ERROR");
+        }
+        result
+    }
+
+    async fn call_tool_traced(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        context: &CallContext,
+        span: &tracing::Span,
+    ) -> Result<ToolResult, UpstreamError> {
         // What the call is called in errors, written only for one.
         let what = || format!("tools/call `{tool}`");
         let mut params = CallToolRequestParams::new(tool.to_string());
@@ -869,12 +919,11 @@ impl Upstream {
             }
             // rmcp's request futures are kilobytes (3 KB to send, 7 KB to await the answer); boxed, they
             // stop inflating every future and task that holds a call (this one was 16.7 KB).
-            let handle = Box::pin(
-                self.peer
-                    .send_request_with_option(request, self.call_options(context)),
-            )
-            .await
-            .map_err(|e| service_error(&self.server, what(), e))?;
+            let mut options = self.call_options(context);
+            crate::trace_context::inject(span, options.meta.get_or_insert_default());
+            let handle = Box::pin(self.peer.send_request_with_option(request, options))
+                .await
+                .map_err(|e| service_error(&self.server, what(), e))?;
             let mut cancel = CancelOnDrop {
                 peer: self.peer.clone(),
                 id: Some(handle.id.clone()),
@@ -1386,14 +1435,14 @@ async fn serve_streamable(
 ) -> Result<rmcp::service::RunningService<RoleClient, PorticoClient>, UpstreamError> {
     match auth {
         Some(auth) => {
-            let http = AuthorizedHttp::new(client.http().clone(), auth.clone());
+            let http = TracedHttp::new(AuthorizedHttp::new(client.http().clone(), auth.clone()));
             serve_streamable_over(
                 handler, http, client, url, headers, config, active, lifecycle,
             )
             .await
         }
         None => {
-            let http = client.http().clone();
+            let http = TracedHttp::new(client.http().clone());
             serve_streamable_over(
                 handler, http, client, url, headers, config, active, lifecycle,
             )

@@ -4,10 +4,12 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use portico_core::trace::{APPROVAL, EXECUTE, PIPELINE, POLICY, RESOLVE, SPAN_TARGET};
 use portico_core::{CallError, JsonObject, ToolResult};
 use portico_metrics::{CallRecord, Metrics, PrincipalClass, Stage};
 use portico_store::AuditRecord;
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::approvals::{Approvals, Hold};
 use crate::audit::{AuditKey, AuditSink};
@@ -581,7 +583,21 @@ impl Pipeline {
         arguments: Option<JsonObject>,
         context: &ToolContext,
     ) -> Result<CallOutcome, PipelineError> {
-        let outcome = self.call_recorded(name, arguments, context).await;
+        // The call's span for traces (`portico_core::trace`): names and kinds, never arguments.
+        let span = tracing::trace_span!(
+            target: SPAN_TARGET,
+            PIPELINE,
+            tool = name,
+            principal = principal_class(&context.principal),
+            outcome = tracing::field::Empty,
+            error.kind = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let outcome = self
+            .call_recorded(name, arguments, context)
+            .instrument(span.clone())
+            .await;
+        record_outcome(&span, &outcome);
         // The call has queued its audit record; it returns once the audit queue has room.
         let sink = self
             .inner
@@ -613,13 +629,17 @@ impl Pipeline {
             self.audit(context, name, &digest, outcome, detail, started.elapsed());
         };
 
-        let found = match self.find(name) {
-            Some(found) => Some(found),
-            None => {
-                self.settle().await;
-                self.find(name).or_else(|| self.unlisted(name))
+        let found = async {
+            match self.find(name) {
+                Some(found) => Some(found),
+                None => {
+                    self.settle().await;
+                    self.find(name).or_else(|| self.unlisted(name))
+                }
             }
-        };
+        }
+        .instrument(tracing::trace_span!(target: SPAN_TARGET, RESOLVE))
+        .await;
         let Some((source, entry)) = found else {
             audit(Outcome::UnknownTool, None);
             self.count(
@@ -719,6 +739,60 @@ impl Pipeline {
         context: &ToolContext,
     ) -> Result<ToolResult, PipelineError> {
         let name = entry.name.as_str();
+        let (arguments, held) = self
+            .checked(source, entry, arguments, context)
+            .instrument(tracing::trace_span!(target: SPAN_TARGET, POLICY))
+            .await?;
+        if let Some((policy, reason)) = held {
+            let waited = Instant::now();
+            let approved = self
+                .approved(source, entry, &arguments, digest, context, policy, reason)
+                .instrument(tracing::trace_span!(target: SPAN_TARGET, APPROVAL))
+                .await;
+            self.time(Stage::Approval, waited.elapsed());
+            approved?;
+        }
+
+        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
+        let executing = Instant::now();
+        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context))
+            .instrument(tracing::trace_span!(target: SPAN_TARGET, EXECUTE))
+            .await;
+        self.time(Stage::Execute, executing.elapsed());
+        let result = result.map_err(|_| PipelineError::Timeout {
+            tool: name.to_string(),
+            after: timeout,
+        })??;
+
+        if result.is_error() {
+            return Ok(result);
+        }
+        if let (Some(schema), Some(structured)) = (
+            entry.definition.get("outputSchema"),
+            &result.structured_content,
+        ) && let Err(problems) =
+            self.inner
+                .schemas
+                .check(name, "outputSchema", entry.generation, schema, structured)
+        {
+            return Err(PipelineError::InvalidOutput {
+                tool: name.to_string(),
+                problems,
+            });
+        }
+        Ok(result)
+    }
+
+    /// The caller's limits, the pins, the input schema and every policy: the arguments to run
+    /// with, and the first hold a policy put on the call (its policy and reason), if any.
+    async fn checked(
+        &self,
+        source: &dyn ToolSource,
+        entry: &ToolEntry,
+        arguments: JsonObject,
+        context: &ToolContext,
+    ) -> Result<(JsonObject, Option<(String, String)>), PipelineError> {
+        let name = entry.name.as_str();
         if let Some((client, scope)) = context.principal.client_scope()
             && !scope.matches(name)
         {
@@ -763,59 +837,7 @@ impl Pipeline {
         let asked = Instant::now();
         let held = self.ask_policies(entry, &arguments, context).await;
         self.time(Stage::Policy, asked.elapsed());
-        let held = held?;
-        if let Some((policy, reason)) = held {
-            // Only a held call pays for this lookup: what it is served by before the wait.
-            let origin_when_checked = source.origin(name);
-            let Some(approvals) = self.approvals() else {
-                return Err(PipelineError::ApprovalRequired {
-                    tool: name.to_string(),
-                    reason,
-                    request_id: None,
-                });
-            };
-            let hold = Hold {
-                entry,
-                arguments: &arguments,
-                arguments_digest: digest,
-                policy: &policy,
-                reason: &reason,
-            };
-            let waited = Instant::now();
-            let gated = approvals.gate(hold, context).await;
-            self.time(Stage::Approval, waited.elapsed());
-            gated?;
-            // The wait for an answer can be long: what runs must still be the tool that was
-            // approved, served by the same source and server.
-            self.unchanged_while_held(source, entry, origin_when_checked.as_ref())?;
-        }
-
-        let timeout = entry.timeout.unwrap_or(self.inner.settings.tool_timeout);
-        let executing = Instant::now();
-        let result = tokio::time::timeout(timeout, source.call(entry, arguments, context)).await;
-        self.time(Stage::Execute, executing.elapsed());
-        let result = result.map_err(|_| PipelineError::Timeout {
-            tool: name.to_string(),
-            after: timeout,
-        })??;
-
-        if result.is_error() {
-            return Ok(result);
-        }
-        if let (Some(schema), Some(structured)) = (
-            entry.definition.get("outputSchema"),
-            &result.structured_content,
-        ) && let Err(problems) =
-            self.inner
-                .schemas
-                .check(name, "outputSchema", entry.generation, schema, structured)
-        {
-            return Err(PipelineError::InvalidOutput {
-                tool: name.to_string(),
-                problems,
-            });
-        }
-        Ok(result)
+        Ok((arguments, held?))
     }
 
     /// Asks every policy about the call: a refusal, or the approval the first policy that holds
@@ -866,6 +888,42 @@ impl Pipeline {
         Ok(held)
     }
 
+    /// A held call's approval: asked for and waited on, then the tool checked to be the one that
+    /// was approved.
+    #[allow(clippy::too_many_arguments)]
+    async fn approved(
+        &self,
+        source: &dyn ToolSource,
+        entry: &ToolEntry,
+        arguments: &JsonObject,
+        digest: &str,
+        context: &ToolContext,
+        policy: String,
+        reason: String,
+    ) -> Result<(), PipelineError> {
+        let name = entry.name.as_str();
+        // Only a held call pays for this lookup: what it is served by before the wait.
+        let origin_when_checked = source.origin(name);
+        let Some(approvals) = self.approvals() else {
+            return Err(PipelineError::ApprovalRequired {
+                tool: name.to_string(),
+                reason,
+                request_id: None,
+            });
+        };
+        let hold = Hold {
+            entry,
+            arguments,
+            arguments_digest: digest,
+            policy: &policy,
+            reason: &reason,
+        };
+        approvals.gate(hold, context).await?;
+        // The wait for an answer can be long: what runs must still be the tool that was
+        // approved, served by the same source and server.
+        self.unchanged_while_held(source, entry, origin_when_checked.as_ref())
+    }
+
     fn audit(
         &self,
         context: &ToolContext,
@@ -904,6 +962,28 @@ fn call_labels<'n>(source: &dyn ToolSource, name: &'n str) -> (&'n str, Cow<'sta
             let (tool, server) = CallRecord::own_labels(source.kind(), name);
             (tool, Cow::Borrowed(server))
         }
+    }
+}
+
+/// Who calls, as a trace says it: `client` or `agent` (which one is the audit log's to say).
+fn principal_class(principal: &Principal) -> &'static str {
+    match principal {
+        Principal::Client { .. } => "client",
+        Principal::Agent(_) => "agent",
+    }
+}
+
+/// The call's outcome on its span: the audit log's label, and for a call without the tool's own
+/// answer, an error status.
+fn record_outcome(span: &tracing::Span, outcome: &Result<CallOutcome, PipelineError>) {
+    let (label, failed) = match outcome {
+        Ok(call) => (call.outcome.label(), call.outcome != Outcome::Ok),
+        Err(error) => (error.outcome().label(), true),
+    };
+    span.record("outcome", label);
+    if failed {
+        span.record("error.kind", label);
+        span.record("otel.status_code", "ERROR");
     }
 }
 

@@ -1,8 +1,15 @@
 //! Log output on stderr: the filter (`-v`, `-q`, `PORTICO_LOG`) and the format (`--log-format`,
-//! `PORTICO_LOG_FORMAT`). A `PORTICO_LOG` that is not a filter is reported and the default used,
-//! never silently taken: tracing would read a stray word as a target name and show nothing.
+//! `PORTICO_LOG_FORMAT`); and, with `[telemetry]`, the layer that turns Portico's call spans into
+//! OpenTelemetry spans. A `PORTICO_LOG` that is not a filter is an error, never silently taken:
+//! tracing would read a stray word as a target name and show nothing.
+//!
+//! Each layer has its own filter: the log's (the levels above) does not decide which spans are
+//! traced, and the trace layer takes the spans of `portico_core::trace::SPAN_TARGET` only, never
+//! another crate's spans or a log event (which could quote arguments).
 
+use opentelemetry_sdk::trace::SdkTracer;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer;
 
 use crate::oneview_cli::{GlobalFlags, LogFormat};
 
@@ -12,12 +19,21 @@ const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
 pub struct LogSetup {
     filter: String,
     json: bool,
-    /// What was wrong with the environment, each said once on stderr before logging starts.
-    pub problems: Vec<String>,
+}
+
+/// What is wrong with the log settings in the environment: the command does not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LogSetupError {
+    #[error(
+        "PORTICO_LOG=`{value}` is not a log filter: {problem}. Set a level or TARGET=LEVEL list, e.g. PORTICO_LOG=debug or PORTICO_LOG=info,portico_hub=trace, or unset it"
+    )]
+    Filter { value: String, problem: String },
+    #[error("PORTICO_LOG_FORMAT=`{0}` is not a log format: use text or json, or unset it")]
+    Format(String),
 }
 
 impl LogSetup {
-    pub fn from_env(flags: &GlobalFlags, default: &str) -> LogSetup {
+    pub fn from_env(flags: &GlobalFlags, default: &str) -> Result<LogSetup, LogSetupError> {
         Self::from_vars(
             flags,
             default,
@@ -31,17 +47,11 @@ impl LogSetup {
         default: &str,
         log: Option<String>,
         format: Option<String>,
-    ) -> LogSetup {
-        let mut problems = Vec::new();
+    ) -> Result<LogSetup, LogSetupError> {
         let filter = match log.filter(|value| !value.trim().is_empty()) {
             Some(value) => match check_filter(&value) {
                 Ok(()) => value,
-                Err(problem) => {
-                    problems.push(format!(
-                        "PORTICO_LOG=`{value}` is not a log filter: {problem}; using `{default}`. Examples: PORTICO_LOG=debug, PORTICO_LOG=info,portico_hub=trace"
-                    ));
-                    default.to_string()
-                }
+                Err(problem) => return Err(LogSetupError::Filter { value, problem }),
             },
             None => default.to_string(),
         };
@@ -49,45 +59,51 @@ impl LogSetup {
             (Some(chosen), _) => chosen == LogFormat::Json,
             (None, None | Some("") | Some("text")) => false,
             (None, Some("json")) => true,
-            (None, Some(other)) => {
-                problems.push(format!(
-                    "PORTICO_LOG_FORMAT=`{other}` is not a log format (text or json); using text"
-                ));
-                false
-            }
+            (None, Some(other)) => return Err(LogSetupError::Format(other.to_string())),
         };
-        LogSetup {
-            filter,
-            json,
-            problems,
-        }
+        Ok(LogSetup { filter, json })
     }
 
-    pub fn install(self) {
+    /// Installs the log, and the trace layer when `tracer` is given (`[telemetry]`).
+    pub fn install(self, tracer: Option<SdkTracer>) {
         use tracing_subscriber::layer::SubscriberExt;
         use tracing_subscriber::util::SubscriberInitExt;
-        let filter = EnvFilter::try_new(&self.filter).unwrap_or_else(|_| EnvFilter::new("warn"));
-        let client_gone = crate::log_filters::QuietClientGone::for_filter(&filter);
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_target(false);
-        if self.json {
-            builder
-                .json()
-                .with_ansi(false)
-                .finish()
-                .with(client_gone)
-                .with(crate::log_filters::NoOAuthDebug)
-                .init();
-        } else {
-            builder
+        let filter = || EnvFilter::try_new(&self.filter).unwrap_or_else(|_| EnvFilter::new("warn"));
+        let client_gone = crate::log_filters::QuietClientGone::for_filter(&filter());
+        let text = (!self.json).then(|| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_target(false)
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                .finish()
-                .with(client_gone)
-                .with(crate::log_filters::NoOAuthDebug)
-                .init();
-        }
+                .with_filter(filter())
+        });
+        let json = self.json.then(|| {
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(std::io::stderr)
+                .with_target(false)
+                .with_ansi(false)
+                .with_filter(filter())
+        });
+        let traces = tracer.map(|tracer| {
+            tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
+                .with_level(false)
+                .with_tracked_inactivity(false)
+                .with_filter(tracing_subscriber::filter::filter_fn(|metadata| {
+                    metadata.is_span() && metadata.target() == portico_core::trace::SPAN_TARGET
+                }))
+        });
+        tracing_subscriber::registry()
+            .with(client_gone)
+            .with(crate::log_filters::NoOAuthDebug)
+            .with(text)
+            .with(json)
+            .with(traces)
+            .init();
     }
 }
 
@@ -124,14 +140,13 @@ mod tests {
     }
 
     #[test]
-    fn a_filter_that_is_not_one_is_reported_and_the_default_used() {
-        let setup = LogSetup::from_vars(&flags(None), "warn", Some("garbage".into()), None);
-        assert_eq!(setup.filter, "warn");
+    fn a_filter_that_is_not_one_is_an_error_naming_it_with_examples() {
+        let error = LogSetup::from_vars(&flags(None), "warn", Some("garbage".into()), None)
+            .err()
+            .unwrap();
         assert_eq!(
-            setup.problems,
-            [
-                "PORTICO_LOG=`garbage` is not a log filter: `garbage` is neither a level (trace, debug, info, warn, error, off) nor TARGET=LEVEL; using `warn`. Examples: PORTICO_LOG=debug, PORTICO_LOG=info,portico_hub=trace"
-            ]
+            error.to_string(),
+            "PORTICO_LOG=`garbage` is not a log filter: `garbage` is neither a level (trace, debug, info, warn, error, off) nor TARGET=LEVEL. Set a level or TARGET=LEVEL list, e.g. PORTICO_LOG=debug or PORTICO_LOG=info,portico_hub=trace, or unset it"
         );
         for fine in [
             "debug",
@@ -140,23 +155,36 @@ mod tests {
             "portico_mcp::stdio=debug",
         ] {
             let setup = LogSetup::from_vars(&flags(None), "warn", Some(fine.into()), None);
-            assert_eq!((setup.filter.as_str(), setup.problems.len()), (fine, 0));
+            assert_eq!(setup.unwrap().filter, fine);
         }
-        let setup = LogSetup::from_vars(&flags(None), "warn", Some("hub=loud".into()), None);
-        assert_eq!(setup.filter, "warn");
-        assert_eq!(setup.problems.len(), 1);
+        let error = LogSetup::from_vars(&flags(None), "warn", Some("hub=loud".into()), None);
+        assert!(matches!(error, Err(LogSetupError::Filter { value, .. }) if value == "hub=loud"));
+        // Unset or blank: the command's default.
+        for unset in [None, Some("  ".to_string())] {
+            let setup = LogSetup::from_vars(&flags(None), "warn", unset, None);
+            assert_eq!(setup.unwrap().filter, "warn");
+        }
     }
 
     #[test]
     fn the_format_comes_from_the_flag_then_the_environment() {
         let json = |flag, env: Option<&str>| {
-            let setup = LogSetup::from_vars(&flags(flag), "warn", None, env.map(str::to_string));
-            (setup.json, setup.problems.len())
+            LogSetup::from_vars(&flags(flag), "warn", None, env.map(str::to_string))
+                .map(|setup| setup.json)
+                .map_err(|e| e.to_string())
         };
-        assert_eq!(json(None, None), (false, 0));
-        assert_eq!(json(None, Some("json")), (true, 0));
-        assert_eq!(json(Some(LogFormat::Text), Some("json")), (false, 0));
-        assert_eq!(json(Some(LogFormat::Json), None), (true, 0));
-        assert_eq!(json(None, Some("yaml")), (false, 1));
+        assert_eq!(json(None, None), Ok(false));
+        assert_eq!(json(None, Some("json")), Ok(true));
+        assert_eq!(json(Some(LogFormat::Text), Some("json")), Ok(false));
+        assert_eq!(json(Some(LogFormat::Json), None), Ok(true));
+        assert_eq!(
+            json(None, Some("yaml")),
+            Err(
+                "PORTICO_LOG_FORMAT=`yaml` is not a log format: use text or json, or unset it"
+                    .into()
+            )
+        );
+        // The flag wins over a bad variable.
+        assert_eq!(json(Some(LogFormat::Text), Some("yaml")), Ok(false));
     }
 }

@@ -20,6 +20,7 @@ mod progress;
 mod serve_signals;
 mod stdio_door;
 mod stdio_transport;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -32,7 +33,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    init_logging(&args);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -43,16 +43,34 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::run(args)) {
+    let traces = match init_logging(&args, runtime.handle()) {
+        Ok(traces) => traces,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match runtime.block_on(cli::run(args)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    };
+    // While the runtime still runs: the last spans are exported on it.
+    if let Some(traces) = traces {
+        traces.shutdown();
     }
+    code
 }
 
-fn init_logging(args: &cli::Cli) {
+/// Installs the log, and for the commands that serve, `[telemetry]`'s traces (their exporter,
+/// returned, is shut down at exit to send what is queued). A bad `PORTICO_LOG` or `[telemetry]`
+/// is an error: the command does not run.
+fn init_logging(
+    args: &cli::Cli,
+    runtime: &tokio::runtime::Handle,
+) -> anyhow::Result<Option<telemetry::Traces>> {
     let default = match (args.verbose, args.command.is_daemon()) {
         _ if args.oneview.quiet => "error",
         // rmcp logs every handshake in full at info level; keep that for -vv. Its transport worker
@@ -65,9 +83,22 @@ fn init_logging(args: &cli::Cli) {
         _ => "trace",
     };
     oneview_cli::set_quiet(args.oneview.quiet);
-    let setup = logging::LogSetup::from_env(&args.oneview, default);
-    for problem in &setup.problems {
-        eprintln!("warning: {problem}");
-    }
-    setup.install();
+    let setup = logging::LogSetup::from_env(&args.oneview, default)?;
+    // Read before the command reads it (again, and reports what is wrong with it): the trace
+    // layer is part of the log, installed once, now. A config that does not load has no traces.
+    let telemetry = match args.command.is_daemon() {
+        true => portico_config::load(args.config.as_deref())
+            .ok()
+            .map(|(config, _)| config.telemetry),
+        false => None,
+    };
+    let (traces, tracer) = match telemetry {
+        Some(section) => match telemetry::Traces::start(&section, runtime.clone())? {
+            Some((traces, tracer)) => (Some(traces), Some(tracer)),
+            None => (None, None),
+        },
+        None => (None, None),
+    };
+    setup.install(tracer);
+    Ok(traces)
 }

@@ -27,16 +27,16 @@ fn owner_only(home: &Home) {
 }
 
 #[test]
-fn a_log_filter_that_is_not_one_is_reported_and_the_default_used() {
+fn a_log_filter_that_is_not_one_is_an_error_and_the_command_does_not_run() {
     let home = Home::new("");
     owner_only(&home);
     let (code, stdout, stderr) =
         run_with(&home, &["agents", "--json"], &[("PORTICO_LOG", "garbage")]);
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout, "[]\n");
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(stdout, "");
     assert_eq!(
         stderr,
-        "warning: PORTICO_LOG=`garbage` is not a log filter: `garbage` is neither a level (trace, debug, info, warn, error, off) nor TARGET=LEVEL; using `warn,rmcp::transport::worker=off`. Examples: PORTICO_LOG=debug, PORTICO_LOG=info,portico_hub=trace\n"
+        "error: PORTICO_LOG=`garbage` is not a log filter: `garbage` is neither a level (trace, debug, info, warn, error, off) nor TARGET=LEVEL. Set a level or TARGET=LEVEL list, e.g. PORTICO_LOG=debug or PORTICO_LOG=info,portico_hub=trace, or unset it\n"
     );
     let (code, _, stderr) = run_with(&home, &["agents"], &[("PORTICO_LOG", "error")]);
     assert_eq!((code, stderr.as_str()), (0, ""));
