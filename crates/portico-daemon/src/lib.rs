@@ -3,8 +3,10 @@
 //! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
 //! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
 //! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
-//! fragment (no route accepts a cookie); plus the daemon info file that lets
-//! `portico mcp` find a running daemon and check its identity.
+//! fragment; the dashboard's login (`POST /ui/login`, `/ui/logout`, `GET /ui/session`), whose
+//! `portico_ui` session cookie stands for the token on `/api/*`, `/metrics` and `/ui/*` only, from
+//! the dashboard's own page only (never on `/mcp`, `/sse`, `/message` or A2A routes); plus the
+//! daemon info file that lets `portico mcp` find a running daemon and check its identity.
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
 //! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
@@ -40,6 +42,7 @@ mod session_end;
 mod sessions;
 #[cfg(test)]
 mod test_messages;
+mod ui_login;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -297,6 +300,7 @@ fn router(
         .merge(approvals_api::routes(&engine))
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
+        .merge(ui_login::routes(door.policy.clone()))
         .merge(
             door.policy
                 .oauth()
