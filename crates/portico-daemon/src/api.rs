@@ -287,10 +287,27 @@ async fn audit(
     state.engine.flush_audit().await;
     let store = state.engine.store().clone();
     match tokio::task::spawn_blocking(move || store.audit_entries(&query)).await {
-        Ok(Ok(records)) => Json(json!({"records": records})).into_response(),
+        Ok(Ok(records)) => {
+            let records: Vec<Value> = records.iter().map(audit_entry_json).collect();
+            Json(json!({"records": records})).into_response()
+        }
         Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
+}
+
+/// An audit record as the API shows it: its fields, and `time`, its `at_ms` in RFC 3339 (UTC).
+pub(crate) fn audit_record_json(record: &portico_store::AuditRecord) -> Value {
+    let mut value = serde_json::to_value(record).unwrap_or_else(|_| json!({}));
+    value["time"] = Value::String(portico_core::time::rfc3339(record.at_ms));
+    value
+}
+
+/// A stored audit record as `/api/audit` lists it: with its `id`, chain links and `time`.
+fn audit_entry_json(entry: &portico_store::AuditEntry) -> Value {
+    let mut value = serde_json::to_value(entry).unwrap_or_else(|_| json!({}));
+    value["time"] = Value::String(portico_core::time::rfc3339(entry.record.at_ms));
+    value
 }
 
 #[derive(Deserialize)]

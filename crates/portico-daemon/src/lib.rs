@@ -29,6 +29,7 @@ mod approval_page;
 mod approvals_api;
 mod body_limit;
 mod catalog_api;
+mod events_api;
 mod in_flight;
 mod info;
 mod legacy_sse;
@@ -268,6 +269,7 @@ fn router(
         .with_json_response(true)
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
+    let events = events_api::routes(&engine, shutdown.clone());
     let legacy = legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
     let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
     let session_stats = sessions::routes(sessions.clone(), server.clone());
@@ -301,6 +303,7 @@ fn router(
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
         .merge(ui_login::routes(door.policy.clone()))
+        .merge(events)
         .merge(
             door.policy
                 .oauth()

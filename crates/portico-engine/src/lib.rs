@@ -28,12 +28,14 @@ use portico_pipeline::{
 };
 use portico_store::{AuditWriter, Store};
 
+mod events;
 mod tool_sources;
 mod upstreams;
 
+pub use events::{ApprovalChange, EVENT_CAPACITY, EngineEvent, Events, TaskChange};
 pub use portico_hub::{ListKind, ServerChanges};
 pub use tool_sources::ToolOriginKind;
-pub use upstreams::{Upstreams, UpstreamsError};
+pub use upstreams::{ServerActionError, Upstreams, UpstreamsError};
 
 /// The file the store lives in, inside the data dir.
 pub const STORE_FILE: &str = "portico.db";
@@ -73,6 +75,8 @@ pub struct Engine {
     local: LocalTools,
     audit: AuditWriter,
     approvals: Approvals,
+    /// Live events for followers (the daemon's `/api/events`).
+    events: Events,
     /// What a reload needs to make the agents of a new config: their drivers read API keys from
     /// the environment and reach their models through this client.
     env: Arc<EnvLookup>,
@@ -168,6 +172,13 @@ impl Engine {
     pub fn start(config: &Config, options: EngineOptions) -> Result<Engine, EngineError> {
         let store = Store::open(&options.data_dir.join(STORE_FILE))?;
         let audit = store.audit_writer();
+        let events = Events::default();
+        // Every record, the pipeline's, the approvals' and the pins', is published as it is queued.
+        let observed_audit: Arc<dyn portico_pipeline::AuditSink> =
+            Arc::new(events::ObservedAudit {
+                writer: audit.clone(),
+                events: events.clone(),
+            });
         let hub_settings = HubSettings {
             child_stop: options.child_stop,
             oauth: Some(OAuthHome::in_data_dir(&options.data_dir)),
@@ -183,7 +194,7 @@ impl Engine {
             tool_timeout: Duration::from_secs(policy.tool_timeout_secs),
             max_result_chars: policy.max_result_chars,
         });
-        pipeline.set_audit(Arc::new(audit.clone()));
+        pipeline.set_audit(observed_audit.clone());
         let audit_key =
             portico_store::load_or_create_secret(&options.data_dir.join(AUDIT_KEY_FILE))?;
         pipeline.set_audit_key(AuditKey::new(audit_key));
@@ -215,7 +226,8 @@ impl Engine {
                 ..ApprovalSettings::default()
             },
         );
-        approvals.set_audit(Arc::new(audit.clone()));
+        approvals.set_audit(observed_audit.clone());
+        events.observe_approvals(&approvals);
         approvals.sweep_every(APPROVAL_SWEEP_EVERY);
         pipeline.set_approvals(approvals.clone());
 
@@ -277,11 +289,13 @@ impl Engine {
         pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
         if policy.pin_tools {
             let pins = portico_pipeline::ToolPins::new(store.clone(), approvals.clone())?;
-            pins.set_audit(Arc::new(audit.clone()));
+            pins.set_audit(observed_audit.clone());
             pipeline.set_pins(pins.clone());
             follow_pins(&pipeline, &hub, &approvals, &pins);
         }
+        events.follow_servers(&hub);
         Ok(Engine {
+            events,
             upstreams: Upstreams::new(hub.clone()),
             hub,
             pipeline,
@@ -293,6 +307,11 @@ impl Engine {
             env,
             models,
         })
+    }
+
+    /// Live events: server status, approvals, audit records, A2A task states (see [`Events`]).
+    pub fn events(&self) -> &Events {
+        &self.events
     }
 
     /// Approval requests and grants: listing and answering them (the daemon's `/api/approvals`).

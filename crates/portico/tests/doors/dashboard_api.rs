@@ -301,3 +301,201 @@ async fn an_open_door_needs_no_login() {
     assert_eq!(refused.status(), 400);
     assert!(refused.headers().get("set-cookie").is_none());
 }
+
+/// A `text/event-stream` response read one event at a time: (name, JSON data); comments skipped.
+struct EventReader {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl EventReader {
+    async fn open(base: &str, token: &str) -> EventReader {
+        let response = http()
+            .get(format!("{base}/api/events"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        EventReader {
+            body: Box::pin(response.bytes_stream()),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event, or `None` when the stream ended.
+    async fn next(&mut self) -> Option<(String, Value)> {
+        use futures::StreamExt;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut name = String::from("message");
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("event:") {
+                        name = value.trim().to_string();
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data.push_str(value.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                return Some((name, serde_json::from_str(&data).unwrap()));
+            }
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(60), self.body.next())
+                .await
+                .expect("no event within 60 s (test guard)");
+            match chunk {
+                Some(Ok(bytes)) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                Some(Err(_)) | None => return None,
+            }
+        }
+    }
+
+    async fn expect(&mut self) -> (String, Value) {
+        self.next().await.expect("the event stream ended")
+    }
+}
+
+const AGENTS: &str = r#"
+[[policies]]
+tools = ["portico_agent_guarded"]
+action = "approve"
+reason = "guarded runs need an owner"
+
+[[agents]]
+name = "echo"
+description = "Echoes"
+tools = []
+[agents.model]
+provider = "scripted"
+rules = [ { when = {}, steps = [ { reply = "echo: {{message}}" } ] } ]
+
+[[agents]]
+name = "guarded"
+description = "Held for approval"
+tools = []
+[agents.model]
+provider = "scripted"
+rules = [ { when = {}, steps = [ { reply = "ran" } ] } ]
+"#;
+
+async fn agent_message(base: &str, token: &str, agent: &str) -> u16 {
+    http()
+        .post(format!("{base}/api/agents/{agent}/message"))
+        .bearer_auth(token)
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// The fields of an audit event a test can know: (tool, caller, outcome).
+fn audit_of(event: &(String, Value)) -> (&str, &str, &str) {
+    assert_eq!(event.0, "audit", "{event:?}");
+    let record = &event.1;
+    assert!(record["time"].as_str().unwrap().ends_with('Z'), "{record}");
+    (
+        record["tool"].as_str().unwrap(),
+        record["caller"].as_str().unwrap(),
+        record["outcome"].as_str().unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_carries_calls_and_approvals_as_they_happen_and_ends_on_shutdown() {
+    let config = token_config(AGENTS).replace(
+        "tools = [\"system_time\"]",
+        "tools = [\"portico_agent_echo\"]",
+    );
+    let (_home, mut daemon) = start(&config);
+    let base = daemon.base.clone();
+    let mut events = EventReader::open(&base, TOKEN).await;
+    let mut laptop_events = EventReader::open(&base, LAPTOP).await;
+    for reader in [&mut events, &mut laptop_events] {
+        let (name, hello) = reader.expect().await;
+        assert_eq!(name, "hello");
+        assert!(hello["time"].as_str().unwrap().ends_with('Z'), "{hello}");
+    }
+
+    // A call: its audit record.
+    assert_eq!(agent_message(&base, TOKEN, "echo").await, 200);
+    assert_eq!(
+        audit_of(&events.expect().await),
+        ("portico_agent_echo", "client:default", "ok")
+    );
+
+    // A held call: the request and its pending approval, then the call's own record.
+    assert_eq!(agent_message(&base, TOKEN, "guarded").await, 502);
+    assert_eq!(
+        audit_of(&events.expect().await),
+        (
+            "portico_agent_guarded",
+            "client:default",
+            "approval_requested"
+        )
+    );
+    let (name, pending) = events.expect().await;
+    assert_eq!(name, "approval");
+    let id = pending["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("apr_"), "{pending}");
+    assert_eq!(
+        pending,
+        json!({"id": id, "tool": "portico_agent_guarded", "state": "pending"})
+    );
+    assert_eq!(
+        audit_of(&events.expect().await),
+        (
+            "portico_agent_guarded",
+            "client:default",
+            "approval_required"
+        )
+    );
+    let approved = http()
+        .post(format!("{base}/api/approvals/{id}/approve"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"via": "web"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 200);
+    assert_eq!(
+        audit_of(&events.expect().await),
+        (
+            "portico_agent_guarded",
+            "client:default",
+            "approval_granted"
+        )
+    );
+    assert_eq!(
+        events.expect().await,
+        (
+            "approval".to_string(),
+            json!({"id": id, "tool": "portico_agent_guarded", "state": "approved"})
+        )
+    );
+
+    // The scoped client saw none of that: its next event is its own call.
+    assert_eq!(agent_message(&base, LAPTOP, "echo").await, 200);
+    assert_eq!(
+        audit_of(&laptop_events.expect().await),
+        ("portico_agent_echo", "client:laptop", "ok")
+    );
+    assert_eq!(
+        audit_of(&events.expect().await),
+        ("portico_agent_echo", "client:laptop", "ok")
+    );
+
+    // Shutdown ends the streams instead of waiting for them.
+    let status = tokio::task::block_in_place(|| daemon.stop());
+    assert!(status.success(), "{status:?}");
+    assert_eq!(events.next().await, None);
+    assert_eq!(laptop_events.next().await, None);
+}
