@@ -29,6 +29,7 @@ mod approval_page;
 mod approvals_api;
 mod body_limit;
 mod catalog_api;
+mod dashboard_api;
 mod events_api;
 mod in_flight;
 mod info;
@@ -300,6 +301,7 @@ fn router(
     let mut router = router
         .merge(catalog_api::routes(&engine, config.expose.tools))
         .merge(approvals_api::routes(&engine))
+        .merge(dashboard_api::routes(&engine, config.expose.tools))
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
         .merge(ui_login::routes(door.policy.clone()))

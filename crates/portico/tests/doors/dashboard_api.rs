@@ -499,3 +499,287 @@ async fn the_event_stream_carries_calls_and_approvals_as_they_happen_and_ends_on
     assert_eq!(events.next().await, None);
     assert_eq!(laptop_events.next().await, None);
 }
+
+async fn get_json(base: &str, path: &str, token: &str) -> Value {
+    let response = http()
+        .get(format!("{base}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.json().await.unwrap()
+}
+
+async fn post_json(base: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
+    status_and_json(
+        http()
+            .post(format!("{base}{path}"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+async fn tool_names(base: &str) -> Vec<String> {
+    get_json(base, "/api/tools", TOKEN).await["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn server_status(base: &str, name: &str) -> Value {
+    let servers = get_json(base, "/api/servers", TOKEN).await;
+    servers["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no server {name}: {servers}"))
+}
+
+/// Reads `server` events for `name` until one satisfies `done`; the states seen on the way.
+async fn wait_for_server(
+    events: &mut EventReader,
+    name: &str,
+    done: impl Fn(&Value) -> bool,
+) -> (Vec<String>, Value) {
+    let mut states = Vec::new();
+    loop {
+        let (event, data) = events.expect().await;
+        if event != "server" || data["name"] != name {
+            continue;
+        }
+        states.push(data["state"].as_str().unwrap().to_string());
+        if done(&data) {
+            return (states, data);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_are_restarted_disabled_and_enabled_from_the_api_and_their_tools_follow() {
+    let config = config_with(&token_config(""), &["--tools", "t1"]);
+    let (_home, daemon) = start(&config);
+    let base = daemon.base.clone();
+
+    let cat = server_status(&base, "cat").await;
+    assert_eq!(
+        (
+            &cat["state"],
+            &cat["enabled"],
+            &cat["restarts"],
+            &cat["connects"]
+        ),
+        (&json!("ready"), &json!(true), &json!(0), &json!(1)),
+        "{cat}"
+    );
+    assert!(
+        cat["connected_at"].as_str().unwrap().ends_with('Z'),
+        "{cat}"
+    );
+    assert!(tool_names(&base).await.contains(&"mcp_cat_t1".to_string()));
+    let mut events = EventReader::open(&base, TOKEN).await;
+    assert_eq!(events.expect().await.0, "hello");
+
+    // Restart: the session is dropped and made again; the tools stay listed.
+    assert_eq!(
+        post_json(&base, "/api/servers/cat/restart", TOKEN, json!({})).await,
+        (202, json!({"server": "cat"}))
+    );
+    let (states, ready) = wait_for_server(&mut events, "cat", |s| {
+        s["state"] == "ready" && s["restarts"] == 1
+    })
+    .await;
+    assert!(
+        states.iter().any(|s| s != "ready"),
+        "the session was dropped first: {states:?}"
+    );
+    assert_eq!(ready["connects"], 2, "{ready}");
+    assert_eq!(server_status(&base, "cat").await["restarts"], 1);
+    assert!(tool_names(&base).await.contains(&"mcp_cat_t1".to_string()));
+
+    // Disable: the tools leave, and it stays down.
+    assert_eq!(
+        post_json(&base, "/api/servers/cat/disable", TOKEN, json!({})).await,
+        (202, json!({"server": "cat"}))
+    );
+    assert!(!tool_names(&base).await.contains(&"mcp_cat_t1".to_string()));
+    let cat = server_status(&base, "cat").await;
+    assert_eq!(
+        (
+            &cat["state"],
+            &cat["enabled"],
+            &cat["tools"],
+            &cat["connected_at"]
+        ),
+        (&json!("disabled"), &json!(false), &json!(0), &Value::Null),
+        "{cat}"
+    );
+    wait_for_server(&mut events, "cat", |s| s["enabled"] == false).await;
+    let (status, body) = post_json(&base, "/api/servers/cat/restart", TOKEN, json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("enable it"),
+        "{body}"
+    );
+
+    // Enable: back, with its tools.
+    assert_eq!(
+        post_json(&base, "/api/servers/cat/enable", TOKEN, json!({})).await,
+        (202, json!({"server": "cat"}))
+    );
+    let (_, ready) = wait_for_server(&mut events, "cat", |s| s["state"] == "ready").await;
+    assert_eq!(
+        (&ready["enabled"], &ready["restarts"]),
+        (&json!(true), &json!(2))
+    );
+    assert!(tool_names(&base).await.contains(&"mcp_cat_t1".to_string()));
+
+    // Unknown names, and scoped clients, are refused.
+    let (status, body) = post_json(&base, "/api/servers/nope/disable", TOKEN, json!({})).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("`nope`"), "{body}");
+    let (status, body) = post_json(&base, "/api/servers/cat/restart", LAPTOP, json!({})).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(server_status(&base, "cat").await["restarts"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_is_tried_through_the_pipeline_as_the_callers_principal_and_waits_for_its_approval()
+{
+    let config = token_config(
+        r#"
+[[policies]]
+tools = ["system_time"]
+callers = ["client:laptop"]
+action = "approve"
+reason = "the laptop asks first"
+"#,
+    );
+    let (_home, daemon) = start(&config);
+    let base = daemon.base.clone();
+
+    // A built-in tool: its result as MCP has it, and the time it took.
+    let (status, body) = post_json(
+        &base,
+        "/api/tools/system_time/call",
+        TOKEN,
+        json!({"arguments": {}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["isError"], false, "{body}");
+    assert_eq!(body["result"]["content"][0]["type"], "text", "{body}");
+    assert!(body["duration_ms"].is_u64(), "{body}");
+
+    // Refusals: the schema, an unknown name, a tool outside the caller's scope.
+    let (status, body) = post_json(
+        &base,
+        "/api/tools/file_read/call",
+        TOKEN,
+        json!({"arguments": {"path": 5}}),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["kind"]),
+        (400, &json!("invalid_arguments")),
+        "{body}"
+    );
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid arguments for `file_read`"),
+        "{body}"
+    );
+    let (status, body) = post_json(&base, "/api/tools/nosuch/call", TOKEN, json!({})).await;
+    assert_eq!(
+        (status, &body["kind"]),
+        (404, &json!("not_found")),
+        "{body}"
+    );
+    let (status, body) = post_json(
+        &base,
+        "/api/tools/file_read/call",
+        LAPTOP,
+        json!({"arguments": {"path": "x"}}),
+    )
+    .await;
+    assert_eq!((status, &body["kind"]), (403, &json!("denied")), "{body}");
+
+    // Held for an approval: the request waits, the approval shows up, and once approved the call
+    // runs once as the laptop.
+    let mut events = EventReader::open(&base, TOKEN).await;
+    assert_eq!(events.expect().await.0, "hello");
+    let waiting = tokio::spawn({
+        let base = base.clone();
+        async move {
+            post_json(
+                &base,
+                "/api/tools/system_time/call",
+                LAPTOP,
+                json!({"arguments": {}}),
+            )
+            .await
+        }
+    });
+    assert_eq!(
+        audit_of(&events.expect().await),
+        ("system_time", "client:laptop", "approval_requested")
+    );
+    let (name, pending) = events.expect().await;
+    assert_eq!(name, "approval");
+    assert_eq!(pending["state"], "pending");
+    let id = pending["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        audit_of(&events.expect().await),
+        ("system_time", "client:laptop", "approval_required")
+    );
+    let listed = get_json(&base, "/api/approvals", TOKEN).await;
+    let request = listed["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} not listed: {listed}"));
+    assert_eq!(
+        (&request["tool"], &request["principal"], &request["status"]),
+        (
+            &json!("system_time"),
+            &json!("client:laptop"),
+            &json!("pending")
+        )
+    );
+    assert!(!waiting.is_finished(), "the call waits for its approval");
+    let (status, _) = post_json(
+        &base,
+        &format!("/api/approvals/{id}/approve"),
+        TOKEN,
+        json!({"via": "web"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["isError"], false, "{body}");
+    assert_eq!(
+        audit_of(&events.expect().await),
+        ("system_time", "client:default", "approval_granted")
+    );
+    assert_eq!(events.expect().await.1["state"], "approved");
+    assert_eq!(
+        audit_of(&events.expect().await),
+        ("system_time", "client:laptop", "approval_consumed")
+    );
+    assert_eq!(
+        audit_of(&events.expect().await),
+        ("system_time", "client:laptop", "ok")
+    );
+}
