@@ -10,10 +10,11 @@
 
 use std::time::{Duration, Instant};
 
+use axum::extract::Query;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use portico_core::CallError;
 use portico_engine::{Engine, ServerActionError};
@@ -30,17 +31,23 @@ struct DashboardState {
     engine: Engine,
     /// `[expose] tools`: with it off the doors serve no tools, and none can be tried.
     tools_exposed: bool,
+    /// `[a2a] enabled`: with it off the A2A lists are empty.
+    a2a_enabled: bool,
 }
 
-pub(crate) fn routes(engine: &Engine, tools_exposed: bool) -> Router {
+pub(crate) fn routes(engine: &Engine, config: &portico_config::Config) -> Router {
     Router::new()
         .route("/api/servers/{name}/restart", post(restart))
         .route("/api/servers/{name}/disable", post(disable))
         .route("/api/servers/{name}/enable", post(enable))
         .route("/api/tools/{name}/call", post(call_tool))
+        .route("/api/a2a/tasks", get(a2a_tasks))
+        .route("/api/a2a/tasks/{id}", get(a2a_task))
+        .route("/api/a2a/agents", get(a2a_agents))
         .with_state(DashboardState {
             engine: engine.clone(),
-            tools_exposed,
+            tools_exposed: config.expose.tools,
+            a2a_enabled: config.a2a.enabled,
         })
 }
 
@@ -261,6 +268,144 @@ async fn call_tool(
         "duration_ms": duration_ms,
     }))
     .into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct TaskParams {
+    state: Option<String>,
+    agent: Option<String>,
+    limit: Option<usize>,
+}
+
+/// The tasks `principal` may see: a scoped client's own, anyone else's every task.
+fn task_owner(principal: &Option<Principal>) -> Option<String> {
+    principal
+        .as_ref()
+        .filter(|p| p.client_scope().is_some())
+        .map(Principal::label)
+}
+
+/// `{"tasks": [{id, contextId, agent, state, createdAt, updatedAt}]}`, the most recently updated
+/// first; `state` is the A2A 1.0 name (`TASK_STATE_WORKING`); the `state` filter takes it or the
+/// lower-case word (`working`, `input-required`).
+async fn a2a_tasks(
+    State(state): State<DashboardState>,
+    client: Option<Extension<Principal>>,
+    Query(params): Query<TaskParams>,
+) -> Response {
+    let limit = params
+        .limit
+        .unwrap_or(portico_store::DEFAULT_TASK_PAGE_SIZE);
+    if limit == 0 || limit > portico_store::MAX_TASK_PAGE_SIZE {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "`limit` must be 1 to {}, got {limit}",
+                portico_store::MAX_TASK_PAGE_SIZE
+            ),
+        );
+    }
+    let wanted = match params.state.as_deref() {
+        None | Some("") => None,
+        Some(name) => match portico_core::TaskState::from_any_name(name) {
+            Some(task_state) => Some(task_state),
+            None => {
+                return api_error(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "`state` `{name}` is not an A2A task state (TASK_STATE_WORKING or working, completed, failed, canceled, input-required, ...)"
+                    ),
+                );
+            }
+        },
+    };
+    if !state.a2a_enabled {
+        return Json(json!({"tasks": []})).into_response();
+    }
+    let owner = task_owner(&client.map(|Extension(p)| p));
+    let store = state.engine.store().clone();
+    let agent = params.agent.filter(|a| !a.is_empty());
+    let found = tokio::task::spawn_blocking(move || {
+        store.recent_tasks(owner.as_deref(), agent.as_deref(), wanted, limit)
+    })
+    .await;
+    match found {
+        Ok(Ok(tasks)) => {
+            let time = portico_core::time::rfc3339;
+            let listed: Vec<Value> = tasks
+                .iter()
+                .map(|task| {
+                    json!({
+                        "id": task.id,
+                        "contextId": task.context_id,
+                        "agent": task.agent,
+                        "state": task.state.v1_name(),
+                        "createdAt": time(task.created_at_ms),
+                        "updatedAt": time(task.updated_at_ms),
+                    })
+                })
+                .collect();
+            Json(json!({"tasks": listed})).into_response()
+        }
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
+}
+
+/// `{"task": ...}`: the task in the A2A 1.0 JSON shape (`id`, `contextId`, `status`, `history`,
+/// `artifacts`, `metadata`), plus Portico's `agent`, `createdAt` and `updatedAt`.
+async fn a2a_task(
+    State(state): State<DashboardState>,
+    client: Option<Extension<Principal>>,
+    Path(id): Path<String>,
+) -> Response {
+    let missing = || {
+        api_error(
+            StatusCode::NOT_FOUND,
+            format!("no A2A task `{id}` here; GET /api/a2a/tasks lists them"),
+        )
+    };
+    if !state.a2a_enabled || id.len() > 128 {
+        return missing();
+    }
+    let owner = task_owner(&client.map(|Extension(p)| p));
+    let store = state.engine.store().clone();
+    let lookup = id.clone();
+    match tokio::task::spawn_blocking(move || store.task(&lookup)).await {
+        Ok(Ok(Some(task))) if owner.as_ref().is_none_or(|owner| *owner == task.owner) => {
+            let mut shown = portico_a2a::task_json(&task, None);
+            let time = portico_core::time::rfc3339;
+            shown["agent"] = Value::String(task.agent.clone());
+            shown["createdAt"] = Value::String(time(task.created_at_ms));
+            shown["updatedAt"] = Value::String(time(task.updated_at_ms));
+            Json(json!({"task": shown})).into_response()
+        }
+        Ok(Ok(_)) => missing(),
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
+}
+
+/// `{"agents": [{name, url, card, error}]}`: the `[[a2a.external_agents]]`, each with its card as
+/// last read (as the agent served it) or null, and why the last read failed, or null.
+async fn a2a_agents(State(state): State<DashboardState>) -> Response {
+    if !state.a2a_enabled {
+        return Json(json!({"agents": []})).into_response();
+    }
+    let agents: Vec<Value> = state
+        .engine
+        .remote_agents()
+        .into_iter()
+        .map(|agent| {
+            json!({
+                "name": agent.name,
+                "url": agent.url,
+                "card": agent.card.map(|card| card.raw.clone()),
+                "error": agent.error,
+            })
+        })
+        .collect();
+    Json(json!({"agents": agents})).into_response()
 }
 
 /// The `arguments` of a try-it body (`{"arguments": {...}}`; an empty body or `null` is none), or

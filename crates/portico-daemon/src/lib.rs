@@ -301,7 +301,7 @@ fn router(
     let mut router = router
         .merge(catalog_api::routes(&engine, config.expose.tools))
         .merge(approvals_api::routes(&engine))
-        .merge(dashboard_api::routes(&engine, config.expose.tools))
+        .merge(dashboard_api::routes(&engine, config))
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
         .merge(ui_login::routes(door.policy.clone()))

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use portico_a2a_client::remote_agents_source;
+use portico_a2a_client::{RemoteAgentStatus, RemoteAgents};
 use portico_agents::{
     Agent, AgentChanges, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose,
 };
@@ -77,6 +77,8 @@ pub struct Engine {
     approvals: Approvals,
     /// Live events for followers (the daemon's `/api/events`).
     events: Events,
+    /// `[[a2a.external_agents]]`, when configured (also a source of the pipeline).
+    remote_agents: Option<Arc<RemoteAgents>>,
     /// What a reload needs to make the agents of a new config: their drivers read API keys from
     /// the environment and reach their models through this client.
     env: Arc<EnvLookup>,
@@ -281,11 +283,16 @@ impl Engine {
         }
         pipeline.add_source(Arc::new(local.clone()));
         pipeline.add_source(Arc::new(AgentTools::new(runtime.clone())));
-        if !config.a2a.external_agents.is_empty() {
+        let remote_agents = if config.a2a.external_agents.is_empty() {
+            None
+        } else {
             // `a2a_*` names cannot collide with the hub's `mcp_*`; cards are read in the
             // background, so nothing here waits on a remote host.
-            pipeline.add_source(remote_agents_source(config, &**env));
-        }
+            let remote = RemoteAgents::new(&config.a2a.external_agents, &**env);
+            remote.start();
+            pipeline.add_source(remote.clone());
+            Some(remote)
+        };
         pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
         if policy.pin_tools {
             let pins = portico_pipeline::ToolPins::new(store.clone(), approvals.clone())?;
@@ -296,6 +303,7 @@ impl Engine {
         events.follow_servers(&hub);
         Ok(Engine {
             events,
+            remote_agents,
             upstreams: Upstreams::new(hub.clone()),
             hub,
             pipeline,
@@ -312,6 +320,14 @@ impl Engine {
     /// Live events: server status, approvals, audit records, A2A task states (see [`Events`]).
     pub fn events(&self) -> &Events {
         &self.events
+    }
+
+    /// `[[a2a.external_agents]]` with their cards as last read (empty when none is configured).
+    pub fn remote_agents(&self) -> Vec<RemoteAgentStatus> {
+        self.remote_agents
+            .as_ref()
+            .map(|remote| remote.statuses())
+            .unwrap_or_default()
     }
 
     /// Approval requests and grants: listing and answering them (the daemon's `/api/approvals`).

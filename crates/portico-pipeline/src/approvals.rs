@@ -237,6 +237,12 @@ impl Approvals {
         self.inner.store.approvals(status, limit)
     }
 
+    /// Requests no longer pending, the most recently decided first (expired ones included).
+    pub fn decisions(&self, limit: usize) -> Result<Vec<ApprovalRecord>, StoreError> {
+        self.expire()?;
+        self.inner.store.approval_decisions(limit)
+    }
+
     /// Answers a pending request as `by` (a principal's label) through `via`; audited, and wakes the
     /// held calls waiting for it.
     pub fn decide(

@@ -783,3 +783,186 @@ reason = "the laptop asks first"
         ("system_time", "client:laptop", "ok")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_decisions_and_a2a_tasks_read_as_the_dashboard_shows_them() {
+    let config = token_config(&format!("\n[a2a]\nenabled = true\n{AGENTS}"));
+    let (_home, daemon) = start(&config);
+    let base = daemon.base.clone();
+    let mut events = EventReader::open(&base, TOKEN).await;
+    assert_eq!(events.expect().await.0, "hello");
+
+    // An A2A task, answered: its states arrive on the stream, and the lists show it.
+    let sent = http()
+        .post(format!("{base}/a2a/echo"))
+        .header("A2A-Version", "1.0")
+        .bearer_auth(TOKEN)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let sent: Value = sent.json().await.unwrap();
+    let id = sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_string();
+    let mut states = Vec::new();
+    while states.last().map(String::as_str) != Some("TASK_STATE_COMPLETED") {
+        let (name, data) = events.expect().await;
+        if name == "task" {
+            assert_eq!((&data["id"], &data["agent"]), (&json!(id), &json!("echo")));
+            states.push(data["state"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(states, ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]);
+    let listed = get_json(&base, "/api/a2a/tasks", TOKEN).await;
+    let task = &listed["tasks"][0];
+    assert_eq!(
+        (&task["id"], &task["agent"], &task["state"]),
+        (&json!(id), &json!("echo"), &json!("TASK_STATE_COMPLETED")),
+        "{listed}"
+    );
+    assert!(task["contextId"].is_string() && task["updatedAt"].as_str().unwrap().ends_with('Z'));
+    for (query, count) in [
+        ("?state=working", 0),
+        ("?state=completed", 1),
+        ("?agent=echo", 1),
+    ] {
+        let listed = get_json(&base, &format!("/api/a2a/tasks{query}"), TOKEN).await;
+        assert_eq!(listed["tasks"].as_array().unwrap().len(), count, "{query}");
+    }
+    let (status, _) = status_and_json(
+        http()
+            .get(format!("{base}/api/a2a/tasks?state=bogus"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let shown = get_json(&base, &format!("/api/a2a/tasks/{id}"), TOKEN).await;
+    let task = &shown["task"];
+    assert_eq!(task["id"], id.as_str());
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{shown}");
+    assert_eq!(task["agent"], "echo");
+    assert_eq!(task["history"][0]["parts"][0]["text"], "hello", "{shown}");
+    assert!(task["artifacts"].is_array(), "{shown}");
+    // Another client's task is not there for a scoped client.
+    assert_eq!(
+        get_json(&base, "/api/a2a/tasks", LAPTOP).await,
+        json!({"tasks": []})
+    );
+    let foreign = http()
+        .get(format!("{base}/api/a2a/tasks/{id}"))
+        .bearer_auth(LAPTOP)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 404);
+    assert_eq!(
+        get_json(&base, "/api/a2a/agents", TOKEN).await,
+        json!({"agents": []})
+    );
+
+    // A decision: a held call denied through the API.
+    assert_eq!(agent_message(&base, TOKEN, "guarded").await, 502);
+    let pending = get_json(&base, "/api/approvals", TOKEN).await;
+    let approval = pending["approvals"][0]["id"].as_str().unwrap().to_string();
+    let (status, _) = post_json(
+        &base,
+        &format!("/api/approvals/{approval}/deny"),
+        TOKEN,
+        json!({"via": "api"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let decisions = get_json(&base, "/api/approvals/decisions", TOKEN).await;
+    let decision = &decisions["decisions"][0];
+    assert_eq!(
+        (
+            &decision["id"],
+            &decision["tool"],
+            &decision["caller"],
+            &decision["state"],
+            &decision["via"]
+        ),
+        (
+            &json!(approval),
+            &json!("portico_agent_guarded"),
+            &json!("client:default"),
+            &json!("denied"),
+            &json!("api")
+        ),
+        "{decisions}"
+    );
+    assert!(decision["decided_at"].as_str().unwrap().ends_with('Z'));
+    let bad = http()
+        .get(format!("{base}/api/approvals/decisions?limit=0"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+
+    // The audit log: readable times, the new filters, and the export.
+    let all = get_json(&base, "/api/audit?limit=1000", TOKEN).await["records"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(all.len() >= 4, "{all:?}");
+    for record in &all {
+        let time = record["time"].as_str().unwrap();
+        let at_ms = record["at_ms"].as_i64().unwrap();
+        assert_eq!(
+            portico_core::time::parse_rfc3339(time),
+            Some(at_ms),
+            "{record}"
+        );
+    }
+    let denied = get_json(&base, "/api/audit?outcome=approval_denied", TOKEN).await["records"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["tool"], "portico_agent_guarded");
+    let oldest = all.last().unwrap();
+    let until = format!(
+        "/api/audit?until={}&principal=client:default",
+        oldest["time"].as_str().unwrap()
+    );
+    let early = get_json(&base, &until, TOKEN).await["records"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        early
+            .iter()
+            .all(|r| r["at_ms"].as_i64() <= oldest["at_ms"].as_i64()
+                && r["caller"] == "client:default"),
+        "{early:?}"
+    );
+    assert!(early.iter().any(|r| r["id"] == oldest["id"]), "{early:?}");
+    let export = http()
+        .get(format!("{base}/api/audit?format=jsonl&limit=1000"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(export.status(), 200);
+    assert_eq!(export.headers()["content-type"], "application/x-ndjson");
+    assert_eq!(
+        export.headers()["content-disposition"],
+        "attachment; filename=\"portico-audit.jsonl\""
+    );
+    let text = export.text().await.unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(text.ends_with('\n'));
+    assert_eq!(lines, all);
+}
