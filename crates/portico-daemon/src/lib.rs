@@ -1,5 +1,8 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
-//! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
+//! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`; for the
+//! dashboard also `/api/events` (live changes as server-sent events), server restart, disable and
+//! enable, trying a tool through the pipeline, `/api/approvals/decisions` and the A2A task and
+//! remote agent lists), MCP over Streamable HTTP (`/mcp`) and over the
 //! legacy HTTP+SSE transport (`/sse`, `/message`), and, when `[a2a]` is enabled, `portico-a2a`'s
 //! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
 //! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
