@@ -83,6 +83,10 @@ async fn login(
     }
     match login_session(&policy, &body.token).await {
         Ok((id, life)) => {
+            // A new login replaces the browser's session rather than piling up beside it.
+            for old in ui_session::cookie_values(&headers) {
+                policy.ui_sessions().forget(old);
+            }
             tracing::info!("dashboard login");
             (
                 StatusCode::NO_CONTENT,

@@ -95,6 +95,12 @@ impl Events {
         let _ = self.sender.send(event);
     }
 
+    /// Whether anyone follows: an event nobody reads need not be made (every call's audit
+    /// record would otherwise be copied for nothing).
+    pub fn followed(&self) -> bool {
+        self.sender.receiver_count() > 0
+    }
+
     /// Publishes the approval requests `approvals` makes, answers and expires.
     pub(crate) fn observe_approvals(&self, approvals: &Approvals) {
         let events = self.clone();
@@ -152,7 +158,9 @@ pub(crate) struct ObservedAudit {
 
 impl AuditSink for ObservedAudit {
     fn record(&self, record: AuditRecord) {
-        self.events.publish(EngineEvent::Audit(record.clone()));
+        if self.events.followed() {
+            self.events.publish(EngineEvent::Audit(record.clone()));
+        }
         self.writer.record(record);
     }
 

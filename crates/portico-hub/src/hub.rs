@@ -1555,6 +1555,50 @@ mod tests {
         assert_eq!(hub.reload(&config("")).await, ServerChanges::default());
     }
 
+    #[tokio::test]
+    async fn a_server_disabled_at_run_time_stays_so_across_reloads_until_enabled() {
+        let toml = stdio("a", "") + &stdio("off", "enabled = false");
+        let hub = Hub::idle(&config(&toml), HubSettings::default());
+        let state = |hub: &Hub, name: &str| {
+            let status = hub.servers().into_iter().find(|s| s.name == name).unwrap();
+            (status.state, status.enabled)
+        };
+        assert_eq!(state(&hub, "a"), (ServerState::Idle, true));
+        assert_eq!(state(&hub, "off"), (ServerState::Disabled, false));
+        assert!(matches!(
+            hub.disable_server("nope").await,
+            Err(HubError::UnknownServer { name }) if name == "nope"
+        ));
+        assert!(matches!(
+            hub.enable_server("off").await,
+            Err(HubError::DisabledInConfig { .. })
+        ));
+
+        hub.disable_server("a").await.unwrap();
+        assert_eq!(state(&hub, "a"), (ServerState::Disabled, false));
+        assert!(matches!(
+            hub.restart_server("a").await,
+            Err(HubError::Disabled { .. })
+        ));
+        // Disabling again changes nothing; a reload, changed entry or not, keeps it disabled.
+        let slot = hub.slot("a").unwrap();
+        hub.disable_server("a").await.unwrap();
+        assert!(Arc::ptr_eq(&slot, &hub.slot("a").unwrap()));
+        hub.reload(&config(
+            &(stdio("a", "timeout_secs = 5") + &stdio("off", "enabled = false")),
+        ))
+        .await;
+        assert_eq!(state(&hub, "a"), (ServerState::Disabled, false));
+        assert!(hub.slot("a").unwrap().supervisor.lock().unwrap().is_none());
+
+        // Enabled, it starts connecting (its command is `true`, which never answers a handshake).
+        hub.enable_server("a").await.unwrap();
+        assert!(hub.servers()[0].enabled);
+        assert_ne!(state(&hub, "a").0, ServerState::Disabled);
+        assert!(hub.slot("a").unwrap().supervisor.lock().unwrap().is_some());
+        hub.shutdown().await;
+    }
+
     #[test]
     fn an_idle_hub_connects_nothing_and_is_settled() {
         let hub = Hub::idle(
