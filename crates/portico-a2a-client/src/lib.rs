@@ -16,4 +16,4 @@ pub use client::{
     A2aClient, A2aEvent, AgentCard, Binding, CardInterface, ClientError, ClientOptions, Endpoint,
     SendOutcome, SendRequest, Skill,
 };
-pub use remote::{RemoteAgents, remote_agents_source, remote_tool_name};
+pub use remote::{RemoteAgentStatus, RemoteAgents, remote_agents_source, remote_tool_name};

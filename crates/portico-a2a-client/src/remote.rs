@@ -248,6 +248,17 @@ impl Remote {
     }
 }
 
+/// One remote agent as [`RemoteAgents::statuses`] shows it.
+#[derive(Debug, Clone)]
+pub struct RemoteAgentStatus {
+    pub name: String,
+    pub url: String,
+    /// The card last read (kept while later reads fail).
+    pub card: Option<Arc<AgentCard>>,
+    /// Why the last read failed, while it does (or why the agent cannot be reached at all).
+    pub error: Option<String>,
+}
+
 /// Remote A2A agents as a pipeline tool source. Dropping it stops the background card reads.
 pub struct RemoteAgents {
     agents: Vec<Arc<Remote>>,
@@ -324,6 +335,23 @@ impl RemoteAgents {
     /// The card read for `tool`, if any.
     pub fn card(&self, tool: &str) -> Option<Arc<AgentCard>> {
         self.agents.iter().find(|a| a.tool == tool)?.card()
+    }
+
+    /// Each agent as configured, with the card last read and the error of the last read while
+    /// reads fail, in configuration order.
+    pub fn statuses(&self) -> Vec<RemoteAgentStatus> {
+        self.agents
+            .iter()
+            .map(|agent| {
+                let known = agent.known.lock().expect("remote agent lock");
+                RemoteAgentStatus {
+                    name: agent.config.name.clone(),
+                    url: agent.config.url.clone(),
+                    card: known.card.clone(),
+                    error: known.error.clone().or_else(|| agent.client.clone().err()),
+                }
+            })
+            .collect()
     }
 
     fn generation(&self) -> u64 {

@@ -692,6 +692,8 @@ impl Tasks {
         let this = self.clone();
         let run = Run {
             principal: principal.clone(),
+            owner: owner.to_string(),
+            agent: agent.to_string(),
             task_id,
             context_id,
             tool,
@@ -968,6 +970,17 @@ impl Tasks {
         if !self.write(run, update, "its status").await {
             return;
         }
+        self.inner
+            .engine
+            .events()
+            .publish(portico_engine::EngineEvent::Task(
+                portico_engine::TaskChange {
+                    id: run.task_id.clone(),
+                    agent: run.agent.clone(),
+                    state,
+                    owner: run.owner.clone(),
+                },
+            ));
         let event = || {
             v1::StreamResponse::StatusUpdate(v1::TaskStatusUpdateEvent {
                 task_id: run.task_id.clone(),
@@ -1370,6 +1383,8 @@ fn closing_run(id: &str, task: &TaskRecord, live: Arc<Live>) -> Run {
     Run {
         // Calls nothing.
         principal: Principal::client("a2a"),
+        owner: task.owner.clone(),
+        agent: task.agent.clone(),
         task_id: id.to_string(),
         context_id: task.context_id.clone(),
         tool: String::new(),
@@ -1433,6 +1448,10 @@ type AgentCall = Result<CallOutcome, PipelineError>;
 struct Run {
     /// Who the agent's run calls as: the sender's client, within its scope.
     principal: Principal,
+    /// Whose task it is (see `Tasks::get`).
+    owner: String,
+    /// The Portico agent that runs it.
+    agent: String,
     task_id: String,
     context_id: String,
     tool: String,

@@ -63,4 +63,19 @@ pub struct ServerStatus {
     pub stderr_tail: Vec<String>,
     /// How many times the connection was (re)established.
     pub connects: u32,
+    /// False while the server is off: `enabled = false` in the config, or disabled at run time
+    /// (the dashboard's `POST /api/servers/{name}/disable`) until enabled again.
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+    /// When the current session became ready (RFC 3339, UTC); none while there is none.
+    #[serde(default)]
+    pub connected_at: Option<String>,
+    /// How many times the server was connected again after its first connection: `connects`
+    /// minus one, at least 0.
+    #[serde(default)]
+    pub restarts: u32,
+}
+
+fn enabled_by_default() -> bool {
+    true
 }

@@ -246,16 +246,28 @@ async fn conversation(
     }
 }
 
-/// `/api/audit`'s query: the store's filters, with `since` as `portico audit --since` takes it (a
-/// duration back from now, or an RFC 3339 time). `caller` and `principal` are one filter.
+/// `/api/audit`'s query: the store's filters, with `since` and `until` as `portico audit --since`
+/// takes them (a duration back from now, or an RFC 3339 time). `caller` and `principal` are one
+/// filter. `format=jsonl` answers one record per line, as a file to save.
 #[derive(Deserialize)]
 struct AuditParams {
     #[serde(alias = "principal")]
     caller: Option<String>,
     tool: Option<String>,
+    outcome: Option<String>,
     since: Option<String>,
+    until: Option<String>,
+    format: Option<String>,
     #[serde(default)]
     limit: usize,
+}
+
+/// A `since` or `until` parameter as an instant, or the message of the 400 naming it.
+fn audit_instant(name: &str, value: Option<&str>) -> Result<Option<i64>, String> {
+    value
+        .map(|value| portico_core::time::parse_since(value, portico_core::time::now_ms()))
+        .transpose()
+        .map_err(|error| format!("`{name}`: {error}"))
 }
 
 async fn audit(
@@ -263,19 +275,28 @@ async fn audit(
     client: Option<Extension<Principal>>,
     Query(params): Query<AuditParams>,
 ) -> Response {
-    let since_ms = match params
-        .since
-        .as_deref()
-        .map(|since| portico_core::time::parse_since(since, portico_core::time::now_ms()))
-        .transpose()
-    {
-        Ok(since_ms) => since_ms,
-        Err(error) => return api_error(StatusCode::BAD_REQUEST, format!("`since`: {error}")),
+    let jsonl = match params.format.as_deref() {
+        None | Some("json") => false,
+        Some("jsonl") => true,
+        Some(other) => {
+            return api_error(
+                StatusCode::BAD_REQUEST,
+                format!("`format` is json (the default) or jsonl, not `{other}`"),
+            );
+        }
+    };
+    let window = audit_instant("since", params.since.as_deref())
+        .and_then(|since| Ok((since, audit_instant("until", params.until.as_deref())?)));
+    let (since_ms, until_ms) = match window {
+        Ok(window) => window,
+        Err(message) => return api_error(StatusCode::BAD_REQUEST, message),
     };
     let mut query = portico_store::AuditQuery {
         caller: params.caller,
         tool: params.tool,
         since_ms,
+        until_ms,
+        outcome: params.outcome,
         limit: params.limit,
     };
     // A client limited to a scope reads only its own records: others' show tools and calls
@@ -286,11 +307,45 @@ async fn audit(
     }
     state.engine.flush_audit().await;
     let store = state.engine.store().clone();
-    match tokio::task::spawn_blocking(move || store.audit_entries(&query)).await {
-        Ok(Ok(records)) => Json(json!({"records": records})).into_response(),
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
-        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    let records = match tokio::task::spawn_blocking(move || store.audit_entries(&query)).await {
+        Ok(Ok(records)) => records,
+        Ok(Err(error)) => return api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => return api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    };
+    let records: Vec<Value> = records.iter().map(audit_entry_json).collect();
+    if !jsonl {
+        return Json(json!({"records": records})).into_response();
     }
+    let mut lines = String::new();
+    for record in &records {
+        lines.push_str(&record.to_string());
+        lines.push('\n');
+    }
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "application/x-ndjson"),
+            (
+                axum::http::header::CONTENT_DISPOSITION,
+                "attachment; filename=\"portico-audit.jsonl\"",
+            ),
+        ],
+        lines,
+    )
+        .into_response()
+}
+
+/// An audit record as the API shows it: its fields, and `time`, its `at_ms` in RFC 3339 (UTC).
+pub(crate) fn audit_record_json(record: &portico_store::AuditRecord) -> Value {
+    let mut value = serde_json::to_value(record).unwrap_or_else(|_| json!({}));
+    value["time"] = Value::String(portico_core::time::rfc3339(record.at_ms));
+    value
+}
+
+/// A stored audit record as `/api/audit` lists it: with its `id`, chain links and `time`.
+fn audit_entry_json(entry: &portico_store::AuditEntry) -> Value {
+    let mut value = serde_json::to_value(entry).unwrap_or_else(|_| json!({}));
+    value["time"] = Value::String(portico_core::time::rfc3339(entry.record.at_ms));
+    value
 }
 
 #[derive(Deserialize)]

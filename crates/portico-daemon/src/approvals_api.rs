@@ -25,6 +25,8 @@ use serde_json::{Value, json};
 
 /// Requests a listing shows unless asked for fewer, and at most.
 const DEFAULT_LIST_LIMIT: usize = 100;
+/// Decisions `GET /api/approvals/decisions` shows unless asked otherwise.
+const DEFAULT_DECISIONS_LIMIT: usize = 20;
 const MAX_LIST_LIMIT: usize = 1000;
 
 /// Longer than any id Portico makes (`apr_` and 32 hex digits): answered 404 without a lookup.
@@ -73,6 +75,7 @@ pub(crate) fn routes(engine: &Engine) -> Router {
     };
     Router::new()
         .route("/api/approvals", get(list))
+        .route("/api/approvals/decisions", get(decisions))
         .route("/api/approvals/{id}", get(show))
         .route("/api/approvals/{id}/approve", post(approve))
         .route("/api/approvals/{id}/deny", post(deny))
@@ -215,6 +218,61 @@ async fn list(
                 .map(view)
                 .collect();
             Json(json!({"approvals": shown})).into_response()
+        }
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct DecisionsQuery {
+    limit: Option<String>,
+}
+
+/// A decision as `GET /api/approvals/decisions` lists it: `state` is the request's status now
+/// (`approved`, `denied`, `consumed`: approved and used, `expired`: unanswered, or approved and not
+/// used, in time); `decided_at` is when it was answered, or when it expired unanswered; `via`
+/// how it was answered (`web`, `api`, `cli`, `elicitation`; null when it expired unanswered).
+pub(crate) fn decision_view(record: &ApprovalRecord) -> Value {
+    json!({
+        "id": record.id,
+        "tool": record.binding.tool,
+        "caller": record.binding.principal,
+        "state": record.status.as_str(),
+        "decided_at": portico_core::time::rfc3339(record.decided_at_ms.unwrap_or(record.expires_at_ms)),
+        "decided_by": record.decided_by,
+        "via": record.decided_via,
+    })
+}
+
+/// `{"decisions": [...]}`, most recent first: what was answered or expired lately.
+async fn decisions(
+    State(state): State<ApprovalsState>,
+    client: Option<Extension<Principal>>,
+    Query(query): Query<DecisionsQuery>,
+) -> Response {
+    let asker = Asker::of(client);
+    let limit = match query.limit.as_deref() {
+        None => DEFAULT_DECISIONS_LIMIT,
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => limit,
+            _ => {
+                return api_error(
+                    StatusCode::BAD_REQUEST,
+                    format!("limit `{text}` must be a whole number from 1 to {MAX_LIST_LIMIT}"),
+                );
+            }
+        },
+    };
+    let approvals = state.approvals.clone();
+    match tokio::task::spawn_blocking(move || approvals.decisions(limit)).await {
+        Ok(Ok(records)) => {
+            let shown: Vec<Value> = records
+                .iter()
+                .filter(|record| asker.may_see(record))
+                .map(decision_view)
+                .collect();
+            Json(json!({"decisions": shown})).into_response()
         }
         Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),

@@ -6,7 +6,6 @@
 //! The login, session and event routes the page calls are the API's, not this module's.
 
 use axum::Router;
-use axum::http::Method;
 use axum::response::Response;
 use axum::routing::get;
 
@@ -63,10 +62,6 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The one route that takes a token in its body rather than its headers: a browser without a
-/// session reaches it to get one.
-const LOGIN_PATH: &str = "/ui/login";
-
 pub(crate) fn routes() -> Router {
     let mut router = Router::new().route("/", get(|| async { shell() }));
     for &(name, body, content_type) in ASSETS {
@@ -82,19 +77,13 @@ fn shell() -> Response {
     served(SHELL, "text/html; charset=utf-8")
 }
 
-/// Whether the door lets `method path` through without a token: reading the shell or one of its
-/// files (exact paths: nothing under `/ui/` but these, so `/ui/session` still needs one), and the
-/// login, which checks the token it is given itself.
-pub(crate) fn is_public(method: &Method, path: &str) -> bool {
-    let reading = *method == Method::GET || *method == Method::HEAD;
-    if *method == Method::POST {
-        return path == LOGIN_PATH;
-    }
-    reading
-        && (path == "/"
-            || path
-                .strip_prefix("/ui/")
-                .is_some_and(|name| ASSETS.iter().any(|&(asset, _, _)| asset == name)))
+/// Whether `path` is the shell or one of its files (exact paths: nothing else under `/ui/`, so
+/// `/ui/session` still needs a token). The door serves these to a GET or HEAD without a token.
+pub(crate) fn is_shell_file(path: &str) -> bool {
+    path == "/"
+        || path
+            .strip_prefix("/ui/")
+            .is_some_and(|name| ASSETS.iter().any(|&(asset, _, _)| asset == name))
 }
 
 #[cfg(test)]
@@ -222,23 +211,20 @@ mod tests {
     }
 
     #[test]
-    fn only_the_files_and_the_login_are_public() {
-        assert!(is_public(&Method::GET, "/"));
-        assert!(is_public(&Method::HEAD, "/ui/app.css"));
-        assert!(is_public(&Method::POST, "/ui/login"));
-        for (method, path) in [
-            (Method::GET, "/ui/session"),
-            (Method::GET, "/ui/login"),
-            (Method::POST, "/ui/logout"),
-            (Method::POST, "/"),
-            (Method::GET, "/ui/"),
-            (Method::GET, "/ui//app.js"),
-            (Method::GET, "/ui/app.js/"),
-            (Method::GET, "//"),
-            (Method::GET, "/api/servers"),
-            (Method::PUT, "/ui/app.js"),
+    fn only_the_shell_and_its_files_are_shell_paths() {
+        assert!(is_shell_file("/"));
+        assert!(is_shell_file("/ui/app.css"));
+        assert!(is_shell_file("/ui/audit.js"));
+        for path in [
+            "/ui/session",
+            "/ui/login",
+            "/ui/",
+            "/ui//app.js",
+            "/ui/app.js/",
+            "//",
+            "/api/servers",
         ] {
-            assert!(!is_public(&method, path), "{method} {path}");
+            assert!(!is_shell_file(path), "{path}");
         }
     }
 

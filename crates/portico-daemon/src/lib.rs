@@ -1,11 +1,16 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
-//! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`), MCP over Streamable HTTP (`/mcp`) and over the
+//! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`; for the
+//! dashboard also `/api/events` (live changes as server-sent events), server restart, disable and
+//! enable, trying a tool through the pipeline, `/api/approvals/decisions` and the A2A task and
+//! remote agent lists), MCP over Streamable HTTP (`/mcp`) and over the
 //! legacy HTTP+SSE transport (`/sse`, `/message`), Prometheus metrics (`/metrics`, the engine's
 //! `portico-metrics` handle with this moment's state), and, when `[a2a]` is enabled, `portico-a2a`'s
 //! routes, all behind the door's checks; the approval page (`/approvals`), a static shell served
 //! without a token, whose script calls its API (`/api/approvals`) with the token from the link's
-//! fragment (no route accepts a cookie); plus the daemon info file that lets
-//! `portico mcp` find a running daemon and check its identity.
+//! fragment; the dashboard's login (`POST /ui/login`, `/ui/logout`, `GET /ui/session`), whose
+//! `portico_ui` session cookie stands for the token on `/api/*`, `/metrics` and `/ui/*` only, from
+//! the dashboard's own page only (never on `/mcp`, `/sse`, `/message` or A2A routes); plus the
+//! daemon info file that lets `portico mcp` find a running daemon and check its identity.
 //!
 //! Security is on by default: the door binds loopback unless told otherwise, refuses to start off
 //! loopback without a bearer token, checks `Host` (DNS rebinding) and `Origin` (browsers) on every
@@ -29,7 +34,9 @@ mod approvals_api;
 mod body_limit;
 mod catalog_api;
 mod dashboard;
+mod dashboard_api;
 mod door_span;
+mod events_api;
 mod in_flight;
 mod info;
 mod legacy_sse;
@@ -44,6 +51,7 @@ mod session_end;
 mod sessions;
 #[cfg(test)]
 mod test_messages;
+mod ui_login;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -269,6 +277,7 @@ fn router(
         .with_json_response(true)
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
+    let events = events_api::routes(&engine, shutdown.clone());
     let (legacy, legacy_sessions) =
         legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
     let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
@@ -302,8 +311,11 @@ fn router(
     let mut router = router
         .merge(catalog_api::routes(&engine, config.expose.tools))
         .merge(approvals_api::routes(&engine))
+        .merge(dashboard_api::routes(&engine, config))
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
+        .merge(ui_login::routes(door.policy.clone()))
+        .merge(events)
         .merge(
             door.policy
                 .oauth()

@@ -66,6 +66,8 @@ pub enum OAuthConfigError {
 pub(crate) struct OAuthClient {
     pub principal: String,
     pub scope: Arc<ToolPatterns>,
+    /// The token's `exp` (seconds since the epoch).
+    pub expires_at_secs: Option<u64>,
 }
 
 /// Why a token does not let its request in.
@@ -285,6 +287,7 @@ impl OAuthResource {
         Ok(OAuthClient {
             principal: claims.principal,
             scope: self.grant(granted)?,
+            expires_at_secs: claims.expires_at_secs,
         })
     }
 

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use portico_pipeline::{Principal, ToolPatterns};
@@ -48,6 +48,9 @@ impl DoorClient {
 }
 
 mod approval_session;
+pub(crate) mod ui_session;
+
+pub(crate) use ui_session::{UiSession, UiSessions};
 
 /// Who may talk to the door.
 #[derive(Debug, Clone)]
@@ -63,6 +66,8 @@ pub struct DoorPolicy {
     extra_hosts: Vec<String>,
     /// Derived from `listen` and `extra_hosts`; kept because every request checks against it.
     hosts: Vec<String>,
+    /// The dashboard's logins (`portico_ui` cookies); clones of the policy share them.
+    ui_sessions: UiSessions,
 }
 
 impl DoorPolicy {
@@ -90,6 +95,7 @@ impl DoorPolicy {
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
             hosts: Vec::new(),
+            ui_sessions: UiSessions::default(),
         }
         .with_hosts()
     }
@@ -113,6 +119,10 @@ impl DoorPolicy {
 
     pub(crate) fn oauth(&self) -> Option<&Arc<OAuthResource>> {
         self.oauth.as_ref()
+    }
+
+    pub(crate) fn ui_sessions(&self) -> &UiSessions {
+        &self.ui_sessions
     }
 
     pub fn with_listen(mut self, listen: SocketAddr) -> Self {
@@ -217,6 +227,12 @@ impl DoorPolicy {
             return Ok(Caller::Door);
         }
         let given = bearer(authorization).ok_or(Unauthorized::Missing)?;
+        self.authenticate_token(given).await
+    }
+
+    /// Who `given` (a token, as a bearer header or the dashboard's login form carries it) proves
+    /// the caller is, on a door that takes tokens.
+    async fn authenticate_token(&self, given: &str) -> Result<Caller<'_>, Unauthorized> {
         if let Some(client) = self.client_with(given) {
             return Ok(Caller::Client(client));
         }
@@ -260,6 +276,8 @@ enum Caller<'a> {
     Client(&'a DoorClient),
     /// A JWT access token of `[server.oauth]`.
     OAuth(OAuthClient),
+    /// The dashboard's cookie, standing for the token its login proved.
+    Cookie(Arc<UiSession>),
 }
 
 impl Caller<'_> {
@@ -273,7 +291,30 @@ impl Caller<'_> {
                 client.principal.clone(),
                 Some(client.scope.clone()),
             )),
+            Caller::Cookie(session) => Some(session.principal.clone()),
         }
+    }
+
+    /// What a dashboard login with this caller's token makes: its session and how long it may
+    /// last (an OAuth token's session ends when the token does). `None` on a door without tokens.
+    fn ui_session(&self) -> Option<(UiSession, std::time::Duration)> {
+        let principal = self.principal()?;
+        let name = self.name()?.to_string();
+        let life = match self {
+            Caller::OAuth(OAuthClient {
+                expires_at_secs: Some(exp),
+                ..
+            }) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs();
+                ui_session::SESSION_LIFE
+                    .min(std::time::Duration::from_secs(exp.saturating_sub(now)))
+            }
+            _ => ui_session::SESSION_LIFE,
+        };
+        Some((UiSession { name, principal }, life))
     }
 
     fn name(&self) -> Option<&str> {
@@ -281,6 +322,76 @@ impl Caller<'_> {
             Caller::Door => None,
             Caller::Client(client) => Some(&client.name),
             Caller::OAuth(client) => Some(&client.principal),
+            Caller::Cookie(session) => Some(&session.name),
+        }
+    }
+}
+
+/// How a request's caller was established, for `GET /ui/session`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthMethod {
+    /// A door without tokens.
+    Open,
+    /// `Authorization: Bearer`.
+    Bearer,
+    /// The dashboard's `portico_ui` cookie.
+    Cookie,
+}
+
+impl AuthMethod {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            AuthMethod::Open => "open",
+            AuthMethod::Bearer => "bearer",
+            AuthMethod::Cookie => "cookie",
+        }
+    }
+}
+
+/// A dashboard login: the session `token` proves, kept in `policy`'s sessions; its id (the
+/// cookie's value) and life, or why not (the status and message to answer with).
+pub(crate) async fn login_session(
+    policy: &DoorPolicy,
+    token: &str,
+) -> Result<(String, std::time::Duration), (StatusCode, String)> {
+    if !policy.takes_tokens() {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "this door takes no tokens (it listens on loopback without [server] token, [[server.clients]] or [server.oauth]), so the dashboard needs no login".into(),
+        ));
+    }
+    let refused = |why: &str| {
+        (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "the token was refused ({why}); give [server] token's value, a [[server.clients]] token or an access token from [server.oauth]'s issuer"
+            ),
+        )
+    };
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(refused("it is empty"));
+    }
+    match policy.authenticate_token(token).await {
+        Ok(caller) => {
+            let Some((session, life)) = caller.ui_session() else {
+                return Err(refused("it names nobody"));
+            };
+            if life.is_zero() {
+                return Err(refused("it has expired"));
+            }
+            Ok((policy.ui_sessions.create(session, life), life))
+        }
+        Err(Unauthorized::Refused(Refusal::KeysUnavailable)) => Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the token could not be checked: the [server.oauth] issuer's keys cannot be fetched now; try again shortly".into(),
+        )),
+        Err(Unauthorized::Refused(Refusal::InvalidToken(why))) => Err(refused(why)),
+        Err(Unauthorized::Refused(Refusal::InsufficientScope)) => Err(refused(
+            "none of its scopes is configured in [server.oauth] scopes",
+        )),
+        Err(Unauthorized::Missing | Unauthorized::Wrong) => {
+            Err(refused("it is no token this door knows"))
         }
     }
 }
@@ -404,9 +515,7 @@ pub(crate) async fn check(
         }
     }
     let path = request.uri().path();
-    let public = path == "/api/health"
-        || policy.oauth().is_some_and(|o| o.is_metadata_path(path))
-        || crate::dashboard::is_public(request.method(), path);
+    let public = path == "/api/health" || policy.oauth().is_some_and(|o| o.is_metadata_path(path));
     // The approval page's shell is served without a token (its script sends the token to the API);
     // its routes and the API's are held to the page's own origin (`approval_session`).
     let mut shell = false;
@@ -417,21 +526,55 @@ pub(crate) async fn check(
             approval_session::Admission::Answer(response) => return response,
         }
     }
+    // The dashboard's shell and assets need no token; its login and logout decide for themselves,
+    // held to the page's own origin like every cookie request that changes something.
+    match ui_session::Public::of(request.method(), path) {
+        Some(ui_session::Public::Shell) => shell = true,
+        Some(ui_session::Public::Login) => {
+            if let Err(why) = ui_session::from_own_page(
+                request.headers(),
+                request.headers().contains_key(header::ORIGIN),
+            ) {
+                return refuse(StatusCode::FORBIDDEN, why);
+            }
+            shell = true;
+        }
+        None => {}
+    }
     let mut anonymous = false;
     // Taken out of the request: a JWT may be verified across an await (its keys fetched).
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
-    let caller = match policy.authenticate(authorization.as_ref()).await {
-        Ok(caller) => caller,
-        // The health check, the page's shell and the resource metadata answer anyone; with a
-        // wrong token they are simply nobody's.
-        Err(_) if public || shell => {
-            anonymous = true;
-            Caller::Door
+    // The dashboard's cookie stands for a token only where the dashboard calls, and never beside
+    // an `Authorization` header (which decides alone).
+    let cookie = match authorization {
+        None if policy.takes_tokens() && ui_session::accepts_cookie(path) => {
+            policy.ui_sessions().of_request(request.headers())
         }
-        Err(refused) => return unauthorized(&policy, refused),
+        _ => None,
+    };
+    let (caller, method) = if let Some(session) = cookie {
+        let changing = !matches!(*request.method(), Method::GET | Method::HEAD);
+        if let Err(why) = ui_session::from_own_page(request.headers(), changing) {
+            return refuse(StatusCode::FORBIDDEN, why);
+        }
+        (Caller::Cookie(session), AuthMethod::Cookie)
+    } else {
+        match policy.authenticate(authorization.as_ref()).await {
+            Ok(Caller::Door) => (Caller::Door, AuthMethod::Open),
+            Ok(caller) => (caller, AuthMethod::Bearer),
+            // The health check, the pages' shells and the resource metadata answer anyone; with a
+            // wrong token they are simply nobody's.
+            Err(_) if public || shell => {
+                anonymous = true;
+                (Caller::Door, AuthMethod::Open)
+            }
+            Err(refused) => return unauthorized(&policy, refused),
+        }
     };
     if anonymous {
         request.extensions_mut().insert(Anonymous);
+    } else {
+        request.extensions_mut().insert(method);
     }
     let identity = ClientIdentity::of(caller.name(), &request);
     if let Some(principal) = caller.principal() {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use portico_a2a_client::remote_agents_source;
+use portico_a2a_client::{RemoteAgentStatus, RemoteAgents};
 use portico_agents::{
     Agent, AgentChanges, AgentRuntime, AgentTools, RuntimeSettings, agent_tools, choose,
 };
@@ -29,12 +29,14 @@ use portico_pipeline::{
 };
 use portico_store::{AuditWriter, Store};
 
+mod events;
 mod tool_sources;
 mod upstreams;
 
+pub use events::{ApprovalChange, EVENT_CAPACITY, EngineEvent, Events, TaskChange};
 pub use portico_hub::{ListKind, ServerChanges};
 pub use tool_sources::ToolOriginKind;
-pub use upstreams::{Upstreams, UpstreamsError};
+pub use upstreams::{ServerActionError, Upstreams, UpstreamsError};
 
 /// The file the store lives in, inside the data dir.
 pub const STORE_FILE: &str = "portico.db";
@@ -76,6 +78,10 @@ pub struct Engine {
     approvals: Approvals,
     /// What the pipeline, the hub and the store record into; the daemon serves it at `/metrics`.
     metrics: Metrics,
+    /// Live events for followers (the daemon's `/api/events`).
+    events: Events,
+    /// `[[a2a.external_agents]]`, when configured (also a source of the pipeline).
+    remote_agents: Option<Arc<RemoteAgents>>,
     /// What a reload needs to make the agents of a new config: their drivers read API keys from
     /// the environment and reach their models through this client.
     env: Arc<EnvLookup>,
@@ -173,6 +179,13 @@ impl Engine {
         let store = Store::open(&options.data_dir.join(STORE_FILE))?;
         store.set_metrics(metrics.clone());
         let audit = store.audit_writer();
+        let events = Events::default();
+        // Every record, the pipeline's, the approvals' and the pins', is published as it is queued.
+        let observed_audit: Arc<dyn portico_pipeline::AuditSink> =
+            Arc::new(events::ObservedAudit {
+                writer: audit.clone(),
+                events: events.clone(),
+            });
         let hub_settings = HubSettings {
             child_stop: options.child_stop,
             oauth: Some(OAuthHome::in_data_dir(&options.data_dir)),
@@ -189,7 +202,7 @@ impl Engine {
             tool_timeout: Duration::from_secs(policy.tool_timeout_secs),
             max_result_chars: policy.max_result_chars,
         });
-        pipeline.set_audit(Arc::new(audit.clone()));
+        pipeline.set_audit(observed_audit.clone());
         pipeline.set_metrics(metrics.clone());
         let audit_key =
             portico_store::load_or_create_secret(&options.data_dir.join(AUDIT_KEY_FILE))?;
@@ -222,7 +235,8 @@ impl Engine {
                 ..ApprovalSettings::default()
             },
         );
-        approvals.set_audit(Arc::new(audit.clone()));
+        approvals.set_audit(observed_audit.clone());
+        events.observe_approvals(&approvals);
         approvals.sweep_every(APPROVAL_SWEEP_EVERY);
         pipeline.set_approvals(approvals.clone());
 
@@ -276,19 +290,27 @@ impl Engine {
         }
         pipeline.add_source(Arc::new(local.clone()));
         pipeline.add_source(Arc::new(AgentTools::new(runtime.clone())));
-        if !config.a2a.external_agents.is_empty() {
+        let remote_agents = if config.a2a.external_agents.is_empty() {
+            None
+        } else {
             // `a2a_*` names cannot collide with the hub's `mcp_*`; cards are read in the
             // background, so nothing here waits on a remote host.
-            pipeline.add_source(remote_agents_source(config, &**env));
-        }
+            let remote = RemoteAgents::new(&config.a2a.external_agents, &**env);
+            remote.start();
+            pipeline.add_source(remote.clone());
+            Some(remote)
+        };
         pipeline.add_source(Arc::new(HubTools::new(hub.clone())));
         if policy.pin_tools {
             let pins = portico_pipeline::ToolPins::new(store.clone(), approvals.clone())?;
-            pins.set_audit(Arc::new(audit.clone()));
+            pins.set_audit(observed_audit.clone());
             pipeline.set_pins(pins.clone());
             follow_pins(&pipeline, &hub, &approvals, &pins);
         }
+        events.follow_servers(&hub);
         Ok(Engine {
+            events,
+            remote_agents,
             upstreams: Upstreams::new(hub.clone()),
             hub,
             pipeline,
@@ -347,6 +369,19 @@ impl Engine {
             a2a_tasks: tasks,
             approvals_pending: pending,
         }
+    }
+
+    /// Live events: server status, approvals, audit records, A2A task states (see [`Events`]).
+    pub fn events(&self) -> &Events {
+        &self.events
+    }
+
+    /// `[[a2a.external_agents]]` with their cards as last read (empty when none is configured).
+    pub fn remote_agents(&self) -> Vec<RemoteAgentStatus> {
+        self.remote_agents
+            .as_ref()
+            .map(|remote| remote.statuses())
+            .unwrap_or_default()
     }
 
     /// Approval requests and grants: listing and answering them (the daemon's `/api/approvals`).

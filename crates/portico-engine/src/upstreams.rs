@@ -58,6 +58,33 @@ impl From<HubError> for UpstreamsError {
 }
 use tokio::sync::{broadcast, watch};
 
+/// Why a server could not be restarted, disabled or enabled, with the hub's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerActionError {
+    /// No server by that name is configured.
+    #[error("{0}")]
+    UnknownServer(String),
+    /// Not in the server's state: the config disables it, or it is disabled and asked to restart.
+    #[error("{0}")]
+    Conflict(String),
+    /// Portico is shutting down.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<HubError> for ServerActionError {
+    fn from(error: HubError) -> Self {
+        let message = error.to_string();
+        match error {
+            HubError::UnknownServer { .. } => ServerActionError::UnknownServer(message),
+            HubError::DisabledInConfig { .. } | HubError::Disabled { .. } => {
+                ServerActionError::Conflict(message)
+            }
+            _ => ServerActionError::Unavailable(message),
+        }
+    }
+}
+
 /// A view of the hub without its tool calls. Cheap to clone.
 #[derive(Clone)]
 pub struct Upstreams {
@@ -88,6 +115,22 @@ impl Upstreams {
     /// Starts the named servers that are not connected yet (see [`Hub::connect`]).
     pub fn connect(&self, servers: &[String]) {
         self.hub.connect(servers);
+    }
+
+    /// Drops the server's session and connects it again now (see [`Hub::restart_server`]).
+    pub async fn restart(&self, server: &str) -> Result<(), ServerActionError> {
+        Ok(self.hub.restart_server(server).await?)
+    }
+
+    /// Closes the server's session and keeps it closed, its tools out of the catalog, until
+    /// [`Upstreams::enable`] (see [`Hub::disable_server`]). The config file is not changed.
+    pub async fn disable(&self, server: &str) -> Result<(), ServerActionError> {
+        Ok(self.hub.disable_server(server).await?)
+    }
+
+    /// Connects a server [`Upstreams::disable`] disabled.
+    pub async fn enable(&self, server: &str) -> Result<(), ServerActionError> {
+        Ok(self.hub.enable_server(server).await?)
     }
 
     /// Notifies on every state or catalog change.

@@ -56,6 +56,14 @@ pub enum HubError {
         next_in: Option<Duration>,
         last_error: Option<String>,
     },
+    #[error("no server named `{name}` is configured (`portico servers` lists them)")]
+    UnknownServer { name: String },
+    #[error(
+        "server `{server}` is disabled in the config (`enabled = false`); set `enabled = true` in its [[mcp_servers]] entry to run it"
+    )]
+    DisabledInConfig { server: String },
+    #[error("server `{server}` is disabled; enable it to connect it again")]
+    Disabled { server: String },
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
     /// The passed-through upstream's own JSON-RPC error (see [`Hub::passthrough_server`]), as it
@@ -85,7 +93,11 @@ impl From<HubError> for CallError {
             }
             HubError::UnknownTool { .. }
             | HubError::UnknownPrompt { .. }
-            | HubError::UnknownResource { .. } => CallError::NotFound(error.to_string()),
+            | HubError::UnknownResource { .. }
+            | HubError::UnknownServer { .. } => CallError::NotFound(error.to_string()),
+            HubError::DisabledInConfig { .. } | HubError::Disabled { .. } => {
+                CallError::UpstreamGone(error.to_string())
+            }
             HubError::Answered(error) => CallError::Protocol(error),
         }
     }
@@ -145,20 +157,28 @@ impl Slot {
     fn new(
         server: &McpServerConfig,
         expose: &portico_config::ExposeSection,
-        shutdown: &CancellationToken,
-        oauth: Option<&OAuthHome>,
+        shared: SlotContext<'_>,
     ) -> Slot {
-        let auth = oauth.and_then(|home| UpstreamAuth::for_server(server, home));
+        Self::with_prefix(server, server.prefixed(expose), shared)
+    }
+
+    /// A fresh slot for `server`: idle, or disabled when the config or a run-time disable says so.
+    fn with_prefix(server: &McpServerConfig, prefixed: bool, shared: SlotContext<'_>) -> Slot {
+        let auth = shared
+            .oauth
+            .and_then(|home| UpstreamAuth::for_server(server, home));
+        let enabled = server.enabled && !shared.disabled.contains(&server.name);
+        let shutdown = shared.shutdown;
         Slot {
             auth,
             config: server.clone(),
-            prefixed: server.prefixed(expose),
+            prefixed,
             state: Mutex::new(SlotState {
                 status: ServerStatus {
                     name: server.name.clone(),
                     transport: server.transport.kind().to_string(),
                     transport_detail: None,
-                    state: if server.enabled {
+                    state: if enabled {
                         ServerState::Idle
                     } else {
                         ServerState::Disabled
@@ -173,6 +193,9 @@ impl Slot {
                     last_error: None,
                     stderr_tail: Vec::new(),
                     connects: 0,
+                    enabled,
+                    connected_at: None,
+                    restarts: 0,
                 },
                 upstream: None,
                 catalog: None,
@@ -188,6 +211,15 @@ impl Slot {
     fn same_as(&self, server: &McpServerConfig, expose: &portico_config::ExposeSection) -> bool {
         self.config == *server && self.prefixed == server.prefixed(expose)
     }
+}
+
+/// What a new slot needs of the hub.
+#[derive(Clone, Copy)]
+struct SlotContext<'a> {
+    shutdown: &'a CancellationToken,
+    oauth: Option<&'a OAuthHome>,
+    /// Servers disabled at run time.
+    disabled: &'a std::collections::HashSet<String>,
 }
 
 /// What a reload did to the servers, by name.
@@ -255,8 +287,30 @@ struct Shared {
     /// Held while a catalog is built and swapped in: two supervisors rebuilding at once could
     /// otherwise swap in last the catalog built from the older snapshots, losing a server's tools.
     rebuilding: Mutex<()>,
-    /// Held through a reload, so two reloads do not interleave their diffs.
+    /// Held through a reload (and a server's restart, disable or enable), so two of them do not
+    /// interleave.
     reloading: tokio::sync::Mutex<()>,
+    /// Servers disabled at run time ([`Hub::disable_server`]): they stay disabled across reloads
+    /// until enabled, or until a reload removes them.
+    disabled: Mutex<std::collections::HashSet<String>>,
+}
+
+/// What [`Hub::renew_slot`] does to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotChange {
+    Restart,
+    Disable,
+    Enable,
+}
+
+impl SlotChange {
+    fn log(self) -> &'static str {
+        match self {
+            SlotChange::Restart => "restarting on request",
+            SlotChange::Disable => "disabled on request",
+            SlotChange::Enable => "enabled on request",
+        }
+    }
 }
 
 /// The running hub. Clone it freely; all clones share one set of upstreams.
@@ -292,17 +346,16 @@ impl Hub {
     /// [`ServerState::Idle`] and count as settled.
     pub fn idle(config: &Config, settings: HubSettings) -> Hub {
         let shutdown = CancellationToken::new();
+        let none_disabled = std::collections::HashSet::new();
+        let context = SlotContext {
+            shutdown: &shutdown,
+            oauth: settings.oauth.as_ref(),
+            disabled: &none_disabled,
+        };
         let slots = config
             .mcp_servers
             .iter()
-            .map(|server| {
-                Arc::new(Slot::new(
-                    server,
-                    &config.expose,
-                    &shutdown,
-                    settings.oauth.as_ref(),
-                ))
-            })
+            .map(|server| Arc::new(Slot::new(server, &config.expose, context)))
             .collect();
         let (changes, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -318,6 +371,7 @@ impl Hub {
             announced: broadcast::channel(64).0,
             rebuilding: Mutex::new(()),
             reloading: tokio::sync::Mutex::new(()),
+            disabled: Mutex::default(),
         });
         Hub { shared }
     }
@@ -356,6 +410,102 @@ impl Hub {
         self.shared.changes.send_modify(|n| *n += 1);
     }
 
+    /// Cancelled when the hub shuts down: for tasks that follow it and should end with it.
+    pub fn stopped(&self) -> CancellationToken {
+        self.shared.shutdown.clone()
+    }
+
+    /// Drops `server`'s session (its stdio child stopped) and connects it again now. Its tools stay
+    /// listed meanwhile, as in a restart after a failure.
+    pub async fn restart_server(&self, server: &str) -> Result<(), HubError> {
+        self.renew_slot(server, SlotChange::Restart).await
+    }
+
+    /// Closes `server`'s session (its stdio child stopped and reaped before this returns); its
+    /// tools leave the catalog and it does not connect again until [`Hub::enable_server`]. A
+    /// reload keeps it disabled. Disabling a disabled server changes nothing.
+    pub async fn disable_server(&self, server: &str) -> Result<(), HubError> {
+        self.renew_slot(server, SlotChange::Disable).await
+    }
+
+    /// Connects a server [`Hub::disable_server`] disabled; one the config disables stays so.
+    /// Enabling an enabled server changes nothing.
+    pub async fn enable_server(&self, server: &str) -> Result<(), HubError> {
+        self.renew_slot(server, SlotChange::Enable).await
+    }
+
+    /// Replaces `server`'s slot with a fresh one (its supervisor stopped alone, as a reload does for
+    /// a changed entry), started unless it is disabled.
+    async fn renew_slot(&self, server: &str, change: SlotChange) -> Result<(), HubError> {
+        let _reloading = self.shared.reloading.lock().await;
+        if self.shared.shutdown.is_cancelled() {
+            return Err(HubError::Unavailable {
+                server: server.to_string(),
+                state: ServerState::Failed,
+                last_error: Some("Portico is shutting down".into()),
+            });
+        }
+        let old = {
+            let _rebuilding = self.shared.rebuilding.lock().expect("rebuild lock");
+            let mut slots = self.shared.slots.write().expect("slots lock");
+            let Some(index) = slots.iter().position(|s| s.config.name == server) else {
+                return Err(HubError::UnknownServer {
+                    name: server.to_string(),
+                });
+            };
+            let old = slots[index].clone();
+            if !old.config.enabled {
+                return Err(HubError::DisabledInConfig {
+                    server: server.to_string(),
+                });
+            }
+            let mut disabled = self.shared.disabled.lock().expect("disabled lock");
+            match change {
+                SlotChange::Restart if disabled.contains(server) => {
+                    return Err(HubError::Disabled {
+                        server: server.to_string(),
+                    });
+                }
+                SlotChange::Disable if !disabled.insert(server.to_string()) => return Ok(()),
+                SlotChange::Enable if !disabled.remove(server) => return Ok(()),
+                _ => {}
+            }
+            let context = SlotContext {
+                shutdown: &self.shared.shutdown,
+                oauth: self.shared.oauth.as_ref(),
+                disabled: &disabled,
+            };
+            let fresh = Slot::with_prefix(&old.config, old.prefixed, context);
+            {
+                let before = old.state.lock().expect("slot lock");
+                let mut state = fresh.state.lock().expect("slot lock");
+                state.status.connects = before.status.connects;
+                state.status.restarts = before.status.restarts;
+                if change == SlotChange::Restart {
+                    // Listed meanwhile, as while a failed server restarts.
+                    state.catalog = before.catalog.clone();
+                    state.status.tools = before.status.tools;
+                    state.status.prompts = before.status.prompts;
+                    state.status.resources = before.status.resources;
+                    state.status.resource_templates = before.status.resource_templates;
+                }
+            }
+            old.stop.cancel();
+            slots[index] = Arc::new(fresh);
+            drop(slots);
+            self.shared.rebuild_catalog_locked();
+            old
+        };
+        tracing::info!(server, "{}", change.log());
+        self.connect(&[server.to_string()]);
+        let supervisor = old.supervisor.lock().expect("supervisor lock").take();
+        if let Some(supervisor) = supervisor {
+            let _ = supervisor.await;
+        }
+        portico_mcp::reap_dropped_children(std::time::Duration::from_secs(2)).await;
+        Ok(())
+    }
+
     /// Makes the running servers what `config` says, touching only what changed: a server whose
     /// entry (and naming) is the same keeps its session, its calls in progress and its catalog;
     /// a new one is started, a removed one stopped (its child stopped and reaped before this
@@ -371,6 +521,14 @@ impl Hub {
         let mut started: Vec<String> = Vec::new();
         {
             let _rebuilding = self.shared.rebuilding.lock().expect("rebuild lock");
+            let mut disabled = self.shared.disabled.lock().expect("disabled lock");
+            // A server the new config no longer has forgets that it was disabled.
+            disabled.retain(|name| config.mcp_servers.iter().any(|s| &s.name == name));
+            let context = SlotContext {
+                shutdown: &self.shared.shutdown,
+                oauth: self.shared.oauth.as_ref(),
+                disabled: &disabled,
+            };
             let mut slots = self.shared.slots.write().expect("slots lock");
             let mut next = Vec::with_capacity(config.mcp_servers.len());
             for server in &config.mcp_servers {
@@ -387,12 +545,7 @@ impl Hub {
                     None => changes.added.push(server.name.clone()),
                 }
                 started.push(server.name.clone());
-                next.push(Arc::new(Slot::new(
-                    server,
-                    &config.expose,
-                    &self.shared.shutdown,
-                    self.shared.oauth.as_ref(),
-                )));
+                next.push(Arc::new(Slot::new(server, &config.expose, context)));
             }
             for old in slots.iter() {
                 if !config.mcp_servers.iter().any(|s| s.name == old.config.name) {
@@ -1098,6 +1251,8 @@ fn mark_ready(shared: &Shared, slot: &Slot, upstream: &Arc<Upstream>, catalog: S
         s.status.last_error = None;
         s.status.stderr_tail.clear();
         s.status.connects += 1;
+        s.status.restarts = s.status.connects.saturating_sub(1);
+        s.status.connected_at = Some(portico_core::time::rfc3339(portico_core::time::now_ms()));
         s.upstream = Some(upstream.clone());
         s.restart = None;
         record_catalog(s, catalog, prefixed);
@@ -1134,6 +1289,7 @@ async fn serve(
                 exit.await;
                 shared.update(slot, |s| {
                     s.upstream = None;
+                    s.status.connected_at = None;
                 });
                 return None;
             }
@@ -1216,6 +1372,7 @@ async fn session_ended(shared: &Shared, slot: &Slot, reason: &str, attempt: u32)
     shared.metrics.count_restart(server);
     shared.update(slot, |s| {
         s.upstream = None;
+        s.status.connected_at = None;
         s.status.state = ServerState::Restarting;
         s.status.last_error = Some(format!("server `{server}` {reason}"));
         s.restart = Some(Restart::after(attempt, delay));
@@ -1420,6 +1577,50 @@ mod tests {
         // After shutdown a reload starts nothing.
         hub.shutdown().await;
         assert_eq!(hub.reload(&config("")).await, ServerChanges::default());
+    }
+
+    #[tokio::test]
+    async fn a_server_disabled_at_run_time_stays_so_across_reloads_until_enabled() {
+        let toml = stdio("a", "") + &stdio("off", "enabled = false");
+        let hub = Hub::idle(&config(&toml), HubSettings::default());
+        let state = |hub: &Hub, name: &str| {
+            let status = hub.servers().into_iter().find(|s| s.name == name).unwrap();
+            (status.state, status.enabled)
+        };
+        assert_eq!(state(&hub, "a"), (ServerState::Idle, true));
+        assert_eq!(state(&hub, "off"), (ServerState::Disabled, false));
+        assert!(matches!(
+            hub.disable_server("nope").await,
+            Err(HubError::UnknownServer { name }) if name == "nope"
+        ));
+        assert!(matches!(
+            hub.enable_server("off").await,
+            Err(HubError::DisabledInConfig { .. })
+        ));
+
+        hub.disable_server("a").await.unwrap();
+        assert_eq!(state(&hub, "a"), (ServerState::Disabled, false));
+        assert!(matches!(
+            hub.restart_server("a").await,
+            Err(HubError::Disabled { .. })
+        ));
+        // Disabling again changes nothing; a reload, changed entry or not, keeps it disabled.
+        let slot = hub.slot("a").unwrap();
+        hub.disable_server("a").await.unwrap();
+        assert!(Arc::ptr_eq(&slot, &hub.slot("a").unwrap()));
+        hub.reload(&config(
+            &(stdio("a", "timeout_secs = 5") + &stdio("off", "enabled = false")),
+        ))
+        .await;
+        assert_eq!(state(&hub, "a"), (ServerState::Disabled, false));
+        assert!(hub.slot("a").unwrap().supervisor.lock().unwrap().is_none());
+
+        // Enabled, it starts connecting (its command is `true`, which never answers a handshake).
+        hub.enable_server("a").await.unwrap();
+        assert!(hub.servers()[0].enabled);
+        assert_ne!(state(&hub, "a").0, ServerState::Disabled);
+        assert!(hub.slot("a").unwrap().supervisor.lock().unwrap().is_some());
+        hub.shutdown().await;
     }
 
     #[test]

@@ -40,3 +40,15 @@ pub use portico_pipeline::{BeforeCall, PolicyCall, ToolPolicies, ToolPolicy, Too
 /// Host tools are the engine's local tools; the old names stay for embedders.
 pub use portico_pipeline::{LocalTool as HostTool, LocalTools as HostTools, ToolFailure};
 pub use subscriptions::MAX_SUBSCRIPTIONS_PER_SESSION;
+
+/// A tool result as MCP's `CallToolResult` JSON, with `isError` always written (false when the
+/// tool said nothing): what the daemon's `POST /api/tools/{name}/call` answers with, so that no
+/// crate but the edges spells MCP's keys.
+pub fn call_result_json(result: ToolResult) -> serde_json::Map<String, serde_json::Value> {
+    let is_error = result.is_error();
+    let mut object = portico_mcp::tool_result_into_object(result);
+    object
+        .entry("isError")
+        .or_insert(serde_json::Value::Bool(is_error));
+    object
+}

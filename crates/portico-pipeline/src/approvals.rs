@@ -157,7 +157,13 @@ struct Inner {
     audit: RwLock<Option<Arc<dyn AuditSink>>>,
     /// Bumped on every answer, so held calls that wait are woken by it instead of polling.
     answers: tokio::sync::watch::Sender<u64>,
+    /// Told of every request made, answered or expired (the engine's live events).
+    observer: RwLock<Option<ApprovalObserver>>,
 }
+
+/// What [`Approvals::set_observer`] installs: called with each request as it is once made,
+/// answered, or expired.
+pub type ApprovalObserver = Arc<dyn Fn(&ApprovalRecord) + Send + Sync>;
 
 impl Approvals {
     /// `settings`' times are capped at [`MAX_APPROVAL_TTL`] and [`MAX_APPROVAL_WAIT`] (and the
@@ -171,12 +177,35 @@ impl Approvals {
                 settings,
                 audit: RwLock::default(),
                 answers: tokio::sync::watch::Sender::new(0),
+                observer: RwLock::default(),
             }),
         }
     }
 
     pub fn set_audit(&self, sink: Arc<dyn AuditSink>) {
         *self.inner.audit.write().expect("approvals audit lock") = Some(sink);
+    }
+
+    /// Calls `observer` with every request once it is made (pending), answered (approved or
+    /// denied) or expired; never with a grant's use.
+    pub fn set_observer(&self, observer: ApprovalObserver) {
+        *self
+            .inner
+            .observer
+            .write()
+            .expect("approvals observer lock") = Some(observer);
+    }
+
+    fn observe(&self, record: &ApprovalRecord) {
+        let observer = self
+            .inner
+            .observer
+            .read()
+            .expect("approvals observer lock")
+            .clone();
+        if let Some(observer) = observer {
+            observer(record);
+        }
     }
 
     /// Changes on every answer and expiry (what tool pins follow to repin an approved definition).
@@ -206,6 +235,12 @@ impl Approvals {
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         self.expire()?;
         self.inner.store.approvals(status, limit)
+    }
+
+    /// Requests no longer pending, the most recently decided first (expired ones included).
+    pub fn decisions(&self, limit: usize) -> Result<Vec<ApprovalRecord>, StoreError> {
+        self.expire()?;
+        self.inner.store.approval_decisions(limit)
     }
 
     /// Answers a pending request as `by` (a principal's label) through `via`; audited, and wakes the
@@ -242,6 +277,7 @@ impl Approvals {
                     ),
                 };
                 self.audit(by, &record, outcome, detail);
+                self.observe(&record);
                 Ok(record)
             }
             Decided::NotFound => Err(ApprovalError::NotFound { id: id.to_string() }),
@@ -273,6 +309,7 @@ impl Approvals {
                 outcome::EXPIRED,
                 format!("{} expired: {was} in time", record.id),
             );
+            self.observe(record);
         }
         if !expired.is_empty() {
             self.inner.answers.send_modify(|n| *n = n.wrapping_add(1));
@@ -408,6 +445,7 @@ impl Approvals {
                     hold.reason
                 ),
             );
+            self.observe(record);
         }
         let id = requested.record().id.clone();
         let held = || PipelineError::ApprovalRequired {

@@ -37,8 +37,9 @@ mod tool_policy;
 use portico_core::{context, source};
 
 pub use approvals::{
-    ApprovalChannel, ApprovalError, ApprovalSettings, ApprovalVia, Approvals, DEFAULT_APPROVAL_TTL,
-    KEEP_DECIDED, MAX_APPROVAL_TTL, MAX_APPROVAL_WAIT, approval_path, outcome as approval_outcome,
+    ApprovalChannel, ApprovalError, ApprovalObserver, ApprovalSettings, ApprovalVia, Approvals,
+    DEFAULT_APPROVAL_TTL, KEEP_DECIDED, MAX_APPROVAL_TTL, MAX_APPROVAL_WAIT, approval_path,
+    outcome as approval_outcome,
 };
 pub use arguments_text::{arguments_text, escape_invisible};
 pub use audit::{AuditKey, AuditSink, arguments_digest};

@@ -400,6 +400,19 @@ impl Store {
         rows.map_err(self.sql_error("listing approval requests"))
     }
 
+    /// Requests no longer pending, the most recently decided first (one that expired unanswered
+    /// counts as decided when it expired), at most `limit`.
+    pub fn approval_decisions(&self, limit: usize) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM approvals WHERE status != 'pending' \
+                 ORDER BY COALESCE(decided_at_ms, expires_at_ms) DESC, id LIMIT ?1"
+            ))
+            .and_then(|mut stmt| stmt.query_map([limit], record_from_row)?.collect())
+            .map_err(self.sql_error("listing approval decisions"))
+    }
+
     /// Answers a pending, unexpired request. An approval starts the grant's own clock: it may be used
     /// for `ttl_ms` from now. A denial stands (refusing retries of the same call) for `ttl_ms` from now.
     pub fn approval_decide(
@@ -580,6 +593,48 @@ mod tests {
             .approval_decide(&first.id, &ApprovalAnswer::Approve, "me", "cli", 200, 1_000)
             .unwrap();
         assert_eq!(store.pending_approval_count().unwrap(), 2);
+    }
+
+    #[test]
+    fn decisions_are_the_requests_no_longer_pending_most_recently_decided_first() {
+        let store = Store::open_in_memory().unwrap();
+        let first = request(&store, &new("client:a", "d1", 100))
+            .record()
+            .clone();
+        let second = request(&store, &new("client:a", "d2", 110))
+            .record()
+            .clone();
+        let unanswered = request(&store, &new("client:a", "d3", 120))
+            .record()
+            .clone();
+        let pending = request(&store, &new("client:a", "d4", 5_000))
+            .record()
+            .clone();
+        // Decided in the other order than made.
+        store
+            .approval_decide(&second.id, &ApprovalAnswer::Approve, "x", "web", 200, 1_000)
+            .unwrap();
+        store
+            .approval_decide(
+                &first.id,
+                &ApprovalAnswer::Deny { reason: None },
+                "x",
+                "api",
+                300,
+                1_000,
+            )
+            .unwrap();
+        // Expires at 1_120 with nobody answering.
+        store.approvals_expire(2_000).unwrap();
+        let ids: Vec<String> = store
+            .approval_decisions(10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, [unanswered.id.clone(), first.id.clone(), second.id]);
+        assert!(!ids.contains(&pending.id));
+        assert_eq!(store.approval_decisions(1).unwrap()[0].id, unanswered.id);
     }
 
     #[test]

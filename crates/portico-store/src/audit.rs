@@ -50,6 +50,10 @@ pub struct AuditQuery {
     pub tool: Option<String>,
     /// Only records at or after this instant (milliseconds since the epoch).
     pub since_ms: Option<i64>,
+    /// Only records at or before this instant (milliseconds since the epoch).
+    pub until_ms: Option<i64>,
+    /// Only records with this outcome (`ok`, `denied`, `approval_requested`, ...).
+    pub outcome: Option<String>,
     /// 0 means [`crate::DEFAULT_LIMIT`].
     pub limit: usize,
 }
@@ -134,6 +138,12 @@ impl Store {
         }
         if let Some(since_ms) = query.since_ms {
             filter("at_ms >= ?", Value::Integer(since_ms));
+        }
+        if let Some(until_ms) = query.until_ms {
+            filter("at_ms <= ?", Value::Integer(until_ms));
+        }
+        if let Some(outcome) = &query.outcome {
+            filter("outcome = ?", Value::Text(outcome.clone()));
         }
         sql.push_str(" ORDER BY at_ms DESC, id DESC LIMIT ?");
         values.push(Value::Integer(sql_limit(query.limit)));
@@ -225,14 +235,59 @@ pub(crate) mod tests {
         let query = |caller: Option<&str>, tool: Option<&str>, limit| AuditQuery {
             caller: caller.map(str::to_string),
             tool: tool.map(str::to_string),
-            since_ms: None,
             limit,
+            ..AuditQuery::default()
         };
         assert_eq!(at(query(Some("ide"), None, 0)), [4, 2, 1]);
         assert_eq!(at(query(None, Some("a"), 0)), [4, 3, 1]);
         assert_eq!(at(query(Some("ide"), Some("a"), 0)), [4, 1]);
         assert_eq!(at(query(None, None, 2)), [4, 3]);
         assert_eq!(at(query(Some("nobody"), None, 0)), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn filters_by_outcome_and_a_time_window() {
+        let store = Store::open_in_memory().unwrap();
+        let mut denied = record(3, "ide", "a");
+        denied.outcome = "denied".to_string();
+        store
+            .append_audit(&[
+                record(1, "ide", "a"),
+                record(2, "ide", "a"),
+                denied,
+                record(4, "ide", "a"),
+            ])
+            .unwrap();
+        let at = |query: AuditQuery| -> Vec<i64> {
+            store
+                .audit(&query)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.at_ms)
+                .collect()
+        };
+        let window = |since_ms, until_ms| AuditQuery {
+            since_ms,
+            until_ms,
+            ..AuditQuery::default()
+        };
+        assert_eq!(at(window(Some(2), Some(3))), [3, 2]);
+        assert_eq!(at(window(None, Some(1))), [1]);
+        assert_eq!(
+            at(AuditQuery {
+                outcome: Some("ok".into()),
+                until_ms: Some(3),
+                ..AuditQuery::default()
+            }),
+            [2, 1]
+        );
+        assert_eq!(
+            at(AuditQuery {
+                outcome: Some("denied".into()),
+                ..AuditQuery::default()
+            }),
+            [3]
+        );
     }
 
     #[test]
@@ -276,8 +331,7 @@ pub(crate) mod tests {
             AuditQuery {
                 caller: None,
                 tool: Some("x".to_string()),
-                since_ms: None,
-                limit: 0
+                ..AuditQuery::default()
             }
         );
     }

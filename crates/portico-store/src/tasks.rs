@@ -709,6 +709,57 @@ impl Store {
         raw.into_iter().map(|raw| self.parse_task(raw)).collect()
     }
 
+    /// The most recently updated tasks of every owner, or only `owner`'s, filtered by agent and
+    /// state, newest first, at most `limit` (at most [`MAX_TASK_PAGE_SIZE`]; 0 means
+    /// [`DEFAULT_TASK_PAGE_SIZE`]): an operator's view across clients (the dashboard's).
+    pub fn recent_tasks(
+        &self,
+        owner: Option<&str>,
+        agent: Option<&str>,
+        state: Option<TaskState>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let limit = match limit {
+            0 => DEFAULT_TASK_PAGE_SIZE,
+            n => n.min(MAX_TASK_PAGE_SIZE),
+        };
+        let mut filters = Vec::new();
+        let mut values = Vec::new();
+        if let Some(owner) = owner {
+            filters.push("owner = ?");
+            values.push(SqlValue::Text(owner.to_string()));
+        }
+        if let Some(agent) = agent {
+            filters.push("agent = ?");
+            values.push(SqlValue::Text(agent.to_string()));
+        }
+        if let Some(state) = state {
+            filters.push("state = ?");
+            values.push(SqlValue::Text(state.v1_name().to_string()));
+        }
+        let filters = if filters.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", filters.join(" AND "))
+        };
+        values.push(SqlValue::Integer(count_to_sql(limit)));
+        let raw = {
+            let mut conn = self.conn();
+            let error = || self.sql_error("listing recent A2A tasks");
+            let tx = conn.transaction().map_err(error())?;
+            select_tasks(
+                &tx,
+                &format!(
+                    "SELECT {TASK_COLUMNS} FROM a2a_tasks{filters} \
+                     ORDER BY updated_at_ms DESC, id DESC LIMIT ?"
+                ),
+                values,
+            )
+            .map_err(error())?
+        };
+        raw.into_iter().map(|raw| self.parse_task(raw)).collect()
+    }
+
     /// (stored tasks, of which active).
     pub fn task_count(&self) -> Result<(usize, usize), StoreError> {
         count_tasks(&self.conn()).map_err(self.sql_error("counting A2A tasks"))
@@ -944,6 +995,44 @@ mod tests {
 
     fn unlimited() -> TaskLimits {
         TaskLimits::default()
+    }
+
+    #[test]
+    fn recent_tasks_are_every_owners_newest_first_and_filter_by_owner_agent_and_state() {
+        let store = Store::open_in_memory().unwrap();
+        let mut other_agent = task("t3", "client:b", "c3", TaskState::Working, 30);
+        other_agent.agent = "writer".into();
+        for record in [
+            task("t1", "client:a", "c1", TaskState::Completed, 10),
+            task("t2", "client:b", "c2", TaskState::Working, 20),
+            other_agent,
+        ] {
+            store.create_task(&record, &unlimited()).unwrap();
+        }
+        let ids = |owner, agent, state, limit| -> Vec<String> {
+            store
+                .recent_tasks(owner, agent, state, limit)
+                .unwrap()
+                .into_iter()
+                .map(|t| t.id)
+                .collect()
+        };
+        assert_eq!(ids(None, None, None, 0), ["t3", "t2", "t1"]);
+        assert_eq!(ids(None, None, None, 2), ["t3", "t2"]);
+        assert_eq!(ids(Some("client:b"), None, None, 0), ["t3", "t2"]);
+        assert_eq!(ids(None, Some("planner"), None, 0), ["t2", "t1"]);
+        assert_eq!(ids(None, None, Some(TaskState::Working), 0), ["t3", "t2"]);
+        assert_eq!(
+            ids(Some("client:a"), None, Some(TaskState::Working), 0),
+            Vec::<String>::new()
+        );
+        // With its history.
+        assert_eq!(
+            store.recent_tasks(None, None, None, 1).unwrap()[0]
+                .history
+                .len(),
+            1
+        );
     }
 
     fn limit(max_tasks: usize) -> TaskLimits {

@@ -89,6 +89,7 @@ fn list(path: &Path, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         tool: args.tool.clone(),
         since_ms,
         limit: args.limit,
+        ..AuditQuery::default()
     };
     let entries = store.audit_entries(&query)?;
     print_entries(&entries, args.json)?;

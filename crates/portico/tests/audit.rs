@@ -367,7 +367,20 @@ async fn audit_reads_beside_a_running_daemon_and_both_processes_extend_one_chain
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    assert_eq!(listed, records.clone());
+    // The API adds `time`, the record's `at_ms` in RFC 3339, to the stored fields the CLI prints.
+    let stored: Vec<Value> = records
+        .iter()
+        .map(|record| {
+            let mut record = record.clone();
+            let time = record.as_object_mut().unwrap().remove("time").unwrap();
+            assert_eq!(
+                portico_core::time::parse_rfc3339(time.as_str().unwrap()),
+                record["at_ms"].as_i64()
+            );
+            record
+        })
+        .collect();
+    assert_eq!(listed, stored);
 
     // ...and a standalone one-shot call, a second process, appends to the same chain.
     let (code, _) = run(&["--standalone", "call", "system_time"]);

@@ -19,6 +19,8 @@ mod bounds;
 mod clients;
 #[path = "doors/daemon.rs"]
 mod daemon;
+#[path = "doors/dashboard_api.rs"]
+mod dashboard_api;
 #[path = "doors/dashboard_web.rs"]
 mod dashboard_web;
 #[path = "doors/failure_branch.rs"]

@@ -30,6 +30,9 @@ pub(crate) struct Claims {
     pub principal: String,
     /// `scope` (space-separated) and `scp` (an array, or a string), in order, without repeats.
     pub scopes: Vec<String>,
+    /// `exp`, in seconds since the epoch (verified already): a dashboard session made with the
+    /// token lasts no longer.
+    pub expires_at_secs: Option<u64>,
 }
 
 /// The token's header: its algorithm and key id. Anything that is not a compact JWS (three parts,
@@ -116,6 +119,10 @@ fn claims(claims: &Map<String, Value>, rules: &Rules) -> Result<Claims, Invalid>
     Ok(Claims {
         principal: principal.to_string(),
         scopes,
+        expires_at_secs: claims.get("exp").and_then(|exp| {
+            exp.as_u64()
+                .or_else(|| exp.as_f64().filter(|e| *e >= 0.0).map(|e| e as u64))
+        }),
     })
 }
 
@@ -151,7 +158,8 @@ mod tests {
                 "scope": "a  b a", "scp": ["c", "b", 7]})),
             Ok(Claims {
                 principal: "alice".into(),
-                scopes: vec!["a".into(), "b".into(), "c".into()]
+                scopes: vec!["a".into(), "b".into(), "c".into()],
+                expires_at_secs: None,
             })
         );
         assert_eq!(

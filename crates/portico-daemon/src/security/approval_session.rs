@@ -1,4 +1,6 @@
-//! The door's rules for the approval page and its API. No cookie is accepted here or anywhere.
+//! The door's rules for the approval page and its API. The page uses no cookie (the dashboard's
+//! `portico_ui` cookie counts on `/api/approvals` as on all of `/api`, for the dashboard's own page:
+//! `ui_session`).
 //!
 //! The page (`/approvals*`) is a static shell (HTML, its script and style, no request data), served
 //! without a token. Its script takes the door's token from the link's fragment

@@ -493,7 +493,6 @@ async fn the_dashboard_works_on_an_open_door_with_the_routes_of_today() {
 /// in an HttpOnly SameSite=Strict cookie, a tool tried for its result, and the live event stream
 /// open, carrying the change made from outside. Needs the dashboard's backend routes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the dashboard backend routes of issue 16 (/ui/login, /ui/session, /api/events, try-it, decisions, A2A lists); the lead removes this at merge"]
 async fn the_dashboard_tour_with_a_login_try_it_and_live_events() {
     let Some(chromium) = chromium() else {
         return;
