@@ -229,19 +229,10 @@ function showLogin(message) {
   $('[data-testid="login-token"]').focus();
 }
 
-/// Who this browser is to the daemon: `/ui/session`, or (a daemon without it) whether the API
-/// answers at all.
+/// Who this browser is to the daemon (`/ui/session`), or null when it must log in.
 async function readSession() {
   try {
     return await api('/ui/session', { what: 'The session' });
-  } catch (error) {
-    if (error.status === 401) return null;
-    if (!error.routeMissing) throw error;
-  }
-  try {
-    await api('/api/health', { what: 'The health check' });
-    await api('/api/servers', { what: 'The servers list' });
-    return { principal: null, auth: 'open' };
   } catch (error) {
     if (error.status === 401) return null;
     throw error;

@@ -89,23 +89,8 @@ export function approvalsPage(section, context) {
       const answer = await api('/api/approvals/decisions?limit=20', { what: 'The decisions list' });
       list = answer.decisions || [];
     } catch (error) {
-      // Without the route, `/api/approvals/{id}` takes `decisions` for an id: a 404 either way.
-      if (error.status !== 404 && !error.routeMissing) {
-        decisionsProblem.textContent = errorText(error);
-        return;
-      }
-      // An older daemon: the decided requests of the full list stand in.
-      try {
-        const answer = await api('/api/approvals?status=all&limit=100', { what: 'The approvals list' });
-        list = (answer.approvals || [])
-          .filter((a) => a.status !== 'pending' && a.decidedAt)
-          .sort((a, b) => String(b.decidedAt).localeCompare(String(a.decidedAt)))
-          .slice(0, 20)
-          .map((a) => ({ id: a.id, tool: a.tool, caller: a.principal, state: a.status, decided_at: a.decidedAt, via: a.decidedVia }));
-      } catch (fallback) {
-        decisionsProblem.textContent = errorText(fallback);
-        return;
-      }
+      decisionsProblem.textContent = errorText(error);
+      return;
     }
     decisionsProblem.textContent = '';
     decisionsBody.replaceChildren(...(list.length > 0 ? list.map(decisionRow) : [el('tr', {}, el('td', { colspan: '6', class: 'muted' }, 'No decisions yet.'))]));

@@ -82,8 +82,6 @@ export function auditPage(section, context) {
     try {
       const answer = await api(`/api/audit?${params}`, { what: 'The audit log' });
       let records = Array.isArray(answer.records) ? answer.records : [];
-      // Filters an older daemon ignores are applied here as well.
-      if (applied.outcome) records = records.filter((r) => r.outcome === applied.outcome);
       records.sort((a, b) => (b.at_ms ?? 0) - (a.at_ms ?? 0) || (b.id ?? 0) - (a.id ?? 0));
       body.replaceChildren(...records.map(row));
       empty.hidden = records.length > 0;

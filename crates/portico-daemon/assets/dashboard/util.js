@@ -17,13 +17,10 @@ export function el(tag, attributes, ...children) {
 }
 
 export class ApiError extends Error {
-  /// `routeMissing`: the daemon has no such route (a 404 or 405 without the API's JSON error), so
-  /// this build of Portico does not offer the feature.
-  constructor(message, status, body, routeMissing) {
+  constructor(message, status, body) {
     super(message);
     this.status = status;
     this.body = body;
-    this.routeMissing = routeMissing;
   }
 }
 
@@ -66,16 +63,11 @@ export async function api(path, options = {}) {
 
 export function apiError(status, body, what) {
   const hasError = body && typeof body.error === 'string';
-  const routeMissing = !hasError && (status === 404 || status === 405);
-  const message = hasError
-    ? body.error
-    : routeMissing
-      ? `${what} is not available in this daemon (HTTP ${status}); a newer Portico has it`
-      : `${what} failed: HTTP ${status}`;
+  const message = hasError ? body.error : `${what} failed: HTTP ${status}`;
   if (status === 401) {
     for (const callback of listeners.unauthorized) callback();
   }
-  return new ApiError(message, status, body, routeMissing);
+  return new ApiError(message, status, body);
 }
 
 /// Reads a `text/event-stream` body of a fetch response, calling `onEvent(type, data)` for each
