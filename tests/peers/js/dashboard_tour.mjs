@@ -2,7 +2,7 @@
 // Tours Portico's dashboard (`portico serve`'s `/`) in headless Chromium (Debian's, driven by
 // playwright-core): logs in when asked to, visits every page, saves a full-page PNG of each, and
 // performs the scripted actions given (saving a PNG after each: approvals-decided, tools-try,
-// agents-chat, PAGE-live; servers-dark, the servers page in the dark scheme; login, the login
+// agents-chat, a2a-task, PAGE-live; servers-dark, the servers page in the dark scheme; login, the login
 // form, when logging in), selecting elements only by the dashboard contract's
 // data-testid / data-* attributes. Prints ONE JSON line on stdout at the end (and, with --live,
 // one `{"event":"live-ready"}` line before it, when the page waits for the change the caller makes):
@@ -29,6 +29,7 @@
 //        [--try TOOL --try-args JSON]          try TOOL, typing JSON's values into its argument
 //                                              inputs, and read the result
 //        [--chat AGENT --message TEXT]         send TEXT, wait for the streamed reply
+//        [--task ID]                           open A2A task ID's history and artifacts
 //        [--live PAGE --live-selector CSS --live-text TEXT]
 //                                              on PAGE, wait (no reload) until CSS's text contains TEXT
 //        [--timeout-ms N]
@@ -53,7 +54,7 @@ function usage(message) {
 function parseArgs(argv) {
   const options = { timeoutMs: 20000 };
   const known = new Set(['--url', '--screenshots', '--token', '--wrong-token', '--approve', '--try', '--try-args',
-    '--chat', '--message', '--live', '--live-selector', '--live-text', '--timeout-ms']);
+    '--chat', '--message', '--task', '--live', '--live-selector', '--live-text', '--timeout-ms']);
   for (let i = 0; i < argv.length; i += 2) {
     const flag = argv[i];
     const value = argv[i + 1];
@@ -78,7 +79,7 @@ mkdirSync(options.screenshots, { recursive: true });
 
 const report = {
   ok: false, status: null, login: null, pages: {}, consoleErrors: [], failedRequests: [], requestErrors: [],
-  blocked: [], cookies: [], approve: null, tryIt: null, chat: null, live: null, liveState: null, navigations: 0,
+  blocked: [], cookies: [], approve: null, tryIt: null, chat: null, task: null, live: null, liveState: null, navigations: 0,
 };
 let phase = 'boot';
 
@@ -126,6 +127,19 @@ async function login(page) {
   report.login.loggedIn = true;
   report.login.whoami = await page.locator(tid('whoami')).innerText();
   report.login.logoutShown = await page.locator(tid('logout')).isVisible();
+}
+
+async function task(page) {
+  await visit(page, 'a2a');
+  const row = page.locator(`tr[data-task="${options.task}"]`);
+  await row.waitFor({ state: 'visible' });
+  report.task = { state: (await row.locator('[data-field="state"]').innerText()).trim() };
+  await row.click();
+  const detail = page.locator(tid('task-detail'));
+  await detail.locator(tid('task-history')).waitFor({ state: 'visible' });
+  report.task.history = await detail.locator(`${tid('task-history')} .msg`).allInnerTexts();
+  report.task.artifacts = await detail.locator('[data-artifact]').allInnerTexts();
+  await screenshot(page, 'a2a-task', 'a2a');
 }
 
 async function approve(page) {
@@ -318,6 +332,7 @@ try {
   if (options.approve) await approve(page);
   if (options.try) await tryIt(page);
   if (options.chat) await chat(page);
+  if (options.task) await task(page);
   if (options.live) await live(page);
   phase = 'end';
   report.liveState = await page.locator(tid('live')).getAttribute('data-state');

@@ -488,6 +488,21 @@ async fn the_dashboard_tour_with_a_login_try_it_and_live_events() {
     )
     .await;
     assert_eq!(status, 200, "{first:#}");
+    // An A2A task for the A2A page: a message to the helper over the A2A door, answered at once.
+    let sent = client()
+        .post(format!("{base}/a2a/helper"))
+        .bearer_auth(TOKEN)
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+            "messageId": "m-dashboard-tour", "role": "ROLE_USER", "parts": [{"text": "hello over a2a"}]
+        }}}))
+        .send()
+        .await
+        .unwrap();
+    let sent: Value = sent.json().await.unwrap();
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent:#}");
+    let task_id = task["id"].as_str().unwrap().to_string();
     let held = message_in_background(&base, Some(TOKEN), "echo from the tour");
     let approvals = pending(&base, Some(TOKEN), 1).await;
     let approved = approvals[0]["id"].as_str().unwrap().to_string();
@@ -522,6 +537,8 @@ async fn the_dashboard_tour_with_a_login_try_it_and_live_events() {
                     "helper",
                     "--message",
                     "hello dashboard",
+                    "--task",
+                    &task_id,
                     "--live",
                     "approvals",
                     "--live-selector",
@@ -545,7 +562,17 @@ async fn the_dashboard_tour_with_a_login_try_it_and_live_events() {
     eprintln!("dashboard tour: {report}");
     assert_common(&report, &base, Some(TOKEN), &approved).await;
     assert_screenshots(&report, &dir, &AFTER_ACTIONS);
-    assert_screenshots(&report, &dir, &["login"]);
+    assert_screenshots(&report, &dir, &["login", "a2a-task"]);
+    // The A2A task, opened: its state and its history, the question and the agent's answer.
+    assert_eq!(report["task"]["state"], "completed", "{report:#}");
+    assert_eq!(
+        report["task"]["history"],
+        json!([
+            "hello over a2a",
+            "Hello from the scripted helper, you said: hello over a2a"
+        ]),
+        "{report:#}"
+    );
     let (status, reply) = tokio::time::timeout(Duration::from_secs(60), held)
         .await
         .expect("the approval did not wake the held call")
