@@ -197,17 +197,9 @@ async fn list(
             }
         },
     };
-    let limit = match query.limit.as_deref() {
-        None => DEFAULT_LIST_LIMIT,
-        Some(text) => match text.parse::<usize>() {
-            Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => limit,
-            _ => {
-                return api_error(
-                    StatusCode::BAD_REQUEST,
-                    format!("limit `{text}` must be a whole number from 1 to {MAX_LIST_LIMIT}"),
-                );
-            }
-        },
+    let limit = match list_limit(query.limit.as_deref(), DEFAULT_LIST_LIMIT) {
+        Ok(limit) => limit,
+        Err(refused) => return refused,
     };
     let approvals = state.approvals.clone();
     match tokio::task::spawn_blocking(move || approvals.list(status, limit)).await {
@@ -221,6 +213,21 @@ async fn list(
         }
         Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
+}
+
+/// A list's `limit` parameter: `default` without one, else a whole number from 1 to
+/// [`MAX_LIST_LIMIT`], or the 400 that says so.
+fn list_limit(text: Option<&str>, default: usize) -> Result<usize, Response> {
+    match text {
+        None => Ok(default),
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => Ok(limit),
+            _ => Err(api_error(
+                StatusCode::BAD_REQUEST,
+                format!("limit `{text}` must be a whole number from 1 to {MAX_LIST_LIMIT}"),
+            )),
+        },
     }
 }
 
@@ -252,17 +259,9 @@ async fn decisions(
     Query(query): Query<DecisionsQuery>,
 ) -> Response {
     let asker = Asker::of(client);
-    let limit = match query.limit.as_deref() {
-        None => DEFAULT_DECISIONS_LIMIT,
-        Some(text) => match text.parse::<usize>() {
-            Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => limit,
-            _ => {
-                return api_error(
-                    StatusCode::BAD_REQUEST,
-                    format!("limit `{text}` must be a whole number from 1 to {MAX_LIST_LIMIT}"),
-                );
-            }
-        },
+    let limit = match list_limit(query.limit.as_deref(), DEFAULT_DECISIONS_LIMIT) {
+        Ok(limit) => limit,
+        Err(refused) => return refused,
     };
     let approvals = state.approvals.clone();
     match tokio::task::spawn_blocking(move || approvals.decisions(limit)).await {

@@ -252,12 +252,15 @@ mod tests {
                 "document.write",
                 "eval(",
                 "new Function",
-                "localStorage",
                 "sessionStorage",
                 "document.cookie",
             ] {
                 assert!(!body.contains(markup), "{name} uses {markup}");
             }
+            // Storage holds the session's page key and nothing else, in one place.
+            let stored = body.matches("localStorage").count();
+            let expected = if name == "util.js" { 3 } else { 0 };
+            assert_eq!(stored, expected, "{name} uses localStorage");
         }
         // Every module the scripts import is served.
         for &(name, body, _) in ASSETS {

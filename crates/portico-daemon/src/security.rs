@@ -348,12 +348,12 @@ impl AuthMethod {
     }
 }
 
-/// A dashboard login: the session `token` proves, kept in `policy`'s sessions; its id (the
-/// cookie's value) and life, or why not (the status and message to answer with).
+/// A dashboard login: the session `token` proves, kept in `policy`'s sessions; its secrets (the
+/// cookie's value and the page key) and life, or why not (the status and message to answer with).
 pub(crate) async fn login_session(
     policy: &DoorPolicy,
     token: &str,
-) -> Result<(String, std::time::Duration), (StatusCode, String)> {
+) -> Result<(ui_session::NewSession, std::time::Duration), (StatusCode, String)> {
     if !policy.takes_tokens() {
         return Err((
             StatusCode::BAD_REQUEST,

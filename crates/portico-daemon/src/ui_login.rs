@@ -1,5 +1,6 @@
 //! The dashboard's login: `POST /ui/login` (`{"token": "..."}`) checks the token as the door checks
-//! a bearer token and answers with the `portico_ui` session cookie; `POST /ui/logout` forgets the
+//! a bearer token and answers with the `portico_ui` session cookie and, in its body, the session's
+//! page key (`{"pageKey"}`, sent back as `X-Portico-Page-Key`); `POST /ui/logout` forgets the
 //! session; `GET /ui/session` says who the page is (`{"principal", "auth": "cookie"|"bearer"|"open"}`).
 //! The sessions and the rules for where a cookie counts are `security::ui_session`'s.
 
@@ -82,21 +83,27 @@ async fn login(
         );
     }
     match login_session(&policy, &body.token).await {
-        Ok((id, life)) => {
+        Ok((created, life)) => {
             // A new login replaces the browser's session rather than piling up beside it.
             for old in ui_session::cookie_values(&headers) {
                 policy.ui_sessions().forget(old);
             }
             tracing::info!("dashboard login");
+            // The page key goes in the body only: the page keeps it where other ports cannot
+            // read it, and a cookie without it counts for nothing.
             (
-                StatusCode::NO_CONTENT,
+                StatusCode::OK,
                 [
-                    (header::SET_COOKIE, ui_session::set_cookie(&id, life)),
+                    (
+                        header::SET_COOKIE,
+                        ui_session::set_cookie(&created.id, life),
+                    ),
                     (
                         header::CACHE_CONTROL,
                         header::HeaderValue::from_static("no-store"),
                     ),
                 ],
+                Json(json!({"pageKey": created.page_key})),
             )
                 .into_response()
         }

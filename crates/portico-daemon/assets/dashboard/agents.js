@@ -2,7 +2,7 @@
 // model writes (POST /api/agents/{name}/message with "stream": true, read as server-sent events),
 // and the agent's past conversations, which load into the chat to be continued.
 
-import { api, apiError, el, errorText, localTime, note, readEvents } from './util.js';
+import { api, apiError, el, errorText, localTime, note, readEvents, sessionHeaders } from './util.js';
 
 export function agentsPage(section, context) {
   let loaded = false;
@@ -105,7 +105,7 @@ export function agentsPage(section, context) {
         method: 'POST',
         credentials: 'same-origin',
         cache: 'no-store',
-        headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+        headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream', ...sessionHeaders() },
         body: JSON.stringify(body),
       });
       if (!response.ok) {

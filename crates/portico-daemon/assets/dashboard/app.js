@@ -3,10 +3,12 @@
 // without a reload. The daemon serves it with a CSP that allows only its own files and API.
 //
 // Authentication: on a door that needs a token the page posts it once to /ui/login, which answers
-// with an HttpOnly, SameSite=Strict session cookie; the token itself is never stored by the page.
-// On an open loopback door (no token at all) there is no login.
+// with an HttpOnly, SameSite=Strict session cookie and, in its body, the session's page key, which
+// the page keeps in this origin's local storage and sends as X-Portico-Page-Key with every request
+// (browsers send the cookie to every port of the host; the key stays with this one). The token
+// itself is never stored by the page. On an open loopback door (no token at all) there is no login.
 
-import { api, el, errorText, onUnauthorized } from './util.js';
+import { api, apiError, el, errorText, onUnauthorized, pageKey, readEvents, sessionHeaders } from './util.js';
 import { serversPage } from './servers.js';
 import { toolsPage } from './tools.js';
 import { agentsPage } from './agents.js';
@@ -29,6 +31,8 @@ const state = {
   current: null,
   events: null,
   retries: 0,
+  /// Whether a live stream was ever open (a new one then re-reads what it missed).
+  everOpened: false,
   retryTimer: null,
   pollTimer: null,
   started: false,
@@ -128,51 +132,60 @@ function stopPolling() {
   state.pollTimer = null;
 }
 
+/// The live stream, read with fetch (an EventSource cannot send the page key): while it is open the
+/// page follows its events; when it ends or fails the page polls and tries again, ever more slowly.
 function openEvents() {
   if (state.events) return;
-  const source = new EventSource('/api/events');
-  state.events = source;
-  let opened = false;
-  source.addEventListener('open', () => {
-    const reconnected = state.retries > 0 || opened;
-    opened = true;
-    state.retries = 0;
-    setLive(true);
-    stopPolling();
-    // Whatever happened while the stream was down is read again.
-    if (reconnected) resyncAll();
-  });
-  source.addEventListener('error', () => {
-    setLive(false);
-    startPolling();
-    if (source.readyState === EventSource.CLOSED) {
-      // The browser gave up (an answer that was no event stream: no such route, a refused
-      // session, too many streams): try again later, ever more slowly.
-      state.events = null;
-      const wait = RETRY_MS[Math.min(state.retries, RETRY_MS.length - 1)];
-      state.retries += 1;
-      state.retryTimer = setTimeout(() => {
-        state.retryTimer = null;
-        if (state.started) openEvents();
-      }, wait);
-    }
-  });
-  for (const type of ['server', 'approval', 'audit', 'task']) {
-    source.addEventListener(type, (event) => {
-      let data;
-      try {
-        data = JSON.parse(event.data);
-      } catch {
+  const controller = new AbortController();
+  state.events = controller;
+  (async () => {
+    try {
+      const response = await fetch('/api/events', {
+        credentials: 'same-origin',
+        cache: 'no-store',
+        headers: { Accept: 'text/event-stream', ...sessionHeaders() },
+        signal: controller.signal,
+      });
+      if (!response.ok) {
+        // A 401 shows the login form; any other refusal (too many streams) is retried.
+        apiError(response.status, null, 'The live stream');
         return;
       }
-      dispatch(type, data);
-    });
-  }
-  source.addEventListener('resync', () => resyncAll());
+      // Whatever happened while the stream was down is read again.
+      const reconnected = state.retries > 0 || state.everOpened;
+      state.everOpened = true;
+      state.retries = 0;
+      setLive(true);
+      stopPolling();
+      if (reconnected) resyncAll();
+      await readEvents(response, (type, data) => {
+        if (type === 'resync') resyncAll();
+        else if (LIVE_EVENTS.includes(type) && data && typeof data === 'object') dispatch(type, data);
+      });
+    } catch {
+      // A dropped connection: retried below, unless the page closed the stream itself.
+    } finally {
+      if (!controller.signal.aborted && state.events === controller) retryEvents();
+    }
+  })();
+}
+
+const LIVE_EVENTS = ['server', 'approval', 'audit', 'task'];
+
+function retryEvents() {
+  state.events = null;
+  setLive(false);
+  startPolling();
+  const wait = RETRY_MS[Math.min(state.retries, RETRY_MS.length - 1)];
+  state.retries += 1;
+  state.retryTimer = setTimeout(() => {
+    state.retryTimer = null;
+    if (state.started) openEvents();
+  }, wait);
 }
 
 function closeEvents() {
-  if (state.events) state.events.close();
+  if (state.events) state.events.abort();
   state.events = null;
   if (state.retryTimer !== null) clearTimeout(state.retryTimer);
   state.retryTimer = null;
@@ -253,6 +266,7 @@ async function boot() {
     } catch {
       // Logged out as far as this page goes either way.
     }
+    pageKey.clear();
     showLogin('Logged out.');
   });
   $('[data-testid="login-form"]').addEventListener('submit', async (event) => {
@@ -266,8 +280,9 @@ async function boot() {
     submit.disabled = true;
     problem.textContent = '';
     try {
-      await api('/ui/login', { method: 'POST', body: { token }, what: 'Logging in from the browser' });
+      const answer = await api('/ui/login', { method: 'POST', body: { token }, what: 'Logging in from the browser' });
       input.value = '';
+      pageKey.set(answer.pageKey);
       const session = await readSession();
       if (session) start(session);
       else problem.textContent = 'Logged in, but the daemon did not keep the session (are cookies blocked for this address?).';

@@ -24,6 +24,21 @@ export class ApiError extends Error {
   }
 }
 
+/// Where the session's page key is kept: this origin's storage, which a page on another port of the
+/// host cannot read (the cookie, which every port receives, counts only beside the key).
+const PAGE_KEY = 'portico.pageKey';
+
+export const pageKey = {
+  set: (key) => window.localStorage.setItem(PAGE_KEY, key),
+  clear: () => window.localStorage.removeItem(PAGE_KEY),
+};
+
+/// The headers that say who the page is: the page key, when it is logged in.
+export function sessionHeaders() {
+  const key = window.localStorage.getItem(PAGE_KEY);
+  return key ? { 'X-Portico-Page-Key': key } : {};
+}
+
 const listeners = { unauthorized: [] };
 
 /// Called with no arguments whenever the API answers 401: the session is gone.
@@ -38,7 +53,7 @@ export async function api(path, options = {}) {
     method: options.method || 'GET',
     credentials: 'same-origin',
     cache: 'no-store',
-    headers: { Accept: 'application/json' },
+    headers: { Accept: 'application/json', ...sessionHeaders() },
   };
   if (options.body !== undefined) {
     init.headers['Content-Type'] = 'application/json';

@@ -14,6 +14,14 @@
 //! none may say `Sec-Fetch-Site` other than `same-origin` or `none`: browsers send a localhost
 //! cookie to every port of the host (RFC 6265 8.5) and `SameSite` counts every port as the same
 //! site, so another local page could otherwise use it.
+//!
+//! A cookie alone is not enough: a server on another port of the host the browser visits receives
+//! it, and a program can replay it with any `Origin` it likes. Each session therefore has a second
+//! secret, its page key, which the login answers in its body (never in a cookie): the page keeps it
+//! in its origin's `localStorage`, which another port cannot read, and sends it as
+//! [`PAGE_KEY_HEADER`] on every request. A cookie counts only with its session's page key, and a
+//! request carrying more than one `portico_ui` cookie (another port may plant one for a narrower
+//! path) counts as none.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -30,8 +38,16 @@ pub(crate) const COOKIE: &str = "portico_ui";
 pub(crate) const MAX_SESSIONS: usize = 256;
 /// How long a session lasts from its login.
 pub(crate) const SESSION_LIFE: Duration = Duration::from_secs(12 * 60 * 60);
-/// A session id's length in characters: 32 bytes in unpadded base64url.
+/// A session id's length in characters: 32 bytes in unpadded base64url (a page key's too).
 const ID_CHARS: usize = 43;
+/// The header the page sends its session's page key in.
+pub(crate) const PAGE_KEY_HEADER: &str = "x-portico-page-key";
+
+/// A new session's two secrets: the cookie's value and the page key.
+pub(crate) struct NewSession {
+    pub id: String,
+    pub page_key: String,
+}
 
 /// Who a session is: the client name the door's identity keys on, and the principal calls run as.
 #[derive(Debug)]
@@ -42,6 +58,8 @@ pub(crate) struct UiSession {
 
 struct Entry {
     session: Arc<UiSession>,
+    /// The SHA-256 of the session's page key.
+    page_key: [u8; 32],
     expires: Instant,
 }
 
@@ -80,10 +98,11 @@ impl UiSessions {
         self.lock().by_digest.len()
     }
 
-    /// A new session for `session`, lasting `life`: its id, the cookie's value.
-    pub(crate) fn create(&self, session: UiSession, life: Duration) -> String {
-        let id =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+    /// A new session for `session`, lasting `life`: its id (the cookie's value) and page key.
+    pub(crate) fn create(&self, session: UiSession, life: Duration) -> NewSession {
+        let secret =
+            || base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+        let (id, page_key) = (secret(), secret());
         let key = digest(&id);
         let now = Instant::now();
         let mut sessions = self.lock();
@@ -100,23 +119,31 @@ impl UiSessions {
             key,
             Entry {
                 session: Arc::new(session),
+                page_key: digest(&page_key),
                 expires: now + life,
             },
         );
         order.push_back(key);
-        id
+        NewSession { id, page_key }
     }
 
-    /// The live session `id` names.
-    pub(crate) fn find(&self, id: &str) -> Option<Arc<UiSession>> {
-        if id.len() != ID_CHARS {
+    /// The live session `id` names, when `page_key` is its page key.
+    pub(crate) fn find(&self, id: &str, page_key: &str) -> Option<Arc<UiSession>> {
+        if id.len() != ID_CHARS || page_key.len() != ID_CHARS {
             return None;
         }
         let key = digest(id);
+        let offered = digest(page_key);
         let mut sessions = self.lock();
         let entry = sessions.by_digest.get(&key)?;
         if entry.expires > Instant::now() {
-            return Some(entry.session.clone());
+            // Digests compared whole (no early exit), though a digest's prefix says little.
+            let differs = entry
+                .page_key
+                .iter()
+                .zip(offered.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            return (differs == 0).then(|| entry.session.clone());
         }
         sessions.by_digest.remove(&key);
         sessions.order.retain(|k| *k != key);
@@ -131,9 +158,16 @@ impl UiSessions {
         sessions.by_digest.remove(&key).is_some()
     }
 
-    /// The first live session any `portico_ui` cookie of the request names.
+    /// The live session the request's one `portico_ui` cookie names, with its page key in
+    /// [`PAGE_KEY_HEADER`]; none when either is missing or wrong, or when there are several cookies.
     pub(crate) fn of_request(&self, headers: &HeaderMap) -> Option<Arc<UiSession>> {
-        cookie_values(headers).find_map(|id| self.find(id))
+        let mut cookies = cookie_values(headers);
+        let id = cookies.next()?;
+        if cookies.next().is_some() {
+            return None;
+        }
+        let page_key = headers.get(PAGE_KEY_HEADER)?.to_str().ok()?;
+        self.find(id, page_key)
     }
 }
 
@@ -259,85 +293,112 @@ mod tests {
     }
 
     #[test]
-    fn a_session_id_is_256_random_bits_in_base64url_and_only_it_finds_the_session() {
+    fn a_session_is_found_only_by_its_id_with_its_page_key_each_256_random_bits() {
         let sessions = UiSessions::default();
-        let id = sessions.create(session("laptop"), SESSION_LIFE);
-        assert_eq!(id.len(), ID_CHARS);
-        assert!(
-            id.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
-            "{id}"
-        );
-        let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(&id)
-            .unwrap();
-        assert_eq!(decoded.len(), 32);
-        assert_eq!(sessions.find(&id).unwrap().name, "laptop");
+        let NewSession { id, page_key } = sessions.create(session("laptop"), SESSION_LIFE);
+        for secret in [&id, &page_key] {
+            assert_eq!(secret.len(), ID_CHARS);
+            assert!(
+                secret
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "{secret}"
+            );
+            let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(secret)
+                .unwrap();
+            assert_eq!(decoded.len(), 32);
+        }
+        assert_ne!(id, page_key);
+        assert_eq!(sessions.find(&id, &page_key).unwrap().name, "laptop");
         let other = sessions.create(session("ci"), SESSION_LIFE);
-        assert_ne!(id, other);
+        assert_ne!(id, other.id);
+        // Another session's page key, a changed one, a cut one: nothing.
+        assert!(sessions.find(&id, &other.page_key).is_none());
+        let mut wrong = page_key.clone();
+        wrong.replace_range(0..1, if page_key.starts_with('A') { "B" } else { "A" });
+        assert!(sessions.find(&id, &wrong).is_none());
+        assert!(sessions.find(&id, &page_key[1..]).is_none());
+        assert!(sessions.find(&id, "").is_none());
         let mut wrong = id.clone();
         wrong.replace_range(0..1, if id.starts_with('A') { "B" } else { "A" });
-        assert!(sessions.find(&wrong).is_none());
-        assert!(sessions.find(&id[1..]).is_none());
-        assert!(sessions.find("").is_none());
-        // Kept by digest: the map holds no id.
+        assert!(sessions.find(&wrong, &page_key).is_none());
+        assert!(sessions.find(&id[1..], &page_key).is_none());
+        // Kept by digest: the map holds neither secret.
         let debug = format!("{sessions:?}");
         assert!(
-            !debug.contains(&id) && debug.contains("count: 2"),
+            !debug.contains(&id) && !debug.contains(&page_key) && debug.contains("count: 2"),
             "{debug}"
         );
         assert!(sessions.forget(&id));
         assert!(!sessions.forget(&id));
-        assert!(sessions.find(&id).is_none());
-        assert_eq!(sessions.find(&other).unwrap().name, "ci");
+        assert!(sessions.find(&id, &page_key).is_none());
+        assert_eq!(
+            sessions.find(&other.id, &other.page_key).unwrap().name,
+            "ci"
+        );
     }
 
     #[test]
     fn sessions_are_bounded_and_the_oldest_goes_first() {
         let sessions = UiSessions::default();
-        let ids: Vec<String> = (0..MAX_SESSIONS + 10)
+        let made: Vec<NewSession> = (0..MAX_SESSIONS + 10)
             .map(|i| sessions.create(session(&format!("c{i}")), SESSION_LIFE))
             .collect();
+        let find = |s: &NewSession| sessions.find(&s.id, &s.page_key);
         assert_eq!(sessions.len(), MAX_SESSIONS);
-        for id in &ids[..10] {
-            assert!(sessions.find(id).is_none());
+        for made in &made[..10] {
+            assert!(find(made).is_none());
         }
-        assert_eq!(sessions.find(&ids[10]).unwrap().name, "c10");
+        assert_eq!(find(&made[10]).unwrap().name, "c10");
         assert_eq!(
-            sessions.find(ids.last().unwrap()).unwrap().name,
+            find(made.last().unwrap()).unwrap().name,
             format!("c{}", MAX_SESSIONS + 9)
         );
         // A logout frees its place; the next login evicts nobody.
-        assert!(sessions.forget(&ids[20]));
+        assert!(sessions.forget(&made[20].id));
         sessions.create(session("new"), SESSION_LIFE);
         assert_eq!(sessions.len(), MAX_SESSIONS);
-        assert!(sessions.find(&ids[10]).is_some());
+        assert!(find(&made[10]).is_some());
     }
 
     #[test]
     fn an_expired_session_is_gone() {
         let sessions = UiSessions::default();
-        let id = sessions.create(session("laptop"), Duration::ZERO);
-        assert!(sessions.find(&id).is_none());
+        let made = sessions.create(session("laptop"), Duration::ZERO);
+        assert!(sessions.find(&made.id, &made.page_key).is_none());
         assert_eq!(sessions.len(), 0);
     }
 
     #[test]
-    fn the_cookie_is_read_from_any_cookie_header_and_its_attributes_are_exact() {
+    fn a_request_counts_with_one_cookie_and_its_page_key_and_the_attributes_are_exact() {
         let sessions = UiSessions::default();
-        let id = sessions.create(session("laptop"), SESSION_LIFE);
+        let NewSession { id, page_key } = sessions.create(session("laptop"), SESSION_LIFE);
         let found =
             |pairs: &[(&str, &str)]| sessions.of_request(&headers(pairs)).map(|s| s.name.clone());
+        let key = (PAGE_KEY_HEADER, page_key.as_str());
         let cookie = format!("a=1; {COOKIE}={id}; b=2");
-        assert_eq!(found(&[("cookie", &cookie)]).as_deref(), Some("laptop"));
-        let stale = format!("{COOKIE}=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
-        let live = format!("{COOKIE}={id}");
         assert_eq!(
-            found(&[("cookie", &stale), ("cookie", &live)]).as_deref(),
+            found(&[("cookie", &cookie), key]).as_deref(),
             Some("laptop")
         );
-        assert_eq!(found(&[("cookie", &format!("x{COOKIE}={id}"))]), None);
-        assert_eq!(found(&[]), None);
+        // The cookie alone (replayed by whoever another port handed it to) is nobody.
+        assert_eq!(found(&[("cookie", &cookie)]), None);
+        let other = sessions.create(session("attacker"), SESSION_LIFE);
+        assert_eq!(
+            found(&[("cookie", &cookie), (PAGE_KEY_HEADER, &other.page_key)]),
+            None
+        );
+        // Two cookies (one planted by another port for a narrower path): neither counts.
+        let planted = format!("{COOKIE}={}", other.id);
+        let live = format!("{COOKIE}={id}");
+        assert_eq!(found(&[("cookie", &planted), ("cookie", &live), key]), None);
+        assert_eq!(
+            found(&[("cookie", &format!("{planted}; {live}")), key]),
+            None
+        );
+        assert_eq!(found(&[("cookie", &format!("x{COOKIE}={id}")), key]), None);
+        assert_eq!(found(&[key]), None);
         assert_eq!(
             set_cookie(&id, SESSION_LIFE),
             format!("portico_ui={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200").as_str()

@@ -54,13 +54,20 @@ async fn login(base: &str, token: &str) -> reqwest::Response {
         .unwrap()
 }
 
-/// The cookie pair (`portico_ui=...`) of a login's `Set-Cookie`, after checking its attributes.
-fn session_cookie(response: &reqwest::Response) -> String {
-    let set: Vec<&str> = response
+/// A dashboard session as the page holds it: the cookie pair (`portico_ui=...`) of the login's
+/// `Set-Cookie`, after checking its attributes, and the page key of its body.
+struct Session {
+    cookie: String,
+    page_key: String,
+}
+
+async fn session_of(response: reqwest::Response) -> Session {
+    assert_eq!(response.status(), 200);
+    let set: Vec<String> = response
         .headers()
         .get_all("set-cookie")
         .iter()
-        .map(|v| v.to_str().unwrap())
+        .map(|v| v.to_str().unwrap().to_string())
         .collect();
     assert_eq!(set.len(), 1, "{set:?}");
     let (pair, attributes) = set[0].split_once("; ").unwrap();
@@ -68,17 +75,42 @@ fn session_cookie(response: &reqwest::Response) -> String {
         attributes, "HttpOnly; SameSite=Strict; Path=/; Max-Age=43200",
         "{set:?}"
     );
+    let body: Value = response.json().await.unwrap();
+    let page_key = body["pageKey"].as_str().unwrap().to_string();
     let id = pair.strip_prefix("portico_ui=").unwrap();
-    assert_eq!(id.len(), 43, "256 bits in unpadded base64url: {id}");
-    assert!(
-        id.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
-        "{id}"
+    for secret in [id, page_key.as_str()] {
+        assert_eq!(secret.len(), 43, "256 bits in unpadded base64url: {secret}");
+        assert!(
+            secret
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "{secret}"
+        );
+    }
+    assert_ne!(id, page_key, "two secrets");
+    assert_eq!(
+        body,
+        json!({"pageKey": page_key}),
+        "nothing else in the body"
     );
-    pair.to_string()
+    Session {
+        cookie: pair.to_string(),
+        page_key,
+    }
 }
 
-fn with_cookie(cookie: &str) -> HeaderMap {
+/// The cookie and the page key, as the page sends them.
+fn with_cookie(session: &Session) -> HeaderMap {
+    let mut headers = with_cookie_alone(&session.cookie);
+    headers.insert(
+        "x-portico-page-key",
+        HeaderValue::from_str(&session.page_key).unwrap(),
+    );
+    headers
+}
+
+/// The cookie without its page key, as a server on another port that received it would replay it.
+fn with_cookie_alone(cookie: &str) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert("cookie", HeaderValue::from_str(cookie).unwrap());
     headers
@@ -131,9 +163,32 @@ async fn the_login_cookie_stands_for_the_token_on_the_api_only_and_from_the_page
     assert_eq!(foreign.status(), 403);
     assert!(foreign.headers().get("set-cookie").is_none());
 
-    let accepted = login(&base, TOKEN).await;
-    assert_eq!(accepted.status(), 204);
-    let cookie = session_cookie(&accepted);
+    let cookie = session_of(login(&base, TOKEN).await).await;
+
+    // The cookie alone is nobody: a server on another port of this host receives it from the
+    // browser, and a program could replay it with any Origin.
+    let replayed = http
+        .get(format!("{base}/api/tools"))
+        .headers(with_cookie_alone(&cookie.cookie))
+        .header("origin", &base)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replayed.status(), 401);
+    // Nor with another session's page key.
+    let other = session_of(login(&base, TOKEN).await).await;
+    let mut mixed = with_cookie_alone(&cookie.cookie);
+    mixed.insert(
+        "x-portico-page-key",
+        HeaderValue::from_str(&other.page_key).unwrap(),
+    );
+    let mixed = http
+        .get(format!("{base}/api/tools"))
+        .headers(mixed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mixed.status(), 401);
 
     // The cookie works where the page calls: the API, and who it is.
     let tools = http
@@ -260,7 +315,7 @@ async fn the_login_cookie_stands_for_the_token_on_the_api_only_and_from_the_page
     assert_eq!(after.status(), 401);
 
     // A scoped client's login is that client, within its scope.
-    let laptop = session_cookie(&login(&base, LAPTOP).await);
+    let laptop = session_of(login(&base, LAPTOP).await).await;
     let (_, body) = status_and_json(
         http.get(format!("{base}/api/tools"))
             .headers(with_cookie(&laptop))
