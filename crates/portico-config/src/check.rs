@@ -808,12 +808,20 @@ impl Checker<'_> {
                     let Some(path) = self.expect_string(value, "[a2a] listen_path") else {
                         continue;
                     };
-                    let taken = ["/approvals", "/api", "/mcp", "/sse", "/message"]
-                        .into_iter()
-                        .find(|taken| {
-                            path.strip_prefix(taken)
-                                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-                        });
+                    let taken = [
+                        "/approvals",
+                        "/api",
+                        "/mcp",
+                        "/sse",
+                        "/message",
+                        "/ui",
+                        "/metrics",
+                    ]
+                    .into_iter()
+                    .find(|taken| {
+                        path.strip_prefix(taken)
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                    });
                     if !path.starts_with('/') || path.contains(['{', '}', '?', '#']) {
                         self.report(
                             value.span(),
@@ -1332,6 +1340,19 @@ url = "not a url"
                 "2: [a2a] listen_path `/approvals/a2a` is under `/approvals`, which the door serves itself"
             ]
         );
+        // The dashboard's paths, where its session cookie counts, are the door's too.
+        for taken in ["/ui", "/metrics"] {
+            let under: Vec<String> = check(&format!("[a2a]\nlisten_path = \"{taken}/a2a\"\n"))
+                .iter()
+                .map(|p| p.message.clone())
+                .collect();
+            assert_eq!(
+                under,
+                [format!(
+                    "[a2a] listen_path `{taken}/a2a` is under `{taken}`, which the door serves itself"
+                )]
+            );
+        }
     }
 
     #[test]

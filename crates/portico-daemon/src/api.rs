@@ -270,6 +270,10 @@ fn audit_instant(name: &str, value: Option<&str>) -> Result<Option<i64>, String>
         .map_err(|error| format!("`{name}`: {error}"))
 }
 
+/// The most audit records one `/api/audit` answer holds (each answer is built in memory; the
+/// JSON-lines export too).
+const MAX_AUDIT_PAGE: usize = 10_000;
+
 async fn audit(
     State(state): State<ApiState>,
     client: Option<Extension<Principal>>,
@@ -285,6 +289,15 @@ async fn audit(
             );
         }
     };
+    if params.limit > MAX_AUDIT_PAGE {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "`limit` {} is more than {MAX_AUDIT_PAGE} records a request; narrow the time with `since` and `until`",
+                params.limit
+            ),
+        );
+    }
     let window = audit_instant("since", params.since.as_deref())
         .and_then(|since| Ok((since, audit_instant("until", params.until.as_deref())?)));
     let (since_ms, until_ms) = match window {

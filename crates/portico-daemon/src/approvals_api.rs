@@ -199,7 +199,7 @@ async fn list(
     };
     let limit = match list_limit(query.limit.as_deref(), DEFAULT_LIST_LIMIT) {
         Ok(limit) => limit,
-        Err(refused) => return refused,
+        Err(message) => return api_error(StatusCode::BAD_REQUEST, message),
     };
     let approvals = state.approvals.clone();
     match tokio::task::spawn_blocking(move || approvals.list(status, limit)).await {
@@ -217,15 +217,14 @@ async fn list(
 }
 
 /// A list's `limit` parameter: `default` without one, else a whole number from 1 to
-/// [`MAX_LIST_LIMIT`], or the 400 that says so.
-fn list_limit(text: Option<&str>, default: usize) -> Result<usize, Response> {
+/// [`MAX_LIST_LIMIT`], or the message of the 400 that says it is not.
+fn list_limit(text: Option<&str>, default: usize) -> Result<usize, String> {
     match text {
         None => Ok(default),
         Some(text) => match text.parse::<usize>() {
             Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => Ok(limit),
-            _ => Err(api_error(
-                StatusCode::BAD_REQUEST,
-                format!("limit `{text}` must be a whole number from 1 to {MAX_LIST_LIMIT}"),
+            _ => Err(format!(
+                "limit `{text}` must be a whole number from 1 to {MAX_LIST_LIMIT}"
             )),
         },
     }
@@ -261,7 +260,7 @@ async fn decisions(
     let asker = Asker::of(client);
     let limit = match list_limit(query.limit.as_deref(), DEFAULT_DECISIONS_LIMIT) {
         Ok(limit) => limit,
-        Err(refused) => return refused,
+        Err(message) => return api_error(StatusCode::BAD_REQUEST, message),
     };
     let approvals = state.approvals.clone();
     match tokio::task::spawn_blocking(move || approvals.decisions(limit)).await {

@@ -8,6 +8,8 @@
 //! A client with a `tools` scope may try only its tools (the pipeline refuses the others), sees only
 //! its own tasks and decisions, and may not act on servers (403).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::Query;
@@ -20,11 +22,55 @@ use portico_core::CallError;
 use portico_engine::{Engine, ServerActionError};
 use portico_pipeline::{ApprovalStatus, CallOutcome, PipelineError, Principal, ToolContext};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::ui_login::DASHBOARD_CLIENT;
 
 /// The longest a try-it call waits for its approval (less when the request expires sooner).
 const APPROVAL_WAIT: Duration = Duration::from_secs(300);
+/// Most try-it calls waiting for an approval at once, in all and per caller: each holds a
+/// connection, and a retry of a held call reuses its pending request, so the approvals' own cap
+/// does not bound them. A call past either answers at once that it needs an approval.
+const MAX_WAITS: usize = 64;
+const MAX_WAITS_PER_CALLER: usize = 8;
+
+/// The try-it calls waiting for an approval now, by caller.
+#[derive(Clone, Default)]
+struct Waits(Arc<Mutex<HashMap<String, usize>>>);
+
+/// One waiting call's place; given back when dropped.
+struct WaitPlace {
+    waits: Waits,
+    caller: String,
+}
+
+impl Waits {
+    fn enter(&self, caller: &str) -> Option<WaitPlace> {
+        let mut waiting = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let total: usize = waiting.values().sum();
+        let mine = waiting.get(caller).copied().unwrap_or(0);
+        if total >= MAX_WAITS || mine >= MAX_WAITS_PER_CALLER {
+            return None;
+        }
+        *waiting.entry(caller.to_string()).or_default() += 1;
+        Some(WaitPlace {
+            waits: self.clone(),
+            caller: caller.to_string(),
+        })
+    }
+}
+
+impl Drop for WaitPlace {
+    fn drop(&mut self) {
+        let mut waiting = self.waits.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = waiting.get_mut(&self.caller) {
+            *count -= 1;
+            if *count == 0 {
+                waiting.remove(&self.caller);
+            }
+        }
+    }
+}
 
 #[derive(Clone)]
 struct DashboardState {
@@ -33,9 +79,16 @@ struct DashboardState {
     tools_exposed: bool,
     /// `[a2a] enabled`: with it off the A2A lists are empty.
     a2a_enabled: bool,
+    waits: Waits,
+    /// Ends the waits for approvals on shutdown.
+    shutdown: CancellationToken,
 }
 
-pub(crate) fn routes(engine: &Engine, config: &portico_config::Config) -> Router {
+pub(crate) fn routes(
+    engine: &Engine,
+    config: &portico_config::Config,
+    shutdown: CancellationToken,
+) -> Router {
     Router::new()
         .route("/api/servers/{name}/restart", post(restart))
         .route("/api/servers/{name}/disable", post(disable))
@@ -48,6 +101,8 @@ pub(crate) fn routes(engine: &Engine, config: &portico_config::Config) -> Router
             engine: engine.clone(),
             tools_exposed: config.expose.tools,
             a2a_enabled: config.a2a.enabled,
+            waits: Waits::default(),
+            shutdown,
         })
 }
 
@@ -56,7 +111,7 @@ fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// Who the dashboard acts as: the client the door identified, else (a door without tokens)
-/// `client:dashboard`.
+/// `client:api`.
 fn principal(client: Option<Extension<Principal>>) -> Principal {
     match client {
         Some(Extension(principal)) => principal,
@@ -192,9 +247,14 @@ fn held_by(outcome: &CallOutcome) -> Option<&str> {
     }
 }
 
-/// Waits until approval request `id` is answered (or expires), at most `within`: its status then,
-/// `None` if still pending.
-async fn answered(engine: &Engine, id: &str, within: Duration) -> Option<ApprovalStatus> {
+/// Waits until approval request `id` is answered (or expires), at most `within` and until
+/// `shutdown`: its status then, `None` if still pending.
+async fn answered(
+    engine: &Engine,
+    id: &str,
+    within: Duration,
+    shutdown: &CancellationToken,
+) -> Option<ApprovalStatus> {
     let approvals = engine.approvals().clone();
     // Subscribed before the first look, so an answer in between is not missed.
     let mut answers = approvals.answers();
@@ -213,6 +273,7 @@ async fn answered(engine: &Engine, id: &str, within: Duration) -> Option<Approva
         tokio::select! {
             changed = answers.changed() => if changed.is_err() { return None },
             _ = tokio::time::sleep_until(deadline) => return None,
+            _ = shutdown.cancelled() => return None,
         }
     }
 }
@@ -248,10 +309,15 @@ async fn call_tool(
     let pipeline = state.engine.pipeline();
     let mut called = pipeline.call(&name, arguments.clone(), &context).await;
     // Held for an approval: the page shows the request (on /api/approvals and the event stream)
-    // while this waits for its answer; approved, the same call runs once with the grant.
-    if let Some(id) = called.as_ref().ok().and_then(held_by).map(str::to_string) {
+    // while this waits for its answer; approved, the same call runs once with the grant. Past the
+    // bound on waiting calls, it answers at once that it needs an approval.
+    let caller = context.principal.label();
+    if let Some(id) = called.as_ref().ok().and_then(held_by).map(str::to_string)
+        && let Some(_place) = state.waits.enter(&caller)
+    {
         let within = APPROVAL_WAIT.min(state.engine.approvals().settings().ttl);
-        if answered(&state.engine, &id, within).await == Some(ApprovalStatus::Approved) {
+        let status = answered(&state.engine, &id, within, &state.shutdown).await;
+        if status == Some(ApprovalStatus::Approved) {
             called = pipeline.call(&name, arguments, &context).await;
         }
     }
@@ -514,5 +580,22 @@ mod tests {
             assert_eq!(body["kind"], kind);
             assert_eq!(body["error"], error.to_string());
         }
+    }
+
+    #[test]
+    fn waiting_calls_are_bounded_per_caller_and_in_all_and_give_back_their_places() {
+        let waits = Waits::default();
+        let mine: Vec<WaitPlace> = (0..MAX_WAITS_PER_CALLER)
+            .map(|_| waits.enter("client:a").unwrap())
+            .collect();
+        assert!(waits.enter("client:a").is_none(), "past the caller's bound");
+        let others: Vec<WaitPlace> = (0..MAX_WAITS - MAX_WAITS_PER_CALLER)
+            .map(|i| waits.enter(&format!("client:{}", i % 7 + 1000)).unwrap())
+            .collect();
+        assert!(waits.enter("client:b").is_none(), "past the bound in all");
+        drop(mine);
+        assert!(waits.enter("client:a").is_some(), "places given back");
+        drop(others);
+        assert!(waits.0.lock().unwrap().is_empty(), "no caller left behind");
     }
 }

@@ -278,6 +278,7 @@ fn router(
         .with_cancellation_token(shutdown.clone());
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
     let events = events_api::routes(&engine, shutdown.clone());
+    let dashboard_api = dashboard_api::routes(&engine, config, shutdown.clone());
     let (legacy, legacy_sessions) =
         legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
     let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
@@ -311,7 +312,7 @@ fn router(
     let mut router = router
         .merge(catalog_api::routes(&engine, config.expose.tools))
         .merge(approvals_api::routes(&engine))
-        .merge(dashboard_api::routes(&engine, config))
+        .merge(dashboard_api)
         .merge(api::routes(engine, live, door.identity.clone()))
         .merge(approval_page::routes())
         .merge(ui_login::routes(door.policy.clone()))

@@ -515,6 +515,25 @@ pub(crate) async fn check(
         }
     }
     let path = request.uri().path();
+    // A page on another site (or another port) may embed an API URL as an image, a script or a
+    // stylesheet: the browser sends that without an `Origin`, so the check above never sees it,
+    // and on an open loopback door it would be served (an event stream held open, a large audit
+    // read). A browser says where such a request comes from in `Sec-Fetch-Site`; a page's own
+    // requests and programs' (which send no such header) pass, as do cross-origin calls, which
+    // carry an `Origin` that `allowed_origins` decided on.
+    if ui_session::accepts_cookie(path)
+        && !headers.contains_key(header::ORIGIN)
+        && let Some(site) = headers.get("sec-fetch-site")
+        && !matches!(site.as_bytes(), b"same-origin" | b"none")
+    {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{path} is not served to another page's embedded request (Sec-Fetch-Site is `{}`); call it from the dashboard, with fetch from an origin in [server] allowed_origins, or from a program",
+                site.to_str().unwrap_or("<not text>")
+            ),
+        );
+    }
     let public = path == "/api/health" || policy.oauth().is_some_and(|o| o.is_metadata_path(path));
     // The approval page's shell is served without a token (its script sends the token to the API);
     // its routes and the API's are held to the page's own origin (`approval_session`).

@@ -20,8 +20,9 @@ use crate::security::{AuthMethod, DoorPolicy, login_session, ui_session};
 /// Longer than any token Portico takes (a JWT is at most 16 KiB): refused before it is checked.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
-/// Who the dashboard acts as on a door without tokens.
-pub(crate) const DASHBOARD_CLIENT: &str = "dashboard";
+/// Who the dashboard acts as on a door without tokens: the API's caller (`client:api`, a reserved
+/// client name), so `[[policies]] callers` written for the API hold for the dashboard too.
+pub(crate) const DASHBOARD_CLIENT: &str = "api";
 
 pub(crate) fn routes(policy: Arc<DoorPolicy>) -> Router {
     Router::new()

@@ -587,7 +587,7 @@ impl Pipeline {
         let span = tracing::trace_span!(
             target: SPAN_TARGET,
             PIPELINE,
-            tool = name,
+            tool = %recorded_name(name),
             principal = principal_class(&context.principal),
             outcome = tracing::field::Empty,
             error.kind = tracing::field::Empty,
@@ -943,13 +943,27 @@ impl Pipeline {
             sink.record(AuditRecord {
                 at_ms: portico_core::time::now_ms(),
                 caller: context.principal.label(),
-                tool: tool.to_string(),
+                tool: recorded_name(tool).into_owned(),
                 arguments_digest: digest.to_string(),
                 outcome: outcome.label().to_string(),
                 detail: detail.map(|d| d.chars().take(500).collect()),
                 duration_ms: duration.as_millis() as u64,
             });
         }
+    }
+}
+
+/// The most characters of a tool's name an audit record, an event or a span keeps.
+const MAX_RECORDED_NAME_CHARS: usize = 256;
+
+/// A tool name as records keep it: a name the catalog could hold is kept whole (every catalog name
+/// is far shorter); a longer one, which only a client inventing names sends, is cut, so a client
+/// cannot make every copy of a record (the store, `/api/events` followers, the trace exporter) as
+/// large as its request.
+fn recorded_name(name: &str) -> Cow<'_, str> {
+    match name.char_indices().nth(MAX_RECORDED_NAME_CHARS) {
+        None => Cow::Borrowed(name),
+        Some((cut, _)) => Cow::Owned(format!("{}…", &name[..cut])),
     }
 }
 

@@ -678,3 +678,23 @@ async fn every_call_is_counted_by_its_outcome_and_each_stage_it_reached_is_timed
     // The arguments never reach the metrics.
     assert!(!text.contains("\"x\""), "{text}");
 }
+
+#[tokio::test]
+async fn an_invented_tool_name_is_audited_cut_to_256_characters() {
+    let pipeline = Pipeline::new(PipelineSettings::default());
+    let audit = Arc::new(Collected::default());
+    pipeline.set_audit(audit.clone());
+    let long = "é".repeat(10_000);
+    let refused = pipeline.call(&long, None, &ToolContext::client("t")).await;
+    assert!(matches!(refused, Err(PipelineError::UnknownTool { .. })));
+    let short = "x".repeat(256);
+    assert!(
+        pipeline
+            .call(&short, None, &ToolContext::client("t"))
+            .await
+            .is_err()
+    );
+    let records = audit.0.lock().unwrap().clone();
+    let tools: Vec<&str> = records.iter().map(|r| r.tool.as_str()).collect();
+    assert_eq!(tools, [format!("{}…", "é".repeat(256)), short]);
+}

@@ -36,6 +36,9 @@ use sha2::{Digest, Sha256};
 pub(crate) const COOKIE: &str = "portico_ui";
 /// Most sessions kept at once; a login past it evicts the oldest.
 pub(crate) const MAX_SESSIONS: usize = 256;
+/// Most sessions one client keeps at once; its next login ends its oldest, so one client logging
+/// in again and again cannot push everyone else's sessions out.
+pub(crate) const MAX_SESSIONS_PER_CLIENT: usize = 16;
 /// How long a session lasts from its login.
 pub(crate) const SESSION_LIFE: Duration = Duration::from_secs(12 * 60 * 60);
 /// A session id's length in characters: 32 bytes in unpadded base64url (a page key's too).
@@ -109,6 +112,15 @@ impl UiSessions {
         sessions.by_digest.retain(|_, entry| entry.expires > now);
         let Sessions { by_digest, order } = &mut *sessions;
         order.retain(|key| by_digest.contains_key(key));
+        let theirs: Vec<[u8; 32]> = order
+            .iter()
+            .filter(|key| by_digest[*key].session.name == session.name)
+            .copied()
+            .collect();
+        if theirs.len() >= MAX_SESSIONS_PER_CLIENT {
+            by_digest.remove(&theirs[0]);
+            order.retain(|key| *key != theirs[0]);
+        }
         while by_digest.len() >= MAX_SESSIONS {
             let Some(oldest) = order.pop_front() else {
                 break;
@@ -360,6 +372,23 @@ mod tests {
         sessions.create(session("new"), SESSION_LIFE);
         assert_eq!(sessions.len(), MAX_SESSIONS);
         assert!(find(&made[10]).is_some());
+    }
+
+    #[test]
+    fn one_client_keeps_at_most_its_bound_and_pushes_out_only_its_own() {
+        let sessions = UiSessions::default();
+        let other = sessions.create(session("admin"), SESSION_LIFE);
+        let mine: Vec<NewSession> = (0..MAX_SESSIONS_PER_CLIENT + 5)
+            .map(|_| sessions.create(session("mallory"), SESSION_LIFE))
+            .collect();
+        assert_eq!(sessions.len(), MAX_SESSIONS_PER_CLIENT + 1);
+        assert!(sessions.find(&other.id, &other.page_key).is_some());
+        for made in &mine[..5] {
+            assert!(sessions.find(&made.id, &made.page_key).is_none());
+        }
+        for made in &mine[5..] {
+            assert!(sessions.find(&made.id, &made.page_key).is_some());
+        }
     }
 
     #[test]

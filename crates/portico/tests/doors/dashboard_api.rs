@@ -347,14 +347,35 @@ async fn an_open_door_needs_no_login() {
     .await;
     assert_eq!(
         (status, body),
-        (
-            200,
-            json!({"principal": "client:dashboard", "auth": "open"})
-        )
+        (200, json!({"principal": "client:api", "auth": "open"}))
     );
     let refused = login(&base, "anything").await;
     assert_eq!(refused.status(), 400);
     assert!(refused.headers().get("set-cookie").is_none());
+
+    // Another page may not embed the API (an <img> or <script> sends no Origin): on an open door
+    // it would otherwise hold event streams or read the audit log for nothing.
+    let get = |path: &str, site: Option<&str>| {
+        let mut request = http().get(format!("{base}{path}"));
+        if let Some(site) = site {
+            request = request.header("sec-fetch-site", site);
+        }
+        request.send()
+    };
+    for path in ["/api/events", "/api/audit", "/metrics", "/ui/session"] {
+        for site in ["cross-site", "same-site"] {
+            let (status, body) = status_and_json(get(path, Some(site)).await.unwrap()).await;
+            assert_eq!(status, 403, "{path} {site}: {body}");
+            assert!(
+                body["error"].as_str().unwrap().contains("embedded request"),
+                "{body}"
+            );
+        }
+    }
+    for site in [Some("same-origin"), Some("none"), None] {
+        let answer = get("/api/audit", site).await.unwrap();
+        assert_eq!(answer.status(), 200, "{site:?}");
+    }
 }
 
 /// A `text/event-stream` response read one event at a time: (name, JSON data); comments skipped.
@@ -962,6 +983,25 @@ async fn audit_decisions_and_a2a_tasks_read_as_the_dashboard_shows_them() {
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
+
+    // One answer holds at most 10,000 records: a bigger page is refused, not built in memory.
+    let (status, body) = status_and_json(
+        http()
+            .get(format!("{base}/api/audit?format=jsonl&limit=10001"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("`limit` 10001 is more than 10000 records a request"),
+        "{body}"
+    );
 
     // The audit log: readable times, the new filters, and the export.
     let all = get_json(&base, "/api/audit?limit=1000", TOKEN).await["records"]

@@ -345,7 +345,7 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
 }
 
 /// The page on an open loopback door (no token, so no login): every page loads without a failed
-/// request or console error, a tool is tried as `client:dashboard`, and the stream is live.
+/// request or console error, a tool is tried as `client:api`, and the stream is live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_works_on_an_open_door_without_a_login() {
     let Some(chromium) = chromium() else {
@@ -433,7 +433,7 @@ async fn the_dashboard_works_on_an_open_door_without_a_login() {
     assert_eq!(report["cookies"], json!([]), "{report:#}");
     assert_eq!(report["failedRequests"], json!([]), "{report:#}");
     assert_eq!(report["consoleErrors"], json!([]), "{report:#}");
-    // Tried as `client:dashboard`, the door's caller without tokens.
+    // Tried as `client:api`, the door's caller without tokens.
     assert_eq!(report["tryIt"]["outcome"], "ok", "{report:#}");
     assert_eq!(
         report["tryIt"]["text"], "The sum of 2 and 3 is 5.",
