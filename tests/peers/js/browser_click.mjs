@@ -24,7 +24,7 @@
 // bad arguments.
 
 import process from 'node:process';
-import { chromium } from 'playwright-core';
+import { launchLocked, lockedContext } from './locked_chromium.mjs';
 
 function parseArgs(argv) {
   const options = { steps: [], timeoutMs: 15000 };
@@ -66,39 +66,11 @@ const report = {
   tabs: [], cookies: [], requests: [], blocked: [], consoleErrors: [],
 };
 
-const executablePath = process.env.PORTICO_TEST_CHROMIUM || '/usr/bin/chromium';
 let browser;
 try {
-  browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    // Root (CI containers) cannot use Chromium's user-namespace sandbox.
-    chromiumSandbox: process.getuid?.() !== 0,
-    timeout: options.timeoutMs,
-    args: [
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--disable-default-apps',
-      '--disable-domain-reliability',
-      '--disable-client-side-phishing-detection',
-      '--metrics-recording-only',
-      '--no-first-run',
-      '--no-default-browser-check',
-      '--no-proxy-server',
-      '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
-    ],
-  });
-  const context = await browser.newContext({ serviceWorkers: 'block' });
-  context.setDefaultTimeout(options.timeoutMs);
-  await context.route('**/*', (route) => {
-    const url = route.request().url();
-    if (new URL(url).origin === origin) {
-      report.requests.push(url);
-      return route.continue();
-    }
-    report.blocked.push(url);
-    return route.abort('blockedbyclient');
+  browser = await launchLocked({ timeoutMs: options.timeoutMs });
+  const context = await lockedContext(browser, {
+    origin, timeoutMs: options.timeoutMs, onAllowed: (url) => report.requests.push(url), onBlocked: (url) => report.blocked.push(url),
   });
   const tabs = [];
   const open = async () => {

@@ -42,7 +42,7 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import process from 'node:process';
-import { chromium } from 'playwright-core';
+import { launchLocked, lockedContext } from './locked_chromium.mjs';
 
 const PAGES = ['servers', 'tools', 'agents', 'a2a', 'approvals', 'audit'];
 
@@ -259,36 +259,11 @@ async function live(page) {
   await screenshot(page, `${options.live}-live`, options.live);
 }
 
-const executablePath = process.env.PORTICO_TEST_CHROMIUM || '/usr/bin/chromium';
 let browser;
 try {
-  browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    // Root (CI containers) cannot use Chromium's user-namespace sandbox.
-    chromiumSandbox: process.getuid?.() !== 0,
-    timeout: options.timeoutMs,
-    args: [
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--disable-default-apps',
-      '--disable-domain-reliability',
-      '--disable-client-side-phishing-detection',
-      '--metrics-recording-only',
-      '--no-first-run',
-      '--no-default-browser-check',
-      '--no-proxy-server',
-      '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
-    ],
-  });
-  const context = await browser.newContext({ serviceWorkers: 'block', viewport: { width: 1280, height: 800 } });
-  context.setDefaultTimeout(options.timeoutMs);
-  await context.route('**/*', (route) => {
-    const url = route.request().url();
-    if (new URL(url).origin === origin) return route.continue();
-    report.blocked.push(url);
-    return route.abort('blockedbyclient');
+  browser = await launchLocked({ timeoutMs: options.timeoutMs });
+  const context = await lockedContext(browser, {
+    origin, timeoutMs: options.timeoutMs, contextOptions: { viewport: { width: 1280, height: 800 } }, onBlocked: (url) => report.blocked.push(url),
   });
   const page = await context.newPage();
   page.on('console', (message) => {
