@@ -263,7 +263,7 @@ impl Store {
         definitions: Option<(&str, &str)>,
     ) -> Result<Requested, StoreError> {
         let binding = &new.binding;
-        self.in_immediate_transaction("storing an approval request", |conn| {
+        self.in_sqlite_transaction("storing an approval request", |conn| {
             let sql_error = self.sql_error("storing an approval request");
             let existing = conn
                 .prepare_cached(&format!(

@@ -64,7 +64,7 @@ impl Store {
         if records.is_empty() {
             return Ok(());
         }
-        self.in_immediate_transaction("appending audit records", |conn| {
+        self.in_sqlite_transaction("appending audit records", |conn| {
             self.forget_audit_head();
             records
                 .iter()

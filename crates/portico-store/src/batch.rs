@@ -36,13 +36,15 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::TransactionBehavior;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+
+use crate::db::{Db, DbError, Dialect};
 
 use crate::conversations::Conversation;
 use crate::error::hint_for;
 use crate::tasks::{EarlierStatus, TaskLimits, TaskRecord, TaskUpdate};
-use crate::{Inner, Store, StoreError};
+use crate::{Backend, Inner, Store, StoreError};
 
 /// Most writes per transaction: enough to absorb any burst one process makes, few enough that one
 /// transaction holds the connection for at most a few milliseconds.
@@ -195,8 +197,13 @@ pub(crate) trait Job: Send {
     fn awaited(&self) -> bool;
     /// Runs the write (again, if an earlier attempt at the batch was rolled back); `false` if it
     /// failed, which is final: a failed write is not run again.
-    fn run(&mut self, store: &Store, conn: &Connection) -> bool;
+    fn run(&mut self, store: &Store, db: &Db<'_>) -> bool;
     fn failed(&self) -> bool;
+    /// It failed only because its transaction lost a race with another replica's (PostgreSQL), so
+    /// it is to be run again with the batch rather than answered with that failure.
+    fn conflicted(&self) -> bool;
+    /// Forgets the outcome of a run that is to be run again.
+    fn forget(&mut self);
     /// Answers the caller: with the write's own result if `committed` is `Ok`, else with the commit's
     /// failure (a write that failed on its own keeps its own error).
     fn answer(self: Box<Self>, committed: &Result<(), BatchFailure>);
@@ -210,7 +217,7 @@ pub(crate) struct BatchFailure {
 }
 
 impl BatchFailure {
-    fn from_sqlite(error: &rusqlite::Error) -> Self {
+    fn from_db(error: &DbError) -> Self {
         BatchFailure {
             message: error.to_string(),
             hint: hint_for(error),
@@ -235,14 +242,14 @@ struct Pending<T, W> {
 impl<T, W> Job for Pending<T, W>
 where
     T: Send,
-    W: FnMut(&Store, &Connection) -> Result<T, StoreError> + Send,
+    W: FnMut(&Store, &Db<'_>) -> Result<T, StoreError> + Send,
 {
     fn awaited(&self) -> bool {
         true
     }
 
-    fn run(&mut self, store: &Store, conn: &Connection) -> bool {
-        let result = (self.work)(store, conn);
+    fn run(&mut self, store: &Store, db: &Db<'_>) -> bool {
+        let result = (self.work)(store, db);
         let ok = result.is_ok();
         self.result = Some(result);
         ok
@@ -250,6 +257,14 @@ where
 
     fn failed(&self) -> bool {
         matches!(self.result, Some(Err(_)))
+    }
+
+    fn conflicted(&self) -> bool {
+        matches!(&self.result, Some(Err(error)) if error.is_retryable_conflict())
+    }
+
+    fn forget(&mut self) {
+        self.result = None;
     }
 
     fn answer(self: Box<Self>, committed: &Result<(), BatchFailure>) {
@@ -280,19 +295,29 @@ struct Unanswered<W> {
 
 impl<W> Job for Unanswered<W>
 where
-    W: FnMut(&Store, &Connection) -> Result<(), StoreError> + Send,
+    W: FnMut(&Store, &Db<'_>) -> Result<(), StoreError> + Send,
 {
     fn awaited(&self) -> bool {
         false
     }
 
-    fn run(&mut self, store: &Store, conn: &Connection) -> bool {
-        self.failure = (self.work)(store, conn).err();
+    fn run(&mut self, store: &Store, db: &Db<'_>) -> bool {
+        self.failure = (self.work)(store, db).err();
         self.failure.is_none()
     }
 
     fn failed(&self) -> bool {
         self.failure.is_some()
+    }
+
+    fn conflicted(&self) -> bool {
+        self.failure
+            .as_ref()
+            .is_some_and(StoreError::is_retryable_conflict)
+    }
+
+    fn forget(&mut self) {
+        self.failure = None;
     }
 
     fn answer(self: Box<Self>, committed: &Result<(), BatchFailure>) {
@@ -367,7 +392,7 @@ impl Store {
         let started = Instant::now();
         let committed = self
             .run_batch(jobs)
-            .map_err(|error| BatchFailure::from_sqlite(&error));
+            .map_err(|error| BatchFailure::from_db(&error));
         match &committed {
             Ok(()) => {
                 if let Some(metrics) = self.inner.metrics.get() {
@@ -386,33 +411,94 @@ impl Store {
         committed
     }
 
-    fn run_batch(&self, jobs: &mut [Queued]) -> rusqlite::Result<()> {
-        let mut conn = self.conn();
-        // Each attempt that is rolled back has one more failed write, so this ends.
-        loop {
-            // IMMEDIATE: the write lock up front, so another process cannot interleave (task creation
-            // counts and evicts before it inserts).
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            // The audit chain's head is read again inside each attempt, under its write lock.
-            self.forget_audit_head();
-            let mut left_changes = false;
-            for job in jobs
-                .iter_mut()
-                .map(|queued| &mut queued.job)
-                .filter(|job| !job.failed())
-            {
-                let before = tx.total_changes();
-                if !job.run(self, &tx) && tx.total_changes() != before {
-                    left_changes = true;
-                    break;
+    fn run_batch(&self, jobs: &mut [Queued]) -> Result<(), DbError> {
+        match &self.inner.backend {
+            Backend::Sqlite(conn) => {
+                let mut conn = crate::lock_sqlite(conn);
+                // Each attempt that is rolled back has one more failed write, so this ends.
+                loop {
+                    // IMMEDIATE: the write lock up front, so another process cannot interleave (task
+                    // creation counts and evicts before it inserts).
+                    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    // The audit chain's head is read again inside each attempt, under its write lock.
+                    self.forget_audit_head();
+                    match self.run_jobs(jobs, || Db::sqlite(&tx), false) {
+                        Attempt::Commit => return Ok(tx.commit()?),
+                        Attempt::RunAgain | Attempt::Conflict => tx.rollback()?,
+                    }
                 }
             }
-            if !left_changes {
-                return tx.commit();
+            Backend::Postgres(pool) => {
+                let conn = pool.get()?;
+                let mut conflicts = 0;
+                loop {
+                    conn.begin()?;
+                    self.forget_audit_head();
+                    let retry_conflicts = conflicts < crate::CONFLICT_RETRIES;
+                    match self.run_jobs(jobs, || Db::postgres(&conn), retry_conflicts) {
+                        Attempt::Commit => match conn.commit() {
+                            Ok(()) => return Ok(()),
+                            Err(error) if retry_conflicts && error.is_retryable_conflict() => {
+                                // The failed commit ended the transaction; this only resets the
+                                // connection's note of it.
+                                conn.rollback()?;
+                            }
+                            Err(error) => return Err(error),
+                        },
+                        Attempt::RunAgain => {
+                            conn.rollback()?;
+                            continue;
+                        }
+                        Attempt::Conflict => conn.rollback()?,
+                    }
+                    // The batch lost a race with another replica's transaction: all of it again.
+                    conflicts += 1;
+                    crate::conflict_pause(conflicts);
+                }
             }
-            tx.rollback()?;
         }
     }
+
+    /// Runs every job not yet failed, each through its own [`Db`] handle on the batch's transaction.
+    /// A job that failed after changing rows (or, on PostgreSQL, failed at all, since a failed
+    /// statement aborts the transaction there) has the batch rolled back and run again without it; a
+    /// job that lost a race with another transaction has the whole batch run again, itself included.
+    /// Past its retries (`retry_conflicts` false) a job that lost a race fails with that error.
+    fn run_jobs<'c>(
+        &self,
+        jobs: &mut [Queued],
+        db: impl Fn() -> Db<'c>,
+        retry_conflicts: bool,
+    ) -> Attempt {
+        for job in jobs
+            .iter_mut()
+            .map(|queued| &mut queued.job)
+            .filter(|job| !job.failed())
+        {
+            let db = db();
+            if job.run(self, &db) {
+                continue;
+            }
+            if retry_conflicts && job.conflicted() {
+                job.forget();
+                return Attempt::Conflict;
+            }
+            if db.changed() || db.dialect() == Dialect::Postgres {
+                return Attempt::RunAgain;
+            }
+        }
+        Attempt::Commit
+    }
+}
+
+/// What one run of a batch's jobs calls for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    Commit,
+    /// A job failed after changing rows: roll back, run again without it.
+    RunAgain,
+    /// A job lost a race with another transaction: roll back, run everything again.
+    Conflict,
 }
 
 /// The writer thread: waits for a write, takes every write queued behind it, commits them together.
@@ -444,7 +530,7 @@ impl BatchWriter {
     ) -> impl Future<Output = Result<T, StoreError>> + use<T, W>
     where
         T: Send + 'static,
-        W: FnMut(&Store, &Connection) -> Result<T, StoreError> + Send + 'static,
+        W: FnMut(&Store, &Db<'_>) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let label = self.store.label().to_path_buf();
@@ -497,7 +583,7 @@ impl BatchWriter {
     /// Queues an audit record; nothing waits for it (see [`crate::AuditWriter`]).
     pub(crate) fn record_audit(&self, record: crate::AuditRecord) {
         let job = Unanswered {
-            work: move |store: &Store, conn: &Connection| store.insert_audit(conn, &record),
+            work: move |store: &Store, db: &Db<'_>| store.insert_audit(db.legacy_sqlite(), &record),
             failure: None,
             what: "an audit record",
         };
@@ -541,7 +627,7 @@ impl BatchWriter {
         earlier: Vec<EarlierStatus>,
         limits: TaskLimits,
     ) -> impl Future<Output = Result<(), StoreError>> + use<> {
-        self.submit(move |store, conn| store.insert_task(conn, &task, &earlier, &limits))
+        self.submit(move |store, conn| store.insert_task(conn.legacy_sqlite(), &task, &earlier, &limits))
     }
 
     /// [`Store::check_room_for_task`], in queue order with the writes (so it sees every creation
@@ -550,7 +636,7 @@ impl BatchWriter {
         &self,
         limits: TaskLimits,
     ) -> impl Future<Output = Result<(), StoreError>> + use<> {
-        self.submit(move |store, conn| store.room_for_task(conn, &limits).map(|_| ()))
+        self.submit(move |store, conn| store.room_for_task(conn.legacy_sqlite(), &limits).map(|_| ()))
     }
 
     /// [`Store::update_task`], group-committed.
@@ -559,7 +645,7 @@ impl BatchWriter {
         id: String,
         update: TaskUpdate,
     ) -> impl Future<Output = Result<Option<i64>, StoreError>> + use<> {
-        self.submit(move |store, conn| store.apply_task_update(conn, &id, &update))
+        self.submit(move |store, conn| store.apply_task_update(conn.legacy_sqlite(), &id, &update))
     }
 
     /// [`Store::create_conversation`] (owned by `owner`, the client that started it) and
@@ -572,9 +658,9 @@ impl BatchWriter {
         first: crate::NewMessage,
     ) -> impl Future<Output = Result<Conversation, StoreError>> + use<> {
         self.submit(move |store, conn| {
-            let conversation = store.insert_conversation(conn, &agent, owner.as_deref())?;
+            let conversation = store.insert_conversation(conn.legacy_sqlite(), &agent, owner.as_deref())?;
             store
-                .insert_message(conn, &conversation.id, &first)
+                .insert_message(conn.legacy_sqlite(), &conversation.id, &first)
                 .map(|(_, conversation)| conversation)
         })
     }
@@ -588,7 +674,7 @@ impl BatchWriter {
     ) -> impl Future<Output = Result<Conversation, StoreError>> + use<> {
         self.submit(move |store, conn| {
             store
-                .insert_message(conn, &conversation_id, &message)
+                .insert_message(conn.legacy_sqlite(), &conversation_id, &message)
                 .map(|(_, conversation)| conversation)
         })
     }
@@ -698,8 +784,8 @@ mod tests {
             let first = writer.create_task(task("t1"), TaskLimits::default());
             // Writes part of its work, then fails: none of it may stay.
             let failing = writer.submit(|store, conn| -> Result<(), StoreError> {
-                store.insert_task(conn, &task("t2"), &[], &TaskLimits::default())?;
-                store.apply_task_update(conn, "missing", &completed())?;
+                store.insert_task(conn.legacy_sqlite(), &task("t2"), &[], &TaskLimits::default())?;
+                store.apply_task_update(conn.legacy_sqlite(), "missing", &completed())?;
                 Ok(())
             });
             let last = writer.update_task("t1".to_string(), completed());

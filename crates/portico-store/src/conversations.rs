@@ -173,7 +173,7 @@ impl Store {
         conversation_id: &str,
         message: &NewMessage,
     ) -> Result<StoredMessage, StoreError> {
-        self.in_immediate_transaction("appending a message", |conn| {
+        self.in_sqlite_transaction("appending a message", |conn| {
             self.insert_message(conn, conversation_id, message)
                 .map(|(stored, _)| stored)
         })

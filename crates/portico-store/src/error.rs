@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::db::DbError;
+
 /// A failure of the embedded store. Every variant names the database (`:memory:` for in-memory stores).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -34,13 +36,19 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
-    #[error("cannot open the SQLite store {path}: {source}; {hint}")]
+    #[error("cannot open the store {path}: {source}; {hint}")]
     Open {
         path: PathBuf,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
         hint: &'static str,
     },
+
+    #[error(
+        "[store] url {url:?} is not a PostgreSQL URL Portico can use: {reason}; write it as \
+         postgres://USER:PASSWORD@HOST:PORT/DATABASE (or postgres://USER@%2Frun%2Fpostgresql/DATABASE for a Unix socket)"
+    )]
+    BadUrl { url: String, reason: String },
 
     #[error(
         "the store {path} has schema version {found}, but this Portico supports at most {supported}; \
@@ -57,7 +65,7 @@ pub enum StoreError {
         path: PathBuf,
         version: u32,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
         hint: &'static str,
     },
 
@@ -110,11 +118,11 @@ pub enum StoreError {
     UnknownTaskState { path: PathBuf, state: String },
 
     #[error("{operation} failed in the store {path}: {source}; {hint}")]
-    Sqlite {
+    Database {
         path: PathBuf,
         operation: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
         hint: &'static str,
     },
 
@@ -139,8 +147,62 @@ pub enum StoreError {
     },
 }
 
-/// Advice matching the SQLite failure, because a bare "database is locked" leaves operators guessing.
-pub(crate) fn hint_for(error: &rusqlite::Error) -> &'static str {
+impl StoreError {
+    /// A write that lost a race with another replica's transaction: running it again is the remedy
+    /// (see `Store::in_immediate_transaction`).
+    pub(crate) fn is_retryable_conflict(&self) -> bool {
+        match self {
+            StoreError::Database { source, .. } => source.is_retryable_conflict(),
+            _ => false,
+        }
+    }
+}
+
+/// Advice matching the database's failure, because a bare "database is locked" leaves operators
+/// guessing.
+pub(crate) fn hint_for(error: &DbError) -> &'static str {
+    match error {
+        DbError::Sqlite(error) => sqlite_hint(error),
+        DbError::Postgres(error) => postgres_hint(error),
+        DbError::NoRows | DbError::Column { .. } => {
+            "the database holds rows this Portico did not write, or this is a bug in Portico; please report it with this message"
+        }
+        DbError::PoolExhausted { .. } => {
+            "every connection was busy for that long; the server may be overloaded"
+        }
+        DbError::PoolClosed => "the store was closing; retry after the restart",
+    }
+}
+
+fn postgres_hint(error: &tokio_postgres::Error) -> &'static str {
+    use tokio_postgres::error::SqlState;
+    let Some(code) = crate::db::pg::sql_state(error) else {
+        return "check that the PostgreSQL server is running and reachable at [store] url";
+    };
+    match code {
+        c if *c == SqlState::INVALID_PASSWORD
+            || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
+        {
+            "the server refused the user or password of [store] url; check them"
+        }
+        c if *c == SqlState::INVALID_CATALOG_NAME => {
+            "the database of [store] url does not exist; create it (createdb) or fix the URL"
+        }
+        c if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
+            "the user of [store] url may not do this; grant it ownership of the store's database"
+        }
+        c if *c == SqlState::TOO_MANY_CONNECTIONS => {
+            "the server has no connection slot left; lower [store] pool_size or raise max_connections"
+        }
+        c if *c == SqlState::DISK_FULL => "the server's disk is full; free space and retry",
+        c if *c == SqlState::UNIQUE_VIOLATION => {
+            "the write conflicts with existing data; this is likely a bug in the caller"
+        }
+        _ => "retry; if it persists, report it with this message",
+    }
+}
+
+fn sqlite_hint(error: &rusqlite::Error) -> &'static str {
     use rusqlite::ErrorCode;
     let Some(code) = error.sqlite_error_code() else {
         return "this is likely a bug in Portico; please report it with this message";

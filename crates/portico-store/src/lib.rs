@@ -24,12 +24,15 @@ mod batch;
 mod checkpoint;
 mod conversation_pages;
 mod conversations;
+mod db;
 mod error;
 mod memory;
 mod migrations;
 mod pins;
 mod private;
 mod tasks;
+#[doc(hidden)]
+pub mod testing;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -49,6 +52,8 @@ pub use audit::{
 pub use batch::BatchWriter;
 pub use conversation_pages::{ConversationCursor, ConversationSummary, MAX_CONVERSATION_PAGE};
 pub use conversations::{Conversation, NewMessage, StoredMessage};
+pub use db::DbError;
+pub use db::pg::DEFAULT_POOL_SIZE;
 pub use error::StoreError;
 pub use memory::MemoryEntry;
 pub use pins::ToolPin;
@@ -72,9 +77,9 @@ pub struct Store {
 }
 
 struct Inner {
-    conn: Mutex<Connection>,
+    backend: Backend,
     path: Option<PathBuf>,
-    /// `path`, or `:memory:`, for error messages.
+    /// `path`, `:memory:`, or the PostgreSQL URL without its password, for error messages.
     label: PathBuf,
     /// The queue of the writer thread that group-commits [`BatchWriter`] writes; started on first use.
     writes: OnceLock<batch::Queue>,
@@ -89,6 +94,15 @@ struct Inner {
     audit_head: Mutex<audit::ChainHead>,
     /// Background WAL checkpoints; `None` for an in-memory store (or if the thread could not start).
     checkpointer: Option<checkpoint::Checkpointer>,
+}
+
+/// Where the store's rows live.
+enum Backend {
+    /// The embedded default: one connection, each operation holding it for its statement or
+    /// transaction.
+    Sqlite(Mutex<Connection>),
+    /// A PostgreSQL server shared by several replicas (`[store] url`).
+    Postgres(db::pg::Pool),
 }
 
 impl std::fmt::Debug for Store {
@@ -107,11 +121,7 @@ impl Store {
             private::create_dir(dir, path)?;
         }
         private::prepare_database_files(path)?;
-        let open_error = |source: rusqlite::Error| StoreError::Open {
-            path: path.to_path_buf(),
-            hint: hint_for(&source),
-            source,
-        };
+        let open_error = |source: rusqlite::Error| open_error(path, source.into());
         let conn = Connection::open(path).map_err(open_error)?;
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
@@ -133,7 +143,7 @@ impl Store {
         conn.pragma_update(None, "wal_autocheckpoint", checkpoint::AUTOCHECKPOINT_PAGES)
             .map_err(open_error)?;
         let checkpointer = checkpoint::Checkpointer::start(path);
-        Self::finish_open(
+        Self::finish_sqlite_open(
             conn,
             Some(path.to_path_buf()),
             path.to_path_buf(),
@@ -145,25 +155,36 @@ impl Store {
     /// without a data directory.
     pub fn open_in_memory() -> Result<Store, StoreError> {
         let label = PathBuf::from(":memory:");
-        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
-            path: label.clone(),
-            hint: hint_for(&source),
-            source,
-        })?;
-        Self::finish_open(conn, None, label, None)
+        let conn = Connection::open_in_memory().map_err(|source| open_error(&label, source.into()))?;
+        Self::finish_sqlite_open(conn, None, label, None)
     }
 
-    fn finish_open(
+    /// Connects to the PostgreSQL database at `url` (`postgres://USER:PASSWORD@HOST:PORT/DATABASE`,
+    /// or any form tokio-postgres reads), keeping at most `pool_size` connections, and brings its
+    /// schema up to date. Several Portico processes may share it: each migration is applied once,
+    /// whichever process gets there first. The URL's password never appears in errors or logs.
+    pub fn open_postgres(url: &str, pool_size: usize) -> Result<Store, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|error| StoreError::BadUrl {
+            url: redact_url(url),
+            reason: db::pg::describe(&error),
+        })?;
+        let label = PathBuf::from(redact_url(url));
+        let pool =
+            db::pg::Pool::connect(config, pool_size).map_err(|source| open_error(&label, source))?;
+        {
+            let conn = pool.get().map_err(|source| open_error(&label, source))?;
+            migrations::migrate_postgres(&conn, &label, migrations::MIGRATIONS)?;
+        }
+        Ok(Self::from_backend(Backend::Postgres(pool), None, label, None))
+    }
+
+    fn finish_sqlite_open(
         mut conn: Connection,
         path: Option<PathBuf>,
         label: PathBuf,
         checkpointer: Option<checkpoint::Checkpointer>,
     ) -> Result<Store, StoreError> {
-        let open_error = |source: rusqlite::Error| StoreError::Open {
-            path: label.clone(),
-            hint: hint_for(&source),
-            source,
-        };
+        let open_error = |source: rusqlite::Error| open_error(&label, source.into());
         // Another Portico process (a CLI next to the daemon) may briefly hold the write lock.
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(open_error)?;
@@ -173,9 +194,23 @@ impl Store {
         // default of 16 made them evict one another.
         conn.set_prepared_statement_cache_capacity(64);
         migrations::migrate(&mut conn, &label, migrations::MIGRATIONS)?;
-        Ok(Store {
+        Ok(Self::from_backend(
+            Backend::Sqlite(Mutex::new(conn)),
+            path,
+            label,
+            checkpointer,
+        ))
+    }
+
+    fn from_backend(
+        backend: Backend,
+        path: Option<PathBuf>,
+        label: PathBuf,
+        checkpointer: Option<checkpoint::Checkpointer>,
+    ) -> Store {
+        Store {
             inner: Arc::new(Inner {
-                conn: Mutex::new(conn),
+                backend,
                 path,
                 label,
                 writes: OnceLock::new(),
@@ -185,7 +220,7 @@ impl Store {
                 audit_head: Mutex::default(),
                 checkpointer,
             }),
-        })
+        }
     }
 
     /// Times every group commit of the writer thread into `metrics` from now on (`/metrics`). Set
@@ -194,29 +229,120 @@ impl Store {
         let _ = self.inner.metrics.set(metrics);
     }
 
-    /// The file backing the store; `None` for an in-memory store.
+    /// The file backing the store; `None` for an in-memory or a PostgreSQL store.
     pub fn path(&self) -> Option<&Path> {
         self.inner.path.as_deref()
     }
 
-    /// The schema version of the database (`PRAGMA user_version`): the number of migrations applied.
+    /// Which database holds the store: `"sqlite"` or `"postgres"`.
+    pub fn backend_name(&self) -> &'static str {
+        match self.inner.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Where the store is, for operators: the file, `:memory:`, or the PostgreSQL URL without its
+    /// password.
+    pub fn location(&self) -> &Path {
+        &self.inner.label
+    }
+
+    /// The schema version of the database: the number of migrations applied.
     pub fn schema_version(&self) -> Result<u32, StoreError> {
-        migrations::user_version(&self.conn()).map_err(self.sql_error("reading the schema version"))
+        self.with_db("reading the schema version", |db| {
+            migrations::schema_version(db)
+        })
     }
 
-    /// The connection, for one statement or transaction. A panic while it was held cannot have left a
-    /// transaction open (rusqlite rolls back on drop), so a poisoned lock is safe to take over.
+    /// The SQLite connection, for the statements not yet written against [`db::Db`].
+    // TODO(issue 17): gone once every module runs through `with_db`.
     fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.inner
-            .conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        match &self.inner.backend {
+            Backend::Sqlite(conn) => lock_sqlite(conn),
+            Backend::Postgres(_) => unreachable!("a SQLite-only statement ran on a PostgreSQL store"),
+        }
     }
 
-    /// Runs `work` in an `IMMEDIATE` transaction of its own (the write lock taken up front, so another
-    /// process cannot slip in between a read and the write that depends on it), committing if it
-    /// succeeds and rolling back if it fails.
+    /// Runs `work` on a connection, outside any explicit transaction: each statement commits on its
+    /// own. For reads, and for writes of a single statement.
+    fn with_db<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&db::Db<'_>) -> Result<T, DbError>,
+    ) -> Result<T, StoreError> {
+        self.with_db_store_error(operation, |db| work(db).map_err(self.sql_error(operation)))
+    }
+
+    /// [`Store::with_db`] for work that reports the store's own errors.
+    fn with_db_store_error<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&db::Db<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.inner.backend {
+            Backend::Sqlite(conn) => work(&db::Db::sqlite(&lock_sqlite(conn))),
+            Backend::Postgres(pool) => {
+                let conn = pool.get().map_err(self.sql_error(operation))?;
+                work(&db::Db::postgres(&conn))
+            }
+        }
+    }
+
+    /// Runs `work` in a transaction of its own, committing if it succeeds and rolling back if it fails.
+    /// On SQLite the write lock is taken up front (`IMMEDIATE`), so another process cannot slip in
+    /// between a read and the write that depends on it. On PostgreSQL the transaction is
+    /// `SERIALIZABLE`, which gives the same guarantee by failing one of two transactions that would
+    /// contradict each other; that one is run again, up to [`CONFLICT_RETRIES`] times, so `work` may
+    /// run more than once and must not have effects outside the transaction.
     fn in_immediate_transaction<T>(
+        &self,
+        operation: &'static str,
+        mut work: impl FnMut(&db::Db<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.inner.backend {
+            Backend::Sqlite(conn) => {
+                let mut conn = lock_sqlite(conn);
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(self.sql_error(operation))?;
+                let value = work(&db::Db::sqlite(&tx))?;
+                tx.commit().map_err(self.sql_error(operation))?;
+                self.committed();
+                Ok(value)
+            }
+            Backend::Postgres(pool) => {
+                let conn = pool.get().map_err(self.sql_error(operation))?;
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    let result = conn
+                        .begin()
+                        .map_err(self.sql_error(operation))
+                        .and_then(|()| work(&db::Db::postgres(&conn)))
+                        .and_then(|value| {
+                            conn.commit().map_err(self.sql_error(operation))?;
+                            Ok(value)
+                        });
+                    match result {
+                        Ok(value) => return Ok(value),
+                        Err(error) => {
+                            conn.rollback().map_err(self.sql_error(operation))?;
+                            if !error.is_retryable_conflict() || attempt > CONFLICT_RETRIES {
+                                return Err(error);
+                            }
+                            conflict_pause(attempt);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The SQLite-only form of [`Store::in_immediate_transaction`], for the statements not yet
+    /// written against [`db::Db`].
+    // TODO(issue 17): gone once every module runs through `in_immediate_transaction`.
+    fn in_sqlite_transaction<T>(
         &self,
         operation: &'static str,
         work: impl FnOnce(&Connection) -> Result<T, StoreError>,
@@ -242,17 +368,76 @@ impl Store {
         &self.inner.label
     }
 
-    fn sql_error(
+    fn sql_error<E: Into<DbError>>(
         &self,
         operation: &'static str,
-    ) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
-        move |source| StoreError::Sqlite {
-            path: self.inner.label.clone(),
-            operation,
-            hint: hint_for(&source),
-            source,
+    ) -> impl FnOnce(E) -> StoreError + '_ {
+        move |source| {
+            let source = source.into();
+            StoreError::Database {
+                path: self.inner.label.clone(),
+                operation,
+                hint: hint_for(&source),
+                source,
+            }
         }
     }
+}
+
+/// How many times a PostgreSQL transaction that lost a race with another is run again before its
+/// error is reported. Each run after the first waits a little longer (see [`conflict_pause`]).
+const CONFLICT_RETRIES: u32 = 8;
+
+/// A short pause, growing with each attempt and jittered, so that two replicas whose transactions
+/// collided do not collide again in lockstep.
+fn conflict_pause(attempt: u32) {
+    let ceiling_ms = 2_u64.saturating_pow(attempt.min(7));
+    std::thread::sleep(Duration::from_millis(
+        rand::random::<u64>() % (ceiling_ms + 1),
+    ));
+}
+
+fn lock_sqlite(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    // A panic while it was held cannot have left a transaction open (rusqlite rolls back on drop), so
+    // a poisoned lock is safe to take over.
+    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn open_error(label: &Path, source: DbError) -> StoreError {
+    StoreError::Open {
+        path: label.to_path_buf(),
+        hint: hint_for(&source),
+        source,
+    }
+}
+
+/// `url` with its password (in the authority or a `password=` parameter) replaced by `***`, fit for
+/// errors, logs and `/api/health`.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let authority_start = scheme_end + 3;
+        let authority_end = out[authority_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |i| authority_start + i);
+        if let Some(at) = out[authority_start..authority_end].rfind('@') {
+            let userinfo = authority_start..authority_start + at;
+            if let Some(colon) = out[userinfo.clone()].find(':') {
+                out.replace_range(userinfo.start + colon + 1..userinfo.end, "***");
+            }
+        }
+    }
+    // Key-value forms and query parameters: `password=...` up to the next space or `&`.
+    let mut search_from = 0;
+    while let Some(found) = out[search_from..].to_ascii_lowercase().find("password=") {
+        let value_start = search_from + found + "password=".len();
+        let value_end = out[value_start..]
+            .find([' ', '&'])
+            .map_or(out.len(), |i| value_start + i);
+        out.replace_range(value_start..value_end, "***");
+        search_from = value_start + 3;
+    }
+    out
 }
 
 /// Milliseconds since the Unix epoch; a clock before 1970 reads as 0 rather than failing a write.

@@ -8,6 +8,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use crate::db::pg::PgConn;
+use crate::db::{Db, DbError, params};
 use crate::error::{StoreError, hint_for};
 
 /// Migration `i` (0-based) takes the schema from version `i` to version `i + 1`.
@@ -171,6 +173,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// The number of migrations applied to the database `db` talks to.
+pub(crate) fn schema_version(db: &Db<'_>) -> Result<u32, DbError> {
+    match db.as_sqlite() {
+        Some(conn) => Ok(user_version(conn)?),
+        None => db.query_one(
+            "SELECT version FROM portico_schema_version",
+            params![],
+            |row| row.get::<u32>(0),
+        ),
+    }
+}
+
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |row| row.get(0))
 }
@@ -186,11 +200,14 @@ pub(crate) fn migrate(
     let supported = migrations.len() as u32;
     loop {
         let migration_error = |version: u32| {
-            move |source: rusqlite::Error| StoreError::Migration {
-                path: path.to_path_buf(),
-                version,
-                hint: hint_for(&source),
-                source,
+            move |source: rusqlite::Error| {
+                let source = DbError::from(source);
+                StoreError::Migration {
+                    path: path.to_path_buf(),
+                    version,
+                    hint: hint_for(&source),
+                    source,
+                }
             }
         };
         let tx = conn
@@ -218,6 +235,100 @@ pub(crate) fn migrate(
         tx.commit().map_err(migration_error(next))?;
         tracing::debug!(path = %path.display(), version = next, "applied store migration");
     }
+}
+
+/// The advisory lock key under which PostgreSQL migrations run ("PORTICO" in ASCII), so that replicas
+/// starting together apply each migration once: the second waits, then finds it applied.
+const MIGRATION_LOCK: i64 = 0x504F_5254_4943_4F;
+
+/// [`migrate`] for a PostgreSQL database: the same list, each entry translated by [`postgres_ddl`],
+/// the version kept in the one-row table `portico_schema_version`.
+pub(crate) fn migrate_postgres(
+    conn: &PgConn,
+    label: &Path,
+    migrations: &[&str],
+) -> Result<(), StoreError> {
+    let supported = migrations.len() as u32;
+    let migration_error = |version: u32| {
+        move |source: DbError| StoreError::Migration {
+            path: label.to_path_buf(),
+            version,
+            hint: hint_for(&source),
+            source,
+        }
+    };
+    let db = Db::postgres(conn);
+    db.query_one("SELECT pg_advisory_lock(?1)", params![MIGRATION_LOCK], |_| Ok(()))
+        .map_err(migration_error(0))?;
+    let result = (|| {
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS portico_schema_version (version BIGINT NOT NULL); \
+             INSERT INTO portico_schema_version (version) \
+                 SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM portico_schema_version)",
+        )
+        .map_err(migration_error(0))?;
+        loop {
+            let found = schema_version(&db).map_err(migration_error(0))?;
+            if found > supported {
+                return Err(StoreError::TooNew {
+                    path: label.to_path_buf(),
+                    found,
+                    supported,
+                });
+            }
+            if found == supported {
+                return Ok(());
+            }
+            let next = found + 1;
+            conn.begin().map_err(migration_error(next))?;
+            let step = db
+                .execute_batch(&postgres_ddl(migrations[found as usize]))
+                .and_then(|()| {
+                    db.execute("UPDATE portico_schema_version SET version = ?1", params![next])
+                })
+                .and_then(|_| conn.commit());
+            if let Err(error) = step {
+                let _ = conn.rollback();
+                return Err(migration_error(next)(error));
+            }
+            tracing::debug!(store = %label.display(), version = next, "applied store migration");
+        }
+    })();
+    let unlocked = db.query_one("SELECT pg_advisory_unlock(?1)", params![MIGRATION_LOCK], |_| Ok(()));
+    let () = result?;
+    unlocked.map_err(migration_error(supported))
+}
+
+/// A migration of [`MIGRATIONS`] (SQLite's DDL) as PostgreSQL's: SQLite's 64-bit `INTEGER` is
+/// `BIGINT`, `BLOB` is `BYTEA`, an integer primary key is an identity column, `STRICT` goes (a
+/// PostgreSQL table is always strict), and every new table gets the `rowid` SQLite gives each of its
+/// tables, an identity counting insertions, which queries use to order rows inserted in the same
+/// millisecond.
+pub(crate) fn postgres_ddl(sqlite: &str) -> String {
+    let mut out = String::with_capacity(sqlite.len() + 64);
+    for line in sqlite.lines() {
+        let mut line = line.to_string();
+        if !line.trim_start().starts_with("--") {
+            line = line
+                .replace(
+                    "INTEGER PRIMARY KEY AUTOINCREMENT",
+                    "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+                )
+                .replace(
+                    "INTEGER PRIMARY KEY",
+                    "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+                )
+                .replace("INTEGER", "BIGINT")
+                .replace("BLOB", "BYTEA")
+                .replace(") STRICT;", ");");
+            if line.trim_start().starts_with("CREATE TABLE") && line.trim_end().ends_with('(') {
+                line.push_str("\n        rowid BIGINT GENERATED ALWAYS AS IDENTITY,");
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

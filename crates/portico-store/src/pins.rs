@@ -51,7 +51,7 @@ impl Store {
     /// Pins a tool seen for the first time. Returns the pin that stands: `pin` if there was none,
     /// else the one already stored (another process may have pinned it first), unchanged.
     pub fn tool_pin_first(&self, pin: &ToolPin) -> Result<(ToolPin, bool), StoreError> {
-        self.in_immediate_transaction("pinning a tool", |conn| {
+        self.in_sqlite_transaction("pinning a tool", |conn| {
             let sql_error = self.sql_error("pinning a tool");
             let inserted = conn
                 .prepare_cached(
@@ -149,7 +149,7 @@ impl Store {
         approval_id: &str,
         now_ms: i64,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.in_immediate_transaction("repinning a tool", |conn| {
+        self.in_sqlite_transaction("repinning a tool", |conn| {
             let consumed = conn
                 .prepare_cached(&format!(
                     "UPDATE approvals SET status = 'consumed', consumed_at_ms = ?2 \

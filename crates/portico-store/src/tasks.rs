@@ -315,7 +315,7 @@ impl Store {
         earlier: &[EarlierStatus],
         limits: &TaskLimits,
     ) -> Result<(), StoreError> {
-        self.in_immediate_transaction("creating an A2A task", |conn| {
+        self.in_sqlite_transaction("creating an A2A task", |conn| {
             self.insert_task(conn, task, earlier, limits)
         })
     }
@@ -438,7 +438,7 @@ impl Store {
     /// status and is appended to the status history; `updated_at_ms` becomes now (never moving
     /// backwards). Returns the new status-history entry's `seq` when the update had a status.
     pub fn update_task(&self, id: &str, update: &TaskUpdate) -> Result<Option<i64>, StoreError> {
-        self.in_immediate_transaction("updating an A2A task", |conn| {
+        self.in_sqlite_transaction("updating an A2A task", |conn| {
             self.apply_task_update(conn, id, update)
         })
     }
@@ -1290,7 +1290,7 @@ mod tests {
         let err = store
             .create_task(&task("t1", "bob", "c", SUBMITTED, 2), &unlimited())
             .unwrap_err();
-        assert!(matches!(err, StoreError::Sqlite { .. }), "{err}");
+        assert!(matches!(err, StoreError::Database { .. }), "{err}");
         assert_eq!(store.task("t1").unwrap().unwrap().owner, "alice");
         assert_eq!(store.task_status_history("t1").unwrap().len(), 1);
     }

@@ -729,8 +729,8 @@ mod tests {
             for i in 0..3 {
                 writer.record(record(i, "ide", "before"));
             }
-            let failing = batch.submit(|store: &Store, conn: &rusqlite::Connection| {
-                store.insert_audit(conn, &record(99, "ide", "rolled back"))?;
+            let failing = batch.submit(|store: &Store, db: &crate::db::Db<'_>| {
+                store.insert_audit(db.legacy_sqlite(), &record(99, "ide", "rolled back"))?;
                 Err::<(), _>(StoreError::ConversationNotFound {
                     path: "test".into(),
                     id: "x".into(),
