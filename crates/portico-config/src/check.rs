@@ -10,6 +10,7 @@ use portico_core::naming::normalize_segment;
 
 mod clients;
 mod server_oauth;
+mod store;
 mod telemetry;
 mod unknown_keys;
 mod upstream_oauth;
@@ -248,6 +249,7 @@ impl Checker<'_> {
                 "policies" => self.policies(value),
                 "builtins" | "policy" | "a2a" => self.policy_section(key.get_ref(), value),
                 "telemetry" => self.telemetry_section(value),
+                "store" => self.store_section(value),
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
             }
@@ -1353,6 +1355,64 @@ url = "not a url"
                 )]
             );
         }
+    }
+
+    #[test]
+    fn store_section_is_checked_with_positions_and_never_echoes_the_url() {
+        let text = "[store]\nurl = \"mysql://root:hunter2@db/app\"\npool_size = 0\nreplica = \"gw 1\"\nreplicas = 0\nreplika = \"x\"\n";
+        let problems: Vec<String> = check(text).iter().map(|p| p.to_string()).collect();
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(
+            problems[0].starts_with("2:7: [store] url is not a postgres:// URL"),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            problems.iter().all(|p| !p.contains("hunter2")),
+            "{problems:#?}"
+        );
+        assert!(
+            problems[1].starts_with("3:13: [store] pool_size"),
+            "{}",
+            problems[1]
+        );
+        assert!(
+            problems[2].starts_with("4:11: [store] replica `gw 1` may hold only letters"),
+            "{}",
+            problems[2]
+        );
+        assert!(
+            problems[3].starts_with("5:12: [store] replicas"),
+            "{}",
+            problems[3]
+        );
+        assert!(
+            problems[4].starts_with(
+                "6:1: unknown key `replika` in [store] (hint: did you mean `replica`?"
+            ),
+            "{}",
+            problems[4]
+        );
+        let fine = "[store]\nurl = \"postgres://portico:${PW}@127.0.0.1:5432/portico\"\npool_size = 4\nreplica = \"gw-1\"\nreplicas = 2\n";
+        assert_eq!(check(fine), vec![]);
+        let config: crate::Config = crate::parse("t", fine).unwrap();
+        assert_eq!(
+            (
+                config.store.pool_size(),
+                config.store.replicas(),
+                config.store.replica.as_deref()
+            ),
+            (4, 2, Some("gw-1"))
+        );
+        let default = crate::Config::default().store;
+        assert_eq!(
+            (
+                default.url.as_deref(),
+                default.pool_size(),
+                default.replicas()
+            ),
+            (None, 8, 1)
+        );
     }
 
     #[test]

@@ -43,6 +43,71 @@ pub struct Config {
     /// OpenTelemetry traces; off unless `otlp_endpoint` is set.
     #[serde(default)]
     pub telemetry: TelemetrySection,
+    /// Where Portico keeps its state; the embedded SQLite file unless `url` is set.
+    #[serde(default)]
+    pub store: StoreSection,
+}
+
+/// `[store]`: where the state lives (A2A tasks, conversations, memory, the audit log, approvals,
+/// tool pins). Read when the process starts (a reload does not change it). Without `url`, one SQLite
+/// file in the data directory, for one process. With `url`, a PostgreSQL database that several
+/// `portico serve` replicas share behind a load balancer (docs/replicas.md).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (or `postgresql://`). `${VAR}` is expanded, so
+    /// the password can stay in the environment. Never logged with its password.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Connections each replica keeps to the database (default 8, at most 256).
+    #[serde(default)]
+    pub pool_size: Option<usize>,
+    /// This replica's name: it owns the A2A tasks it runs (their leases), prefixes the MCP session
+    /// ids it issues, and is shown by `/api/health`. Letters, digits, `-` and `_`, at most 32.
+    /// Default: the host name and the process id. `${VAR}` is expanded.
+    #[serde(default)]
+    pub replica: Option<String>,
+    /// How many replicas share the configured rate limits: each replica enforces 1/N of every rate
+    /// and burst (at least 1 call), so N replicas together admit about what one would (default 1).
+    #[serde(default)]
+    pub replicas: Option<u32>,
+}
+
+/// The default `[store] pool_size`.
+pub const DEFAULT_STORE_POOL_SIZE: usize = 8;
+/// The largest `[store] pool_size`.
+pub const MAX_STORE_POOL_SIZE: usize = 256;
+/// The longest `[store] replica` name.
+pub const MAX_REPLICA_NAME: usize = 32;
+
+impl StoreSection {
+    /// The pool size, defaulted.
+    pub fn pool_size(&self) -> usize {
+        self.pool_size
+            .unwrap_or(DEFAULT_STORE_POOL_SIZE)
+            .clamp(1, MAX_STORE_POOL_SIZE)
+    }
+
+    /// How many replicas share the rate limits, defaulted.
+    pub fn replicas(&self) -> u32 {
+        self.replicas.unwrap_or(1).max(1)
+    }
+}
+
+/// What is wrong with a replica name, if anything.
+pub fn replica_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("is empty")
+    } else if name.len() > MAX_REPLICA_NAME {
+        Some("is longer than 32 characters")
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        Some("may hold only letters, digits, `-` and `_`")
+    } else {
+        None
+    }
 }
 
 /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP. Read when the process starts (a reload does

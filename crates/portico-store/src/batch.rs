@@ -627,7 +627,9 @@ impl BatchWriter {
         earlier: Vec<EarlierStatus>,
         limits: TaskLimits,
     ) -> impl Future<Output = Result<(), StoreError>> + use<> {
-        self.submit(move |store, conn| store.insert_task(conn.legacy_sqlite(), &task, &earlier, &limits))
+        self.submit(move |store, conn| {
+            store.insert_task(conn.legacy_sqlite(), &task, &earlier, &limits)
+        })
     }
 
     /// [`Store::check_room_for_task`], in queue order with the writes (so it sees every creation
@@ -636,7 +638,11 @@ impl BatchWriter {
         &self,
         limits: TaskLimits,
     ) -> impl Future<Output = Result<(), StoreError>> + use<> {
-        self.submit(move |store, conn| store.room_for_task(conn.legacy_sqlite(), &limits).map(|_| ()))
+        self.submit(move |store, conn| {
+            store
+                .room_for_task(conn.legacy_sqlite(), &limits)
+                .map(|_| ())
+        })
     }
 
     /// [`Store::update_task`], group-committed.
@@ -658,7 +664,8 @@ impl BatchWriter {
         first: crate::NewMessage,
     ) -> impl Future<Output = Result<Conversation, StoreError>> + use<> {
         self.submit(move |store, conn| {
-            let conversation = store.insert_conversation(conn.legacy_sqlite(), &agent, owner.as_deref())?;
+            let conversation =
+                store.insert_conversation(conn.legacy_sqlite(), &agent, owner.as_deref())?;
             store
                 .insert_message(conn.legacy_sqlite(), &conversation.id, &first)
                 .map(|(_, conversation)| conversation)
@@ -784,7 +791,12 @@ mod tests {
             let first = writer.create_task(task("t1"), TaskLimits::default());
             // Writes part of its work, then fails: none of it may stay.
             let failing = writer.submit(|store, conn| -> Result<(), StoreError> {
-                store.insert_task(conn.legacy_sqlite(), &task("t2"), &[], &TaskLimits::default())?;
+                store.insert_task(
+                    conn.legacy_sqlite(),
+                    &task("t2"),
+                    &[],
+                    &TaskLimits::default(),
+                )?;
                 store.apply_task_update(conn.legacy_sqlite(), "missing", &completed())?;
                 Ok(())
             });

@@ -317,7 +317,9 @@ impl<'c> Db<'c> {
         let changed = match self.conn {
             Conn::Sqlite(conn) => conn
                 .prepare_cached(sql)?
-                .execute(rusqlite::params_from_iter(params.iter().map(|p| p.to_param())))?,
+                .execute(rusqlite::params_from_iter(
+                    params.iter().map(|p| p.to_param()),
+                ))?,
             Conn::Postgres(conn) => conn.execute(sql, params)?,
         };
         if changed > 0 {
@@ -336,8 +338,9 @@ impl<'c> Db<'c> {
         let rows = match self.conn {
             Conn::Sqlite(conn) => {
                 let mut statement = conn.prepare_cached(sql)?;
-                let mut rows = statement
-                    .query(rusqlite::params_from_iter(params.iter().map(|p| p.to_param())))?;
+                let mut rows = statement.query(rusqlite::params_from_iter(
+                    params.iter().map(|p| p.to_param()),
+                ))?;
                 let mut out = Vec::new();
                 while let Some(row) = rows.next()? {
                     out.push(each(&Row::Sqlite(row))?);
@@ -419,7 +422,14 @@ mod tests {
         let none: Option<&str> = None;
         assert_eq!(
             bound(params![7_i64, "x", true, none, Some(3_u32), vec![1_u8, 2]]),
-            ["Int(7)", "Text(\"x\")", "Int(1)", "Null", "Int(3)", "Blob([1, 2])"]
+            [
+                "Int(7)",
+                "Text(\"x\")",
+                "Int(1)",
+                "Null",
+                "Int(3)",
+                "Blob([1, 2])"
+            ]
         );
     }
 

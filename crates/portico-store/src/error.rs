@@ -70,6 +70,26 @@ pub enum StoreError {
     },
 
     #[error(
+        "the shared secret {name:?} in the store {path} is {length} bytes long, not 32; another program changed it: \
+         delete its row from shared_secrets (older audit digests then stop matching)"
+    )]
+    SharedSecret {
+        path: PathBuf,
+        name: String,
+        length: usize,
+    },
+
+    #[error(
+        "another live Portico process is replica {name:?} of the store {path} (its heartbeat is {seen_ms_ago} ms old); \
+         give each replica its own [store] replica name, or leave it out for the host name and process id"
+    )]
+    ReplicaNameTaken {
+        path: PathBuf,
+        name: String,
+        seen_ms_ago: i64,
+    },
+
+    #[error(
         "conversation {id:?} not found in the store {path}; create it with create_conversation or check the id"
     )]
     ConversationNotFound { path: PathBuf, id: String },

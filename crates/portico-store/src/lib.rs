@@ -30,6 +30,7 @@ mod memory;
 mod migrations;
 mod pins;
 mod private;
+mod replicas;
 mod tasks;
 #[doc(hidden)]
 pub mod testing;
@@ -60,6 +61,7 @@ pub use pins::ToolPin;
 /// The state a task record is in: the domain's, re-exported so callers of the store need no other import.
 pub use portico_core::TaskState;
 pub use private::load_or_create_secret;
+pub use replicas::{REPLICA_HEARTBEAT, REPLICA_LEASE, ReplicaRecord};
 pub use tasks::{
     DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, EarlierStatus, MAX_TASK_PAGE_SIZE, StatusChange,
     TaskLimits, TaskPage, TaskQuery, TaskRecord, TaskStatusUpdate, TaskUpdate,
@@ -155,7 +157,8 @@ impl Store {
     /// without a data directory.
     pub fn open_in_memory() -> Result<Store, StoreError> {
         let label = PathBuf::from(":memory:");
-        let conn = Connection::open_in_memory().map_err(|source| open_error(&label, source.into()))?;
+        let conn =
+            Connection::open_in_memory().map_err(|source| open_error(&label, source.into()))?;
         Self::finish_sqlite_open(conn, None, label, None)
     }
 
@@ -169,13 +172,18 @@ impl Store {
             reason: db::pg::describe(&error),
         })?;
         let label = PathBuf::from(redact_url(url));
-        let pool =
-            db::pg::Pool::connect(config, pool_size).map_err(|source| open_error(&label, source))?;
+        let pool = db::pg::Pool::connect(config, pool_size)
+            .map_err(|source| open_error(&label, source))?;
         {
             let conn = pool.get().map_err(|source| open_error(&label, source))?;
             migrations::migrate_postgres(&conn, &label, migrations::MIGRATIONS)?;
         }
-        Ok(Self::from_backend(Backend::Postgres(pool), None, label, None))
+        Ok(Self::from_backend(
+            Backend::Postgres(pool),
+            None,
+            label,
+            None,
+        ))
     }
 
     fn finish_sqlite_open(
@@ -260,7 +268,9 @@ impl Store {
     fn conn(&self) -> MutexGuard<'_, Connection> {
         match &self.inner.backend {
             Backend::Sqlite(conn) => lock_sqlite(conn),
-            Backend::Postgres(_) => unreachable!("a SQLite-only statement ran on a PostgreSQL store"),
+            Backend::Postgres(_) => {
+                unreachable!("a SQLite-only statement ran on a PostgreSQL store")
+            }
         }
     }
 

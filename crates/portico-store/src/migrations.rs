@@ -171,6 +171,23 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE approvals ADD COLUMN on_behalf_of TEXT;
     ALTER TABLE conversations ADD COLUMN owner TEXT;
     "#,
+    // 7: several replicas on one store (see `replicas`): each replica's heartbeat, the secrets every
+    // replica must agree on (the audit digest key), and the replica running each A2A task, whose
+    // lease is that replica's heartbeat. NULL for tasks stored before, and for tasks no run drives.
+    r#"
+    CREATE TABLE replicas (
+        name            TEXT    NOT NULL PRIMARY KEY,
+        incarnation     TEXT    NOT NULL,
+        started_at_ms   INTEGER NOT NULL,
+        heartbeat_at_ms INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE shared_secrets (
+        name   TEXT NOT NULL PRIMARY KEY,
+        secret BLOB NOT NULL
+    ) STRICT;
+    ALTER TABLE a2a_tasks ADD COLUMN runner TEXT;
+    CREATE INDEX a2a_tasks_by_runner ON a2a_tasks (runner, state);
+    "#,
 ];
 
 /// The number of migrations applied to the database `db` talks to.
@@ -258,8 +275,12 @@ pub(crate) fn migrate_postgres(
         }
     };
     let db = Db::postgres(conn);
-    db.query_one("SELECT pg_advisory_lock(?1)", params![MIGRATION_LOCK], |_| Ok(()))
-        .map_err(migration_error(0))?;
+    db.query_one(
+        "SELECT pg_advisory_lock(?1)",
+        params![MIGRATION_LOCK],
+        |_| Ok(()),
+    )
+    .map_err(migration_error(0))?;
     let result = (|| {
         db.execute_batch(
             "CREATE TABLE IF NOT EXISTS portico_schema_version (version BIGINT NOT NULL); \
@@ -284,7 +305,10 @@ pub(crate) fn migrate_postgres(
             let step = db
                 .execute_batch(&postgres_ddl(migrations[found as usize]))
                 .and_then(|()| {
-                    db.execute("UPDATE portico_schema_version SET version = ?1", params![next])
+                    db.execute(
+                        "UPDATE portico_schema_version SET version = ?1",
+                        params![next],
+                    )
                 })
                 .and_then(|_| conn.commit());
             if let Err(error) = step {
@@ -294,7 +318,11 @@ pub(crate) fn migrate_postgres(
             tracing::debug!(store = %label.display(), version = next, "applied store migration");
         }
     })();
-    let unlocked = db.query_one("SELECT pg_advisory_unlock(?1)", params![MIGRATION_LOCK], |_| Ok(()));
+    let unlocked = db.query_one(
+        "SELECT pg_advisory_unlock(?1)",
+        params![MIGRATION_LOCK],
+        |_| Ok(()),
+    );
     let () = result?;
     unlocked.map_err(migration_error(supported))
 }

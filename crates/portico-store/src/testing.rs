@@ -14,7 +14,10 @@ pub const POSTGRES_URL_VAR: &str = "PORTICO_TEST_POSTGRES_URL";
 /// is configured and none is required.
 pub fn postgres_store() -> Option<Store> {
     let url = postgres_test_url()?;
-    Some(Store::open_postgres(&url, 4).unwrap_or_else(|error| panic!("opening the test store: {error}")))
+    Some(
+        Store::open_postgres(&url, 4)
+            .unwrap_or_else(|error| panic!("opening the test store: {error}")),
+    )
 }
 
 /// A URL for a fresh, empty schema of the test server (every connection made with it uses that
@@ -26,7 +29,9 @@ pub fn postgres_test_url() -> Option<String> {
             "PORTICO_REQUIRE_POSTGRES=1 but {POSTGRES_URL_VAR} is not set; run the tests through scripts/test, \
              or start a server with scripts/pg-test-cluster"
         );
-        eprintln!("skipped: {POSTGRES_URL_VAR} is not set (scripts/pg-test-cluster starts a server)");
+        eprintln!(
+            "skipped: {POSTGRES_URL_VAR} is not set (scripts/pg-test-cluster starts a server)"
+        );
         return None;
     };
     let schema = format!("t_{:016x}", rand::random::<u64>());
@@ -47,7 +52,9 @@ fn create_schema(base: &str, schema: &str) {
                 runtime.block_on(async {
                     let (client, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls)
                         .await
-                        .unwrap_or_else(|error| panic!("connecting to {POSTGRES_URL_VAR}: {error}"));
+                        .unwrap_or_else(|error| {
+                            panic!("connecting to {POSTGRES_URL_VAR}: {error}")
+                        });
                     let driver = tokio::spawn(connection);
                     client
                         .batch_execute(&format!("CREATE SCHEMA {schema}"))

@@ -247,8 +247,8 @@ impl Pool {
     }
 
     fn give_back(&self, conn: PgConn) {
-        let reusable = !conn.client.is_closed()
-            && (!conn.in_transaction.get() || conn.rollback().is_ok());
+        let reusable =
+            !conn.client.is_closed() && (!conn.in_transaction.get() || conn.rollback().is_ok());
         let mut state = self.lock();
         if reusable {
             state.idle.push(conn);
@@ -282,7 +282,9 @@ pub(crate) struct Pooled<'p> {
 impl std::ops::Deref for Pooled<'_> {
     type Target = PgConn;
     fn deref(&self) -> &PgConn {
-        self.conn.as_ref().expect("a pooled connection is present until dropped")
+        self.conn
+            .as_ref()
+            .expect("a pooled connection is present until dropped")
     }
 }
 
@@ -477,7 +479,9 @@ mod tests {
     #[test]
     fn parameters_are_renumbered_outside_quotes() {
         assert_eq!(
-            renumber_parameters("SELECT a FROM t WHERE b = ?1 AND c = ?12 AND d = '?3' AND \"?4\" = ?2"),
+            renumber_parameters(
+                "SELECT a FROM t WHERE b = ?1 AND c = ?12 AND d = '?3' AND \"?4\" = ?2"
+            ),
             "SELECT a FROM t WHERE b = $1 AND c = $12 AND d = '?3' AND \"?4\" = $2"
         );
         assert_eq!(
