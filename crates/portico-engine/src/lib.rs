@@ -30,11 +30,13 @@ use portico_pipeline::{
 use portico_store::{AuditWriter, Store};
 
 mod events;
+mod replica;
 mod tool_sources;
 mod upstreams;
 
 pub use events::{ApprovalChange, EVENT_CAPACITY, EngineEvent, Events, TaskChange};
 pub use portico_hub::{ListKind, ServerChanges};
+pub use replica::Replica;
 pub use tool_sources::ToolOriginKind;
 pub use upstreams::{ServerActionError, Upstreams, UpstreamsError};
 
@@ -61,7 +63,13 @@ pub enum EngineError {
     Policies(#[from] portico_pipeline::RuleError),
     #[error("built-in tools: {0}")]
     Builtins(#[from] portico_builtins::BuiltinError),
+    #[error("{0}")]
+    Replica(String),
 }
+
+/// The name under which replicas sharing a store keep the audit digest key (see
+/// `Store::shared_secret`): one key for all, so a call digests alike through every replica.
+const AUDIT_KEY_SECRET: &str = "audit-digest-key";
 
 /// A running Portico. Cheap to clone.
 #[derive(Clone)]
@@ -72,6 +80,8 @@ pub struct Engine {
     pipeline: Pipeline,
     agents: Arc<AgentRuntime>,
     store: Store,
+    /// This process among the replicas sharing the store.
+    replica: Replica,
     /// Built-ins and tools an embedder registers; served to every door.
     local: LocalTools,
     audit: AuditWriter,
@@ -176,7 +186,7 @@ impl Engine {
     /// usable at once. Must be called inside a tokio runtime.
     pub fn start(config: &Config, options: EngineOptions) -> Result<Engine, EngineError> {
         let metrics = Metrics::new();
-        let store = Store::open(&options.data_dir.join(STORE_FILE))?;
+        let (store, replica) = replica::open_store(&config.store, &options.data_dir, &options.env)?;
         store.set_metrics(metrics.clone());
         let audit = store.audit_writer();
         let events = Events::default();
@@ -204,8 +214,11 @@ impl Engine {
         });
         pipeline.set_audit(observed_audit.clone());
         pipeline.set_metrics(metrics.clone());
-        let audit_key =
-            portico_store::load_or_create_secret(&options.data_dir.join(AUDIT_KEY_FILE))?;
+        let audit_key = if replica.shared() {
+            store.shared_secret(AUDIT_KEY_SECRET, rand::random())?
+        } else {
+            portico_store::load_or_create_secret(&options.data_dir.join(AUDIT_KEY_FILE))?
+        };
         pipeline.set_audit_key(AuditKey::new(audit_key));
         let taint = match policy.taint.as_str() {
             "off" => TaintMode::Off,
@@ -310,6 +323,7 @@ impl Engine {
         events.follow_servers(&hub);
         Ok(Engine {
             events,
+            replica,
             remote_agents,
             upstreams: Upstreams::new(hub.clone()),
             hub,
@@ -413,6 +427,11 @@ impl Engine {
         &self.store
     }
 
+    /// This process among the replicas sharing the store: its name, whether the store is shared.
+    pub fn replica(&self) -> &Replica {
+        &self.replica
+    }
+
     /// Built-ins and tools an embedder registers (host tools); served to every door through the
     /// pipeline.
     pub fn local_tools(&self) -> &LocalTools {
@@ -487,6 +506,7 @@ impl Engine {
             tracing::warn!("some servers did not stop within 30s");
         }
         self.audit.flush().await;
+        self.replica.leave(&self.store).await;
     }
 
     /// Waits until every audit record made so far is written.

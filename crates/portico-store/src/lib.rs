@@ -94,6 +94,9 @@ struct Inner {
     metrics: OnceLock<portico_metrics::Metrics>,
     /// The audit chain's head within the transaction appending records (see `audit::chain`).
     audit_head: Mutex<audit::ChainHead>,
+    /// The replica this process is among those sharing the store (the runner it records on the
+    /// A2A tasks it writes); set once, by the engine.
+    replica: OnceLock<String>,
     /// Background WAL checkpoints; `None` for an in-memory store (or if the thread could not start).
     checkpointer: Option<checkpoint::Checkpointer>,
 }
@@ -226,6 +229,7 @@ impl Store {
                 committed_batches: AtomicU64::new(0),
                 metrics: OnceLock::new(),
                 audit_head: Mutex::default(),
+                replica: OnceLock::new(),
                 checkpointer,
             }),
         }
@@ -235,6 +239,17 @@ impl Store {
     /// once; a second handle is ignored.
     pub fn set_metrics(&self, metrics: portico_metrics::Metrics) {
         let _ = self.inner.metrics.set(metrics);
+    }
+
+    /// Names the replica this process is (`[store] replica`): the A2A tasks it writes are recorded
+    /// as run by it. Set once; a second name is ignored.
+    pub fn set_replica(&self, name: &str) {
+        let _ = self.inner.replica.set(name.to_string());
+    }
+
+    /// The replica this process is, if named.
+    pub fn replica(&self) -> Option<&str> {
+        self.inner.replica.get().map(String::as_str)
     }
 
     /// The file backing the store; `None` for an in-memory or a PostgreSQL store.

@@ -1,0 +1,228 @@
+//! This process as one replica of its store: which store it opens (`[store]`), the name it goes by
+//! there, and, on a shared (PostgreSQL) store, the heartbeat that is its lease on the A2A tasks it
+//! runs. A replica whose heartbeat stops for [`portico_store::REPLICA_LEASE`] is dead to the others,
+//! which then settle its tasks.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use portico_config::{StoreSection, replica_name_problem};
+use portico_store::{REPLICA_HEARTBEAT, Store};
+use tokio_util::sync::CancellationToken;
+
+use crate::{EngineError, EnvLookup, STORE_FILE};
+
+/// Who this process is among the replicas of its store.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    inner: Arc<ReplicaInner>,
+}
+
+#[derive(Debug)]
+struct ReplicaInner {
+    name: String,
+    /// Unique to this process: tells a restarted replica of the same name from a live duplicate.
+    incarnation: String,
+    /// Whether the store is shared with other processes (PostgreSQL), so heartbeats matter.
+    shared: bool,
+    /// Ends the heartbeat at shutdown.
+    stop: CancellationToken,
+}
+
+impl Replica {
+    /// This replica's name: `[store] replica` (expanded) or the host name and process id.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Whether other processes share the store (PostgreSQL).
+    pub fn shared(&self) -> bool {
+        self.inner.shared
+    }
+
+    /// The name under `[store]`, checked, or the default one.
+    fn named(
+        section: &StoreSection,
+        env: &EnvLookup,
+        shared: bool,
+    ) -> Result<Replica, EngineError> {
+        let name = match &section.replica {
+            Some(raw) => portico_config::expand_vars(raw, env).map_err(|error| {
+                EngineError::Replica(format!("[store] replica `{raw}`: {error}"))
+            })?,
+            None => default_name(),
+        };
+        if let Some(problem) = replica_name_problem(&name) {
+            return Err(EngineError::Replica(format!(
+                "[store] replica `{name}` {problem}; use letters, digits, `-` and `_`, at most 32"
+            )));
+        }
+        Ok(Replica {
+            inner: Arc::new(ReplicaInner {
+                name,
+                incarnation: format!("{:032x}", rand::random::<u128>()),
+                shared,
+                stop: CancellationToken::new(),
+            }),
+        })
+    }
+
+    /// Writes the first heartbeat (refused if a live process already goes by this name), then one
+    /// every [`REPLICA_HEARTBEAT`] in the background until [`Replica::leave`].
+    fn start_heartbeat(&self, store: &Store) -> Result<(), EngineError> {
+        if !self.shared() {
+            return Ok(());
+        }
+        store.replica_heartbeat(self.name(), &self.inner.incarnation)?;
+        let replica = self.clone();
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(REPLICA_HEARTBEAT);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await;
+            loop {
+                tokio::select! {
+                    () = replica.inner.stop.cancelled() => return,
+                    _ = every.tick() => {}
+                }
+                let (store, name, incarnation) = (
+                    store.clone(),
+                    replica.name().to_string(),
+                    replica.inner.incarnation.clone(),
+                );
+                let written = tokio::task::spawn_blocking(move || {
+                    store.replica_heartbeat(&name, &incarnation)
+                })
+                .await;
+                match written {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => {
+                        tracing::error!(replica = %replica.name(), %error, "the replica's heartbeat was not written; other replicas will fail its A2A tasks once its lease runs out")
+                    }
+                    Err(error) => tracing::error!(%error, "the replica's heartbeat task failed"),
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Stops the heartbeat and removes this replica from the store, at a clean shutdown (after its
+    /// tasks are settled), so the others need not wait for its lease to run out.
+    pub(crate) async fn leave(&self, store: &Store) {
+        self.inner.stop.cancel();
+        if !self.shared() {
+            return;
+        }
+        let (store, name, incarnation) = (
+            store.clone(),
+            self.name().to_string(),
+            self.inner.incarnation.clone(),
+        );
+        let left =
+            tokio::task::spawn_blocking(move || store.replica_leave(&name, &incarnation)).await;
+        if let Ok(Err(error)) = left {
+            tracing::warn!(%error, "could not remove this replica from the store; the others will find its lease run out");
+        }
+    }
+}
+
+/// Opens the store `[store]` names (PostgreSQL at `url`, or the SQLite file in `data_dir`) and
+/// makes this process a replica of it, writing its first heartbeat on a shared store.
+pub(crate) fn open_store(
+    section: &StoreSection,
+    data_dir: &Path,
+    env: &EnvLookup,
+) -> Result<(Store, Replica), EngineError> {
+    let store = match &section.url {
+        Some(raw) => {
+            // The expansion's own error could quote the URL, password and all.
+            let url = portico_config::expand_vars(raw, env).map_err(|error| match error {
+                portico_config::ExpandError::Missing(var) => EngineError::Replica(format!(
+                    "[store] url refers to ${{{var}}}, which is not set; export it before starting Portico"
+                )),
+                _ => EngineError::Replica(
+                    "[store] url has an unterminated `${`; write `${NAME}`".to_string(),
+                ),
+            })?;
+            Store::open_postgres(&url, section.pool_size())?
+        }
+        None => Store::open(&data_dir.join(STORE_FILE))?,
+    };
+    let replica = Replica::named(section, env, section.url.is_some())?;
+    replica.start_heartbeat(&store)?;
+    store.set_replica(replica.name());
+    Ok((store, replica))
+}
+
+/// The host name (its first label, cut to 20 characters, other characters than letters, digits,
+/// `-` and `_` dropped) and the process id: unique among the processes of a host, and telling
+/// which host a replica runs on.
+fn default_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(20)
+        .collect();
+    let host = if host.is_empty() {
+        "portico".to_string()
+    } else {
+        host
+    };
+    format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_name_is_a_valid_one_with_the_pid() {
+        let name = default_name();
+        assert_eq!(replica_name_problem(&name), None, "{name}");
+        assert!(
+            name.ends_with(&format!("-{}", std::process::id())),
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn a_configured_name_is_expanded_and_checked() {
+        let env: EnvLookup = Box::new(|var| (var == "POD").then(|| "gw-7".to_string()));
+        let section = StoreSection {
+            replica: Some("${POD}".into()),
+            ..StoreSection::default()
+        };
+        assert_eq!(Replica::named(&section, &env, true).unwrap().name(), "gw-7");
+        let bad = StoreSection {
+            replica: Some("gw 7".into()),
+            ..StoreSection::default()
+        };
+        let err = Replica::named(&bad, &env, true).unwrap_err().to_string();
+        assert!(
+            err.contains("[store] replica `gw 7` may hold only"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_store_url_naming_a_missing_variable_is_refused_without_echoing_it() {
+        let env: EnvLookup = Box::new(|_| None);
+        let section = StoreSection {
+            url: Some("postgres://portico:hunter2@db/${DB}".into()),
+            ..StoreSection::default()
+        };
+        let err = open_store(&section, Path::new("/nonexistent"), &env)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("${DB}"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
