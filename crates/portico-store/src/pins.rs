@@ -3,11 +3,11 @@
 //! approval requests a changed definition makes (rows of the approvals table, see `approvals`).
 //!
 //! A pin changes only with an approved `definition` request for exactly the new digest, and the
-//! request is consumed in the same transaction, so one approval repins once.
-
-use rusqlite::{OptionalExtension, Row, params};
+//! request is consumed in the same transaction, so one approval repins once, whichever replica
+//! uses it.
 
 use crate::approvals::{COLUMNS, SAME_BINDING, record_from_row};
+use crate::db::{DbError, Row, ToParam, params};
 use crate::{
     ApprovalBinding, ApprovalKind, ApprovalLimits, ApprovalRecord, NewApproval, Requested, Store,
     StoreError,
@@ -26,7 +26,7 @@ pub struct ToolPin {
     pub pinned_at_ms: i64,
 }
 
-fn pin_from_row(row: &Row<'_>) -> rusqlite::Result<ToolPin> {
+fn pin_from_row(row: &Row<'_>) -> Result<ToolPin, DbError> {
     Ok(ToolPin {
         server: row.get(0)?,
         tool: row.get(1)?,
@@ -39,45 +39,42 @@ fn pin_from_row(row: &Row<'_>) -> rusqlite::Result<ToolPin> {
 impl Store {
     /// Every pin, by server and tool.
     pub fn tool_pins(&self) -> Result<Vec<ToolPin>, StoreError> {
-        self.conn()
-            .prepare_cached(
+        self.with_db("reading tool pins", |db| {
+            db.query_map(
                 "SELECT server, tool, digest, definition, pinned_at_ms FROM tool_pins \
                  ORDER BY server, tool",
+                params![],
+                pin_from_row,
             )
-            .and_then(|mut stmt| stmt.query_map([], pin_from_row)?.collect())
-            .map_err(self.sql_error("reading tool pins"))
+        })
     }
 
     /// Pins a tool seen for the first time. Returns the pin that stands: `pin` if there was none,
-    /// else the one already stored (another process may have pinned it first), unchanged.
+    /// else the one already stored (another replica may have pinned it first), unchanged.
     pub fn tool_pin_first(&self, pin: &ToolPin) -> Result<(ToolPin, bool), StoreError> {
-        self.in_sqlite_transaction("pinning a tool", |conn| {
-            let sql_error = self.sql_error("pinning a tool");
-            let inserted = conn
-                .prepare_cached(
-                    "INSERT INTO tool_pins (server, tool, digest, definition, pinned_at_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (server, tool) DO NOTHING",
-                )
-                .and_then(|mut stmt| {
-                    stmt.execute(params![
-                        pin.server,
-                        pin.tool,
-                        pin.digest,
-                        pin.definition,
-                        pin.pinned_at_ms
-                    ])
-                })
-                .map_err(sql_error)?;
+        // `ON CONFLICT DO NOTHING` rather than an insert that may fail: on PostgreSQL a failed
+        // statement would abort the transaction the read after it needs.
+        self.in_db_transaction("pinning a tool", |db| {
+            let inserted = db.execute(
+                "INSERT INTO tool_pins (server, tool, digest, definition, pinned_at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (server, tool) DO NOTHING",
+                params![
+                    pin.server,
+                    pin.tool,
+                    pin.digest,
+                    pin.definition,
+                    pin.pinned_at_ms
+                ],
+            )?;
             if inserted == 1 {
                 return Ok((pin.clone(), true));
             }
-            let stored = conn
-                .prepare_cached(
-                    "SELECT server, tool, digest, definition, pinned_at_ms FROM tool_pins \
-                     WHERE server = ?1 AND tool = ?2",
-                )
-                .and_then(|mut stmt| stmt.query_row(params![pin.server, pin.tool], pin_from_row))
-                .map_err(self.sql_error("pinning a tool"))?;
+            let stored = db.query_one(
+                "SELECT server, tool, digest, definition, pinned_at_ms FROM tool_pins \
+                 WHERE server = ?1 AND tool = ?2",
+                params![pin.server, pin.tool],
+                pin_from_row,
+            )?;
             Ok((stored, false))
         })
     }
@@ -106,9 +103,8 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
         self.definition_query(
-            binding,
-            "status = 'approved' AND expires_at_ms > ?6",
-            now_ms,
+            "status = 'approved' AND expires_at_ms > ?7",
+            &binding.params_at(&now_ms),
         )
     }
 
@@ -119,68 +115,64 @@ impl Store {
         &self,
         binding: &ApprovalBinding,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.definition_query(binding, "status = 'denied' AND ?6 = ?6", 0)
+        self.definition_query("status = 'denied'", &binding.params())
     }
 
+    /// The newest `definition` request matching [`SAME_BINDING`] and `condition`; `params` are the
+    /// binding's, and `now_ms` as ?7 when `condition` reads it.
     fn definition_query(
         &self,
-        binding: &ApprovalBinding,
         condition: &str,
-        now_ms: i64,
+        params: &[&dyn ToParam],
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.conn()
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM approvals WHERE {SAME_BINDING} AND kind = 'definition' \
-                 AND {condition} ORDER BY coalesce(decided_at_ms, created_at_ms) DESC LIMIT 1"
-            ))
-            .and_then(|mut stmt| {
-                stmt.query_row(binding.sql_params(&now_ms).as_slice(), record_from_row)
-                    .optional()
-            })
-            .map_err(self.sql_error("reading definition approvals"))
+        self.with_db("reading definition approvals", |db| {
+            db.query_opt(
+                &format!(
+                    "SELECT {COLUMNS} FROM approvals WHERE {SAME_BINDING} AND kind = 'definition' \
+                     AND {condition} ORDER BY coalesce(decided_at_ms, created_at_ms) DESC, id LIMIT 1"
+                ),
+                params,
+                record_from_row,
+            )
+        })
     }
 
     /// Moves `pin` to its new digest and definition by consuming the approved request `approval_id`,
     /// in one transaction: `None` (and no change) when that request is no longer approved and
-    /// unexpired (another process used it, or its time ran out).
+    /// unexpired (another replica used it, or its time ran out).
     pub fn tool_repin(
         &self,
         pin: &ToolPin,
         approval_id: &str,
         now_ms: i64,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.in_sqlite_transaction("repinning a tool", |conn| {
-            let consumed = conn
-                .prepare_cached(&format!(
+        self.in_db_transaction("repinning a tool", |db| {
+            let consumed = db.query_opt(
+                &format!(
                     "UPDATE approvals SET status = 'consumed', consumed_at_ms = ?2 \
                      WHERE id = ?1 AND kind = 'definition' AND status = 'approved' \
                        AND expires_at_ms > ?2 \
                      RETURNING {COLUMNS}"
-                ))
-                .and_then(|mut stmt| {
-                    stmt.query_row(params![approval_id, now_ms], record_from_row)
-                        .optional()
-                })
-                .map_err(self.sql_error("repinning a tool"))?;
+                ),
+                params![approval_id, now_ms],
+                record_from_row,
+            )?;
             if consumed.is_none() {
                 return Ok(None);
             }
-            conn.prepare_cached(
+            db.execute(
                 "INSERT INTO tool_pins (server, tool, digest, definition, pinned_at_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (server, tool) DO UPDATE SET \
                    digest = excluded.digest, definition = excluded.definition, \
                    pinned_at_ms = excluded.pinned_at_ms",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
+                params![
                     pin.server,
                     pin.tool,
                     pin.digest,
                     pin.definition,
                     pin.pinned_at_ms
-                ])
-            })
-            .map_err(self.sql_error("repinning a tool"))?;
+                ],
+            )?;
             Ok(consumed)
         })
     }
@@ -189,6 +181,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approvals::replicas;
+    use crate::both_backends;
     use crate::{ApprovalAnswer, ApprovalStatus, Decided};
 
     fn pin(digest: &str) -> ToolPin {
@@ -229,94 +223,142 @@ mod tests {
             .unwrap()
     }
 
-    #[test]
-    fn the_first_pin_stands_and_an_approved_definition_repins_once() {
-        let store = Store::open_in_memory().unwrap();
-        assert_eq!(store.tool_pin_first(&pin("a")).unwrap(), (pin("a"), true));
-        // A second first sighting (another digest) does not move the pin.
-        assert_eq!(store.tool_pin_first(&pin("b")).unwrap(), (pin("a"), false));
+    both_backends! {
+        fn the_first_pin_stands_and_an_approved_definition_repins_once(store) {
+            assert_eq!(store.tool_pin_first(&pin("a")).unwrap(), (pin("a"), true));
+            // A second first sighting (another digest) does not move the pin.
+            assert_eq!(store.tool_pin_first(&pin("b")).unwrap(), (pin("a"), false));
 
-        let Requested::Created(created) = request(&store, "b", 100) else {
-            panic!("not created")
-        };
-        assert_eq!(created.kind, ApprovalKind::Definition);
-        assert_eq!(created.arguments, "{}");
-        assert_eq!(
-            created.previous_definition.as_deref(),
-            Some(r#"{"description":"a"}"#)
-        );
-        assert_eq!(
-            created.new_definition.as_deref(),
-            Some(r#"{"description":"b"}"#)
-        );
-        // One pending request per tool and new digest.
-        assert_eq!(
-            request(&store, "b", 200),
-            Requested::Reused(created.clone())
-        );
-        let read = store.approval(&created.id).unwrap().unwrap();
-        assert_eq!(read, created);
+            let Requested::Created(created) = request(&store, "b", 100) else {
+                panic!("not created")
+            };
+            assert_eq!(created.kind, ApprovalKind::Definition);
+            assert_eq!(created.arguments, "{}");
+            assert_eq!(
+                created.previous_definition.as_deref(),
+                Some(r#"{"description":"a"}"#)
+            );
+            assert_eq!(
+                created.new_definition.as_deref(),
+                Some(r#"{"description":"b"}"#)
+            );
+            // One pending request per tool and new digest.
+            assert_eq!(
+                request(&store, "b", 200),
+                Requested::Reused(created.clone())
+            );
+            let read = store.approval(&created.id).unwrap().unwrap();
+            assert_eq!(read, created);
 
-        // Not approved yet: nothing to repin with.
-        assert_eq!(store.definition_approved(&binding("b"), 300).unwrap(), None);
-        assert_eq!(store.tool_repin(&pin("b"), &created.id, 300).unwrap(), None);
-        assert_eq!(store.tool_pins().unwrap(), vec![pin("a")]);
+            // Not approved yet: nothing to repin with.
+            assert_eq!(store.definition_approved(&binding("b"), 300).unwrap(), None);
+            assert_eq!(store.tool_repin(&pin("b"), &created.id, 300).unwrap(), None);
+            assert_eq!(store.tool_pins().unwrap(), vec![pin("a")]);
 
-        let Decided::Done(_) = store
-            .approval_decide(
-                &created.id,
-                &ApprovalAnswer::Approve,
-                "client:x",
-                "api",
-                400,
-                1_000,
-            )
-            .unwrap()
-        else {
-            panic!("not approved")
-        };
-        let approved = store
-            .definition_approved(&binding("b"), 500)
-            .unwrap()
-            .unwrap();
-        assert_eq!(approved.id, created.id);
-        let consumed = store
-            .tool_repin(&pin("b"), &created.id, 600)
-            .unwrap()
-            .unwrap();
-        assert_eq!(consumed.status, ApprovalStatus::Consumed);
-        assert_eq!(store.tool_pins().unwrap(), vec![pin("b")]);
-        // Used: a second repin with it does nothing.
-        assert_eq!(store.tool_repin(&pin("c"), &created.id, 700).unwrap(), None);
-        assert_eq!(store.tool_pins().unwrap(), vec![pin("b")]);
+            let Decided::Done(_) = store
+                .approval_decide(
+                    &created.id,
+                    &ApprovalAnswer::Approve,
+                    "client:x",
+                    "api",
+                    400,
+                    1_000,
+                )
+                .unwrap()
+            else {
+                panic!("not approved")
+            };
+            let approved = store
+                .definition_approved(&binding("b"), 500)
+                .unwrap()
+                .unwrap();
+            assert_eq!(approved.id, created.id);
+            let consumed = store
+                .tool_repin(&pin("b"), &created.id, 600)
+                .unwrap()
+                .unwrap();
+            assert_eq!(consumed.status, ApprovalStatus::Consumed);
+            assert_eq!(store.tool_pins().unwrap(), vec![pin("b")]);
+            // Used: a second repin with it does nothing.
+            assert_eq!(store.tool_repin(&pin("c"), &created.id, 700).unwrap(), None);
+            assert_eq!(store.tool_pins().unwrap(), vec![pin("b")]);
+        }
+    }
+
+    both_backends! {
+        fn a_denied_definition_stands_past_its_expiry(store) {
+            let Requested::Created(created) = request(&store, "b", 100) else {
+                panic!("not created")
+            };
+            store
+                .approval_decide(
+                    &created.id,
+                    &ApprovalAnswer::Deny {
+                        reason: Some("no".into()),
+                    },
+                    "client:x",
+                    "api",
+                    200,
+                    1_000,
+                )
+                .unwrap();
+            store.approvals_expire(10_000).unwrap();
+            let denial = store.definition_denial(&binding("b")).unwrap().unwrap();
+            assert_eq!(
+                (denial.id.as_str(), denial.status),
+                (created.id.as_str(), ApprovalStatus::Denied)
+            );
+            assert_eq!(store.definition_denial(&binding("c")).unwrap(), None);
+            // A call request's binding never matches a definition's query.
+            assert_eq!(store.definition_approved(&binding("b"), 300).unwrap(), None);
+        }
     }
 
     #[test]
-    fn a_denied_definition_stands_past_its_expiry() {
-        let store = Store::open_in_memory().unwrap();
-        let Requested::Created(created) = request(&store, "b", 100) else {
-            panic!("not created")
+    fn replicas_pinning_a_new_tool_at_once_keep_one_pin() {
+        let Some((a, b)) = replicas::two() else {
+            return;
         };
-        store
-            .approval_decide(
-                &created.id,
-                &ApprovalAnswer::Deny {
-                    reason: Some("no".into()),
-                },
-                "client:x",
-                "api",
-                200,
-                1_000,
-            )
+        let results = replicas::race([&a, &b], 6, |store, replica, thread| {
+            store
+                .tool_pin_first(&pin(&format!("r{replica}t{thread}")))
+                .unwrap()
+        });
+        let firsts: Vec<&ToolPin> = results
+            .iter()
+            .filter(|(_, first)| *first)
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(firsts.len(), 1, "{results:#?}");
+        // Everyone was given the pin that stands.
+        assert!(results.iter().all(|(p, _)| p == firsts[0]), "{results:#?}");
+        assert_eq!(b.tool_pins().unwrap(), vec![firsts[0].clone()]);
+    }
+
+    #[test]
+    fn replicas_repinning_with_one_approval_at_once_repin_once() {
+        let Some((a, b)) = replicas::two() else {
+            return;
+        };
+        a.tool_pin_first(&pin("a")).unwrap();
+        let id = request(&a, "b", 100).record().id.clone();
+        b.approval_decide(&id, &ApprovalAnswer::Approve, "client:x", "api", 200, 1_000)
             .unwrap();
-        store.approvals_expire(10_000).unwrap();
-        let denial = store.definition_denial(&binding("b")).unwrap().unwrap();
+        let results = replicas::race([&a, &b], 6, |store, replica, thread| {
+            let mut repinned = pin("b");
+            repinned.pinned_at_ms = i64::try_from(replica * 100 + thread).unwrap();
+            store
+                .tool_repin(&repinned, &id, 300)
+                .unwrap()
+                .map(|_| repinned)
+        });
+        let won: Vec<ToolPin> = results.into_iter().flatten().collect();
+        assert_eq!(won.len(), 1, "{won:#?}");
+        // The pin is the winner's, written once.
+        assert_eq!(a.tool_pins().unwrap(), won);
         assert_eq!(
-            (denial.id.as_str(), denial.status),
-            (created.id.as_str(), ApprovalStatus::Denied)
+            b.approval(&id).unwrap().unwrap().status,
+            ApprovalStatus::Consumed
         );
-        assert_eq!(store.definition_denial(&binding("c")).unwrap(), None);
-        // A call request's binding never matches a definition's query.
-        assert_eq!(store.definition_approved(&binding("b"), 300).unwrap(), None);
     }
 }
