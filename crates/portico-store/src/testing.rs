@@ -10,11 +10,17 @@ use crate::Store;
 /// The variable naming the test server.
 pub const POSTGRES_URL_VAR: &str = "PORTICO_TEST_POSTGRES_URL";
 
+/// How many connections the pool of a [`postgres_store`] opens at most.
+pub const POSTGRES_TEST_POOL_SIZE: usize = 4;
+
 /// A fresh store in a new schema of the test server, or `None` (the test is skipped) when no server
 /// is configured and none is required.
 pub fn postgres_store() -> Option<Store> {
     let url = postgres_test_url()?;
-    Some(Store::open_postgres(&url, 4).unwrap_or_else(|error| panic!("opening the test store: {error}")))
+    Some(
+        Store::open_postgres(&url, POSTGRES_TEST_POOL_SIZE)
+            .unwrap_or_else(|error| panic!("opening the test store: {error}")),
+    )
 }
 
 /// A URL for a fresh, empty schema of the test server (every connection made with it uses that
@@ -26,7 +32,9 @@ pub fn postgres_test_url() -> Option<String> {
             "PORTICO_REQUIRE_POSTGRES=1 but {POSTGRES_URL_VAR} is not set; run the tests through scripts/test, \
              or start a server with scripts/pg-test-cluster"
         );
-        eprintln!("skipped: {POSTGRES_URL_VAR} is not set (scripts/pg-test-cluster starts a server)");
+        eprintln!(
+            "skipped: {POSTGRES_URL_VAR} is not set (scripts/pg-test-cluster starts a server)"
+        );
         return None;
     };
     let schema = format!("t_{:016x}", rand::random::<u64>());
@@ -36,18 +44,21 @@ pub fn postgres_test_url() -> Option<String> {
 }
 
 fn create_schema(base: &str, schema: &str) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime for creating a test schema");
     std::thread::scope(|scope| {
-        // A thread of its own, so that this works from inside a test's runtime too.
+        // A thread of its own, so that this works from inside a test's runtime too (where a runtime
+        // may be neither entered nor dropped).
         scope
             .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime for creating a test schema");
                 runtime.block_on(async {
                     let (client, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls)
                         .await
-                        .unwrap_or_else(|error| panic!("connecting to {POSTGRES_URL_VAR}: {error}"));
+                        .unwrap_or_else(|error| {
+                            panic!("connecting to {POSTGRES_URL_VAR}: {error}")
+                        });
                     let driver = tokio::spawn(connection);
                     client
                         .batch_execute(&format!("CREATE SCHEMA {schema}"))
