@@ -627,9 +627,7 @@ impl BatchWriter {
         earlier: Vec<EarlierStatus>,
         limits: TaskLimits,
     ) -> impl Future<Output = Result<(), StoreError>> + use<> {
-        self.submit(move |store, conn| {
-            store.insert_task(conn.legacy_sqlite(), &task, &earlier, &limits)
-        })
+        self.submit(move |store, conn| store.insert_task(conn, &task, &earlier, &limits))
     }
 
     /// [`Store::check_room_for_task`], in queue order with the writes (so it sees every creation
@@ -638,11 +636,7 @@ impl BatchWriter {
         &self,
         limits: TaskLimits,
     ) -> impl Future<Output = Result<(), StoreError>> + use<> {
-        self.submit(move |store, conn| {
-            store
-                .room_for_task(conn.legacy_sqlite(), &limits)
-                .map(|_| ())
-        })
+        self.submit(move |store, conn| store.room_for_task(conn, &limits).map(|_| ()))
     }
 
     /// [`Store::update_task`], group-committed.
@@ -651,7 +645,7 @@ impl BatchWriter {
         id: String,
         update: TaskUpdate,
     ) -> impl Future<Output = Result<Option<i64>, StoreError>> + use<> {
-        self.submit(move |store, conn| store.apply_task_update(conn.legacy_sqlite(), &id, &update))
+        self.submit(move |store, conn| store.apply_task_update(conn, &id, &update))
     }
 
     /// [`Store::create_conversation`] (owned by `owner`, the client that started it) and
@@ -693,6 +687,28 @@ mod tests {
 
     use super::*;
     use crate::TaskStatusUpdate;
+    use crate::both_backends;
+
+    /// Keeps the writer thread from starting a transaction while held: on SQLite it holds the one
+    /// connection, on PostgreSQL every connection of the pool. Writes queued meanwhile wait behind
+    /// at most the one batch the thread already took.
+    #[allow(dead_code)] // Held for its drop only.
+    enum Stall<'s> {
+        Sqlite(std::sync::MutexGuard<'s, rusqlite::Connection>),
+        Postgres(Vec<crate::db::pg::Pooled<'s>>),
+    }
+
+    fn stall_writer(store: &Store) -> Stall<'_> {
+        match &store.inner.backend {
+            Backend::Sqlite(conn) => Stall::Sqlite(crate::lock_sqlite(conn)),
+            // As many as `testing::postgres_store` lets its pool open.
+            Backend::Postgres(pool) => Stall::Postgres(
+                (0..crate::testing::POSTGRES_TEST_POOL_SIZE)
+                    .map(|_| pool.get().unwrap())
+                    .collect(),
+            ),
+        }
+    }
 
     fn task(id: &str) -> TaskRecord {
         TaskRecord {
@@ -728,17 +744,13 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_creations_are_all_durable_and_share_transactions() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("portico.db");
-        let store = Store::open(&path).unwrap();
+    /// Creates 64 tasks at once through `store`, then checks through `reopen` (another process, or
+    /// this one after a kill -9) that every acknowledged task is there.
+    async fn concurrent_creations_case(store: Store, reopen: impl FnOnce(Store) -> Store) {
         let writer = store.batch_writer();
         let ids: Vec<String> = (0..64).map(|i| format!("t{i:02}")).collect();
-        // While the connection is held, the writer thread cannot commit: every creation is queued
-        // behind at most one batch it already took.
         let writes = {
-            let _held = store.conn();
+            let _stalled = stall_writer(&store);
             ids.iter()
                 .map(|id| writer.create_task(task(id), TaskLimits::default()))
                 .collect::<Vec<_>>()
@@ -751,10 +763,8 @@ mod tests {
             (1..=2).contains(&batches),
             "64 creations took {batches} transactions"
         );
-        // Acknowledged means committed: a second connection (another process, or this one after a
-        // kill -9) sees every task.
-        std::mem::forget(store);
-        let reopened = Store::open(&path).unwrap();
+        drop(writer);
+        let reopened = reopen(store);
         for id in &ids {
             let stored = reopened
                 .task(id)
@@ -766,9 +776,39 @@ mod tests {
         assert_eq!(reopened.task_count().unwrap(), (64, 64));
     }
 
-    #[tokio::test]
-    async fn writes_queued_together_run_in_order() {
-        let store = Store::open_in_memory().unwrap();
+    mod concurrent_creations_are_all_durable_and_share_transactions {
+        use super::*;
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn sqlite() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("portico.db");
+            let store = Store::open(&path).unwrap();
+            concurrent_creations_case(store, |store| {
+                // Not closed at all, as after kill -9.
+                std::mem::forget(store);
+                Store::open(&path).unwrap()
+            })
+            .await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn postgres() {
+            let Some(url) = crate::testing::postgres_test_url() else {
+                return;
+            };
+            let store =
+                Store::open_postgres(&url, crate::testing::POSTGRES_TEST_POOL_SIZE).unwrap();
+            concurrent_creations_case(store, |store| {
+                drop(store);
+                Store::open_postgres(&url, 1).unwrap()
+            })
+            .await;
+        }
+    }
+
+    both_backends! {
+    async fn writes_queued_together_run_in_order(store) {
         let writer = store.batch_writer();
         // Queued without awaiting: the update runs after the creation it depends on.
         let created = writer.create_task(task("t1"), TaskLimits::default());
@@ -781,23 +821,18 @@ mod tests {
         assert_eq!(stored.artifacts.len(), 1);
         assert_eq!(stored.metadata["portico"]["conversation_id"], "c_1");
     }
+    }
 
-    #[tokio::test]
-    async fn a_failing_write_rolls_back_alone() {
-        let store = Store::open_in_memory().unwrap();
+    both_backends! {
+    async fn a_failing_write_rolls_back_alone(store) {
         let writer = store.batch_writer();
         let (first, failing, last) = {
-            let _held = store.conn();
+            let _stalled = stall_writer(&store);
             let first = writer.create_task(task("t1"), TaskLimits::default());
             // Writes part of its work, then fails: none of it may stay.
             let failing = writer.submit(|store, conn| -> Result<(), StoreError> {
-                store.insert_task(
-                    conn.legacy_sqlite(),
-                    &task("t2"),
-                    &[],
-                    &TaskLimits::default(),
-                )?;
-                store.apply_task_update(conn.legacy_sqlite(), "missing", &completed())?;
+                store.insert_task(conn, &task("t2"), &[], &TaskLimits::default())?;
+                store.apply_task_update(conn, "missing", &completed())?;
                 Ok(())
             });
             let last = writer.update_task("t1".to_string(), completed());
@@ -817,6 +852,7 @@ mod tests {
             portico_core::TaskState::Completed
         );
         assert_eq!(store.task_count().unwrap(), (1, 0));
+    }
     }
 
     #[tokio::test]
@@ -861,9 +897,8 @@ mod tests {
         assert_eq!(summary, [(1, "user"), (2, "assistant")]);
     }
 
-    #[tokio::test]
-    async fn the_writer_thread_stops_with_the_store() {
-        let store = Store::open_in_memory().unwrap();
+    both_backends! {
+    async fn the_writer_thread_stops_with_the_store(store) {
         let writer = store.batch_writer();
         writer
             .create_task(task("t1"), TaskLimits::default())
@@ -874,6 +909,7 @@ mod tests {
         drop(store);
         // Between batches the thread holds only a weak handle, so nothing keeps the store alive.
         assert!(weak.upgrade().is_none());
+    }
     }
 
     #[tokio::test]
@@ -918,9 +954,8 @@ mod tests {
         assert_eq!(written.len(), 100);
     }
 
-    #[tokio::test]
-    async fn without_its_writer_thread_writes_fail_saying_so() {
-        let store = Store::open_in_memory().unwrap();
+    both_backends! {
+    async fn without_its_writer_thread_writes_fail_saying_so(store) {
         let jobs = Arc::new(JobQueue::new());
         jobs.close();
         let queue = Queue {
@@ -945,6 +980,7 @@ mod tests {
             .expect("a flush without a writer thread returns at once");
         assert_eq!(store.task("t1").unwrap(), None);
     }
+    }
 
     async fn futures_join<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
         let mut outputs = Vec::with_capacity(futures.len());
@@ -960,12 +996,11 @@ mod tests {
         future.poll(&mut cx).is_pending()
     }
 
-    #[tokio::test]
-    async fn a_stalled_writer_makes_awaited_writes_wait_instead_of_queueing() {
-        let store = Store::open_in_memory().unwrap();
+    both_backends! {
+    async fn a_stalled_writer_makes_awaited_writes_wait_instead_of_queueing(store) {
         store.set_queue_bound(4);
         let writer = store.batch_writer();
-        let held = store.conn();
+        let held = stall_writer(&store);
         // The writer thread cannot commit while the connection is held: it is stalled.
         let mut writes: Vec<_> = (0..10)
             .map(|i| Box::pin(writer.create_task(task(&format!("t{i}")), TaskLimits::default())))
@@ -986,6 +1021,7 @@ mod tests {
         for i in 0..10 {
             assert!(store.task(&format!("t{i}")).unwrap().is_some(), "t{i}");
         }
+    }
     }
 
     #[tokio::test]

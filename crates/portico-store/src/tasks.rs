@@ -11,13 +11,14 @@
 //! enum name (the same column values as before the type existed). The store does not police
 //! transitions (a finished task can be written to); that is the server's business.
 
-use rusqlite::types::Value as SqlValue;
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params, params_from_iter};
+use std::collections::HashMap;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use portico_core::TaskState;
 
+use crate::db::{Db, DbError, Dialect, Row, ToParam, params};
 use crate::{Store, StoreError, now_ms};
 
 /// The states from which a task never moves on; only tasks in these states are ever evicted.
@@ -179,6 +180,17 @@ pub struct TaskPage {
 const TASK_COLUMNS: &str = "id, context_id, owner, agent, state, status, artifacts, metadata, \
                             created_at_ms, updated_at_ms";
 
+/// The task id as the cursors, eviction and listings order it: byte by byte on both databases, so
+/// that a page token means the same position whichever replica (and database) reads it. SQLite
+/// compares text bytewise already (and its indexes are built so); PostgreSQL would use the
+/// database's collation, which depends on the locale the server was initialised with.
+fn ordered_id(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "id",
+        Dialect::Postgres => "id COLLATE \"C\"",
+    }
+}
+
 /// A task row and its messages as stored, so that JSON is parsed after the connection is released.
 struct RawTask {
     id: String,
@@ -194,7 +206,7 @@ struct RawTask {
     history: Vec<(i64, String)>,
 }
 
-fn raw_task_from_row(row: &Row<'_>) -> rusqlite::Result<RawTask> {
+fn raw_task_from_row(row: &Row<'_>) -> Result<RawTask, DbError> {
     Ok(RawTask {
         id: row.get(0)?,
         context_id: row.get(1)?,
@@ -210,23 +222,35 @@ fn raw_task_from_row(row: &Row<'_>) -> rusqlite::Result<RawTask> {
     })
 }
 
-/// The tasks `sql` selects (it must select [`TASK_COLUMNS`]), each with its messages.
+/// The tasks `FROM a2a_tasks {selection}` selects (`selection` being what follows the table name:
+/// filters, order, limit), each with its messages. The messages of all of them are read in one
+/// statement rather than one per task, since on PostgreSQL every statement is a round trip.
 fn select_tasks(
-    conn: &Connection,
-    sql: &str,
-    values: Vec<SqlValue>,
-) -> rusqlite::Result<Vec<RawTask>> {
-    let mut tasks: Vec<RawTask> = conn
-        .prepare_cached(sql)?
-        .query_map(params_from_iter(values), raw_task_from_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut messages = conn.prepare_cached(
-        "SELECT seq, message FROM a2a_task_messages WHERE task_id = ?1 ORDER BY seq",
+    db: &Db<'_>,
+    selection: &str,
+    params: &[&dyn ToParam],
+) -> Result<Vec<RawTask>, DbError> {
+    let mut tasks = db.query_map(
+        &format!("SELECT {TASK_COLUMNS} FROM a2a_tasks{selection}"),
+        params,
+        raw_task_from_row,
     )?;
+    if tasks.is_empty() {
+        return Ok(tasks);
+    }
+    let mut messages: HashMap<String, Vec<(i64, String)>> = HashMap::new();
+    for (task_id, seq, message) in db.query_map(
+        &format!(
+            "SELECT task_id, seq, message FROM a2a_task_messages \
+             WHERE task_id IN (SELECT id FROM a2a_tasks{selection}) ORDER BY task_id, seq"
+        ),
+        params,
+        |row| Ok((row.get::<String>(0)?, row.get(1)?, row.get(2)?)),
+    )? {
+        messages.entry(task_id).or_default().push((seq, message));
+    }
     for task in &mut tasks {
-        task.history = messages
-            .query_map([&task.id], |row| Ok((row.get(0)?, row.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
+        task.history = messages.remove(&task.id).unwrap_or_default();
     }
     Ok(tasks)
 }
@@ -234,18 +258,15 @@ fn select_tasks(
 /// (all tasks, active tasks). A bare `count(*)` is answered from the b-tree's page counts and the
 /// active count from the state index's active ranges, so this stays cheap however many finished tasks
 /// are stored.
-fn count_tasks(conn: &Connection) -> rusqlite::Result<(usize, usize)> {
-    conn.prepare_cached(&format!(
-        "SELECT (SELECT count(*) FROM a2a_tasks), \
-                (SELECT count(*) FROM a2a_tasks WHERE state IN {ACTIVE_SQL})"
-    ))?
-    .query_row([], |row| {
-        Ok((count_from_sql(row.get(0)?), count_from_sql(row.get(1)?)))
-    })
-}
-
-fn count_from_sql(count: i64) -> usize {
-    usize::try_from(count).unwrap_or(0)
+fn count_tasks(db: &Db<'_>) -> Result<(usize, usize), DbError> {
+    db.query_one(
+        &format!(
+            "SELECT (SELECT count(*) FROM a2a_tasks), \
+                    (SELECT count(*) FROM a2a_tasks WHERE state IN {ACTIVE_SQL})"
+        ),
+        params![],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
 }
 
 fn count_to_sql(count: usize) -> i64 {
@@ -255,19 +276,24 @@ fn count_to_sql(count: usize) -> i64 {
 /// Deletes the `excess` oldest finished tasks. The count is part of the SQL, not a parameter: with a
 /// bound LIMIT SQLite prepared the statement again at every execution. It is nearly always 1, so the
 /// statement cache holds one or two of these.
-fn eviction_sql(excess: usize) -> String {
+fn eviction_sql(dialect: Dialect, excess: usize) -> String {
+    let id = ordered_id(dialect);
     format!(
         "DELETE FROM a2a_tasks WHERE id IN (\
            SELECT id FROM a2a_tasks WHERE state IN {TERMINAL_SQL} \
-           ORDER BY updated_at_ms, id LIMIT {excess})"
+           ORDER BY updated_at_ms, {id} LIMIT {excess})"
     )
 }
 
-fn next_seq(conn: &Connection, table: &str, task_id: &str) -> rusqlite::Result<i64> {
-    conn.prepare_cached(&format!(
-        "SELECT coalesce(max(seq), 0) + 1 FROM {table} WHERE task_id = ?1"
-    ))?
-    .query_row([task_id], |row| row.get(0))
+/// The next `seq` of the task's rows in `table`. Read and used within the writer's transaction, which
+/// on PostgreSQL is SERIALIZABLE: two replicas appending to one task at once cannot both commit the
+/// same number (one is run again and reads the other's row).
+fn next_seq(db: &Db<'_>, table: &str, task_id: &str) -> Result<i64, DbError> {
+    db.query_one(
+        &format!("SELECT coalesce(max(seq), 0) + 1 FROM {table} WHERE task_id = ?1"),
+        params![task_id],
+        |row| row.get(0),
+    )
 }
 
 /// The page token for continuing after the task updated at `updated_at_ms` with `id`: the hex digits of
@@ -295,14 +321,64 @@ fn decode_page_token(token: &str) -> Option<(i64, String)> {
     Some((updated_at_ms.parse().ok()?, id.to_string()))
 }
 
+/// An open read transaction on a [`Db`]: every statement run until [`Snapshot::finish`] sees the
+/// database as it was at the first, whatever other connections (replicas, on PostgreSQL) commit
+/// meanwhile. Rolled back if dropped unfinished (an error, or a panic), so a pooled PostgreSQL
+/// connection never goes back to its pool inside it.
+struct Snapshot<'d, 'c> {
+    db: &'d Db<'c>,
+    open: bool,
+}
+
+impl<'d, 'c> Snapshot<'d, 'c> {
+    fn begin(db: &'d Db<'c>) -> Result<Self, DbError> {
+        db.execute_batch(match db.dialect() {
+            // Deferred: a read lock on the WAL's current end, and no write lock.
+            Dialect::Sqlite => "BEGIN",
+            // A snapshot taken at the first statement; being read-only, it never fails on a conflict
+            // with the SERIALIZABLE writers, so it needs no retries.
+            Dialect::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        })?;
+        Ok(Snapshot { db, open: true })
+    }
+
+    fn finish(mut self) -> Result<(), DbError> {
+        self.open = false;
+        self.db.execute_batch("COMMIT")
+    }
+}
+
+impl Drop for Snapshot<'_, '_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.db.execute_batch("ROLLBACK");
+        }
+    }
+}
+
 impl Store {
+    /// Runs the reads of `work` on one snapshot (see [`Snapshot`]), so that a task and its messages,
+    /// or a page and its total, agree.
+    fn read_snapshot<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&Db<'_>) -> Result<T, DbError>,
+    ) -> Result<T, StoreError> {
+        self.with_db(operation, |db| {
+            let snapshot = Snapshot::begin(db)?;
+            let value = work(db)?;
+            snapshot.finish()?;
+            Ok(value)
+        })
+    }
+
     /// Stores a new task, its messages and its first status-history entry (`seq` 1, at
     /// `task.updated_at_ms`) in one transaction. Timestamps are taken from `task` as given.
     ///
     /// If the store already holds `limits.max_tasks` tasks, the oldest terminal tasks (by `updated_at_ms`,
     /// then id) are evicted first, with their histories and push configs. Active tasks are never evicted:
     /// if evicting every terminal task would not make room, nothing is written and the result is
-    /// [`StoreError::TasksFull`]. A duplicate id is an SQLite constraint error.
+    /// [`StoreError::TasksFull`]. A duplicate id is a database constraint error.
     pub fn create_task(&self, task: &TaskRecord, limits: &TaskLimits) -> Result<(), StoreError> {
         self.create_task_with_history(task, &[], limits)
     }
@@ -315,24 +391,26 @@ impl Store {
         earlier: &[EarlierStatus],
         limits: &TaskLimits,
     ) -> Result<(), StoreError> {
-        self.in_sqlite_transaction("creating an A2A task", |conn| {
-            self.insert_task(conn, task, earlier, limits)
+        self.in_immediate_transaction("creating an A2A task", |db| {
+            self.insert_task(db, task, earlier, limits)
         })
     }
 
     /// Whether [`Store::create_task`] would find room for one more task (evicting finished ones if need
     /// be): [`StoreError::TasksFull`] if not. Nothing is written.
     pub fn check_room_for_task(&self, limits: &TaskLimits) -> Result<(), StoreError> {
-        self.room_for_task(&self.conn(), limits).map(|_| ())
+        self.with_db_store_error("counting A2A tasks", |db| {
+            self.room_for_task(db, limits).map(|_| ())
+        })
     }
 
     /// How many finished tasks must be evicted to store one more, or [`StoreError::TasksFull`].
     pub(crate) fn room_for_task(
         &self,
-        conn: &Connection,
+        db: &Db<'_>,
         limits: &TaskLimits,
     ) -> Result<usize, StoreError> {
-        let (total, active) = count_tasks(conn).map_err(self.sql_error("counting A2A tasks"))?;
+        let (total, active) = count_tasks(db).map_err(self.sql_error("counting A2A tasks"))?;
         // Room for one more, even if the limit was lowered below what is stored.
         let excess = (total + 1).saturating_sub(limits.max_tasks);
         if excess > total - active {
@@ -345,11 +423,12 @@ impl Store {
         Ok(excess)
     }
 
-    /// [`Store::create_task_with_history`] inside the caller's transaction, which must be `IMMEDIATE`:
-    /// counting, evicting and inserting must not interleave with another process's create.
+    /// [`Store::create_task_with_history`] inside the caller's transaction, which must be `IMMEDIATE`
+    /// on SQLite (SERIALIZABLE on PostgreSQL): counting, evicting and inserting must not interleave
+    /// with another process's create, or two replicas could each see room for the last task.
     pub(crate) fn insert_task(
         &self,
-        conn: &Connection,
+        db: &Db<'_>,
         task: &TaskRecord,
         earlier: &[EarlierStatus],
         limits: &TaskLimits,
@@ -358,12 +437,11 @@ impl Store {
             format!("the artifacts of new A2A task {:?}", task.id)
         })?;
         let error = || self.sql_error("creating an A2A task");
-        let excess = self.room_for_task(conn, limits)?;
+        let excess = self.room_for_task(db, limits)?;
         if excess > 0 {
             // Messages, status history and push configs go with their task (ON DELETE CASCADE).
-            let evicted = conn
-                .prepare_cached(&eviction_sql(excess))
-                .and_then(|mut stmt| stmt.execute([]))
+            let evicted = db
+                .execute(&eviction_sql(db.dialect(), excess), params![])
                 .map_err(error())?;
             tracing::debug!(
                 path = %self.label().display(),
@@ -373,13 +451,11 @@ impl Store {
             );
         }
         let status = task.status.to_string();
-        conn.prepare_cached(
+        db.execute(
             "INSERT INTO a2a_tasks \
                (id, context_id, owner, agent, state, status, artifacts, metadata, created_at_ms, updated_at_ms) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
+            params![
                 task.id,
                 task.context_id,
                 task.owner,
@@ -390,46 +466,32 @@ impl Store {
                 task.metadata.to_string(),
                 task.created_at_ms,
                 task.updated_at_ms,
-            ])
-        })
+            ],
+        )
         .map_err(error())?;
-        {
-            let mut insert = conn
-                .prepare_cached(
-                    "INSERT INTO a2a_task_messages (task_id, seq, message) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(error())?;
-            for (seq, message) in (1_i64..).zip(&task.history) {
-                insert
-                    .execute(params![task.id, seq, message.to_string()])
-                    .map_err(error())?;
-            }
-        }
-        let mut insert = conn
-            .prepare_cached(
-                "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+        for (seq, message) in (1_i64..).zip(&task.history) {
+            db.execute(
+                "INSERT INTO a2a_task_messages (task_id, seq, message) VALUES (?1, ?2, ?3)",
+                params![task.id, seq, message.to_string()],
             )
             .map_err(error())?;
-        for (seq, past) in (1_i64..).zip(earlier) {
-            insert
-                .execute(params![
-                    task.id,
-                    seq,
-                    past.state.v1_name(),
-                    past.status.to_string(),
-                    past.at_ms
-                ])
-                .map_err(error())?;
         }
-        insert
-            .execute(params![
-                task.id,
-                count_to_sql(earlier.len() + 1),
-                task.state.v1_name(),
-                status,
-                task.updated_at_ms
-            ])
-            .map_err(error())?;
+        let insert_status = |seq: i64, state: TaskState, status: &str, at_ms: i64| {
+            db.execute(
+                "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![task.id, seq, state.v1_name(), status, at_ms],
+            )
+            .map_err(error())
+        };
+        for (seq, past) in (1_i64..).zip(earlier) {
+            insert_status(seq, past.state, &past.status.to_string(), past.at_ms)?;
+        }
+        insert_status(
+            count_to_sql(earlier.len() + 1),
+            task.state,
+            &status,
+            task.updated_at_ms,
+        )?;
         Ok(())
     }
 
@@ -438,15 +500,15 @@ impl Store {
     /// status and is appended to the status history; `updated_at_ms` becomes now (never moving
     /// backwards). Returns the new status-history entry's `seq` when the update had a status.
     pub fn update_task(&self, id: &str, update: &TaskUpdate) -> Result<Option<i64>, StoreError> {
-        self.in_sqlite_transaction("updating an A2A task", |conn| {
-            self.apply_task_update(conn, id, update)
+        self.in_immediate_transaction("updating an A2A task", |db| {
+            self.apply_task_update(db, id, update)
         })
     }
 
     /// [`Store::update_task`] inside the caller's transaction.
     pub(crate) fn apply_task_update(
         &self,
-        conn: &Connection,
+        db: &Db<'_>,
         id: &str,
         update: &TaskUpdate,
     ) -> Result<Option<i64>, StoreError> {
@@ -464,48 +526,44 @@ impl Store {
             .as_ref()
             .map(|change| change.status.to_string());
         let error = || self.sql_error("updating an A2A task");
-        let at_ms: Option<i64> = conn
-            .prepare_cached(
+        // `CASE` rather than SQLite's two-argument `max` (PostgreSQL's `greatest`): the same text on both.
+        let at_ms: Option<i64> = db
+            .query_opt(
                 "UPDATE a2a_tasks SET \
                    state = coalesce(?2, state), status = coalesce(?3, status), \
                    artifacts = coalesce(?4, artifacts), metadata = coalesce(?5, metadata), \
-                   updated_at_ms = max(updated_at_ms, ?6) \
+                   updated_at_ms = CASE WHEN updated_at_ms > ?6 THEN updated_at_ms ELSE ?6 END \
                  WHERE id = ?1 RETURNING updated_at_ms",
+                params![
+                    id,
+                    update.status.as_ref().map(|change| change.state.v1_name()),
+                    status,
+                    artifacts,
+                    update.metadata.as_ref().map(|m| m.to_string()),
+                    now_ms(),
+                ],
+                |row| row.get(0),
             )
-            .and_then(|mut stmt| {
-                stmt.query_row(
-                    params![
-                        id,
-                        update.status.as_ref().map(|change| change.state.v1_name()),
-                        status,
-                        artifacts,
-                        update.metadata.as_ref().map(|m| m.to_string()),
-                        now_ms(),
-                    ],
-                    |row| row.get(0),
-                )
-                .optional()
-            })
             .map_err(error())?;
         let Some(at_ms) = at_ms else {
             return Err(self.task_not_found(id));
         };
         if let Some(message) = &update.message {
-            let seq = next_seq(conn, "a2a_task_messages", id).map_err(error())?;
-            conn.prepare_cached(
+            let seq = next_seq(db, "a2a_task_messages", id).map_err(error())?;
+            db.execute(
                 "INSERT INTO a2a_task_messages (task_id, seq, message) VALUES (?1, ?2, ?3)",
+                params![id, seq, message.to_string()],
             )
-            .and_then(|mut stmt| stmt.execute(params![id, seq, message.to_string()]))
             .map_err(error())?;
         }
         let Some(change) = &update.status else {
             return Ok(None);
         };
-        let seq = next_seq(conn, "a2a_task_status", id).map_err(error())?;
-        conn.prepare_cached(
+        let seq = next_seq(db, "a2a_task_status", id).map_err(error())?;
+        db.execute(
             "INSERT INTO a2a_task_status (task_id, seq, state, status, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, seq, change.state.v1_name(), status, at_ms],
         )
-        .and_then(|mut stmt| stmt.execute(params![id, seq, change.state.v1_name(), status, at_ms]))
         .map_err(error())?;
         Ok(Some(seq))
     }
@@ -563,18 +621,9 @@ impl Store {
 
     /// The task with its full history; `None` if it was never stored or has been evicted.
     pub fn task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        let raw = {
-            let mut conn = self.conn();
-            let error = || self.sql_error("reading an A2A task");
-            // One read transaction, so the task and its history are one snapshot even with other writers.
-            let tx = conn.transaction().map_err(error())?;
-            select_tasks(
-                &tx,
-                &format!("SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE id = ?1"),
-                vec![SqlValue::Text(id.to_string())],
-            )
-            .map_err(error())?
-        };
+        let raw = self.read_snapshot("reading an A2A task", |db| {
+            select_tasks(db, " WHERE id = ?1", params![id])
+        })?;
         raw.into_iter()
             .next()
             .map(|raw| self.parse_task(raw))
@@ -583,19 +632,20 @@ impl Store {
 
     /// The task's status history, oldest first; empty for an unknown task.
     pub fn task_status_history(&self, id: &str) -> Result<Vec<StatusChange>, StoreError> {
-        let rows: Vec<(i64, String, String, i64)> = {
-            let conn = self.conn();
-            conn.prepare_cached(
+        let rows = self.with_db("reading an A2A task's status history", |db| {
+            db.query_map(
                 "SELECT seq, state, status, at_ms FROM a2a_task_status WHERE task_id = ?1 ORDER BY seq",
+                params![id],
+                |row| {
+                    Ok((
+                        row.get::<i64>(0)?,
+                        row.get::<String>(1)?,
+                        row.get::<String>(2)?,
+                        row.get::<i64>(3)?,
+                    ))
+                },
             )
-            .and_then(|mut stmt| {
-                stmt.query_map([id], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-                })?
-                .collect()
-            })
-            .map_err(self.sql_error("reading an A2A task's status history"))?
-        };
+        })?;
         rows.into_iter()
             .map(|(seq, state, status, at_ms)| {
                 Ok(StatusChange {
@@ -611,11 +661,13 @@ impl Store {
     }
 
     /// One page of `query.owner`'s tasks matching the query, newest updated first (ties: greater id
-    /// first), each with its full history (trimming to `history_length` is the caller's job).
+    /// first, ids compared byte by byte), each with its full history (trimming to `history_length` is
+    /// the caller's job).
     ///
     /// Paging is by position (the last task's `updated_at_ms` and id), so inserts between pages neither
     /// repeat nor skip tasks; a task updated between pages moves to the front and may be missed or seen
-    /// twice. A token that this store did not issue is [`StoreError::BadPageToken`].
+    /// twice. A token that this store did not issue is [`StoreError::BadPageToken`]. Tokens are the
+    /// same on every replica of a shared store.
     pub fn list_tasks(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
         let page_size = match query.page_size {
             0 => DEFAULT_TASK_PAGE_SIZE,
@@ -631,47 +683,46 @@ impl Store {
                 )
             }
         };
+        let state = query.state.map(TaskState::v1_name);
+        // One more than the page, to learn whether there is a next page.
+        let limit = count_to_sql(page_size + 1);
 
-        // Only the filters that are set appear in the SQL, so SQLite can pick the matching index.
+        // Only the filters that are set appear in the SQL, so the database can pick the matching index.
         let mut filters = String::from(" WHERE owner = ?");
-        let mut values = vec![SqlValue::Text(query.owner.clone())];
+        let mut values: Vec<&dyn ToParam> = vec![&query.owner];
         if let Some(context_id) = &query.context_id {
             filters.push_str(" AND context_id = ?");
-            values.push(SqlValue::Text(context_id.clone()));
+            values.push(context_id);
         }
-        if let Some(state) = &query.state {
+        if let Some(state) = &state {
             filters.push_str(" AND state = ?");
-            values.push(SqlValue::Text(state.v1_name().to_string()));
+            values.push(state);
         }
-        if let Some(updated_after_ms) = query.updated_after_ms {
+        if let Some(updated_after_ms) = &query.updated_after_ms {
             filters.push_str(" AND updated_at_ms >= ?");
-            values.push(SqlValue::Integer(updated_after_ms));
+            values.push(updated_after_ms);
         }
-        let count_sql = format!("SELECT count(*) FROM a2a_tasks{filters}");
-        let count_values = values.clone();
-        let mut page_sql = format!("SELECT {TASK_COLUMNS} FROM a2a_tasks{filters}");
-        if let Some((updated_at_ms, id)) = after {
-            page_sql.push_str(" AND (updated_at_ms, id) < (?, ?)");
-            values.push(SqlValue::Integer(updated_at_ms));
-            values.push(SqlValue::Text(id));
+        let filter_count = values.len();
+        if let Some((updated_at_ms, id)) = &after {
+            values.push(updated_at_ms);
+            values.push(id);
         }
-        // One more than the page, to learn whether there is a next page.
-        page_sql.push_str(" ORDER BY updated_at_ms DESC, id DESC LIMIT ?");
-        values.push(SqlValue::Integer(count_to_sql(page_size + 1)));
+        values.push(&limit);
 
-        let (total, mut raw) = {
-            let mut conn = self.conn();
-            let error = || self.sql_error("listing A2A tasks");
-            let tx = conn.transaction().map_err(error())?;
-            let total: i64 = tx
-                .prepare_cached(&count_sql)
-                .and_then(|mut stmt| {
-                    stmt.query_row(params_from_iter(count_values), |row| row.get(0))
-                })
-                .map_err(error())?;
-            let raw = select_tasks(&tx, &page_sql, values).map_err(error())?;
-            (total, raw)
-        };
+        let (total, mut raw) = self.read_snapshot("listing A2A tasks", |db| {
+            let id = ordered_id(db.dialect());
+            let mut selection = filters.clone();
+            if after.is_some() {
+                selection.push_str(&format!(" AND (updated_at_ms, {id}) < (?, ?)"));
+            }
+            selection.push_str(&format!(" ORDER BY updated_at_ms DESC, {id} DESC LIMIT ?"));
+            let total: usize = db.query_one(
+                &format!("SELECT count(*) FROM a2a_tasks{filters}"),
+                &values[..filter_count],
+                |row| row.get(0),
+            )?;
+            Ok((total, select_tasks(db, &selection, &values)?))
+        })?;
         let next_page_token = if raw.len() > page_size {
             raw.truncate(page_size);
             raw.last()
@@ -685,27 +736,21 @@ impl Store {
                 .map(|raw| self.parse_task(raw))
                 .collect::<Result<_, _>>()?,
             next_page_token,
-            total_size: count_from_sql(total),
+            total_size: total,
         })
     }
 
     /// Every task not in a terminal state, least recently updated first: at start, these are the tasks
-    /// that were in flight when the process stopped.
+    /// that were in flight when the process stopped (on a shared store, those of every replica).
     pub fn active_tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
-        let raw = {
-            let mut conn = self.conn();
-            let error = || self.sql_error("reading active A2A tasks");
-            let tx = conn.transaction().map_err(error())?;
+        let raw = self.read_snapshot("reading active A2A tasks", |db| {
+            let id = ordered_id(db.dialect());
             select_tasks(
-                &tx,
-                &format!(
-                    "SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE state NOT IN {TERMINAL_SQL} \
-                     ORDER BY updated_at_ms, id"
-                ),
-                Vec::new(),
+                db,
+                &format!(" WHERE state NOT IN {TERMINAL_SQL} ORDER BY updated_at_ms, {id}"),
+                params![],
             )
-            .map_err(error())?
-        };
+        })?;
         raw.into_iter().map(|raw| self.parse_task(raw)).collect()
     }
 
@@ -719,67 +764,53 @@ impl Store {
         state: Option<TaskState>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
-        let limit = match limit {
+        let limit = count_to_sql(match limit {
             0 => DEFAULT_TASK_PAGE_SIZE,
             n => n.min(MAX_TASK_PAGE_SIZE),
-        };
+        });
+        let state = state.map(TaskState::v1_name);
         let mut filters = Vec::new();
-        let mut values = Vec::new();
-        if let Some(owner) = owner {
-            filters.push("owner = ?");
-            values.push(SqlValue::Text(owner.to_string()));
-        }
-        if let Some(agent) = agent {
-            filters.push("agent = ?");
-            values.push(SqlValue::Text(agent.to_string()));
-        }
-        if let Some(state) = state {
-            filters.push("state = ?");
-            values.push(SqlValue::Text(state.v1_name().to_string()));
+        let mut values: Vec<&dyn ToParam> = Vec::new();
+        for (column, value) in [("owner", &owner), ("agent", &agent), ("state", &state)] {
+            if let Some(value) = value {
+                filters.push(format!("{column} = ?"));
+                values.push(value);
+            }
         }
         let filters = if filters.is_empty() {
             String::new()
         } else {
             format!(" WHERE {}", filters.join(" AND "))
         };
-        values.push(SqlValue::Integer(count_to_sql(limit)));
-        let raw = {
-            let mut conn = self.conn();
-            let error = || self.sql_error("listing recent A2A tasks");
-            let tx = conn.transaction().map_err(error())?;
+        values.push(&limit);
+        let raw = self.read_snapshot("listing recent A2A tasks", |db| {
+            let id = ordered_id(db.dialect());
             select_tasks(
-                &tx,
-                &format!(
-                    "SELECT {TASK_COLUMNS} FROM a2a_tasks{filters} \
-                     ORDER BY updated_at_ms DESC, id DESC LIMIT ?"
-                ),
-                values,
+                db,
+                &format!("{filters} ORDER BY updated_at_ms DESC, {id} DESC LIMIT ?"),
+                &values,
             )
-            .map_err(error())?
-        };
+        })?;
         raw.into_iter().map(|raw| self.parse_task(raw)).collect()
     }
 
     /// (stored tasks, of which active).
     pub fn task_count(&self) -> Result<(usize, usize), StoreError> {
-        count_tasks(&self.conn()).map_err(self.sql_error("counting A2A tasks"))
+        self.with_db("counting A2A tasks", count_tasks)
     }
 
     /// How many stored tasks are in each state (states with none left out), for `/metrics`.
     pub fn task_counts_by_state(&self) -> Result<Vec<(TaskState, usize)>, StoreError> {
-        let conn = self.conn();
-        let rows: rusqlite::Result<Vec<(String, i64)>> = conn
-            .prepare_cached("SELECT state, count(*) FROM a2a_tasks GROUP BY state")
-            .and_then(|mut stmt| {
-                stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-                    .collect()
-            });
-        let rows = rows.map_err(self.sql_error("counting A2A tasks by state"))?;
+        let rows = self.with_db("counting A2A tasks by state", |db| {
+            db.query_map(
+                "SELECT state, count(*) FROM a2a_tasks GROUP BY state",
+                params![],
+                |row| Ok((row.get::<String>(0)?, row.get::<usize>(1)?)),
+            )
+        })?;
         Ok(rows
             .into_iter()
-            .filter_map(|(state, count)| {
-                Some((TaskState::from_v1_name(&state)?, count_from_sql(count)))
-            })
+            .filter_map(|(state, count)| Some((TaskState::from_v1_name(&state)?, count)))
             .collect())
     }
 
@@ -792,28 +823,29 @@ impl Store {
         config: &serde_json::Value,
     ) -> Result<(), StoreError> {
         let config = config.to_string();
-        let mut conn = self.conn();
-        let error = || self.sql_error("storing an A2A push-notification config");
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(error())?;
-        let exists = tx
-            .query_row("SELECT 1 FROM a2a_tasks WHERE id = ?1", [task_id], |_| {
-                Ok(())
-            })
-            .optional()
-            .map_err(error())?
-            .is_some();
-        if !exists {
-            return Err(self.task_not_found(task_id));
-        }
-        tx.execute(
-            "INSERT INTO a2a_push_configs (task_id, config_id, config) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (task_id, config_id) DO UPDATE SET config = excluded.config",
-            params![task_id, config_id, config],
-        )
-        .map_err(error())?;
-        tx.commit().map_err(error())
+        let operation = "storing an A2A push-notification config";
+        self.in_immediate_transaction(operation, |db| {
+            // Checked first rather than left to the foreign key, so that a missing task is
+            // `TaskNotFound` on both databases (and PostgreSQL's transaction is not aborted).
+            let exists = db
+                .query_opt(
+                    "SELECT id FROM a2a_tasks WHERE id = ?1",
+                    params![task_id],
+                    |_| Ok(()),
+                )
+                .map_err(self.sql_error(operation))?
+                .is_some();
+            if !exists {
+                return Err(self.task_not_found(task_id));
+            }
+            db.execute(
+                "INSERT INTO a2a_push_configs (task_id, config_id, config) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (task_id, config_id) DO UPDATE SET config = excluded.config",
+                params![task_id, config_id, config],
+            )
+            .map_err(self.sql_error(operation))?;
+            Ok(())
+        })
     }
 
     /// The task's push-notification config `config_id`, if there is one.
@@ -822,15 +854,13 @@ impl Store {
         task_id: &str,
         config_id: &str,
     ) -> Result<Option<serde_json::Value>, StoreError> {
-        let text: Option<String> = self
-            .conn()
-            .query_row(
+        let text = self.with_db("reading an A2A push-notification config", |db| {
+            db.query_opt(
                 "SELECT config FROM a2a_push_configs WHERE task_id = ?1 AND config_id = ?2",
-                [task_id, config_id],
-                |row| row.get(0),
+                params![task_id, config_id],
+                |row| row.get::<String>(0),
             )
-            .optional()
-            .map_err(self.sql_error("reading an A2A push-notification config"))?;
+        })?;
         text.map(|text| {
             self.decode_json(&text, || {
                 format!("push config {config_id:?} of A2A task {task_id:?}")
@@ -845,17 +875,13 @@ impl Store {
         &self,
         task_id: &str,
     ) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
-        let rows: Vec<(String, String)> = {
-            let conn = self.conn();
-            conn.prepare_cached(
+        let rows = self.with_db("reading A2A push-notification configs", |db| {
+            db.query_map(
                 "SELECT config_id, config FROM a2a_push_configs WHERE task_id = ?1 ORDER BY id",
+                params![task_id],
+                |row| Ok((row.get::<String>(0)?, row.get::<String>(1)?)),
             )
-            .and_then(|mut stmt| {
-                stmt.query_map([task_id], |row| Ok((row.get(0)?, row.get(1)?)))?
-                    .collect()
-            })
-            .map_err(self.sql_error("reading A2A push-notification configs"))?
-        };
+        })?;
         rows.into_iter()
             .map(|(config_id, text)| {
                 let config = self.decode_json(&text, || {
@@ -868,13 +894,13 @@ impl Store {
 
     /// Removes the task's push-notification config `config_id`; `true` if it was there.
     pub fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
-        self.conn()
-            .execute(
+        self.with_db("deleting an A2A push-notification config", |db| {
+            db.execute(
                 "DELETE FROM a2a_push_configs WHERE task_id = ?1 AND config_id = ?2",
-                [task_id, config_id],
+                params![task_id, config_id],
             )
             .map(|deleted| deleted > 0)
-            .map_err(self.sql_error("deleting an A2A push-notification config"))
+        })
     }
 
     /// A stored state name as the state it names; anything else was not written by this store.
@@ -953,6 +979,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::both_backends;
     use crate::migrations::{MIGRATIONS, migrate, user_version};
 
     const SUBMITTED: TaskState = TaskState::Submitted;
@@ -997,42 +1024,42 @@ mod tests {
         TaskLimits::default()
     }
 
-    #[test]
-    fn recent_tasks_are_every_owners_newest_first_and_filter_by_owner_agent_and_state() {
-        let store = Store::open_in_memory().unwrap();
-        let mut other_agent = task("t3", "client:b", "c3", TaskState::Working, 30);
-        other_agent.agent = "writer".into();
-        for record in [
-            task("t1", "client:a", "c1", TaskState::Completed, 10),
-            task("t2", "client:b", "c2", TaskState::Working, 20),
-            other_agent,
-        ] {
-            store.create_task(&record, &unlimited()).unwrap();
+    both_backends! {
+        fn recent_tasks_are_every_owners_newest_first_and_filter_by_owner_agent_and_state(store) {
+            let mut other_agent = task("t3", "client:b", "c3", TaskState::Working, 30);
+            other_agent.agent = "writer".into();
+            for record in [
+                task("t1", "client:a", "c1", TaskState::Completed, 10),
+                task("t2", "client:b", "c2", TaskState::Working, 20),
+                other_agent,
+            ] {
+                store.create_task(&record, &unlimited()).unwrap();
+            }
+            let ids = |owner, agent, state, limit| -> Vec<String> {
+                store
+                    .recent_tasks(owner, agent, state, limit)
+                    .unwrap()
+                    .into_iter()
+                    .map(|t| t.id)
+                    .collect()
+            };
+            assert_eq!(ids(None, None, None, 0), ["t3", "t2", "t1"]);
+            assert_eq!(ids(None, None, None, 2), ["t3", "t2"]);
+            assert_eq!(ids(Some("client:b"), None, None, 0), ["t3", "t2"]);
+            assert_eq!(ids(None, Some("planner"), None, 0), ["t2", "t1"]);
+            assert_eq!(ids(None, None, Some(TaskState::Working), 0), ["t3", "t2"]);
+            assert_eq!(
+                ids(Some("client:a"), None, Some(TaskState::Working), 0),
+                Vec::<String>::new()
+            );
+            // With its history.
+            assert_eq!(
+                store.recent_tasks(None, None, None, 1).unwrap()[0]
+                    .history
+                    .len(),
+                1
+            );
         }
-        let ids = |owner, agent, state, limit| -> Vec<String> {
-            store
-                .recent_tasks(owner, agent, state, limit)
-                .unwrap()
-                .into_iter()
-                .map(|t| t.id)
-                .collect()
-        };
-        assert_eq!(ids(None, None, None, 0), ["t3", "t2", "t1"]);
-        assert_eq!(ids(None, None, None, 2), ["t3", "t2"]);
-        assert_eq!(ids(Some("client:b"), None, None, 0), ["t3", "t2"]);
-        assert_eq!(ids(None, Some("planner"), None, 0), ["t2", "t1"]);
-        assert_eq!(ids(None, None, Some(TaskState::Working), 0), ["t3", "t2"]);
-        assert_eq!(
-            ids(Some("client:a"), None, Some(TaskState::Working), 0),
-            Vec::<String>::new()
-        );
-        // With its history.
-        assert_eq!(
-            store.recent_tasks(None, None, None, 1).unwrap()[0]
-                .history
-                .len(),
-            1
-        );
     }
 
     fn limit(max_tasks: usize) -> TaskLimits {
@@ -1041,12 +1068,27 @@ mod tests {
 
     fn stored_ids(store: &Store) -> BTreeSet<String> {
         store
-            .conn()
-            .prepare("SELECT id FROM a2a_tasks")
+            .with_db("test", |db| {
+                db.query_map("SELECT id FROM a2a_tasks", params![], |row| row.get(0))
+            })
             .unwrap()
-            .query_map([], |row| row.get(0))
+            .into_iter()
+            .collect()
+    }
+
+    /// Runs `sql` (a write, or a read of one text column) behind the store's back.
+    fn sql(store: &Store, sql: &str) -> Option<String> {
+        store
+            .with_db("test", |db| db.query_opt(sql, params![], |row| row.get(0)))
             .unwrap()
-            .collect::<rusqlite::Result<_>>()
+    }
+
+    /// The SQLite connection under `store`, for tests of SQLite's own behaviour.
+    fn with_sqlite<T>(store: &Store, work: impl FnOnce(&Connection) -> T) -> T {
+        store
+            .with_db("test", |db| {
+                Ok(work(db.as_sqlite().expect("a SQLite store")))
+            })
             .unwrap()
     }
 
@@ -1056,12 +1098,13 @@ mod tests {
 
     fn rows(store: &Store, table: &str, task_id: &str) -> i64 {
         store
-            .conn()
-            .query_row(
-                &format!("SELECT count(*) FROM {table} WHERE task_id = ?1"),
-                [task_id],
-                |row| row.get(0),
-            )
+            .with_db("test", |db| {
+                db.query_one(
+                    &format!("SELECT count(*) FROM {table} WHERE task_id = ?1"),
+                    params![task_id],
+                    |row| row.get(0),
+                )
+            })
             .unwrap()
     }
 
@@ -1076,41 +1119,41 @@ mod tests {
         page.tasks.iter().map(|t| t.id.as_str()).collect()
     }
 
-    #[test]
-    fn tasks_are_counted_by_state() {
-        let store = Store::open_in_memory().unwrap();
-        assert_eq!(store.task_counts_by_state().unwrap(), []);
-        for (id, state) in [
-            ("a", WORKING),
-            ("b", WORKING),
-            ("c", COMPLETED),
-            ("d", FAILED),
-        ] {
-            store
-                .create_task(&task(id, "o", "ctx", state, 1), &unlimited())
-                .unwrap();
+    both_backends! {
+        fn tasks_are_counted_by_state(store) {
+            assert_eq!(store.task_counts_by_state().unwrap(), []);
+            for (id, state) in [
+                ("a", WORKING),
+                ("b", WORKING),
+                ("c", COMPLETED),
+                ("d", FAILED),
+            ] {
+                store
+                    .create_task(&task(id, "o", "ctx", state, 1), &unlimited())
+                    .unwrap();
+            }
+            let mut counts = store.task_counts_by_state().unwrap();
+            counts.sort_by_key(|(state, _)| state.v1_name());
+            assert_eq!(counts, [(COMPLETED, 1), (FAILED, 1), (WORKING, 2)]);
         }
-        let mut counts = store.task_counts_by_state().unwrap();
-        counts.sort_by_key(|(state, _)| state.v1_name());
-        assert_eq!(counts, [(COMPLETED, 1), (FAILED, 1), (WORKING, 2)]);
     }
 
-    #[tokio::test]
-    async fn with_metrics_every_group_commit_is_timed_with_its_writes() {
-        let store = Store::open_in_memory().unwrap();
-        let metrics = portico_metrics::Metrics::new();
-        store.set_metrics(metrics.clone());
-        let writer = store.batch_writer();
-        writer
-            .create_task(task("a", "o", "ctx", WORKING, 1), unlimited())
-            .await
-            .unwrap();
-        let text = metrics.encode(&portico_metrics::State::default());
-        assert!(
-            text.contains("\nportico_store_commit_duration_seconds_count 1\n"),
-            "{text}"
-        );
-        assert!(text.contains("\nportico_store_writes_total 1\n"), "{text}");
+    both_backends! {
+        async fn with_metrics_every_group_commit_is_timed_with_its_writes(store) {
+            let metrics = portico_metrics::Metrics::new();
+            store.set_metrics(metrics.clone());
+            let writer = store.batch_writer();
+            writer
+                .create_task(task("a", "o", "ctx", WORKING, 1), unlimited())
+                .await
+                .unwrap();
+            let text = metrics.encode(&portico_metrics::State::default());
+            assert!(
+                text.contains("\nportico_store_commit_duration_seconds_count 1\n"),
+                "{text}"
+            );
+            assert!(text.contains("\nportico_store_writes_total 1\n"), "{text}");
+        }
     }
 
     #[test]
@@ -1133,585 +1176,573 @@ mod tests {
         assert_eq!(TaskLimits::default().max_tasks, 10_000);
     }
 
-    #[test]
-    fn create_and_get_round_trip() {
-        let store = Store::open_in_memory().unwrap();
-        let record = TaskRecord {
-            id: "t1".to_string(),
-            context_id: "ctx".to_string(),
-            owner: "alice".to_string(),
-            agent: "coder".to_string(),
-            state: WORKING,
-            status: status(WORKING, Some("on it")),
-            history: vec![
-                user_message("m1", "fix the bug"),
-                json!({"messageId": "m2", "role": "ROLE_AGENT", "parts": [{"data": {"k": [1, 2.5, null]}}]}),
-            ],
-            artifacts: vec![
-                json!({"artifactId": "a1", "name": "patch", "parts": [{"text": "diff"}]}),
-                json!({"artifactId": "a2", "parts": [{"url": "https://example.invalid/x", "mediaType": "text/plain"}]}),
-            ],
-            metadata: json!({"portico": {"conversation_id": "c_1"}, "z": 1, "a": 2}),
-            created_at_ms: 1_000,
-            updated_at_ms: 1_500,
-        };
-        store.create_task(&record, &unlimited()).unwrap();
-        let read = store.task("t1").unwrap().unwrap();
-        assert_eq!(read, record);
-        // Key order inside JSON objects survives (serde_json's preserve_order).
-        assert_eq!(read.metadata.to_string(), record.metadata.to_string());
-        assert_eq!(store.task("t2").unwrap(), None);
-        assert_eq!(
-            store.task_status_history("t1").unwrap(),
-            vec![StatusChange {
-                task_id: "t1".to_string(),
-                seq: 1,
+    both_backends! {
+        fn create_and_get_round_trip(store) {
+            let record = TaskRecord {
+                id: "t1".to_string(),
+                context_id: "ctx".to_string(),
+                owner: "alice".to_string(),
+                agent: "coder".to_string(),
                 state: WORKING,
                 status: status(WORKING, Some("on it")),
-                at_ms: 1_500,
-            }]
-        );
-        assert_eq!(store.task_count().unwrap(), (1, 1));
-    }
-
-    #[test]
-    fn an_update_applied_to_a_copy_matches_the_stored_task() {
-        let store = Store::open_in_memory().unwrap();
-        let mut copy = task("t1", "alice", "c", SUBMITTED, 1_000);
-        store.create_task(&copy, &unlimited()).unwrap();
-        let updates = [
-            TaskUpdate::status(WORKING, status(WORKING, Some("on it"))),
-            TaskUpdate {
-                artifacts: Some(vec![json!({"artifactId": "a1", "parts": [{"text": "x"}]})]),
-                ..TaskUpdate::default()
-            },
-            TaskUpdate {
-                message: Some(user_message("m2", "done")),
-                artifacts: Some(vec![json!({"artifactId": "a2", "parts": [{"text": "y"}]})]),
-                metadata: Some(json!({"portico": {"conversation_id": "c_9"}})),
-                status: Some(TaskStatusUpdate {
-                    state: COMPLETED,
-                    status: status(COMPLETED, Some("done")),
-                }),
-            },
-        ];
-        for update in updates {
-            store.update_task("t1", &update).unwrap();
-            let stored = store.task("t1").unwrap().unwrap();
-            copy.apply(update, stored.updated_at_ms);
-            assert_eq!(copy, stored);
+                history: vec![
+                    user_message("m1", "fix the bug"),
+                    json!({"messageId": "m2", "role": "ROLE_AGENT", "parts": [{"data": {"k": [1, 2.5, null]}}]}),
+                ],
+                artifacts: vec![
+                    json!({"artifactId": "a1", "name": "patch", "parts": [{"text": "diff"}]}),
+                    json!({"artifactId": "a2", "parts": [{"url": "https://example.invalid/x", "mediaType": "text/plain"}]}),
+                ],
+                metadata: json!({"portico": {"conversation_id": "c_1"}, "z": 1, "a": 2}),
+                created_at_ms: 1_000,
+                updated_at_ms: 1_500,
+            };
+            store.create_task(&record, &unlimited()).unwrap();
+            let read = store.task("t1").unwrap().unwrap();
+            assert_eq!(read, record);
+            // Key order inside JSON objects survives (serde_json's preserve_order).
+            assert_eq!(read.metadata.to_string(), record.metadata.to_string());
+            assert_eq!(store.task("t2").unwrap(), None);
+            assert_eq!(
+                store.task_status_history("t1").unwrap(),
+                vec![StatusChange {
+                    task_id: "t1".to_string(),
+                    seq: 1,
+                    state: WORKING,
+                    status: status(WORKING, Some("on it")),
+                    at_ms: 1_500,
+                }]
+            );
+            assert_eq!(store.task_count().unwrap(), (1, 1));
         }
-        assert_eq!(copy.history.len(), 2);
-        assert_eq!(copy.state, COMPLETED);
     }
 
-    #[test]
-    fn a_task_stored_late_keeps_the_statuses_it_went_through() {
-        let store = Store::open_in_memory().unwrap();
-        let mut done = task("t1", "alice", "c", COMPLETED, 3_000);
-        done.status = status(COMPLETED, Some("done"));
-        let earlier = [
-            EarlierStatus {
-                state: SUBMITTED,
-                status: status(SUBMITTED, None),
-                at_ms: 1_000,
-            },
-            EarlierStatus {
-                state: WORKING,
-                status: status(WORKING, Some("on it")),
-                at_ms: 2_000,
-            },
-        ];
-        store
-            .create_task_with_history(&done, &earlier, &unlimited())
-            .unwrap();
-        assert_eq!(store.task("t1").unwrap().unwrap(), done);
-        let history: Vec<(i64, TaskState, i64)> = store
-            .task_status_history("t1")
-            .unwrap()
-            .into_iter()
-            .map(|c| (c.seq, c.state, c.at_ms))
-            .collect();
-        assert_eq!(
-            history,
-            [
-                (1, SUBMITTED, 1_000),
-                (2, WORKING, 2_000),
-                (3, COMPLETED, 3_000)
-            ]
-        );
-        // A later status continues the numbering.
-        assert_eq!(
+    both_backends! {
+        fn an_update_applied_to_a_copy_matches_the_stored_task(store) {
+            let mut copy = task("t1", "alice", "c", SUBMITTED, 1_000);
+            store.create_task(&copy, &unlimited()).unwrap();
+            let updates = [
+                TaskUpdate::status(WORKING, status(WORKING, Some("on it"))),
+                TaskUpdate {
+                    artifacts: Some(vec![json!({"artifactId": "a1", "parts": [{"text": "x"}]})]),
+                    ..TaskUpdate::default()
+                },
+                TaskUpdate {
+                    message: Some(user_message("m2", "done")),
+                    artifacts: Some(vec![json!({"artifactId": "a2", "parts": [{"text": "y"}]})]),
+                    metadata: Some(json!({"portico": {"conversation_id": "c_9"}})),
+                    status: Some(TaskStatusUpdate {
+                        state: COMPLETED,
+                        status: status(COMPLETED, Some("done")),
+                    }),
+                },
+            ];
+            for update in updates {
+                store.update_task("t1", &update).unwrap();
+                let stored = store.task("t1").unwrap().unwrap();
+                copy.apply(update, stored.updated_at_ms);
+                assert_eq!(copy, stored);
+            }
+            assert_eq!(copy.history.len(), 2);
+            assert_eq!(copy.state, COMPLETED);
+        }
+    }
+
+    both_backends! {
+        fn a_task_stored_late_keeps_the_statuses_it_went_through(store) {
+            let mut done = task("t1", "alice", "c", COMPLETED, 3_000);
+            done.status = status(COMPLETED, Some("done"));
+            let earlier = [
+                EarlierStatus {
+                    state: SUBMITTED,
+                    status: status(SUBMITTED, None),
+                    at_ms: 1_000,
+                },
+                EarlierStatus {
+                    state: WORKING,
+                    status: status(WORKING, Some("on it")),
+                    at_ms: 2_000,
+                },
+            ];
             store
-                .update_task_status("t1", FAILED, &status(FAILED, None))
-                .unwrap(),
-            4
-        );
-    }
-
-    #[test]
-    fn room_is_checked_without_writing() {
-        let store = Store::open_in_memory().unwrap();
-        let limits = limit(2);
-        store.check_room_for_task(&limits).unwrap();
-        store
-            .create_task(&task("done", "alice", "c", COMPLETED, 1), &limits)
-            .unwrap();
-        store
-            .create_task(&task("w1", "alice", "c", WORKING, 2), &limits)
-            .unwrap();
-        // Full, but a finished task could go.
-        store.check_room_for_task(&limits).unwrap();
-        assert_eq!(stored_ids(&store), set(&["done", "w1"]));
-        store
-            .create_task(&task("w2", "alice", "c", WORKING, 3), &limits)
-            .unwrap();
-        let err = store.check_room_for_task(&limits).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::TasksFull {
-                    limit: 2,
-                    active: 2,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert_eq!(stored_ids(&store), set(&["w1", "w2"]));
-    }
-
-    #[test]
-    fn duplicate_id_is_refused_and_the_original_kept() {
-        let store = Store::open_in_memory().unwrap();
-        store
-            .create_task(&task("t1", "alice", "c", SUBMITTED, 1), &unlimited())
-            .unwrap();
-        let err = store
-            .create_task(&task("t1", "bob", "c", SUBMITTED, 2), &unlimited())
-            .unwrap_err();
-        assert!(matches!(err, StoreError::Database { .. }), "{err}");
-        assert_eq!(store.task("t1").unwrap().unwrap().owner, "alice");
-        assert_eq!(store.task_status_history("t1").unwrap().len(), 1);
-    }
-
-    #[test]
-    fn status_history_is_kept_in_order() {
-        let store = Store::open_in_memory().unwrap();
-        store
-            .create_task(&task("t1", "alice", "c", SUBMITTED, 1_000), &unlimited())
-            .unwrap();
-        let changes = [
-            (WORKING, None),
-            (INPUT_REQUIRED, Some("which branch?")),
-            (WORKING, None),
-            (COMPLETED, Some("done")),
-        ];
-        for (i, (state, text)) in changes.iter().enumerate() {
-            let seq = store
-                .update_task_status("t1", *state, &status(*state, *text))
+                .create_task_with_history(&done, &earlier, &unlimited())
                 .unwrap();
-            assert_eq!(seq, i as i64 + 2);
+            assert_eq!(store.task("t1").unwrap().unwrap(), done);
+            let history: Vec<(i64, TaskState, i64)> = store
+                .task_status_history("t1")
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.seq, c.state, c.at_ms))
+                .collect();
+            assert_eq!(
+                history,
+                [
+                    (1, SUBMITTED, 1_000),
+                    (2, WORKING, 2_000),
+                    (3, COMPLETED, 3_000)
+                ]
+            );
+            // A later status continues the numbering.
+            assert_eq!(
+                store
+                    .update_task_status("t1", FAILED, &status(FAILED, None))
+                    .unwrap(),
+                4
+            );
         }
-        let history = store.task_status_history("t1").unwrap();
-        let summary: Vec<(i64, TaskState, serde_json::Value)> = history
-            .iter()
-            .map(|c| (c.seq, c.state, c.status.clone()))
-            .collect();
-        assert_eq!(
-            summary,
-            vec![
-                (1, SUBMITTED, status(SUBMITTED, None)),
-                (2, WORKING, status(WORKING, None)),
-                (
-                    3,
-                    INPUT_REQUIRED,
-                    status(INPUT_REQUIRED, Some("which branch?"))
-                ),
-                (4, WORKING, status(WORKING, None)),
-                (5, COMPLETED, status(COMPLETED, Some("done"))),
-            ]
-        );
-        assert!(history.iter().all(|c| c.task_id == "t1"));
-        assert_eq!(history[0].at_ms, 1_000);
-        assert!(history.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
-
-        let read = store.task("t1").unwrap().unwrap();
-        assert_eq!(read.state, COMPLETED);
-        assert_eq!(read.status, status(COMPLETED, Some("done")));
-        assert_eq!(read.updated_at_ms, history[4].at_ms);
-        assert_eq!(read.created_at_ms, 1_000);
-        assert_eq!(store.task_count().unwrap(), (1, 0));
-        assert_eq!(store.task_status_history("nope").unwrap(), vec![]);
     }
 
-    #[test]
-    fn updated_at_never_moves_backwards() {
-        let store = Store::open_in_memory().unwrap();
-        // A task stamped in the future (a clock that stepped back since).
-        let future = now_ms() + 3_600_000;
-        store
-            .create_task(&task("t1", "alice", "c", SUBMITTED, future), &unlimited())
-            .unwrap();
-        store
-            .update_task_status("t1", WORKING, &status(WORKING, None))
-            .unwrap();
-        store
-            .append_task_message("t1", &user_message("m2", "more"))
-            .unwrap();
-        assert_eq!(store.task("t1").unwrap().unwrap().updated_at_ms, future);
-        assert_eq!(store.task_status_history("t1").unwrap()[1].at_ms, future);
-    }
-
-    #[test]
-    fn messages_artifacts_and_metadata_are_written() {
-        let store = Store::open_in_memory().unwrap();
-        store
-            .create_task(&task("t1", "alice", "c", SUBMITTED, 1_000), &unlimited())
-            .unwrap();
-        store
-            .append_task_message("t1", &user_message("m2", "second"))
-            .unwrap();
-        store
-            .append_task_message("t1", &user_message("m3", "third"))
-            .unwrap();
-        let artifacts = vec![
-            json!({"artifactId": "a1", "parts": [{"text": "one"}]}),
-            json!({"artifactId": "a2", "parts": [{"text": "two"}]}),
-        ];
-        store.set_task_artifacts("t1", &artifacts).unwrap();
-        // Replaced, not appended.
-        let merged =
-            vec![json!({"artifactId": "a1", "parts": [{"text": "one"}, {"text": " more"}]})];
-        store.set_task_artifacts("t1", &merged).unwrap();
-        store.set_task_metadata("t1", &json!({"k": "v"})).unwrap();
-
-        let read = store.task("t1").unwrap().unwrap();
-        assert_eq!(
-            read.history,
-            vec![
-                user_message("t1-m1", "hello"),
-                user_message("m2", "second"),
-                user_message("m3", "third"),
-            ]
-        );
-        assert_eq!(read.artifacts, merged);
-        assert_eq!(read.metadata, json!({"k": "v"}));
-        assert!(read.updated_at_ms >= now_ms() - 60_000);
-        // Only status changes enter the status history.
-        assert_eq!(store.task_status_history("t1").unwrap().len(), 1);
-
-        store.set_task_artifacts("t1", &[]).unwrap();
-        assert_eq!(
-            store.task("t1").unwrap().unwrap().artifacts,
-            Vec::<serde_json::Value>::new()
-        );
-    }
-
-    #[test]
-    fn writes_to_a_missing_task_fail_and_write_nothing() {
-        let store = Store::open_in_memory().unwrap();
-        let not_found = |err: StoreError| {
+    both_backends! {
+        fn room_is_checked_without_writing(store) {
+            let limits = limit(2);
+            store.check_room_for_task(&limits).unwrap();
+            store
+                .create_task(&task("done", "alice", "c", COMPLETED, 1), &limits)
+                .unwrap();
+            store
+                .create_task(&task("w1", "alice", "c", WORKING, 2), &limits)
+                .unwrap();
+            // Full, but a finished task could go.
+            store.check_room_for_task(&limits).unwrap();
+            assert_eq!(stored_ids(&store), set(&["done", "w1"]));
+            store
+                .create_task(&task("w2", "alice", "c", WORKING, 3), &limits)
+                .unwrap();
+            let err = store.check_room_for_task(&limits).unwrap_err();
             assert!(
-                matches!(&err, StoreError::TaskNotFound { id, .. } if id == "ghost"),
+                matches!(
+                    err,
+                    StoreError::TasksFull {
+                        limit: 2,
+                        active: 2,
+                        ..
+                    }
+                ),
                 "{err}"
             );
-            assert!(err.to_string().contains("\"ghost\""), "{err}");
-            assert!(err.to_string().contains(":memory:"), "{err}");
-        };
-        not_found(
-            store
-                .update_task_status("ghost", WORKING, &status(WORKING, None))
-                .unwrap_err(),
-        );
-        not_found(store.append_task_message("ghost", &json!({})).unwrap_err());
-        not_found(store.set_task_artifacts("ghost", &[json!({})]).unwrap_err());
-        not_found(store.set_task_metadata("ghost", &json!({})).unwrap_err());
-        not_found(
-            store
-                .put_push_config("ghost", "p1", &json!({}))
-                .unwrap_err(),
-        );
-        for table in ["a2a_task_status", "a2a_task_messages", "a2a_push_configs"] {
-            assert_eq!(rows(&store, table, "ghost"), 0, "{table}");
+            assert_eq!(stored_ids(&store), set(&["w1", "w2"]));
         }
-        assert_eq!(store.task_count().unwrap(), (0, 0));
     }
 
-    #[test]
-    fn every_state_is_stored_as_its_1_0_name_and_read_back() {
-        let store = Store::open_in_memory().unwrap();
-        for (i, state) in TaskState::ALL.into_iter().enumerate() {
-            let id = format!("t{i}");
+    both_backends! {
+        fn duplicate_id_is_refused_and_the_original_kept(store) {
             store
-                .create_task(&task(&id, "alice", "c", state, 1), &unlimited())
+                .create_task(&task("t1", "alice", "c", SUBMITTED, 1), &unlimited())
                 .unwrap();
-            let column: String = store
-                .conn()
-                .query_row("SELECT state FROM a2a_tasks WHERE id = ?1", [&id], |row| {
-                    row.get(0)
+            let err = store
+                .create_task(&task("t1", "bob", "c", SUBMITTED, 2), &unlimited())
+                .unwrap_err();
+            assert!(matches!(err, StoreError::Database { .. }), "{err}");
+            assert_eq!(store.task("t1").unwrap().unwrap().owner, "alice");
+            assert_eq!(store.task_status_history("t1").unwrap().len(), 1);
+        }
+    }
+
+    both_backends! {
+        fn status_history_is_kept_in_order(store) {
+            store
+                .create_task(&task("t1", "alice", "c", SUBMITTED, 1_000), &unlimited())
+                .unwrap();
+            let changes = [
+                (WORKING, None),
+                (INPUT_REQUIRED, Some("which branch?")),
+                (WORKING, None),
+                (COMPLETED, Some("done")),
+            ];
+            for (i, (state, text)) in changes.iter().enumerate() {
+                let seq = store
+                    .update_task_status("t1", *state, &status(*state, *text))
+                    .unwrap();
+                assert_eq!(seq, i as i64 + 2);
+            }
+            let history = store.task_status_history("t1").unwrap();
+            let summary: Vec<(i64, TaskState, serde_json::Value)> = history
+                .iter()
+                .map(|c| (c.seq, c.state, c.status.clone()))
+                .collect();
+            assert_eq!(
+                summary,
+                vec![
+                    (1, SUBMITTED, status(SUBMITTED, None)),
+                    (2, WORKING, status(WORKING, None)),
+                    (
+                        3,
+                        INPUT_REQUIRED,
+                        status(INPUT_REQUIRED, Some("which branch?"))
+                    ),
+                    (4, WORKING, status(WORKING, None)),
+                    (5, COMPLETED, status(COMPLETED, Some("done"))),
+                ]
+            );
+            assert!(history.iter().all(|c| c.task_id == "t1"));
+            assert_eq!(history[0].at_ms, 1_000);
+            assert!(history.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+
+            let read = store.task("t1").unwrap().unwrap();
+            assert_eq!(read.state, COMPLETED);
+            assert_eq!(read.status, status(COMPLETED, Some("done")));
+            assert_eq!(read.updated_at_ms, history[4].at_ms);
+            assert_eq!(read.created_at_ms, 1_000);
+            assert_eq!(store.task_count().unwrap(), (1, 0));
+            assert_eq!(store.task_status_history("nope").unwrap(), vec![]);
+        }
+    }
+
+    both_backends! {
+        fn updated_at_never_moves_backwards(store) {
+            // A task stamped in the future (a clock that stepped back since).
+            let future = now_ms() + 3_600_000;
+            store
+                .create_task(&task("t1", "alice", "c", SUBMITTED, future), &unlimited())
+                .unwrap();
+            store
+                .update_task_status("t1", WORKING, &status(WORKING, None))
+                .unwrap();
+            store
+                .append_task_message("t1", &user_message("m2", "more"))
+                .unwrap();
+            assert_eq!(store.task("t1").unwrap().unwrap().updated_at_ms, future);
+            assert_eq!(store.task_status_history("t1").unwrap()[1].at_ms, future);
+        }
+    }
+
+    both_backends! {
+        fn messages_artifacts_and_metadata_are_written(store) {
+            store
+                .create_task(&task("t1", "alice", "c", SUBMITTED, 1_000), &unlimited())
+                .unwrap();
+            store
+                .append_task_message("t1", &user_message("m2", "second"))
+                .unwrap();
+            store
+                .append_task_message("t1", &user_message("m3", "third"))
+                .unwrap();
+            let artifacts = vec![
+                json!({"artifactId": "a1", "parts": [{"text": "one"}]}),
+                json!({"artifactId": "a2", "parts": [{"text": "two"}]}),
+            ];
+            store.set_task_artifacts("t1", &artifacts).unwrap();
+            // Replaced, not appended.
+            let merged =
+                vec![json!({"artifactId": "a1", "parts": [{"text": "one"}, {"text": " more"}]})];
+            store.set_task_artifacts("t1", &merged).unwrap();
+            store.set_task_metadata("t1", &json!({"k": "v"})).unwrap();
+
+            let read = store.task("t1").unwrap().unwrap();
+            assert_eq!(
+                read.history,
+                vec![
+                    user_message("t1-m1", "hello"),
+                    user_message("m2", "second"),
+                    user_message("m3", "third"),
+                ]
+            );
+            assert_eq!(read.artifacts, merged);
+            assert_eq!(read.metadata, json!({"k": "v"}));
+            assert!(read.updated_at_ms >= now_ms() - 60_000);
+            // Only status changes enter the status history.
+            assert_eq!(store.task_status_history("t1").unwrap().len(), 1);
+
+            store.set_task_artifacts("t1", &[]).unwrap();
+            assert_eq!(
+                store.task("t1").unwrap().unwrap().artifacts,
+                Vec::<serde_json::Value>::new()
+            );
+        }
+    }
+
+    both_backends! {
+        fn writes_to_a_missing_task_fail_and_write_nothing(store) {
+            let not_found = |err: StoreError| {
+                assert!(
+                    matches!(&err, StoreError::TaskNotFound { id, .. } if id == "ghost"),
+                    "{err}"
+                );
+                assert!(err.to_string().contains("\"ghost\""), "{err}");
+                assert!(
+                err.to_string()
+                    .contains(&store.location().display().to_string()),
+                "{err}"
+            );
+            };
+            not_found(
+                store
+                    .update_task_status("ghost", WORKING, &status(WORKING, None))
+                    .unwrap_err(),
+            );
+            not_found(store.append_task_message("ghost", &json!({})).unwrap_err());
+            not_found(store.set_task_artifacts("ghost", &[json!({})]).unwrap_err());
+            not_found(store.set_task_metadata("ghost", &json!({})).unwrap_err());
+            not_found(
+                store
+                    .put_push_config("ghost", "p1", &json!({}))
+                    .unwrap_err(),
+            );
+            for table in ["a2a_task_status", "a2a_task_messages", "a2a_push_configs"] {
+                assert_eq!(rows(&store, table, "ghost"), 0, "{table}");
+            }
+            assert_eq!(store.task_count().unwrap(), (0, 0));
+        }
+    }
+
+    both_backends! {
+        fn every_state_is_stored_as_its_1_0_name_and_read_back(store) {
+            for (i, state) in TaskState::ALL.into_iter().enumerate() {
+                let id = format!("t{i}");
+                store
+                    .create_task(&task(&id, "alice", "c", state, 1), &unlimited())
+                    .unwrap();
+                let column = sql(&store, &format!("SELECT state FROM a2a_tasks WHERE id = '{id}'"));
+                assert_eq!(column.as_deref(), Some(state.v1_name()));
+                assert_eq!(store.task(&id).unwrap().unwrap().state, state);
+            }
+        }
+    }
+
+    both_backends! {
+        fn a_stored_state_this_store_never_writes_is_reported_when_read(store) {
+            store
+                .create_task(&task("t1", "alice", "c", SUBMITTED, 1), &unlimited())
+                .unwrap();
+            // The column keeps the 1.0 name, as before `TaskState` existed: no migration.
+            let stored = sql(&store, "SELECT state FROM a2a_tasks WHERE id = 't1'");
+            assert_eq!(stored.as_deref(), Some("TASK_STATE_SUBMITTED"));
+            sql(&store, "UPDATE a2a_tasks SET state = 'completed' WHERE id = 't1'");
+            let err = store.task("t1").unwrap_err();
+            assert!(
+                matches!(&err, StoreError::UnknownTaskState { state, .. } if state == "completed"),
+                "{err}"
+            );
+            assert!(err.to_string().contains("TASK_STATE_COMPLETED"), "{err}");
+        }
+    }
+
+    both_backends! {
+        fn listing_filters_by_owner_context_state_and_time(store) {
+            for record in [
+                task("a1", "alice", "ctx1", SUBMITTED, 100),
+                task("a2", "alice", "ctx1", COMPLETED, 200),
+                task("a3", "alice", "ctx2", WORKING, 300),
+                task("a4", "alice", "ctx2", COMPLETED, 400),
+                task("b1", "bob", "ctx1", COMPLETED, 500),
+            ] {
+                store.create_task(&record, &unlimited()).unwrap();
+            }
+
+            let page = store.list_tasks(&query("alice")).unwrap();
+            assert_eq!(ids(&page), ["a4", "a3", "a2", "a1"]);
+            assert_eq!(
+                (page.total_size, page.next_page_token.as_deref()),
+                (4, None)
+            );
+            assert_eq!(page.tasks[0], task("a4", "alice", "ctx2", COMPLETED, 400));
+
+            let page = store.list_tasks(&query("bob")).unwrap();
+            assert_eq!((ids(&page), page.total_size), (vec!["b1"], 1));
+            let page = store.list_tasks(&query("mallory")).unwrap();
+            assert_eq!((ids(&page), page.total_size), (vec![], 0));
+            assert_eq!(page.next_page_token, None);
+            // Another owner's context and state filters never reach across owners.
+            let page = store
+                .list_tasks(&TaskQuery {
+                    context_id: Some("ctx1".to_string()),
+                    state: Some(COMPLETED),
+                    ..query("mallory")
                 })
                 .unwrap();
-            assert_eq!(column, state.v1_name());
-            assert_eq!(store.task(&id).unwrap().unwrap().state, state);
-        }
-    }
+            assert_eq!((ids(&page), page.total_size), (vec![], 0));
 
-    #[test]
-    fn a_stored_state_this_store_never_writes_is_reported_when_read() {
-        let store = Store::open_in_memory().unwrap();
-        store
-            .create_task(&task("t1", "alice", "c", SUBMITTED, 1), &unlimited())
-            .unwrap();
-        // The column keeps the 1.0 name, as before `TaskState` existed: no migration.
-        let stored: String = store
-            .conn()
-            .query_row("SELECT state FROM a2a_tasks WHERE id = 't1'", [], |row| {
-                row.get(0)
-            })
-            .unwrap();
-        assert_eq!(stored, "TASK_STATE_SUBMITTED");
-        store
-            .conn()
-            .execute(
-                "UPDATE a2a_tasks SET state = 'completed' WHERE id = 't1'",
-                [],
-            )
-            .unwrap();
-        let err = store.task("t1").unwrap_err();
-        assert!(
-            matches!(&err, StoreError::UnknownTaskState { state, .. } if state == "completed"),
-            "{err}"
-        );
-        assert!(err.to_string().contains("TASK_STATE_COMPLETED"), "{err}");
-    }
-
-    #[test]
-    fn listing_filters_by_owner_context_state_and_time() {
-        let store = Store::open_in_memory().unwrap();
-        for record in [
-            task("a1", "alice", "ctx1", SUBMITTED, 100),
-            task("a2", "alice", "ctx1", COMPLETED, 200),
-            task("a3", "alice", "ctx2", WORKING, 300),
-            task("a4", "alice", "ctx2", COMPLETED, 400),
-            task("b1", "bob", "ctx1", COMPLETED, 500),
-        ] {
-            store.create_task(&record, &unlimited()).unwrap();
-        }
-
-        let page = store.list_tasks(&query("alice")).unwrap();
-        assert_eq!(ids(&page), ["a4", "a3", "a2", "a1"]);
-        assert_eq!(
-            (page.total_size, page.next_page_token.as_deref()),
-            (4, None)
-        );
-        assert_eq!(page.tasks[0], task("a4", "alice", "ctx2", COMPLETED, 400));
-
-        let page = store.list_tasks(&query("bob")).unwrap();
-        assert_eq!((ids(&page), page.total_size), (vec!["b1"], 1));
-        let page = store.list_tasks(&query("mallory")).unwrap();
-        assert_eq!((ids(&page), page.total_size), (vec![], 0));
-        assert_eq!(page.next_page_token, None);
-        // Another owner's context and state filters never reach across owners.
-        let page = store
-            .list_tasks(&TaskQuery {
-                context_id: Some("ctx1".to_string()),
-                state: Some(COMPLETED),
-                ..query("mallory")
-            })
-            .unwrap();
-        assert_eq!((ids(&page), page.total_size), (vec![], 0));
-
-        let by_context = |context: &str| TaskQuery {
-            context_id: Some(context.to_string()),
-            ..query("alice")
-        };
-        let page = store.list_tasks(&by_context("ctx1")).unwrap();
-        assert_eq!((ids(&page), page.total_size), (vec!["a2", "a1"], 2));
-        let page = store.list_tasks(&by_context("ctx3")).unwrap();
-        assert_eq!((ids(&page), page.total_size), (vec![], 0));
-
-        let page = store
-            .list_tasks(&TaskQuery {
-                state: Some(COMPLETED),
+            let by_context = |context: &str| TaskQuery {
+                context_id: Some(context.to_string()),
                 ..query("alice")
-            })
-            .unwrap();
-        assert_eq!((ids(&page), page.total_size), (vec!["a4", "a2"], 2));
+            };
+            let page = store.list_tasks(&by_context("ctx1")).unwrap();
+            assert_eq!((ids(&page), page.total_size), (vec!["a2", "a1"], 2));
+            let page = store.list_tasks(&by_context("ctx3")).unwrap();
+            assert_eq!((ids(&page), page.total_size), (vec![], 0));
 
-        let page = store
-            .list_tasks(&TaskQuery {
-                state: Some(COMPLETED),
-                ..by_context("ctx2")
-            })
-            .unwrap();
-        assert_eq!((ids(&page), page.total_size), (vec!["a4"], 1));
-
-        // Inclusive, as A2A's status_timestamp_after.
-        let page = store
-            .list_tasks(&TaskQuery {
-                updated_after_ms: Some(200),
-                ..query("alice")
-            })
-            .unwrap();
-        assert_eq!((ids(&page), page.total_size), (vec!["a4", "a3", "a2"], 3));
-
-        // An update moves a task to the front.
-        store
-            .append_task_message("a1", &user_message("m", "bump"))
-            .unwrap();
-        let page = store.list_tasks(&query("alice")).unwrap();
-        assert_eq!(ids(&page), ["a1", "a4", "a3", "a2"]);
-    }
-
-    #[test]
-    fn paging_is_stable_across_three_pages_with_equal_timestamps() {
-        let store = Store::open_in_memory().unwrap();
-        // Seven of alice's tasks, all updated in the same millisecond, in scrambled creation order.
-        for id in ["t3", "t7", "t1", "t5", "t2", "t6", "t4"] {
-            store
-                .create_task(&task(id, "alice", "c", WORKING, 1_000), &unlimited())
-                .unwrap();
-        }
-        store
-            .create_task(&task("x1", "bob", "c", WORKING, 1_000), &unlimited())
-            .unwrap();
-
-        let page_of = |token: Option<String>| {
-            store
+            let page = store
                 .list_tasks(&TaskQuery {
-                    page_size: 3,
-                    page_token: token,
+                    state: Some(COMPLETED),
                     ..query("alice")
                 })
-                .unwrap()
-        };
-        let first = page_of(None);
-        assert_eq!(ids(&first), ["t7", "t6", "t5"]);
-        assert_eq!(first.total_size, 7);
-        // The token is deterministic: the hex of "1000:t5".
-        assert_eq!(first.next_page_token.as_deref(), Some("313030303a7435"));
-        assert_eq!(page_of(None), first);
-
-        let second = page_of(first.next_page_token.clone());
-        assert_eq!(ids(&second), ["t4", "t3", "t2"]);
-        assert_eq!(second.total_size, 7);
-
-        // A task created between pages that sorts before the cursor (same millisecond, greater id) does
-        // not shift what comes after it; one that sorts after the cursor (smaller id) is still reached.
-        store
-            .create_task(&task("t9", "alice", "c", WORKING, 1_000), &unlimited())
-            .unwrap();
-        store
-            .create_task(&task("t0", "alice", "c", WORKING, 1_000), &unlimited())
-            .unwrap();
-        let third = page_of(second.next_page_token.clone());
-        assert_eq!(ids(&third), ["t1", "t0"]);
-        assert_eq!(third.next_page_token, None);
-        assert_eq!(third.total_size, 9);
-
-        // The same token gives the same page again.
-        assert_eq!(
-            ids(&page_of(first.next_page_token.clone())),
-            ["t4", "t3", "t2"]
-        );
-    }
-
-    #[test]
-    fn a_page_that_ends_exactly_at_the_last_task_has_no_next_token() {
-        let store = Store::open_in_memory().unwrap();
-        for (id, at) in [("a", 1), ("b", 2), ("c", 3), ("d", 4)] {
-            store
-                .create_task(&task(id, "alice", "c", WORKING, at), &unlimited())
                 .unwrap();
-        }
-        let first = store
-            .list_tasks(&TaskQuery {
-                page_size: 2,
-                ..query("alice")
-            })
-            .unwrap();
-        assert_eq!(ids(&first), ["d", "c"]);
-        let second = store
-            .list_tasks(&TaskQuery {
-                page_size: 2,
-                page_token: first.next_page_token,
-                ..query("alice")
-            })
-            .unwrap();
-        assert_eq!(ids(&second), ["b", "a"]);
-        assert_eq!(second.next_page_token, None);
-    }
+            assert_eq!((ids(&page), page.total_size), (vec!["a4", "a2"], 2));
 
-    #[test]
-    fn page_size_defaults_to_50_and_is_capped_at_100() {
-        let store = Store::open_in_memory().unwrap();
-        for i in 0..120 {
-            store
-                .create_task(
-                    &task(&format!("t{i:03}"), "alice", "c", WORKING, i),
-                    &unlimited(),
-                )
+            let page = store
+                .list_tasks(&TaskQuery {
+                    state: Some(COMPLETED),
+                    ..by_context("ctx2")
+                })
                 .unwrap();
+            assert_eq!((ids(&page), page.total_size), (vec!["a4"], 1));
+
+            // Inclusive, as A2A's status_timestamp_after.
+            let page = store
+                .list_tasks(&TaskQuery {
+                    updated_after_ms: Some(200),
+                    ..query("alice")
+                })
+                .unwrap();
+            assert_eq!((ids(&page), page.total_size), (vec!["a4", "a3", "a2"], 3));
+
+            // An update moves a task to the front.
+            store
+                .append_task_message("a1", &user_message("m", "bump"))
+                .unwrap();
+            let page = store.list_tasks(&query("alice")).unwrap();
+            assert_eq!(ids(&page), ["a1", "a4", "a3", "a2"]);
         }
-        let page = store.list_tasks(&query("alice")).unwrap();
-        assert_eq!(page.tasks.len(), 50);
-        assert_eq!(
-            (page.tasks[0].id.as_str(), page.tasks[49].id.as_str()),
-            ("t119", "t070")
-        );
-        assert_eq!(page.total_size, 120);
-        let page = store
-            .list_tasks(&TaskQuery {
-                page_size: 1_000,
-                ..query("alice")
-            })
-            .unwrap();
-        assert_eq!(page.tasks.len(), 100);
-        let rest = store
-            .list_tasks(&TaskQuery {
-                page_size: 1_000,
-                page_token: page.next_page_token,
-                ..query("alice")
-            })
-            .unwrap();
-        assert_eq!(rest.tasks.len(), 20);
-        assert_eq!(rest.tasks[19].id, "t000");
-        assert_eq!(rest.next_page_token, None);
     }
 
-    #[test]
-    fn bad_page_tokens_are_refused_and_empty_means_first_page() {
-        let store = Store::open_in_memory().unwrap();
-        store
-            .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
-            .unwrap();
-        let with_token = |token: &str| {
-            store.list_tasks(&TaskQuery {
-                page_token: Some(token.to_string()),
-                ..query("alice")
-            })
-        };
-        for bad in [
-            "zz", "313",      // odd length
-            "3130",     // "10": no separator
-            "613a7431", // "a:t1": not a number
-            "ff3a7431", // not UTF-8
-            "+31a",     // a sign is not a hex digit
-            "é1",
-        ] {
-            let err = with_token(bad).unwrap_err();
-            assert!(
-                matches!(err, StoreError::BadPageToken { .. }),
-                "{bad}: {err}"
+    both_backends! {
+        fn paging_is_stable_across_three_pages_with_equal_timestamps(store) {
+            // Seven of alice's tasks, all updated in the same millisecond, in scrambled creation order.
+            for id in ["t3", "t7", "t1", "t5", "t2", "t6", "t4"] {
+                store
+                    .create_task(&task(id, "alice", "c", WORKING, 1_000), &unlimited())
+                    .unwrap();
+            }
+            store
+                .create_task(&task("x1", "bob", "c", WORKING, 1_000), &unlimited())
+                .unwrap();
+
+            let page_of = |token: Option<String>| {
+                store
+                    .list_tasks(&TaskQuery {
+                        page_size: 3,
+                        page_token: token,
+                        ..query("alice")
+                    })
+                    .unwrap()
+            };
+            let first = page_of(None);
+            assert_eq!(ids(&first), ["t7", "t6", "t5"]);
+            assert_eq!(first.total_size, 7);
+            // The token is deterministic: the hex of "1000:t5".
+            assert_eq!(first.next_page_token.as_deref(), Some("313030303a7435"));
+            assert_eq!(page_of(None), first);
+
+            let second = page_of(first.next_page_token.clone());
+            assert_eq!(ids(&second), ["t4", "t3", "t2"]);
+            assert_eq!(second.total_size, 7);
+
+            // A task created between pages that sorts before the cursor (same millisecond, greater id) does
+            // not shift what comes after it; one that sorts after the cursor (smaller id) is still reached.
+            store
+                .create_task(&task("t9", "alice", "c", WORKING, 1_000), &unlimited())
+                .unwrap();
+            store
+                .create_task(&task("t0", "alice", "c", WORKING, 1_000), &unlimited())
+                .unwrap();
+            let third = page_of(second.next_page_token.clone());
+            assert_eq!(ids(&third), ["t1", "t0"]);
+            assert_eq!(third.next_page_token, None);
+            assert_eq!(third.total_size, 9);
+
+            // The same token gives the same page again.
+            assert_eq!(
+                ids(&page_of(first.next_page_token.clone())),
+                ["t4", "t3", "t2"]
             );
-            assert!(err.to_string().contains("without a page token"), "{err}");
         }
-        assert_eq!(ids(&with_token("").unwrap()), ["t1"]);
-        // Upper-case hex of "1:t1" (the position of t1 itself) is accepted: nothing comes after it.
-        assert_eq!(ids(&with_token("313A7431").unwrap()), Vec::<&str>::new());
-        // "2:t1" is a position before t1.
-        assert_eq!(ids(&with_token("323a7431").unwrap()), ["t1"]);
+    }
+
+    both_backends! {
+        fn a_page_that_ends_exactly_at_the_last_task_has_no_next_token(store) {
+            for (id, at) in [("a", 1), ("b", 2), ("c", 3), ("d", 4)] {
+                store
+                    .create_task(&task(id, "alice", "c", WORKING, at), &unlimited())
+                    .unwrap();
+            }
+            let first = store
+                .list_tasks(&TaskQuery {
+                    page_size: 2,
+                    ..query("alice")
+                })
+                .unwrap();
+            assert_eq!(ids(&first), ["d", "c"]);
+            let second = store
+                .list_tasks(&TaskQuery {
+                    page_size: 2,
+                    page_token: first.next_page_token,
+                    ..query("alice")
+                })
+                .unwrap();
+            assert_eq!(ids(&second), ["b", "a"]);
+            assert_eq!(second.next_page_token, None);
+        }
+    }
+
+    both_backends! {
+        fn page_size_defaults_to_50_and_is_capped_at_100(store) {
+            for i in 0..120 {
+                store
+                    .create_task(
+                        &task(&format!("t{i:03}"), "alice", "c", WORKING, i),
+                        &unlimited(),
+                    )
+                    .unwrap();
+            }
+            let page = store.list_tasks(&query("alice")).unwrap();
+            assert_eq!(page.tasks.len(), 50);
+            assert_eq!(
+                (page.tasks[0].id.as_str(), page.tasks[49].id.as_str()),
+                ("t119", "t070")
+            );
+            assert_eq!(page.total_size, 120);
+            let page = store
+                .list_tasks(&TaskQuery {
+                    page_size: 1_000,
+                    ..query("alice")
+                })
+                .unwrap();
+            assert_eq!(page.tasks.len(), 100);
+            let rest = store
+                .list_tasks(&TaskQuery {
+                    page_size: 1_000,
+                    page_token: page.next_page_token,
+                    ..query("alice")
+                })
+                .unwrap();
+            assert_eq!(rest.tasks.len(), 20);
+            assert_eq!(rest.tasks[19].id, "t000");
+            assert_eq!(rest.next_page_token, None);
+        }
+    }
+
+    both_backends! {
+        fn bad_page_tokens_are_refused_and_empty_means_first_page(store) {
+            store
+                .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
+                .unwrap();
+            let with_token = |token: &str| {
+                store.list_tasks(&TaskQuery {
+                    page_token: Some(token.to_string()),
+                    ..query("alice")
+                })
+            };
+            for bad in [
+                "zz", "313",      // odd length
+                "3130",     // "10": no separator
+                "613a7431", // "a:t1": not a number
+                "ff3a7431", // not UTF-8
+                "+31a",     // a sign is not a hex digit
+                "é1",
+            ] {
+                let err = with_token(bad).unwrap_err();
+                assert!(
+                    matches!(err, StoreError::BadPageToken { .. }),
+                    "{bad}: {err}"
+                );
+                assert!(err.to_string().contains("without a page token"), "{err}");
+            }
+            assert_eq!(ids(&with_token("").unwrap()), ["t1"]);
+            // Upper-case hex of "1:t1" (the position of t1 itself) is accepted: nothing comes after it.
+            assert_eq!(ids(&with_token("313A7431").unwrap()), Vec::<&str>::new());
+            // "2:t1" is a position before t1.
+            assert_eq!(ids(&with_token("323a7431").unwrap()), ["t1"]);
+        }
     }
 
     #[test]
@@ -1771,78 +1802,79 @@ mod tests {
         assert_eq!(store.active_tasks().unwrap(), vec![]);
     }
 
-    #[test]
-    fn a_full_store_evicts_the_oldest_terminal_tasks_first() {
-        let store = Store::open_in_memory().unwrap();
-        let limits = limit(3);
-        for (id, at) in [("t1", 1_000), ("t2", 2_000), ("t3", 3_000)] {
+    both_backends! {
+        fn a_full_store_evicts_the_oldest_terminal_tasks_first(store) {
+            let limits = limit(3);
+            for (id, at) in [("t1", 1_000), ("t2", 2_000), ("t3", 3_000)] {
+                store
+                    .create_task(&task(id, "alice", "c", WORKING, at), &limits)
+                    .unwrap();
+            }
+            // t2 finishes before t1, so t2 is the older terminal task although t1 was created first.
             store
-                .create_task(&task(id, "alice", "c", WORKING, at), &limits)
+                .update_task_status("t2", COMPLETED, &status(COMPLETED, None))
                 .unwrap();
+            std::thread::sleep(Duration::from_millis(3));
+            store
+                .update_task_status("t1", FAILED, &status(FAILED, None))
+                .unwrap();
+            assert_eq!(store.task_count().unwrap(), (3, 1));
+
+            store
+                .create_task(&task("t4", "alice", "c", SUBMITTED, 4_000), &limits)
+                .unwrap();
+            assert_eq!(stored_ids(&store), set(&["t1", "t3", "t4"]));
+            store
+                .create_task(&task("t5", "alice", "c", SUBMITTED, 5_000), &limits)
+                .unwrap();
+            assert_eq!(stored_ids(&store), set(&["t3", "t4", "t5"]));
+            assert_eq!(store.task_count().unwrap(), (3, 3));
+            assert_eq!(store.task("t1").unwrap(), None);
+            assert_eq!(store.task_status_history("t2").unwrap(), vec![]);
+
+            // All three active: nothing can be evicted, and nothing is written.
+            let history_before = store.task_status_history("t3").unwrap();
+            let err = store
+                .create_task(&task("t6", "alice", "c", SUBMITTED, 6_000), &limits)
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    StoreError::TasksFull {
+                        limit: 3,
+                        active: 3,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            let message = err.to_string();
+            assert!(
+                message.contains("the limit is 3 tasks and 3 stored tasks are still active"),
+                "{message}"
+            );
+            assert!(
+                message.contains("raise [a2a] max_tasks or wait for tasks to finish"),
+                "{message}"
+            );
+            assert_eq!(store.task("t6").unwrap(), None);
+            assert_eq!(rows(&store, "a2a_task_messages", "t6"), 0);
+            assert_eq!(rows(&store, "a2a_task_status", "t6"), 0);
+            assert_eq!(stored_ids(&store), set(&["t3", "t4", "t5"]));
+            assert_eq!(store.task_status_history("t3").unwrap(), history_before);
+
+            // Once one finishes, there is room again.
+            store
+                .update_task_status("t4", COMPLETED, &status(COMPLETED, None))
+                .unwrap();
+            store
+                .create_task(&task("t6", "alice", "c", SUBMITTED, 6_000), &limits)
+                .unwrap();
+            assert_eq!(stored_ids(&store), set(&["t3", "t5", "t6"]));
         }
-        // t2 finishes before t1, so t2 is the older terminal task although t1 was created first.
-        store
-            .update_task_status("t2", COMPLETED, &status(COMPLETED, None))
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(3));
-        store
-            .update_task_status("t1", FAILED, &status(FAILED, None))
-            .unwrap();
-        assert_eq!(store.task_count().unwrap(), (3, 1));
-
-        store
-            .create_task(&task("t4", "alice", "c", SUBMITTED, 4_000), &limits)
-            .unwrap();
-        assert_eq!(stored_ids(&store), set(&["t1", "t3", "t4"]));
-        store
-            .create_task(&task("t5", "alice", "c", SUBMITTED, 5_000), &limits)
-            .unwrap();
-        assert_eq!(stored_ids(&store), set(&["t3", "t4", "t5"]));
-        assert_eq!(store.task_count().unwrap(), (3, 3));
-        assert_eq!(store.task("t1").unwrap(), None);
-        assert_eq!(store.task_status_history("t2").unwrap(), vec![]);
-
-        // All three active: nothing can be evicted, and nothing is written.
-        let history_before = store.task_status_history("t3").unwrap();
-        let err = store
-            .create_task(&task("t6", "alice", "c", SUBMITTED, 6_000), &limits)
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::TasksFull {
-                    limit: 3,
-                    active: 3,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        let message = err.to_string();
-        assert!(
-            message.contains("the limit is 3 tasks and 3 stored tasks are still active"),
-            "{message}"
-        );
-        assert!(
-            message.contains("raise [a2a] max_tasks or wait for tasks to finish"),
-            "{message}"
-        );
-        assert_eq!(store.task("t6").unwrap(), None);
-        assert_eq!(rows(&store, "a2a_task_messages", "t6"), 0);
-        assert_eq!(rows(&store, "a2a_task_status", "t6"), 0);
-        assert_eq!(stored_ids(&store), set(&["t3", "t4", "t5"]));
-        assert_eq!(store.task_status_history("t3").unwrap(), history_before);
-
-        // Once one finishes, there is room again.
-        store
-            .update_task_status("t4", COMPLETED, &status(COMPLETED, None))
-            .unwrap();
-        store
-            .create_task(&task("t6", "alice", "c", SUBMITTED, 6_000), &limits)
-            .unwrap();
-        assert_eq!(stored_ids(&store), set(&["t3", "t5", "t6"]));
     }
 
+    /// SQLite only: what it checks is SQLite's statement cache.
     #[test]
     fn eviction_reuses_its_prepared_statement() {
         let store = Store::open_in_memory().unwrap();
@@ -1853,240 +1885,240 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(store.task_count().unwrap(), (2, 0));
-        let conn = store.conn();
-        let eviction = conn.prepare_cached(&eviction_sql(1)).unwrap();
-        // Eight creations evicted one task each, through the cached statement (its runs include the
-        // cascades to messages, status history and push configs).
-        assert!(eviction.get_status(rusqlite::StatementStatus::Run) >= 8);
-        assert_eq!(eviction.get_status(rusqlite::StatementStatus::RePrepare), 0);
-    }
-
-    #[test]
-    fn interrupted_tasks_are_never_evicted() {
-        let store = Store::open_in_memory().unwrap();
-        let limits = limit(3);
-        store
-            .create_task(&task("waiting", "alice", "c", INPUT_REQUIRED, 1), &limits)
-            .unwrap();
-        store
-            .create_task(&task("auth", "alice", "c", AUTH_REQUIRED, 2), &limits)
-            .unwrap();
-        store
-            .create_task(&task("done", "alice", "c", COMPLETED, 3), &limits)
-            .unwrap();
-        // The two interrupted tasks are older, but only the finished one goes.
-        store
-            .create_task(&task("new", "alice", "c", SUBMITTED, 4), &limits)
-            .unwrap();
-        assert_eq!(stored_ids(&store), set(&["waiting", "auth", "new"]));
-        let err = store
-            .create_task(&task("newer", "alice", "c", SUBMITTED, 5), &limits)
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::TasksFull {
-                    limit: 3,
-                    active: 3,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert_eq!(stored_ids(&store), set(&["waiting", "auth", "new"]));
-        let active: Vec<String> = store
-            .active_tasks()
-            .unwrap()
-            .into_iter()
-            .map(|t| t.id)
-            .collect();
-        assert_eq!(active, ["waiting", "auth", "new"]);
-    }
-
-    #[test]
-    fn a_lowered_limit_evicts_down_to_it_or_fails_without_evicting() {
-        let store = Store::open_in_memory().unwrap();
-        for (id, state, at) in [
-            ("f1", COMPLETED, 1),
-            ("f2", COMPLETED, 2),
-            ("f3", COMPLETED, 3),
-            ("w1", WORKING, 4),
-            ("w2", WORKING, 5),
-        ] {
-            store
-                .create_task(&task(id, "alice", "c", state, at), &unlimited())
+        with_sqlite(&store, |conn| {
+            let eviction = conn
+                .prepare_cached(&eviction_sql(Dialect::Sqlite, 1))
                 .unwrap();
-        }
-        // Limit 3 with 5 stored: three must go for the new one to fit, but only f1..f3 may.
-        store
-            .create_task(&task("n1", "alice", "c", SUBMITTED, 6), &limit(3))
-            .unwrap();
-        assert_eq!(stored_ids(&store), set(&["w1", "w2", "n1"]));
-
-        // Limit 2 with 3 active: fails, and no terminal task is evicted in passing.
-        store
-            .create_task(&task("f4", "alice", "c", COMPLETED, 7), &unlimited())
-            .unwrap();
-        let err = store
-            .create_task(&task("n2", "alice", "c", SUBMITTED, 8), &limit(2))
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::TasksFull {
-                    limit: 2,
-                    active: 3,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert_eq!(stored_ids(&store), set(&["w1", "w2", "n1", "f4"]));
+            // Eight creations evicted one task each, through the cached statement (its runs include
+            // the cascades to messages, status history and push configs).
+            assert!(eviction.get_status(rusqlite::StatementStatus::Run) >= 8);
+            assert_eq!(eviction.get_status(rusqlite::StatementStatus::RePrepare), 0);
+        });
     }
 
-    #[test]
-    fn push_config_crud() {
-        let store = Store::open_in_memory().unwrap();
-        store
-            .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
-            .unwrap();
-        store
-            .create_task(&task("t2", "alice", "c", WORKING, 2), &unlimited())
-            .unwrap();
-        let config = |url: &str| json!({"url": url, "token": "tok"});
-
-        assert_eq!(store.push_config("t1", "p1").unwrap(), None);
-        assert_eq!(store.push_configs("t1").unwrap(), vec![]);
-        store
-            .put_push_config("t1", "p2", &config("https://b"))
-            .unwrap();
-        store
-            .put_push_config("t1", "p1", &config("https://a"))
-            .unwrap();
-        store
-            .put_push_config("t2", "p1", &config("https://other"))
-            .unwrap();
-        assert_eq!(
-            store.push_config("t1", "p1").unwrap(),
-            Some(config("https://a"))
-        );
-        // Registration order, not id order.
-        assert_eq!(
-            store.push_configs("t1").unwrap(),
-            vec![
-                ("p2".to_string(), config("https://b")),
-                ("p1".to_string(), config("https://a")),
-            ]
-        );
-
-        // Replacing keeps the config's place.
-        store
-            .put_push_config("t1", "p2", &config("https://b2"))
-            .unwrap();
-        assert_eq!(
-            store.push_configs("t1").unwrap(),
-            vec![
-                ("p2".to_string(), config("https://b2")),
-                ("p1".to_string(), config("https://a")),
-            ]
-        );
-
-        assert!(store.delete_push_config("t1", "p2").unwrap());
-        assert!(!store.delete_push_config("t1", "p2").unwrap());
-        assert!(!store.delete_push_config("nope", "p1").unwrap());
-        assert_eq!(
-            store.push_configs("t1").unwrap(),
-            vec![("p1".to_string(), config("https://a"))]
-        );
-        assert_eq!(
-            store.push_config("t2", "p1").unwrap(),
-            Some(config("https://other"))
-        );
-        assert_eq!(store.push_configs("nope").unwrap(), vec![]);
-    }
-
-    #[test]
-    fn eviction_removes_push_configs_and_histories() {
-        let store = Store::open_in_memory().unwrap();
-        let limits = limit(2);
-        store
-            .create_task(&task("old", "alice", "c", WORKING, 1), &limits)
-            .unwrap();
-        store
-            .create_task(&task("keep", "alice", "c", WORKING, 2), &limits)
-            .unwrap();
-        store
-            .put_push_config("old", "p1", &json!({"url": "https://a"}))
-            .unwrap();
-        store
-            .put_push_config("keep", "p1", &json!({"url": "https://k"}))
-            .unwrap();
-        store
-            .append_task_message("old", &user_message("m2", "x"))
-            .unwrap();
-        store
-            .update_task_status("old", COMPLETED, &status(COMPLETED, None))
-            .unwrap();
-        assert_eq!(rows(&store, "a2a_push_configs", "old"), 1);
-
-        store
-            .create_task(&task("new", "alice", "c", SUBMITTED, 3), &limits)
-            .unwrap();
-        assert_eq!(stored_ids(&store), set(&["keep", "new"]));
-        assert_eq!(store.push_config("old", "p1").unwrap(), None);
-        assert_eq!(store.push_configs("old").unwrap(), vec![]);
-        for table in ["a2a_push_configs", "a2a_task_messages", "a2a_task_status"] {
-            assert_eq!(rows(&store, table, "old"), 0, "{table}");
-        }
-        assert_eq!(
-            store.push_configs("keep").unwrap(),
-            vec![("p1".to_string(), json!({"url": "https://k"}))]
-        );
-    }
-
-    #[test]
-    fn active_tasks_and_counts() {
-        let store = Store::open_in_memory().unwrap();
-        for (id, state, at) in [
-            ("w", WORKING, 30),
-            ("done", COMPLETED, 10),
-            ("s", SUBMITTED, 20),
-            ("i", INPUT_REQUIRED, 40),
-            ("r", TaskState::Rejected, 50),
-            ("x", TaskState::Canceled, 60),
-        ] {
+    both_backends! {
+        fn interrupted_tasks_are_never_evicted(store) {
+            let limits = limit(3);
             store
-                .create_task(&task(id, "alice", "c", state, at), &unlimited())
+                .create_task(&task("waiting", "alice", "c", INPUT_REQUIRED, 1), &limits)
                 .unwrap();
+            store
+                .create_task(&task("auth", "alice", "c", AUTH_REQUIRED, 2), &limits)
+                .unwrap();
+            store
+                .create_task(&task("done", "alice", "c", COMPLETED, 3), &limits)
+                .unwrap();
+            // The two interrupted tasks are older, but only the finished one goes.
+            store
+                .create_task(&task("new", "alice", "c", SUBMITTED, 4), &limits)
+                .unwrap();
+            assert_eq!(stored_ids(&store), set(&["waiting", "auth", "new"]));
+            let err = store
+                .create_task(&task("newer", "alice", "c", SUBMITTED, 5), &limits)
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    StoreError::TasksFull {
+                        limit: 3,
+                        active: 3,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert_eq!(stored_ids(&store), set(&["waiting", "auth", "new"]));
+            let active: Vec<String> = store
+                .active_tasks()
+                .unwrap()
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(active, ["waiting", "auth", "new"]);
         }
-        assert_eq!(store.task_count().unwrap(), (6, 3));
-        let active = store.active_tasks().unwrap();
-        let summary: Vec<(&str, TaskState)> =
-            active.iter().map(|t| (t.id.as_str(), t.state)).collect();
-        assert_eq!(
-            summary,
-            [("s", SUBMITTED), ("w", WORKING), ("i", INPUT_REQUIRED)]
-        );
-        assert_eq!(active[0].history, vec![user_message("s-m1", "hello")]);
     }
 
-    #[test]
-    fn corrupt_json_is_reported_with_its_location() {
-        let store = Store::open_in_memory().unwrap();
-        store
-            .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
-            .unwrap();
-        store
-            .conn()
-            .execute("UPDATE a2a_task_messages SET message = 'nope'", [])
-            .unwrap();
-        let err = store.task("t1").unwrap_err();
-        assert!(
-            err.to_string().contains("message 1 of A2A task \"t1\""),
-            "{err}"
-        );
-        let err = store.list_tasks(&query("alice")).unwrap_err();
-        assert!(matches!(err, StoreError::CorruptJson { .. }), "{err}");
+    both_backends! {
+        fn a_lowered_limit_evicts_down_to_it_or_fails_without_evicting(store) {
+            for (id, state, at) in [
+                ("f1", COMPLETED, 1),
+                ("f2", COMPLETED, 2),
+                ("f3", COMPLETED, 3),
+                ("w1", WORKING, 4),
+                ("w2", WORKING, 5),
+            ] {
+                store
+                    .create_task(&task(id, "alice", "c", state, at), &unlimited())
+                    .unwrap();
+            }
+            // Limit 3 with 5 stored: three must go for the new one to fit, but only f1..f3 may.
+            store
+                .create_task(&task("n1", "alice", "c", SUBMITTED, 6), &limit(3))
+                .unwrap();
+            assert_eq!(stored_ids(&store), set(&["w1", "w2", "n1"]));
+
+            // Limit 2 with 3 active: fails, and no terminal task is evicted in passing.
+            store
+                .create_task(&task("f4", "alice", "c", COMPLETED, 7), &unlimited())
+                .unwrap();
+            let err = store
+                .create_task(&task("n2", "alice", "c", SUBMITTED, 8), &limit(2))
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    StoreError::TasksFull {
+                        limit: 2,
+                        active: 3,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert_eq!(stored_ids(&store), set(&["w1", "w2", "n1", "f4"]));
+        }
+    }
+
+    both_backends! {
+        fn push_config_crud(store) {
+            store
+                .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
+                .unwrap();
+            store
+                .create_task(&task("t2", "alice", "c", WORKING, 2), &unlimited())
+                .unwrap();
+            let config = |url: &str| json!({"url": url, "token": "tok"});
+
+            assert_eq!(store.push_config("t1", "p1").unwrap(), None);
+            assert_eq!(store.push_configs("t1").unwrap(), vec![]);
+            store
+                .put_push_config("t1", "p2", &config("https://b"))
+                .unwrap();
+            store
+                .put_push_config("t1", "p1", &config("https://a"))
+                .unwrap();
+            store
+                .put_push_config("t2", "p1", &config("https://other"))
+                .unwrap();
+            assert_eq!(
+                store.push_config("t1", "p1").unwrap(),
+                Some(config("https://a"))
+            );
+            // Registration order, not id order.
+            assert_eq!(
+                store.push_configs("t1").unwrap(),
+                vec![
+                    ("p2".to_string(), config("https://b")),
+                    ("p1".to_string(), config("https://a")),
+                ]
+            );
+
+            // Replacing keeps the config's place.
+            store
+                .put_push_config("t1", "p2", &config("https://b2"))
+                .unwrap();
+            assert_eq!(
+                store.push_configs("t1").unwrap(),
+                vec![
+                    ("p2".to_string(), config("https://b2")),
+                    ("p1".to_string(), config("https://a")),
+                ]
+            );
+
+            assert!(store.delete_push_config("t1", "p2").unwrap());
+            assert!(!store.delete_push_config("t1", "p2").unwrap());
+            assert!(!store.delete_push_config("nope", "p1").unwrap());
+            assert_eq!(
+                store.push_configs("t1").unwrap(),
+                vec![("p1".to_string(), config("https://a"))]
+            );
+            assert_eq!(
+                store.push_config("t2", "p1").unwrap(),
+                Some(config("https://other"))
+            );
+            assert_eq!(store.push_configs("nope").unwrap(), vec![]);
+        }
+    }
+
+    both_backends! {
+        fn eviction_removes_push_configs_and_histories(store) {
+            let limits = limit(2);
+            store
+                .create_task(&task("old", "alice", "c", WORKING, 1), &limits)
+                .unwrap();
+            store
+                .create_task(&task("keep", "alice", "c", WORKING, 2), &limits)
+                .unwrap();
+            store
+                .put_push_config("old", "p1", &json!({"url": "https://a"}))
+                .unwrap();
+            store
+                .put_push_config("keep", "p1", &json!({"url": "https://k"}))
+                .unwrap();
+            store
+                .append_task_message("old", &user_message("m2", "x"))
+                .unwrap();
+            store
+                .update_task_status("old", COMPLETED, &status(COMPLETED, None))
+                .unwrap();
+            assert_eq!(rows(&store, "a2a_push_configs", "old"), 1);
+
+            store
+                .create_task(&task("new", "alice", "c", SUBMITTED, 3), &limits)
+                .unwrap();
+            assert_eq!(stored_ids(&store), set(&["keep", "new"]));
+            assert_eq!(store.push_config("old", "p1").unwrap(), None);
+            assert_eq!(store.push_configs("old").unwrap(), vec![]);
+            for table in ["a2a_push_configs", "a2a_task_messages", "a2a_task_status"] {
+                assert_eq!(rows(&store, table, "old"), 0, "{table}");
+            }
+            assert_eq!(
+                store.push_configs("keep").unwrap(),
+                vec![("p1".to_string(), json!({"url": "https://k"}))]
+            );
+        }
+    }
+
+    both_backends! {
+        fn active_tasks_and_counts(store) {
+            for (id, state, at) in [
+                ("w", WORKING, 30),
+                ("done", COMPLETED, 10),
+                ("s", SUBMITTED, 20),
+                ("i", INPUT_REQUIRED, 40),
+                ("r", TaskState::Rejected, 50),
+                ("x", TaskState::Canceled, 60),
+            ] {
+                store
+                    .create_task(&task(id, "alice", "c", state, at), &unlimited())
+                    .unwrap();
+            }
+            assert_eq!(store.task_count().unwrap(), (6, 3));
+            let active = store.active_tasks().unwrap();
+            let summary: Vec<(&str, TaskState)> =
+                active.iter().map(|t| (t.id.as_str(), t.state)).collect();
+            assert_eq!(
+                summary,
+                [("s", SUBMITTED), ("w", WORKING), ("i", INPUT_REQUIRED)]
+            );
+            assert_eq!(active[0].history, vec![user_message("s-m1", "hello")]);
+        }
+    }
+
+    both_backends! {
+        fn corrupt_json_is_reported_with_its_location(store) {
+            store
+                .create_task(&task("t1", "alice", "c", WORKING, 1), &unlimited())
+                .unwrap();
+            sql(&store, "UPDATE a2a_task_messages SET message = 'nope'");
+            let err = store.task("t1").unwrap_err();
+            assert!(
+                err.to_string().contains("message 1 of A2A task \"t1\""),
+                "{err}"
+            );
+            let err = store.list_tasks(&query("alice")).unwrap_err();
+            assert!(matches!(err, StoreError::CorruptJson { .. }), "{err}");
+        }
     }
 
     #[test]
@@ -2155,22 +2187,265 @@ mod tests {
         assert_eq!(store.task("t1").unwrap().unwrap().id, "t1");
     }
 
+    /// SQLite only: the plans of SQLite's query planner.
     #[test]
     fn listing_uses_the_owner_index() {
         let store = Store::open_in_memory().unwrap();
-        let plan: Vec<String> = store
-            .conn()
-            .prepare(&format!(
-                "EXPLAIN QUERY PLAN SELECT {TASK_COLUMNS} FROM a2a_tasks WHERE owner = ?1 \
-                 AND (updated_at_ms, id) < (?2, ?3) ORDER BY updated_at_ms DESC, id DESC LIMIT 10"
-            ))
-            .unwrap()
-            .query_map(params!["alice", 1, "t"], |row| row.get::<_, String>(3))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
+        let selection = " WHERE owner = ?1 AND (updated_at_ms, id) < (?2, ?3) \
+                         ORDER BY updated_at_ms DESC, id DESC LIMIT 10";
+        let plan = |sql: String| -> String {
+            with_sqlite(&store, |conn| {
+                conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                    .unwrap()
+                    .query_map(rusqlite::params!["alice", 1, "t"], |row| {
+                        row.get::<_, String>(3)
+                    })
+                    .unwrap()
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .unwrap()
+                    .join("\n")
+            })
+        };
+        let page = plan(format!("SELECT {TASK_COLUMNS} FROM a2a_tasks{selection}"));
+        assert!(page.contains("a2a_tasks_by_owner"), "{page}");
+        assert!(!page.contains("TEMP B-TREE"), "{page}");
+        // The page's messages are found through their primary key, not by reading them all.
+        let messages = plan(format!(
+            "SELECT task_id, seq, message FROM a2a_task_messages \
+             WHERE task_id IN (SELECT id FROM a2a_tasks{selection}) ORDER BY task_id, seq"
+        ));
+        assert!(!messages.contains("SCAN a2a_task_messages"), "{messages}");
+    }
+
+    both_backends! {
+        fn ids_are_ordered_byte_by_byte_whatever_the_collation(store) {
+            if store.backend_name() == "postgres" {
+                // As on a server initialised with a locale other than C, where "a" sorts before "B".
+                sql(&store, "ALTER TABLE a2a_tasks ALTER COLUMN id TYPE TEXT COLLATE \"und-x-icu\"");
+            }
+            for id in ["a", "B", "c", "D"] {
+                store
+                    .create_task(&task(id, "alice", "x", COMPLETED, 1_000), &unlimited())
+                    .unwrap();
+            }
+            let mut token = None;
+            let mut listed = Vec::new();
+            loop {
+                let page = store
+                    .list_tasks(&TaskQuery {
+                        page_size: 1,
+                        page_token: token,
+                        ..query("alice")
+                    })
+                    .unwrap();
+                listed.extend(page.tasks.into_iter().map(|t| t.id));
+                token = page.next_page_token;
+                if token.is_none() {
+                    break;
+                }
+            }
+            assert_eq!(listed, ["c", "a", "D", "B"]);
+            let recent: Vec<String> = store
+                .recent_tasks(None, None, None, 0)
+                .unwrap()
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(recent, ["c", "a", "D", "B"]);
+            // The token of "a" means the same position on every replica: "D" and "B" come after it.
+            let after_a = store
+                .list_tasks(&TaskQuery {
+                    page_token: Some(encode_page_token(1_000, "a")),
+                    ..query("alice")
+                })
+                .unwrap();
+            assert_eq!(ids(&after_a), ["D", "B"]);
+            // The oldest finished task by (time, id) goes first: "B", then "D".
+            store
+                .create_task(&task("e", "alice", "x", WORKING, 2_000), &limit(4))
+                .unwrap();
+            assert_eq!(stored_ids(&store), set(&["a", "c", "D", "e"]));
+            store
+                .create_task(&task("f", "alice", "x", WORKING, 2_000), &limit(4))
+                .unwrap();
+            assert_eq!(stored_ids(&store), set(&["a", "c", "e", "f"]));
+            for id in ["b", "A"] {
+                store
+                    .create_task(&task(id, "alice", "x", WORKING, 500), &unlimited())
+                    .unwrap();
+            }
+            let active: Vec<String> = store
+                .active_tasks()
+                .unwrap()
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(active, ["A", "b", "e", "f"]);
+        }
+    }
+
+    /// Two handles on one PostgreSQL schema are two replicas of `portico serve`: what one writes,
+    /// the other reads, updates and lists, with nothing cached in either.
+    #[test]
+    fn a_task_created_on_one_replica_is_read_updated_and_listed_on_the_other() {
+        let Some(url) = crate::testing::postgres_test_url() else {
+            return;
+        };
+        let one = Store::open_postgres(&url, 2).unwrap();
+        let two = Store::open_postgres(&url, 2).unwrap();
+        let created = task("t1", "alice", "c", SUBMITTED, 1_000);
+        one.create_task(&created, &unlimited()).unwrap();
+        one.put_push_config("t1", "p1", &json!({"url": "https://a"}))
             .unwrap();
-        let plan = plan.join("\n");
-        assert!(plan.contains("a2a_tasks_by_owner"), "{plan}");
-        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        assert_eq!(two.task("t1").unwrap(), Some(created));
+        assert_eq!(
+            two.push_configs("t1").unwrap(),
+            vec![("p1".to_string(), json!({"url": "https://a"}))]
+        );
+
+        let seq = two
+            .update_task(
+                "t1",
+                &TaskUpdate {
+                    message: Some(user_message("m2", "more")),
+                    ..TaskUpdate::status(WORKING, status(WORKING, Some("on it")))
+                },
+            )
+            .unwrap();
+        assert_eq!(seq, Some(2));
+        // The numbering continues on whichever replica writes next.
+        assert_eq!(
+            one.update_task_status("t1", INPUT_REQUIRED, &status(INPUT_REQUIRED, None))
+                .unwrap(),
+            3
+        );
+        one.append_task_message("t1", &user_message("m3", "answer"))
+            .unwrap();
+        let on_one = one.task("t1").unwrap().unwrap();
+        assert_eq!(two.task("t1").unwrap().as_ref(), Some(&on_one));
+        assert_eq!(on_one.state, INPUT_REQUIRED);
+        assert_eq!(on_one.history.len(), 3);
+        assert_eq!(on_one.history[2], user_message("m3", "answer"));
+        assert_eq!(
+            two.task_status_history("t1").unwrap(),
+            one.task_status_history("t1").unwrap()
+        );
+        assert_eq!(two.task_status_history("t1").unwrap().len(), 3);
+
+        // A page token issued by one replica continues on the other.
+        for (id, at) in [("t2", 2_000), ("t3", 3_000)] {
+            two.create_task(&task(id, "alice", "c", WORKING, at), &unlimited())
+                .unwrap();
+        }
+        let first = one
+            .list_tasks(&TaskQuery {
+                page_size: 2,
+                ..query("alice")
+            })
+            .unwrap();
+        assert_eq!(ids(&first), ["t1", "t3"]);
+        assert_eq!(first.total_size, 3);
+        let rest = two
+            .list_tasks(&TaskQuery {
+                page_size: 2,
+                page_token: first.next_page_token.clone(),
+                ..query("alice")
+            })
+            .unwrap();
+        assert_eq!(ids(&rest), ["t2"]);
+        assert_eq!(rest.next_page_token, None);
+        let recovered: Vec<String> = one
+            .active_tasks()
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(recovered, ["t2", "t3", "t1"]);
+
+        // One replica's finished task makes room for the other's new one.
+        one.update_task_status("t2", COMPLETED, &status(COMPLETED, None))
+            .unwrap();
+        two.create_task(&task("t4", "alice", "c", SUBMITTED, 4_000), &limit(3))
+            .unwrap();
+        assert_eq!(one.task("t2").unwrap(), None);
+        assert_eq!(one.task_count().unwrap(), (3, 3));
+        assert!(two.delete_push_config("t1", "p1").unwrap());
+        assert_eq!(one.push_config("t1", "p1").unwrap(), None);
+    }
+
+    /// (stored, refused as full) by each replica.
+    type Outcomes = Vec<(usize, usize)>;
+
+    /// Three replicas (handles on one fresh schema) each create `rounds` tasks in `state`, all three
+    /// at the same moment each round.
+    fn create_at_once(
+        state: TaskState,
+        rounds: i64,
+        limits: &TaskLimits,
+    ) -> Option<(Vec<Store>, Outcomes)> {
+        let url = crate::testing::postgres_test_url()?;
+        let replicas: Vec<Store> = (0..3)
+            .map(|_| Store::open_postgres(&url, 2).unwrap())
+            .collect();
+        let together = std::sync::Barrier::new(replicas.len());
+        let outcomes = std::thread::scope(|scope| {
+            let threads: Vec<_> = replicas
+                .iter()
+                .enumerate()
+                .map(|(r, replica)| {
+                    let together = &together;
+                    scope.spawn(move || {
+                        let (mut stored, mut full) = (0, 0);
+                        for n in 0..rounds {
+                            let id = format!("r{r}-{n}");
+                            together.wait();
+                            match replica.create_task(&task(&id, "alice", "c", state, n), limits) {
+                                Ok(()) => stored += 1,
+                                Err(StoreError::TasksFull { .. }) => full += 1,
+                                Err(error) => panic!("{id}: {error}"),
+                            }
+                        }
+                        (stored, full)
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        Some((replicas, outcomes))
+    }
+
+    /// Replicas creating tasks at the same moment each count, evict and insert in one SERIALIZABLE
+    /// transaction: together they never store more than the limit, and none of them fails other
+    /// than with `TasksFull` (a lost race is run again, not reported).
+    #[test]
+    fn replicas_creating_at_once_never_exceed_the_limit() {
+        let Some((replicas, outcomes)) = create_at_once(WORKING, 8, &limit(10)) else {
+            return;
+        };
+        let stored: usize = outcomes.iter().map(|(stored, _)| stored).sum();
+        assert_eq!(stored, 10, "{outcomes:?}");
+        assert_eq!(replicas[0].task_count().unwrap(), (10, 10));
+        // Each task kept its whole history (no half-written task from a retried transaction).
+        for task in replicas[1].active_tasks().unwrap() {
+            assert_eq!(task.history.len(), 1, "{}", task.id);
+            assert_eq!(replicas[2].task_status_history(&task.id).unwrap().len(), 1);
+        }
+
+        // Finished tasks: every creation past the limit evicts one, and two replicas evicting at
+        // once must neither both evict the same task nor both insert into one free place.
+        let Some((replicas, outcomes)) = create_at_once(COMPLETED, 12, &limit(10)) else {
+            return;
+        };
+        assert!(
+            outcomes.iter().all(|&(stored, _)| stored == 12),
+            "{outcomes:?}"
+        );
+        assert_eq!(replicas[0].task_count().unwrap(), (10, 0));
+        // The ten newest by (time, id): rounds 9 to 11, and the greatest id of round 8.
+        let newest: BTreeSet<String> = (0..3)
+            .flat_map(|r| (9..12).map(move |n| format!("r{r}-{n}")))
+            .chain(["r2-8".to_string()])
+            .collect();
+        assert_eq!(stored_ids(&replicas[1]), newest);
     }
 }

@@ -10,12 +10,15 @@ use crate::Store;
 /// The variable naming the test server.
 pub const POSTGRES_URL_VAR: &str = "PORTICO_TEST_POSTGRES_URL";
 
+/// How many connections the pool of a [`postgres_store`] opens at most.
+pub const POSTGRES_TEST_POOL_SIZE: usize = 4;
+
 /// A fresh store in a new schema of the test server, or `None` (the test is skipped) when no server
 /// is configured and none is required.
 pub fn postgres_store() -> Option<Store> {
     let url = postgres_test_url()?;
     Some(
-        Store::open_postgres(&url, 4)
+        Store::open_postgres(&url, POSTGRES_TEST_POOL_SIZE)
             .unwrap_or_else(|error| panic!("opening the test store: {error}")),
     )
 }
@@ -41,14 +44,15 @@ pub fn postgres_test_url() -> Option<String> {
 }
 
 fn create_schema(base: &str, schema: &str) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime for creating a test schema");
     std::thread::scope(|scope| {
-        // A thread of its own, so that this works from inside a test's runtime too.
+        // A thread of its own, so that this works from inside a test's runtime too (where a runtime
+        // may be neither entered nor dropped).
         scope
             .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime for creating a test schema");
                 runtime.block_on(async {
                     let (client, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls)
                         .await
