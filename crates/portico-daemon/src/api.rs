@@ -378,17 +378,26 @@ async fn health(
         .iter()
         .filter(|s| s.state == ServerState::Ready)
         .count();
+    let store = store_view(&state.engine).await;
+    let reachable = store["reachable"] == Value::Bool(true);
     let mut body = json!({
-        "status": "ok",
+        "status": if reachable { "ok" } else { "degraded" },
         "version": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id(),
+        "replica": state.engine.replica().name(),
         "servers": {"configured": servers.len(), "ready": ready},
         "config": state.live.status_json(),
+        "store": store,
     });
     if anonymous.is_some() {
         // Without the door's token: whether the config loaded, not its path or a refusal's text
-        // (which quotes config values: URLs, commands, names).
+        // (which quotes config values: URLs, commands, names); the store's kind and whether it
+        // answers, not where it is or what it said.
         body["config"] = json!({"status": body["config"]["status"].clone()});
+        body["store"] = json!({
+            "backend": body["store"]["backend"].clone(),
+            "reachable": reachable,
+        });
     }
     if let Some(challenge) = query.challenge {
         if challenge.is_empty() || challenge.len() > MAX_CHALLENGE_CHARS {
@@ -399,7 +408,55 @@ async fn health(
         }
         body["proof"] = Value::String(state.identity.prove(&challenge));
     }
-    Json(body).into_response()
+    // A replica that cannot reach its store cannot serve: a load balancer's health check takes it
+    // out of rotation.
+    let status = if reachable {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+/// How long `/api/health` waits for the store before calling it unreachable.
+const STORE_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The store as this replica sees it now: its kind and place (a URL without its password), whether
+/// it answers, its schema version, and the replicas sharing it.
+async fn store_view(engine: &Engine) -> Value {
+    let store = engine.store().clone();
+    let mut view = json!({
+        "backend": store.backend_name(),
+        "location": store.location().display().to_string(),
+    });
+    let checked = tokio::time::timeout(
+        STORE_CHECK_TIMEOUT,
+        tokio::task::spawn_blocking(move || {
+            let version = store.schema_version()?;
+            let replicas = store.replicas()?;
+            Ok::<_, portico_store::StoreError>((version, replicas))
+        }),
+    )
+    .await;
+    match checked {
+        Ok(Ok(Ok((version, replicas)))) => {
+            view["reachable"] = json!(true);
+            view["schemaVersion"] = json!(version);
+            view["replicas"] = json!(replicas);
+        }
+        Ok(Ok(Err(error))) => {
+            view["reachable"] = json!(false);
+            view["error"] = json!(error.to_string());
+        }
+        Ok(Err(_)) | Err(_) => {
+            view["reachable"] = json!(false);
+            view["error"] = json!(format!(
+                "the store did not answer within {} s",
+                STORE_CHECK_TIMEOUT.as_secs()
+            ));
+        }
+    }
+    view
 }
 
 /// The reference shape: `configured` (what the config says) and `connected` (live sessions with their
