@@ -36,14 +36,15 @@ pub fn postgres_test_url() -> Option<String> {
 }
 
 fn create_schema(base: &str, schema: &str) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime for creating a test schema");
     std::thread::scope(|scope| {
-        // A thread of its own, so that this works from inside a test's runtime too.
+        // A thread of its own, runtime included (a runtime may not be dropped in async code), so
+        // that this works from inside a test's runtime too.
         scope
             .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime for creating a test schema");
                 runtime.block_on(async {
                     let (client, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls)
                         .await
