@@ -39,6 +39,8 @@ use std::time::Instant;
 use rusqlite::TransactionBehavior;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
+use crate::audit::AppendLock;
+use crate::db::pg::PgConn;
 use crate::db::{Db, DbError, Dialect};
 
 use crate::conversations::Conversation;
@@ -195,6 +197,9 @@ const AUDIT_GATHERING: std::time::Duration = std::time::Duration::from_millis(5)
 pub(crate) trait Job: Send {
     /// Somebody waits for this write's answer (so its batch must not wait to fill).
     fn awaited(&self) -> bool;
+    /// It appends audit records, so its batch must take the audit append lock on PostgreSQL
+    /// (`audit::AppendLock`).
+    fn appends_audit(&self) -> bool;
     /// Runs the write (again, if an earlier attempt at the batch was rolled back); `false` if it
     /// failed, which is final: a failed write is not run again.
     fn run(&mut self, store: &Store, db: &Db<'_>) -> bool;
@@ -234,6 +239,7 @@ impl BatchFailure {
 
 struct Pending<T, W> {
     work: W,
+    appends_audit: bool,
     result: Option<Result<T, StoreError>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
     label: std::path::PathBuf,
@@ -246,6 +252,10 @@ where
 {
     fn awaited(&self) -> bool {
         true
+    }
+
+    fn appends_audit(&self) -> bool {
+        self.appends_audit
     }
 
     fn run(&mut self, store: &Store, db: &Db<'_>) -> bool {
@@ -299,6 +309,11 @@ where
 {
     fn awaited(&self) -> bool {
         false
+    }
+
+    fn appends_audit(&self) -> bool {
+        // The only writes nobody waits for are audit records.
+        true
     }
 
     fn run(&mut self, store: &Store, db: &Db<'_>) -> bool {
@@ -430,32 +445,47 @@ impl Store {
             }
             Backend::Postgres(pool) => {
                 let conn = pool.get()?;
-                let mut conflicts = 0;
-                loop {
-                    conn.begin()?;
-                    self.forget_audit_head();
-                    let retry_conflicts = conflicts < crate::CONFLICT_RETRIES;
-                    match self.run_jobs(jobs, || Db::postgres(&conn), retry_conflicts) {
-                        Attempt::Commit => match conn.commit() {
-                            Ok(()) => return Ok(()),
-                            Err(error) if retry_conflicts && error.is_retryable_conflict() => {
-                                // The failed commit ended the transaction; this only resets the
-                                // connection's note of it.
-                                conn.rollback()?;
-                            }
-                            Err(error) => return Err(error),
-                        },
-                        Attempt::RunAgain => {
-                            conn.rollback()?;
-                            continue;
-                        }
-                        Attempt::Conflict => conn.rollback()?,
-                    }
-                    // The batch lost a race with another replica's transaction: all of it again.
-                    conflicts += 1;
-                    crate::conflict_pause(conflicts);
+                // Held from before the first attempt's BEGIN until after the last one ended, for the
+                // reasons given at `AppendLock`.
+                let audit_lock = if jobs.iter().any(|queued| queued.job.appends_audit()) {
+                    Some(AppendLock::acquire(&conn)?)
+                } else {
+                    None
+                };
+                let ended = self.run_postgres_batch(&conn, jobs);
+                if let Some(lock) = audit_lock {
+                    lock.release(self, ended.is_ok());
                 }
+                ended
             }
+        }
+    }
+
+    fn run_postgres_batch(&self, conn: &PgConn, jobs: &mut [Queued]) -> Result<(), DbError> {
+        let mut conflicts = 0;
+        loop {
+            conn.begin()?;
+            self.forget_audit_head();
+            let retry_conflicts = conflicts < crate::CONFLICT_RETRIES;
+            match self.run_jobs(jobs, || Db::postgres(conn), retry_conflicts) {
+                Attempt::Commit => match conn.commit() {
+                    Ok(()) => return Ok(()),
+                    Err(error) if retry_conflicts && error.is_retryable_conflict() => {
+                        // The failed commit ended the transaction; this only resets the
+                        // connection's note of it.
+                        conn.rollback()?;
+                    }
+                    Err(error) => return Err(error),
+                },
+                Attempt::RunAgain => {
+                    conn.rollback()?;
+                    continue;
+                }
+                Attempt::Conflict => conn.rollback()?,
+            }
+            // The batch lost a race with another replica's transaction: all of it again.
+            conflicts += 1;
+            crate::conflict_pause(conflicts);
         }
     }
 
@@ -532,10 +562,35 @@ impl BatchWriter {
         T: Send + 'static,
         W: FnMut(&Store, &Db<'_>) -> Result<T, StoreError> + Send + 'static,
     {
+        self.submit_job(work, false)
+    }
+
+    /// [`BatchWriter::submit`] for `work` that appends audit records ([`Store::insert_audit`]).
+    pub(crate) fn submit_appending_audit<T, W>(
+        &self,
+        work: W,
+    ) -> impl Future<Output = Result<T, StoreError>> + use<T, W>
+    where
+        T: Send + 'static,
+        W: FnMut(&Store, &Db<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.submit_job(work, true)
+    }
+
+    fn submit_job<T, W>(
+        &self,
+        work: W,
+        appends_audit: bool,
+    ) -> impl Future<Output = Result<T, StoreError>> + use<T, W>
+    where
+        T: Send + 'static,
+        W: FnMut(&Store, &Db<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         let label = self.store.label().to_path_buf();
         let job = Pending {
             work,
+            appends_audit,
             result: None,
             reply,
             label: label.clone(),
@@ -583,7 +638,7 @@ impl BatchWriter {
     /// Queues an audit record; nothing waits for it (see [`crate::AuditWriter`]).
     pub(crate) fn record_audit(&self, record: crate::AuditRecord) {
         let job = Unanswered {
-            work: move |store: &Store, db: &Db<'_>| store.insert_audit(db.legacy_sqlite(), &record),
+            work: move |store: &Store, db: &Db<'_>| store.insert_audit(db, &record),
             failure: None,
             what: "an audit record",
         };
@@ -658,10 +713,9 @@ impl BatchWriter {
         first: crate::NewMessage,
     ) -> impl Future<Output = Result<Conversation, StoreError>> + use<> {
         self.submit(move |store, conn| {
-            let conversation =
-                store.insert_conversation(conn.legacy_sqlite(), &agent, owner.as_deref())?;
+            let conversation = store.insert_conversation(conn, &agent, owner.as_deref())?;
             store
-                .insert_message(conn.legacy_sqlite(), &conversation.id, &first)
+                .insert_message(conn, &conversation.id, &first)
                 .map(|(_, conversation)| conversation)
         })
     }
@@ -675,7 +729,7 @@ impl BatchWriter {
     ) -> impl Future<Output = Result<Conversation, StoreError>> + use<> {
         self.submit(move |store, conn| {
             store
-                .insert_message(conn.legacy_sqlite(), &conversation_id, &message)
+                .insert_message(conn, &conversation_id, &message)
                 .map(|(_, conversation)| conversation)
         })
     }

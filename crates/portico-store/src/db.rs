@@ -159,19 +159,6 @@ impl DbError {
             _ => false,
         }
     }
-
-    /// A write refused because it would break a `UNIQUE` or `PRIMARY KEY` constraint, on either database.
-    pub(crate) fn is_unique_violation(&self) -> bool {
-        match self {
-            DbError::Sqlite(error) => matches!(
-                error.sqlite_error(),
-                Some(e) if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-                    || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-            ),
-            DbError::Postgres(error) => pg::is_unique_violation(error),
-            _ => false,
-        }
-    }
 }
 
 /// What a row's column converts into: the types the schema stores.
@@ -295,13 +282,6 @@ impl<'c> Db<'c> {
             Conn::Sqlite(conn) => Some(conn),
             Conn::Postgres(_) => None,
         }
-    }
-
-    /// The SQLite connection, for the statements not yet written against `Db`.
-    // TODO(issue 17): gone once every module runs through `Db`.
-    pub(crate) fn legacy_sqlite(&self) -> &'c rusqlite::Connection {
-        self.as_sqlite()
-            .expect("a SQLite-only statement ran on a PostgreSQL store")
     }
 
     /// Whether a statement run through this handle changed a row so far.
@@ -456,7 +436,7 @@ mod tests {
         let err = db
             .execute("INSERT INTO t (k, v) VALUES (?1, ?2)", params!["a", 6_i64])
             .unwrap_err();
-        assert!(err.is_unique_violation(), "{err}");
+        assert!(err.to_string().contains("UNIQUE"), "{err}");
         let rows = db
             .query_map("SELECT k, v, b FROM t", params![], |r| {
                 Ok((r.get::<String>(0)?, r.get::<u32>(1)?, r.get::<Vec<u8>>(2)?))

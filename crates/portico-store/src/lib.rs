@@ -278,8 +278,9 @@ impl Store {
         })
     }
 
-    /// The SQLite connection, for the statements not yet written against [`db::Db`].
-    // TODO(issue 17): gone once every module runs through `with_db`.
+    /// The SQLite connection, for tests that hold it (to stall the writer) or read SQLite's own
+    /// tables; panics on a PostgreSQL store.
+    #[cfg(test)]
     fn conn(&self) -> MutexGuard<'_, Connection> {
         match &self.inner.backend {
             Backend::Sqlite(conn) => lock_sqlite(conn),
@@ -362,24 +363,6 @@ impl Store {
                 }
             }
         }
-    }
-
-    /// The SQLite-only form of [`Store::in_immediate_transaction`], for the statements not yet
-    /// written against [`db::Db`].
-    // TODO(issue 17): gone once every module runs through `in_immediate_transaction`.
-    fn in_sqlite_transaction<T>(
-        &self,
-        operation: &'static str,
-        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(self.sql_error(operation))?;
-        let value = work(&tx)?;
-        tx.commit().map_err(self.sql_error(operation))?;
-        self.committed();
-        Ok(value)
     }
 
     /// Says that a transaction was committed, so that its pages get checkpointed in the background.

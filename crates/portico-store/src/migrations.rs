@@ -256,7 +256,7 @@ pub(crate) fn migrate(
 
 /// The advisory lock key under which PostgreSQL migrations run ("PORTICO" in ASCII), so that replicas
 /// starting together apply each migration once: the second waits, then finds it applied.
-const MIGRATION_LOCK: i64 = 0x504F_5254_4943_4F;
+const MIGRATION_LOCK: i64 = 0x0050_4F52_5449_434F;
 
 /// [`migrate`] for a PostgreSQL database: the same list, each entry translated by [`postgres_ddl`],
 /// the version kept in the one-row table `portico_schema_version`.

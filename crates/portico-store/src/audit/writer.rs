@@ -46,6 +46,7 @@ impl AuditWriter {
 mod tests {
     use super::*;
     use crate::audit::tests::record;
+    use crate::both_backends;
     use crate::{AuditQuery, Store};
 
     fn query(limit: usize) -> AuditQuery {
@@ -55,40 +56,40 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn flush_commits_everything_recorded_before_it_in_order() {
-        let store = Store::open_in_memory().unwrap();
-        let writer = store.audit_writer();
-        for i in 0..1000 {
-            writer.record(record(1_000 + i, "ide", &format!("tool{i}")));
-        }
-        writer.flush().await;
+    both_backends! {
+        async fn flush_commits_everything_recorded_before_it_in_order(store) {
+            let writer = store.audit_writer();
+            for i in 0..1000 {
+                writer.record(record(1_000 + i, "ide", &format!("tool{i}")));
+            }
+            writer.flush().await;
 
-        let read = store.audit(&query(5000)).unwrap();
-        assert_eq!(read.len(), 1000);
-        let expected: Vec<AuditRecord> = (0..1000)
-            .rev()
-            .map(|i| record(1_000 + i, "ide", &format!("tool{i}")))
-            .collect();
-        assert_eq!(read, expected);
+            let read = store.audit(&query(5000)).unwrap();
+            assert_eq!(read.len(), 1000);
+            let expected: Vec<AuditRecord> = (0..1000)
+                .rev()
+                .map(|i| record(1_000 + i, "ide", &format!("tool{i}")))
+                .collect();
+            assert_eq!(read, expected);
+        }
     }
 
-    #[tokio::test]
-    async fn same_timestamp_records_keep_recording_order() {
-        let store = Store::open_in_memory().unwrap();
-        let writer = store.audit_writer();
-        for i in 0..600 {
-            writer.record(record(42, "ide", &format!("t{i}")));
+    both_backends! {
+        async fn same_timestamp_records_keep_recording_order(store) {
+            let writer = store.audit_writer();
+            for i in 0..600 {
+                writer.record(record(42, "ide", &format!("t{i}")));
+            }
+            writer.flush().await;
+            let tools: Vec<String> = store
+                .audit(&query(1000))
+                .unwrap()
+                .into_iter()
+                .map(|r| r.tool)
+                .collect();
+            let expected: Vec<String> = (0..600).rev().map(|i| format!("t{i}")).collect();
+            assert_eq!(tools, expected);
         }
-        writer.flush().await;
-        let tools: Vec<String> = store
-            .audit(&query(1000))
-            .unwrap()
-            .into_iter()
-            .map(|r| r.tool)
-            .collect();
-        let expected: Vec<String> = (0..600).rev().map(|i| format!("t{i}")).collect();
-        assert_eq!(tools, expected);
     }
 
     #[tokio::test]
@@ -110,51 +111,52 @@ mod tests {
         assert_eq!(read[299], record(0, "agent:planner", "mcp_fs_read"));
     }
 
-    #[tokio::test]
-    async fn clones_from_many_threads_all_arrive() {
-        let store = Store::open_in_memory().unwrap();
-        let writer = store.audit_writer();
-        let threads: Vec<_> = (0..4)
-            .map(|t| {
-                let writer = writer.clone();
-                std::thread::spawn(move || {
-                    for i in 0..250 {
-                        writer.record(record(i, &format!("caller{t}"), "x"));
-                    }
+    both_backends! {
+        async fn clones_from_many_threads_all_arrive(store) {
+            let writer = store.audit_writer();
+            let threads: Vec<_> = (0..4)
+                .map(|t| {
+                    let writer = writer.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..250 {
+                            writer.record(record(i, &format!("caller{t}"), "x"));
+                        }
+                    })
                 })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
-        writer.flush().await;
-        for t in 0..4 {
-            let read = store
-                .audit(&AuditQuery {
-                    caller: Some(format!("caller{t}")),
-                    limit: 1000,
-                    ..AuditQuery::default()
-                })
-                .unwrap();
-            assert_eq!(read.len(), 250, "caller{t}");
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            writer.flush().await;
+            for t in 0..4 {
+                let read = store
+                    .audit(&AuditQuery {
+                        caller: Some(format!("caller{t}")),
+                        limit: 1000,
+                        ..AuditQuery::default()
+                    })
+                    .unwrap();
+                assert_eq!(read.len(), 250, "caller{t}");
+            }
         }
     }
 
-    #[tokio::test]
-    async fn records_of_a_dropped_writer_are_still_written() {
-        let store = Store::open_in_memory().unwrap();
-        let writer = store.audit_writer();
-        let clone = writer.clone();
-        for i in 0..500 {
-            clone.record(record(i, "ide", "t"));
+    both_backends! {
+        async fn records_of_a_dropped_writer_are_still_written(store) {
+            let writer = store.audit_writer();
+            let clone = writer.clone();
+            for i in 0..500 {
+                clone.record(record(i, "ide", "t"));
+            }
+            drop(writer);
+            drop(clone);
+            // The queue is the store's, not the writer's: a flush through another writer waits for them.
+            store.audit_writer().flush().await;
+            assert_eq!(store.audit(&query(1000)).unwrap().len(), 500);
         }
-        drop(writer);
-        drop(clone);
-        // The queue is the store's, not the writer's: a flush through another writer waits for them.
-        store.audit_writer().flush().await;
-        assert_eq!(store.audit(&query(1000)).unwrap().len(), 500);
     }
 
+    /// SQLite only: holding its one connection is what keeps the writer from committing.
     #[tokio::test]
     async fn audit_records_share_transactions_with_other_writes() {
         let store = Store::open_in_memory().unwrap();
@@ -176,21 +178,21 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn records_arriving_one_by_one_share_transactions() {
-        let store = Store::open_in_memory().unwrap();
-        let writer = store.audit_writer();
-        // As calls under load finish: one record at a time, a little apart.
-        for i in 0..200 {
-            writer.record(record(i, "ide", "t"));
-            std::thread::sleep(std::time::Duration::from_micros(100));
+    both_backends! {
+        async fn records_arriving_one_by_one_share_transactions(store) {
+            let writer = store.audit_writer();
+            // As calls under load finish: one record at a time, a little apart.
+            for i in 0..200 {
+                writer.record(record(i, "ide", "t"));
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            writer.flush().await;
+            assert_eq!(store.audit(&query(1000)).unwrap().len(), 200);
+            let batches = store.committed_batches();
+            assert!(
+                batches <= 60,
+                "200 records took {batches} transactions; they should gather into few"
+            );
         }
-        writer.flush().await;
-        assert_eq!(store.audit(&query(1000)).unwrap().len(), 200);
-        let batches = store.committed_batches();
-        assert!(
-            batches <= 60,
-            "200 records took {batches} transactions; they should gather into few"
-        );
     }
 }

@@ -77,31 +77,36 @@ impl PgConn {
     }
 
     pub(crate) fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
-        Ok(block_on(self.client.batch_execute(sql))?)
+        // A transaction begun here (a read snapshot, say) is noted like one of `begin`'s, so that
+        // the pool rolls it back if its connection comes back before it ended.
+        let first_word = sql.split_whitespace().next().unwrap_or_default();
+        if first_word.eq_ignore_ascii_case("BEGIN") || first_word.eq_ignore_ascii_case("START") {
+            self.in_transaction.set(true);
+        }
+        let result = block_on(self.client.batch_execute(sql));
+        if result.is_ok()
+            && (first_word.eq_ignore_ascii_case("COMMIT")
+                || first_word.eq_ignore_ascii_case("ROLLBACK")
+                || first_word.eq_ignore_ascii_case("END"))
+        {
+            self.in_transaction.set(false);
+        }
+        Ok(result?)
     }
 
     /// Starts a transaction in which every read and write behaves as if the store's transactions ran
     /// one at a time, as SQLite's do: a transaction that would break that fails with a serialization
     /// error at its next statement or at its commit, and is run again (`Store::in_transaction`).
     pub(crate) fn begin(&self) -> Result<(), DbError> {
-        self.in_transaction.set(true);
         self.execute_batch("BEGIN ISOLATION LEVEL SERIALIZABLE")
     }
 
     pub(crate) fn commit(&self) -> Result<(), DbError> {
-        let result = self.execute_batch("COMMIT");
-        if result.is_ok() {
-            self.in_transaction.set(false);
-        }
-        result
+        self.execute_batch("COMMIT")
     }
 
     pub(crate) fn rollback(&self) -> Result<(), DbError> {
-        let result = self.execute_batch("ROLLBACK");
-        if result.is_ok() {
-            self.in_transaction.set(false);
-        }
-        result
+        self.execute_batch("ROLLBACK")
     }
 }
 
@@ -365,10 +370,6 @@ pub(crate) fn is_retryable_conflict(error: &tokio_postgres::Error) -> bool {
         error.code(),
         Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
     )
-}
-
-pub(crate) fn is_unique_violation(error: &tokio_postgres::Error) -> bool {
-    error.code() == Some(&SqlState::UNIQUE_VIOLATION)
 }
 
 /// The server's SQLSTATE, for advice.
