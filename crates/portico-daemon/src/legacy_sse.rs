@@ -90,19 +90,26 @@ impl OpenSessions {
 
 /// The `/sse` and `/message` routes, and their open sessions. `shutdown` ends every open stream;
 /// `max_body_bytes` caps a POST.
+/// `replica` names this process when it shares its store with other replicas: its session ids then
+/// start with `NAME.`, so that a load balancer can send a session's messages to the replica holding
+/// its stream (docs/replicas.md); another replica answers them 404, as for any unknown session.
 pub(crate) fn routes(
     server: PorticoServer,
     shutdown: CancellationToken,
     max_body_bytes: usize,
+    replica: Option<&str>,
 ) -> (Router, OpenSessions) {
     let sessions = Sessions::default();
-    let router = routes_with(
+    let mut router = routes_with(
         server,
         shutdown,
         max_body_bytes,
         MAX_SESSIONS,
         sessions.clone(),
     );
+    if let Some(name) = replica {
+        router = router.layer(Extension(SessionIdPrefix(format!("{name}."))));
+    }
     (router, OpenSessions(sessions))
 }
 
@@ -142,18 +149,28 @@ fn routes_with(
         .with_state(state)
 }
 
+/// What this replica's session ids start with (see [`routes`]).
+#[derive(Clone)]
+struct SessionIdPrefix(String);
+
 /// `GET /sse`: registers a session, starts its rmcp server, and streams its messages.
 async fn open_session(
     State(state): State<LegacySse>,
     OriginalUri(uri): OriginalUri,
     identity: Option<Extension<ClientIdentity>>,
     client: Option<Extension<Principal>>,
+    prefix: Option<Extension<SessionIdPrefix>>,
 ) -> Response {
     let owner = match identity {
         Some(Extension(identity)) => identity,
         None => ClientIdentity("anonymous".into()),
     };
-    let id = format!("{:032x}", rand::random::<u128>());
+    let prefix = prefix.map(|Extension(SessionIdPrefix(prefix))| prefix);
+    let id = format!(
+        "{}{:032x}",
+        prefix.as_deref().unwrap_or_default(),
+        rand::random::<u128>()
+    );
     let (inbound_tx, inbound_rx) = mpsc::channel(CHANNEL_CAPACITY);
     let (outbound_tx, outbound_rx) = mpsc::channel(CHANNEL_CAPACITY);
     // A child of the daemon's token: shutdown ends every session, a disconnect ends only its own.

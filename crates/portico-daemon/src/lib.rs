@@ -279,9 +279,17 @@ fn router(
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
     let events = events_api::routes(&engine, shutdown.clone());
     let dashboard_api = dashboard_api::routes(&engine, config, shutdown.clone());
-    let (legacy, legacy_sessions) =
-        legacy_sse::routes(server.clone(), shutdown, config.server.max_message_bytes);
-    let sessions = sessions::Sessions::new(sessions::SessionLimits::from_config(&config.server));
+    let replica = engine.replica();
+    let (legacy, legacy_sessions) = legacy_sse::routes(
+        server.clone(),
+        shutdown,
+        config.server.max_message_bytes,
+        replica.shared().then(|| replica.name()),
+    );
+    let sessions = sessions::Sessions::new(
+        sessions::SessionLimits::from_config(&config.server),
+        replica.shared().then(|| replica.name()),
+    );
     let session_stats = sessions::routes(sessions.clone(), server.clone());
     let metrics = metrics::routes(engine.clone(), sessions.clone(), legacy_sessions);
     let recorded = engine.metrics().clone();

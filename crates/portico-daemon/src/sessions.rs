@@ -59,6 +59,11 @@ pub(crate) struct Sessions {
     inner: LocalSessionManager,
     limits: SessionLimits,
     counts: Arc<Mutex<Counts>>,
+    /// `gw-a.` when this process is replica `gw-a` of a shared store: every session id it hands out
+    /// starts with it, so a load balancer can send a session's requests to the replica that holds it
+    /// (docs/replicas.md), and a request for another replica's session is answered 404 here, which
+    /// makes the client start a new session, instead of reaching a session it does not own.
+    replica_prefix: Option<String>,
 }
 
 /// Places taken: reserved by an `initialize` in progress or held by an open session.
@@ -142,7 +147,9 @@ tokio::task_local! {
 }
 
 impl Sessions {
-    pub(crate) fn new(limits: SessionLimits) -> Arc<Self> {
+    /// Sessions within `limits`; `replica` names this process when it shares its store with others
+    /// (see `replica_prefix`).
+    pub(crate) fn new(limits: SessionLimits, replica: Option<&str>) -> Arc<Self> {
         let mut config = SessionConfig::default();
         config.keep_alive = Some(limits.idle);
         let mut inner = LocalSessionManager::default();
@@ -151,6 +158,7 @@ impl Sessions {
             inner,
             limits,
             counts: Arc::default(),
+            replica_prefix: replica.map(|name| format!("{name}.")),
         })
     }
 
@@ -292,13 +300,61 @@ fn is_initialize(body: &[u8]) -> bool {
     })
 }
 
-/// In front of `/mcp`: an `initialize` gets a place for its session or the refusal that says why not.
+/// In front of `/mcp`: an `initialize` gets a place for its session or the refusal that says why not;
+/// on a replica, session ids carry the replica's name outside and not inside (see `replica_prefix`).
 pub(crate) async fn admit(
     State(sessions): State<Arc<Sessions>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    if let Some(id) = request.headers().get("mcp-session-id") {
+    let Some(prefix) = sessions.replica_prefix.clone() else {
+        return admit_here(sessions, request, next).await;
+    };
+    if let Some(id) = request.headers().get(SESSION_HEADER) {
+        let local = id
+            .to_str()
+            .ok()
+            .and_then(|id| id.strip_prefix(&prefix))
+            .and_then(|local| HeaderValue::from_str(local).ok());
+        match local {
+            Some(local) => {
+                request.headers_mut().insert(SESSION_HEADER, local);
+            }
+            None => return not_this_replicas_session(&prefix),
+        }
+    }
+    let mut response = admit_here(sessions, request, next).await;
+    if let Some(issued) = response.headers().get(SESSION_HEADER)
+        && let Ok(outside) =
+            HeaderValue::from_str(&format!("{prefix}{}", issued.to_str().unwrap_or_default()))
+    {
+        response.headers_mut().insert(SESSION_HEADER, outside);
+    }
+    response
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The answer to a request for a session this replica does not hold: 404, which the MCP spec tells
+/// a client to meet with a new `initialize`, and a JSON-RPC error saying so.
+fn not_this_replicas_session(prefix: &str) -> Response {
+    let replica = prefix.trim_end_matches('.');
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {
+                "code": -32001,
+                "message": format!("Session not found on replica {replica} of this gateway (it was started on another replica, or that replica restarted); send initialize without Mcp-Session-Id to start a new session"),
+            },
+        })),
+    )
+        .into_response()
+}
+
+async fn admit_here(sessions: Arc<Sessions>, request: Request, next: Next) -> Response {
+    if let Some(id) = request.headers().get(SESSION_HEADER) {
         let identity = match request.extensions().get::<ClientIdentity>() {
             Some(ClientIdentity(identity)) => identity.as_str(),
             None => "anonymous",
@@ -381,7 +437,7 @@ mod tests {
 
     #[test]
     fn places_are_counted_per_client_and_given_back() {
-        let sessions = Sessions::new(limits(3, 2));
+        let sessions = Sessions::new(limits(3, 2), None);
         let a1 = sessions.reserve("a").unwrap();
         let a2 = sessions.reserve("a").unwrap();
         assert!(matches!(sessions.reserve("a"), Err(Refusal::ClientFull(2))));
