@@ -346,6 +346,7 @@ fn router(
     }
     if let Some(limits) = rate_limit::Limits::new(
         &config.server.rate_limit,
+        config.store.replicas(),
         config.server.max_message_bytes,
         recorded,
     ) {

@@ -40,16 +40,21 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// Limits from `section`, of which this process enforces `1 / replicas` (`[store] replicas`):
+    /// each replica behind a balancer keeps its own buckets, so N of them together admit about what
+    /// the section says one client may do, never less than one request a second and a burst of one.
     pub fn new(
         section: &portico_config::RateLimitSection,
+        replicas: u32,
         max_body: usize,
         metrics: Metrics,
     ) -> Option<Arc<Self>> {
         if !section.enabled {
             return None;
         }
-        let per_second = NonZeroU32::new(section.per_second.max(1))?;
-        let burst = NonZeroU32::new(section.burst.max(1))?;
+        let (per_second, burst) = replica_share(section, replicas);
+        let per_second = NonZeroU32::new(per_second)?;
+        let burst = NonZeroU32::new(burst)?;
         let agent_cost = NonZeroU32::new(section.agent_cost.clamp(1, burst.get()))?;
         Some(Arc::new(Limits {
             limiter: RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst)),
@@ -72,6 +77,16 @@ impl Limits {
             self.limiter.shrink_to_fit();
         }
     }
+}
+
+/// This replica's share of the configured rate and burst: each divided by `replicas`, rounded up,
+/// at least 1.
+fn replica_share(section: &portico_config::RateLimitSection, replicas: u32) -> (u32, u32) {
+    let replicas = replicas.max(1);
+    (
+        section.per_second.max(1).div_ceil(replicas),
+        section.burst.max(1).div_ceil(replicas),
+    )
 }
 
 /// Routes whose path alone says they run an agent (their bodies are not JSON-RPC): the A2A door's
@@ -203,7 +218,7 @@ mod tests {
             burst,
             agent_cost,
         };
-        let limits = Limits::new(&section, 1 << 20, Metrics::new()).unwrap();
+        let limits = Limits::new(&section, 1, 1 << 20, Metrics::new()).unwrap();
         let policy = Arc::new(DoorPolicy::new(
             "127.0.0.1:4200".parse().unwrap(),
             token.map(str::to_string),
@@ -219,6 +234,41 @@ mod tests {
                 security::check,
             ));
         (router, limits)
+    }
+
+    #[test]
+    fn each_replica_enforces_its_share_of_the_limits() {
+        let section = portico_config::RateLimitSection {
+            enabled: true,
+            per_second: 100,
+            burst: 201,
+            agent_cost: 10,
+        };
+        assert_eq!(replica_share(&section, 1), (100, 201));
+        assert_eq!(replica_share(&section, 2), (50, 101));
+        assert_eq!(replica_share(&section, 3), (34, 67));
+        assert_eq!(replica_share(&section, 0), (100, 201));
+        assert_eq!(replica_share(&section, 1000), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_replica_of_two_admits_half_the_burst() {
+        let section = portico_config::RateLimitSection {
+            enabled: true,
+            per_second: 1,
+            burst: 6,
+            agent_cost: 1,
+        };
+        let limits = Limits::new(&section, 2, 1 << 20, Metrics::new()).unwrap();
+        let admitted = (0..6)
+            .filter(|_| {
+                limits
+                    .limiter
+                    .check_key_n(&"client:a".to_string(), NonZeroU32::MIN)
+                    .is_ok_and(|r| r.is_ok())
+            })
+            .count();
+        assert_eq!(admitted, 3);
     }
 
     async fn send(router: &Router, path: &str, authorization: Option<&str>, body: &str) -> u16 {
