@@ -101,6 +101,16 @@ pub enum StoreError {
     TaskNotFound { path: PathBuf, id: String },
 
     #[error(
+        "A2A task {id:?} in the store {path} has finished ({state}) and takes no more writes; \
+         it may have been cancelled through another replica, or failed when its replica's lease ran out"
+    )]
+    TaskFinished {
+        path: PathBuf,
+        id: String,
+        state: String,
+    },
+
+    #[error(
         "cannot store a new A2A task in {path}: the limit is {limit} tasks and {active} stored tasks are still \
          active (only finished tasks are evicted to make room); raise [a2a] max_tasks or wait for tasks to finish"
     )]

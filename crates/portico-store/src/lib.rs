@@ -64,7 +64,7 @@ pub use private::load_or_create_secret;
 pub use replicas::{REPLICA_HEARTBEAT, REPLICA_LEASE, ReplicaRecord};
 pub use tasks::{
     DEFAULT_MAX_TASKS, DEFAULT_TASK_PAGE_SIZE, EarlierStatus, MAX_TASK_PAGE_SIZE, StatusChange,
-    TaskLimits, TaskPage, TaskQuery, TaskRecord, TaskStatusUpdate, TaskUpdate,
+    TaskHead, TaskLimits, TaskPage, TaskQuery, TaskRecord, TaskStatusUpdate, TaskUpdate,
 };
 
 use error::hint_for;

@@ -38,6 +38,17 @@ pub const DEFAULT_TASK_PAGE_SIZE: usize = 50;
 /// The largest page [`Store::list_tasks`] returns; larger page sizes are lowered to it.
 pub const MAX_TASK_PAGE_SIZE: usize = 100;
 
+/// A task's state, status and artifacts without its history ([`Store::task_head`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskHead {
+    pub state: TaskState,
+    pub status: serde_json::Value,
+    pub artifacts: Vec<serde_json::Value>,
+    pub updated_at_ms: i64,
+    /// The replica that last wrote it (see [`Store::orphaned_tasks`]).
+    pub runner: Option<String>,
+}
+
 /// A stored A2A task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
@@ -453,8 +464,8 @@ impl Store {
         let status = task.status.to_string();
         db.execute(
             "INSERT INTO a2a_tasks \
-               (id, context_id, owner, agent, state, status, artifacts, metadata, created_at_ms, updated_at_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+               (id, context_id, owner, agent, state, status, artifacts, metadata, created_at_ms, updated_at_ms, runner) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 task.id,
                 task.context_id,
@@ -466,6 +477,7 @@ impl Store {
                 task.metadata.to_string(),
                 task.created_at_ms,
                 task.updated_at_ms,
+                self.replica(),
             ],
         )
         .map_err(error())?;
@@ -527,13 +539,20 @@ impl Store {
             .map(|change| change.status.to_string());
         let error = || self.sql_error("updating an A2A task");
         // `CASE` rather than SQLite's two-argument `max` (PostgreSQL's `greatest`): the same text on both.
+        // A finished task takes no write, whichever process makes it: on a shared store, the replica
+        // running a task may learn only after the fact that another one cancelled it (or, its lease
+        // run out, failed it), and its run's late writes must not undo that. The writer is the
+        // task's runner from now on.
         let at_ms: Option<i64> = db
             .query_opt(
-                "UPDATE a2a_tasks SET \
-                   state = coalesce(?2, state), status = coalesce(?3, status), \
-                   artifacts = coalesce(?4, artifacts), metadata = coalesce(?5, metadata), \
-                   updated_at_ms = CASE WHEN updated_at_ms > ?6 THEN updated_at_ms ELSE ?6 END \
-                 WHERE id = ?1 RETURNING updated_at_ms",
+                &format!(
+                    "UPDATE a2a_tasks SET \
+                       state = coalesce(?2, state), status = coalesce(?3, status), \
+                       artifacts = coalesce(?4, artifacts), metadata = coalesce(?5, metadata), \
+                       updated_at_ms = CASE WHEN updated_at_ms > ?6 THEN updated_at_ms ELSE ?6 END, \
+                       runner = coalesce(?7, runner) \
+                     WHERE id = ?1 AND state NOT IN {TERMINAL_SQL} RETURNING updated_at_ms"
+                ),
                 params![
                     id,
                     update.status.as_ref().map(|change| change.state.v1_name()),
@@ -541,12 +560,27 @@ impl Store {
                     artifacts,
                     update.metadata.as_ref().map(|m| m.to_string()),
                     now_ms(),
+                    self.replica(),
                 ],
                 |row| row.get(0),
             )
             .map_err(error())?;
         let Some(at_ms) = at_ms else {
-            return Err(self.task_not_found(id));
+            let state = db
+                .query_opt(
+                    "SELECT state FROM a2a_tasks WHERE id = ?1",
+                    params![id],
+                    |row| row.get::<String>(0),
+                )
+                .map_err(error())?;
+            return Err(match state {
+                Some(state) => StoreError::TaskFinished {
+                    path: self.label().to_path_buf(),
+                    id: id.to_string(),
+                    state,
+                },
+                None => self.task_not_found(id),
+            });
         };
         if let Some(message) = &update.message {
             let seq = next_seq(db, "a2a_task_messages", id).map_err(error())?;
@@ -752,6 +786,73 @@ impl Store {
             )
         })?;
         raw.into_iter().map(|raw| self.parse_task(raw)).collect()
+    }
+
+    /// The tasks whose run died with its replica: not finished, not waiting for the client (nothing
+    /// runs for those), and written last by a replica whose heartbeat is older than
+    /// [`crate::REPLICA_LEASE`] or that left (or by no replica: stored before replicas were
+    /// recorded). Least recently updated first. On a shared store the other replicas fail these
+    /// (`portico-a2a`), as a restart fails its own.
+    pub fn orphaned_tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let cutoff = now_ms() - crate::replicas::lease_ms();
+        let raw = self.read_snapshot("reading A2A tasks of dead replicas", |db| {
+            let id = ordered_id(db.dialect());
+            select_tasks(
+                db,
+                &format!(
+                    " WHERE state IN ('TASK_STATE_UNSPECIFIED', 'TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING') \
+                       AND (runner IS NULL OR runner NOT IN \
+                            (SELECT name FROM replicas WHERE heartbeat_at_ms >= ?1)) \
+                     ORDER BY updated_at_ms, {id}"
+                ),
+                params![cutoff],
+            )
+        })?;
+        raw.into_iter().map(|raw| self.parse_task(raw)).collect()
+    }
+
+    /// Where task `id` stands now, cheaply (no history): its state, status JSON text, artifacts
+    /// JSON text and `updated_at_ms`; `None` if there is no such task. For following a task another
+    /// replica runs.
+    pub fn task_head(&self, id: &str) -> Result<Option<TaskHead>, StoreError> {
+        let raw = self.with_db("reading an A2A task's state", |db| {
+            db.query_opt(
+                "SELECT state, status, artifacts, updated_at_ms, runner FROM a2a_tasks WHERE id = ?1",
+                params![id],
+                |row| {
+                    Ok((
+                        row.get::<String>(0)?,
+                        row.get::<String>(1)?,
+                        row.get::<String>(2)?,
+                        row.get::<i64>(3)?,
+                        row.get::<Option<String>>(4)?,
+                    ))
+                },
+            )
+        })?;
+        raw.map(|(state, status, artifacts, updated_at_ms, runner)| {
+            let what = || format!("the status of A2A task {id:?}");
+            Ok(TaskHead {
+                state: self.parse_state(&state)?,
+                status: serde_json::from_str(&status).map_err(|source| {
+                    StoreError::CorruptJson {
+                        path: self.label().to_path_buf(),
+                        what: what(),
+                        source,
+                    }
+                })?,
+                artifacts: serde_json::from_str(&artifacts).map_err(|source| {
+                    StoreError::CorruptJson {
+                        path: self.label().to_path_buf(),
+                        what: format!("the artifacts of A2A task {id:?}"),
+                        source,
+                    }
+                })?,
+                updated_at_ms,
+                runner,
+            })
+        })
+        .transpose()
     }
 
     /// The most recently updated tasks of every owner, or only `owner`'s, filtered by agent and
@@ -1025,6 +1126,87 @@ mod tests {
     }
 
     both_backends! {
+        fn a_finished_task_takes_no_write_from_any_process(store) {
+            store.set_replica("gw-a");
+            store
+                .create_task(&task("t1", "client:a", "c1", TaskState::Working, 10), &unlimited())
+                .unwrap();
+            store
+                .update_task_status("t1", TaskState::Canceled, &status(TaskState::Canceled, None))
+                .unwrap();
+            // The run that was cancelled elsewhere finishes late: its answer is refused, not stored.
+            let late = TaskUpdate {
+                artifacts: Some(vec![json!({"artifactId": "a", "parts": []})]),
+                ..TaskUpdate::status(TaskState::Completed, status(TaskState::Completed, None))
+            };
+            let err = store.update_task("t1", &late).unwrap_err();
+            assert!(
+                matches!(&err, StoreError::TaskFinished { id, state, .. }
+                    if id == "t1" && state == "TASK_STATE_CANCELED"),
+                "{err}"
+            );
+            let stored = store.task("t1").unwrap().unwrap();
+            assert_eq!((stored.state, stored.artifacts.len()), (TaskState::Canceled, 0));
+            assert_eq!(store.task_status_history("t1").unwrap().len(), 2);
+            assert!(matches!(
+                store.update_task("missing", &late),
+                Err(StoreError::TaskNotFound { .. })
+            ));
+        }
+    }
+
+    both_backends! {
+        fn orphaned_tasks_are_the_active_ones_of_replicas_whose_lease_ran_out(store) {
+            store.set_replica("gw-a");
+            store.replica_heartbeat("gw-a", "one").unwrap();
+            store
+                .create_task(&task("running", "client:a", "c1", TaskState::Working, 10), &unlimited())
+                .unwrap();
+            store
+                .create_task(&task("waiting", "client:a", "c2", TaskState::InputRequired, 11), &unlimited())
+                .unwrap();
+            store
+                .create_task(&task("done", "client:a", "c3", TaskState::Completed, 12), &unlimited())
+                .unwrap();
+            let ids = |tasks: Vec<TaskRecord>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+            assert_eq!(ids(store.orphaned_tasks().unwrap()), Vec::<String>::new());
+            assert_eq!(store.task_head("running").unwrap().unwrap().runner.as_deref(), Some("gw-a"));
+
+            // gw-a's heartbeat runs out: only its running task is orphaned.
+            store
+                .with_db("ageing a heartbeat", |db| {
+                    db.execute(
+                        "UPDATE replicas SET heartbeat_at_ms = heartbeat_at_ms - ?1",
+                        params![crate::replicas::lease_ms() + 1],
+                    )
+                })
+                .unwrap();
+            assert_eq!(ids(store.orphaned_tasks().unwrap()), ["running"]);
+
+            // A task no replica is recorded for (stored before replicas were) is orphaned too.
+            let legacy = Store::open_in_memory().unwrap();
+            legacy
+                .create_task(&task("old", "client:a", "c4", TaskState::Submitted, 1), &unlimited())
+                .unwrap();
+            assert_eq!(ids(legacy.orphaned_tasks().unwrap()), ["old"]);
+        }
+    }
+
+    both_backends! {
+        fn the_head_of_a_task_is_its_state_status_and_artifacts(store) {
+            let mut record = task("t1", "client:a", "c1", TaskState::Working, 10);
+            record.artifacts = vec![json!({"artifactId": "r", "parts": [{"text": "hi"}]})];
+            store.create_task(&record, &unlimited()).unwrap();
+            let head = store.task_head("t1").unwrap().unwrap();
+            assert_eq!(
+                (head.state, head.status, head.artifacts, head.updated_at_ms, head.runner),
+                (TaskState::Working, status(TaskState::Working, None), record.artifacts, 10, None)
+            );
+            assert_eq!(store.task_head("nope").unwrap(), None);
+        }
+    }
+
+    both_backends! {
         fn recent_tasks_are_every_owners_newest_first_and_filter_by_owner_agent_and_state(store) {
             let mut other_agent = task("t3", "client:b", "c3", TaskState::Working, 30);
             other_agent.agent = "writer".into();
@@ -1282,13 +1464,12 @@ mod tests {
                     (3, COMPLETED, 3_000)
                 ]
             );
-            // A later status continues the numbering.
-            assert_eq!(
-                store
-                    .update_task_status("t1", FAILED, &status(FAILED, None))
-                    .unwrap(),
-                4
-            );
+            // Finished: no later status joins the history.
+            assert!(matches!(
+                store.update_task_status("t1", FAILED, &status(FAILED, None)),
+                Err(StoreError::TaskFinished { .. })
+            ));
+            assert_eq!(store.task_status_history("t1").unwrap().len(), 3);
         }
     }
 
