@@ -74,7 +74,8 @@ pub(crate) struct A2aState {
 }
 
 /// Marks failed the tasks a previous process left running (their agent runs died with it). Call it
-/// before serving, so no task of this process is mistaken for one of those.
+/// before serving, so no task of this process is mistaken for one of those. On a shared store it
+/// goes on doing so, every heartbeat, for the tasks of replicas whose lease runs out.
 pub async fn recover_interrupted(engine: &Engine) {
     let tasks = Tasks::new(
         engine.clone(),
@@ -83,12 +84,32 @@ pub async fn recover_interrupted(engine: &Engine) {
         },
         None,
     );
-    match tasks.recover().await {
+    match tasks.recover(true).await {
         Ok(0) => {}
         Ok(n) => {
             tracing::warn!("{n} A2A task(s) were running when Portico last stopped; marked failed")
         }
         Err(error) => tracing::warn!("could not check for interrupted A2A tasks: {error}"),
+    }
+    if engine.replica().shared() {
+        // Another replica can die at any time: its running tasks are failed once its lease runs out.
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(portico_store::REPLICA_HEARTBEAT);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                match tasks.recover(false).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(
+                        "{n} A2A task(s) of a replica whose lease ran out (it stopped or lost the store) were marked failed"
+                    ),
+                    Err(error) => {
+                        tracing::warn!("could not check for A2A tasks of stopped replicas: {error}")
+                    }
+                }
+            }
+        });
     }
 }
 
@@ -109,6 +130,7 @@ pub(crate) fn routes_and_tasks(engine: Engine, options: A2aOptions) -> (Router, 
         pusher,
         options.streams,
     );
+    tasks.follow_other_replicas();
     let lp = options.listen_path.trim_end_matches('/').to_string();
     let state = A2aState {
         engine,

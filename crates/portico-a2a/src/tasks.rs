@@ -21,8 +21,8 @@ use portico_pipeline::{
     CallOutcome, PipelineError, Principal, ProgressEvent, ToolContext, model_text,
 };
 use portico_store::{
-    BatchWriter, EarlierStatus, Store, StoreError, TaskLimits, TaskPage, TaskQuery, TaskRecord,
-    TaskStatusUpdate, TaskUpdate,
+    BatchWriter, EarlierStatus, Store, StoreError, TaskHead, TaskLimits, TaskPage, TaskQuery,
+    TaskRecord, TaskStatusUpdate, TaskUpdate,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -54,6 +54,9 @@ struct Live {
     /// The latest state, for waiters.
     state: watch::Sender<TaskState>,
     known: Mutex<Known>,
+    /// The task as its listeners here last heard of it, when another replica runs it (see
+    /// `follow`): what the next look at the store is compared with.
+    followed: Mutex<Option<TaskHead>>,
 }
 
 /// What this process knows of a task it runs.
@@ -479,28 +482,103 @@ impl Tasks {
         self.inner.engine.store().clone()
     }
 
-    /// Tasks left running by a previous process cannot be resumed (their agent run died with it):
-    /// they are marked failed, saying so. Tasks waiting for input stay waiting.
-    pub async fn recover(&self) -> Result<usize, A2aError> {
+    /// Tasks left running by a process that died cannot be resumed (their agent run died with it):
+    /// they are marked failed, saying so. Tasks waiting for input stay waiting. On a store of its
+    /// own, that is every running task (a previous process of this one left them); on a shared store,
+    /// those of replicas whose lease ran out (`Store::orphaned_tasks`), since the others' are
+    /// running. Two replicas may find the same task: the second write is refused, the task being
+    /// finished, and not counted.
+    ///
+    /// `at_start`: this process runs no task yet, so on a shared store the tasks recorded as run by
+    /// its own replica name are its previous incarnation's, and are failed too.
+    pub async fn recover(&self, at_start: bool) -> Result<usize, A2aError> {
         let store = self.store();
+        let replica = self.inner.engine.replica();
+        let shared = replica.shared();
+        let restarted = at_start.then(|| replica.name().to_string());
         blocking(move || {
+            let (candidates, why) = if shared {
+                (
+                    store.orphaned_tasks(restarted.as_deref())?,
+                    "the Portico replica running this task stopped; send the message again",
+                )
+            } else {
+                (
+                    store.active_tasks()?,
+                    "Portico restarted while this task was running; send the message again",
+                )
+            };
             let mut failed = 0;
-            for task in store.active_tasks()? {
+            for task in candidates {
                 if task.state.is_interrupted() {
                     continue;
                 }
-                let message = agent_message(
-                    &task.id,
-                    &task.context_id,
-                    "Portico restarted while this task was running; send the message again",
-                );
+                let message = agent_message(&task.id, &task.context_id, why);
                 let status = to_json(&status_now(TaskState::Failed, Some(message)));
-                store.update_task_status(&task.id, TaskState::Failed, &status)?;
-                failed += 1;
+                match store.update_task_status(&task.id, TaskState::Failed, &status) {
+                    Ok(_) => failed += 1,
+                    Err(StoreError::TaskFinished { .. }) => {}
+                    Err(error) => return Err(error),
+                }
             }
             Ok(failed)
         })
         .await
+    }
+
+    /// On a shared store, follows what other replicas do to the tasks this one runs or streams, one
+    /// look at the store every [`FOLLOW_EVERY`] (so an event reaches a listener here at most that
+    /// much later than one on the replica running the task): events of a task another replica runs
+    /// go to its listeners here, and a task this replica runs that another one finished (a cancel
+    /// sent there) has its run stopped. Ends with the last clone of these tasks.
+    pub fn follow_other_replicas(&self) {
+        if !self.inner.engine.replica().shared() {
+            return;
+        }
+        let tasks = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(FOLLOW_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(inner) = tasks.upgrade() else {
+                    return;
+                };
+                Tasks { inner }.follow_once().await;
+            }
+        });
+    }
+
+    async fn follow_once(&self) {
+        let entries: Vec<(String, Arc<Live>)> = self
+            .table()
+            .tasks
+            .iter()
+            .map(|(id, live)| (id.clone(), live.clone()))
+            .collect();
+        if entries.is_empty() {
+            return;
+        }
+        let store = self.store();
+        let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
+        let heads = blocking(move || {
+            ids.iter()
+                .map(|id| store.task_head(id))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await;
+        let heads = match heads {
+            Ok(heads) => heads,
+            Err(error) => {
+                tracing::warn!("could not follow A2A tasks other replicas run: {error}");
+                return;
+            }
+        };
+        for ((id, live), head) in entries.into_iter().zip(heads) {
+            if let Some(head) = head {
+                follow(&id, &live, head);
+            }
+        }
     }
 
     /// Loads a task the caller may see. Someone else's task is "not found", as if it did not exist.
@@ -544,6 +622,7 @@ impl Tasks {
                     events: Mutex::default(),
                     state: watch::channel(TaskState::Unspecified).0,
                     known: Mutex::default(),
+                    followed: Mutex::default(),
                 })
             })
             .clone()
@@ -630,6 +709,13 @@ impl Tasks {
         if task.state.is_terminal() {
             return Err(finished());
         }
+        // What this listener has seen, for following a task another replica runs.
+        subscription
+            .live
+            .followed
+            .lock()
+            .expect("followed task lock")
+            .get_or_insert_with(|| head_of(&task));
         Ok((task, subscription))
     }
 
@@ -1047,6 +1133,17 @@ impl Tasks {
             }
             Queued::Update(written, update) => match written.await {
                 Ok(_) => run.live.committed(*update),
+                Err(StoreError::TaskFinished { state, .. }) => {
+                    // Finished elsewhere (a cancel through another replica): this run stops and
+                    // writes nothing more.
+                    tracing::debug!(
+                        "task {}: finished elsewhere ({state}); its run stops",
+                        run.task_id
+                    );
+                    run.live.known().finished = true;
+                    run.live.cancel.cancel();
+                    return false;
+                }
                 Err(error) => {
                     tracing::warn!("task {}: could not store {what}: {error}", run.task_id);
                 }
@@ -1376,6 +1473,108 @@ impl Tasks {
         }
         self.get(owner, id).await
     }
+}
+
+/// How often a replica looks at the tasks another one runs (see [`Tasks::follow_other_replicas`]):
+/// the most an event of such a task waits before it reaches a listener here.
+pub const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// What a listener has seen of `task`.
+fn head_of(task: &TaskRecord) -> TaskHead {
+    TaskHead {
+        context_id: task.context_id.clone(),
+        state: task.state,
+        status: task.status.clone(),
+        artifacts: task.artifacts.clone(),
+        updated_at_ms: task.updated_at_ms,
+        runner: None,
+    }
+}
+
+/// One look at task `id` as the store has it (`head`), for its entry here (see
+/// [`Tasks::follow_other_replicas`]).
+fn follow(id: &str, live: &Live, head: TaskHead) {
+    let mut followed = live.followed.lock().expect("followed task lock");
+    if live.running.load(Ordering::Relaxed) {
+        // This replica runs it and tells its listeners itself; only an end it did not write is news.
+        let finished_elsewhere = head.state.is_terminal() && {
+            let mut known = live.known();
+            let news = !known.finished;
+            known.finished = true;
+            news
+        };
+        if finished_elsewhere {
+            tracing::info!(
+                "task {id}: finished through another replica ({}); stopping its run",
+                head.state
+            );
+            live.cancel.cancel();
+            if let Some(status) = typed_status(id, &head.status) {
+                live.publish(|| status_event(id, &head, status));
+            }
+            live.state.send_replace(head.state);
+        }
+        *followed = Some(head);
+        return;
+    }
+    if !live.has_listeners() {
+        return;
+    }
+    let Some(seen) = followed.as_ref() else {
+        *followed = Some(head);
+        return;
+    };
+    if seen.updated_at_ms == head.updated_at_ms
+        && seen.status == head.status
+        && seen.artifacts == head.artifacts
+    {
+        return;
+    }
+    // Artifacts first: a listener's stream ends with the status that settles the task.
+    for artifact in head
+        .artifacts
+        .iter()
+        .filter(|a| !seen.artifacts.contains(a))
+    {
+        let Ok(artifact) = serde_json::from_value::<v1::Artifact>(artifact.clone()) else {
+            tracing::warn!("task {id}: a stored artifact is not an A2A artifact; not streamed");
+            continue;
+        };
+        live.publish(|| {
+            v1::StreamResponse::ArtifactUpdate(v1::TaskArtifactUpdateEvent {
+                task_id: id.to_string(),
+                context_id: head.context_id.clone(),
+                artifact,
+                append: false,
+                last_chunk: true,
+                metadata: None,
+            })
+        });
+    }
+    if seen.status != head.status
+        && let Some(status) = typed_status(id, &head.status)
+    {
+        live.publish(|| status_event(id, &head, status));
+    }
+    live.state.send_replace(head.state);
+    *followed = Some(head);
+}
+
+fn typed_status(id: &str, status: &Value) -> Option<v1::TaskStatus> {
+    serde_json::from_value(status.clone())
+        .inspect_err(|error| {
+            tracing::warn!("task {id}: its stored status is not an A2A status: {error}")
+        })
+        .ok()
+}
+
+fn status_event(id: &str, head: &TaskHead, status: v1::TaskStatus) -> v1::StreamResponse {
+    v1::StreamResponse::StatusUpdate(v1::TaskStatusUpdateEvent {
+        task_id: id.to_string(),
+        context_id: head.context_id.clone(),
+        status,
+        metadata: None,
+    })
 }
 
 /// A run that only closes `task` (a cancel): it writes through `live` and runs no agent.
@@ -1817,6 +2016,185 @@ rules = [
         drop(subscription);
         tasks.run_ended(&stuck, &live);
         assert_eq!(tasks.live_counts(), (0, 0));
+    }
+
+    /// A replica of a store shared at `url` (PostgreSQL), named `name`.
+    fn replica(dir: &std::path::Path, url: &str, name: &str) -> Engine {
+        let text = format!("{AGENT}\n[store]\nurl = \"{url}\"\nreplica = \"{name}\"\n");
+        let config = portico_config::parse("test config", &text).unwrap();
+        Engine::start(&config, portico_engine::EngineOptions::in_dir(dir)).unwrap()
+    }
+
+    async fn next_event(subscription: &mut Subscription) -> v1::StreamResponse {
+        tokio::time::timeout(std::time::Duration::from_secs(10), subscription.recv())
+            .await
+            .expect("an event within 10 s (the follower looks every 250 ms)")
+            .expect("the stream is open")
+    }
+
+    /// Two replicas on one PostgreSQL store: a task one runs is read, streamed and cancelled
+    /// through the other, and the cancel stops the run that was running it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_task_run_by_one_replica_is_streamed_and_cancelled_through_another() {
+        let Some(url) = portico_store::testing::postgres_test_url() else {
+            return;
+        };
+        let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (
+            replica(dir_a.path(), &url, "gw-a"),
+            replica(dir_b.path(), &url, "gw-b"),
+        );
+        let tasks_a = Tasks::new(a.clone(), TaskLimits::default(), None);
+        let tasks_b = Tasks::new(b.clone(), TaskLimits::default(), None);
+        tasks_a.follow_other_replicas();
+        tasks_b.follow_other_replicas();
+        let sent = tasks_a
+            .send(
+                "alice",
+                &Principal::client("a2a"),
+                "echo",
+                message("hang"),
+                None,
+                Answer::AtOnce,
+            )
+            .await
+            .unwrap();
+        let id = sent.task_id.clone();
+        let (seen, mut subscription) = tasks_b.subscribe("alice", &id, "poll it").await.unwrap();
+        assert!(!seen.state.is_terminal());
+        assert_eq!(
+            b.store().task_head(&id).unwrap().unwrap().runner.as_deref(),
+            Some("gw-a")
+        );
+
+        // The run on A reports progress: B's listener hears of it.
+        let run_a = tasks_a.table().tasks.get(&id).cloned().expect("A runs it");
+        let progress = closing_run(&id, &seen, run_a.clone());
+        tasks_a
+            .save_artifacts(
+                &progress,
+                &[text_artifact(RESPONSE_ARTIFACT, "partial answer")],
+            )
+            .await;
+        tasks_a
+            .set_status(
+                &progress,
+                TaskState::Working,
+                Some(agent_message(&id, &seen.context_id, "halfway")),
+            )
+            .await;
+        match next_event(&mut subscription).await {
+            v1::StreamResponse::ArtifactUpdate(update) => {
+                assert_eq!(update.task_id, id);
+                assert_eq!(update.context_id, seen.context_id);
+                assert_eq!(
+                    to_json(&update.artifact)["parts"][0]["text"],
+                    "partial answer"
+                );
+                assert!(!update.append);
+            }
+            other => panic!("expected the artifact, got {other:?}"),
+        }
+        match next_event(&mut subscription).await {
+            v1::StreamResponse::StatusUpdate(update) => {
+                assert_eq!(update.status.state, TaskState::Working);
+                assert_eq!(
+                    to_json(&update.status)["message"]["parts"][0]["text"],
+                    "halfway"
+                );
+            }
+            other => panic!("expected the status, got {other:?}"),
+        }
+
+        // Cancelled through B: B answers at once, A's run is stopped.
+        let canceled = tasks_b.cancel("alice", &id).await.unwrap();
+        assert_eq!(canceled.state, TaskState::Canceled);
+        match next_event(&mut subscription).await {
+            v1::StreamResponse::StatusUpdate(update) => {
+                assert_eq!(update.status.state, TaskState::Canceled)
+            }
+            other => panic!("expected the cancel, got {other:?}"),
+        }
+        tokio::time::timeout(std::time::Duration::from_secs(10), run_a.cancel.cancelled())
+            .await
+            .expect("A's run is told within 10 s");
+        drop(subscription);
+        wait_for(&tasks_a, (0, 0)).await;
+        // Whatever A's stopped run wrote last, the task stays cancelled.
+        tasks_a.inner.writer.flush().await;
+        let stored = a.store().task(&id).unwrap().unwrap();
+        assert_eq!(stored.state, TaskState::Canceled);
+        assert_eq!(
+            states(a.store(), &id).last().copied(),
+            Some(TaskState::Canceled)
+        );
+        assert_eq!(
+            states(a.store(), &id)
+                .iter()
+                .filter(|s| s.is_terminal())
+                .count(),
+            1,
+            "one end, the cancel"
+        );
+    }
+
+    /// A replica whose lease runs out has its running tasks failed by another; one restarting under
+    /// its name fails its last life's tasks at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_running_tasks_of_a_replica_that_stopped_are_failed_by_another() {
+        let Some(url) = portico_store::testing::postgres_test_url() else {
+            return;
+        };
+        let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (
+            replica(dir_a.path(), &url, "gw-a"),
+            replica(dir_b.path(), &url, "gw-b"),
+        );
+        let (tasks_a, tasks_b) = (
+            Tasks::new(a.clone(), TaskLimits::default(), None),
+            Tasks::new(b.clone(), TaskLimits::default(), None),
+        );
+        let on_a = working_task(&a, "on a");
+        let on_b = working_task(&b, "on b");
+        assert_eq!(tasks_b.recover(false).await.unwrap(), 0, "gw-a is alive");
+        assert_eq!(
+            tasks_a.recover(true).await.unwrap(),
+            1,
+            "gw-a starting again: its last life's task"
+        );
+        assert_eq!(
+            a.store().task(&on_a).unwrap().unwrap().state,
+            TaskState::Failed
+        );
+        assert_eq!(
+            b.store().task(&on_b).unwrap().unwrap().state,
+            TaskState::Working
+        );
+
+        // gw-b stops (its heartbeat ends and it leaves the store; a killed one's lease runs out
+        // instead): A fails its tasks, once.
+        let again = working_task(&b, "on b again");
+        b.store()
+            .replica_heartbeat("gw-b", "someone else")
+            .expect_err("gw-b is alive, so its name is taken");
+        b.shutdown().await;
+        assert_eq!(tasks_a.recover(false).await.unwrap(), 2);
+        assert_eq!(
+            tasks_b.recover(false).await.unwrap(),
+            0,
+            "already failed by A"
+        );
+        for id in [&on_b, &again] {
+            let task = a.store().task(id).unwrap().unwrap();
+            assert_eq!(task.state, TaskState::Failed);
+            assert!(
+                task.status
+                    .to_string()
+                    .contains("replica running this task stopped"),
+                "{}",
+                task.status
+            );
+        }
     }
 
     /// The run leaves the live table just after it sets the state a waiter sees.

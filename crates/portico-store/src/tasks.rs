@@ -41,6 +41,7 @@ pub const MAX_TASK_PAGE_SIZE: usize = 100;
 /// A task's state, status and artifacts without its history ([`Store::task_head`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskHead {
+    pub context_id: String,
     pub state: TaskState,
     pub status: serde_json::Value,
     pub artifacts: Vec<serde_json::Value>,
@@ -792,8 +793,10 @@ impl Store {
     /// runs for those), and written last by a replica whose heartbeat is older than
     /// [`crate::REPLICA_LEASE`] or that left (or by no replica: stored before replicas were
     /// recorded). Least recently updated first. On a shared store the other replicas fail these
-    /// (`portico-a2a`), as a restart fails its own.
-    pub fn orphaned_tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+    /// (`portico-a2a`), as a restart fails its own. With `restarted`, also the tasks that replica
+    /// ran: a process starting under that name runs none of them yet, so they are its previous
+    /// incarnation's, whose lease its own first heartbeat has just renewed.
+    pub fn orphaned_tasks(&self, restarted: Option<&str>) -> Result<Vec<TaskRecord>, StoreError> {
         let cutoff = now_ms() - crate::replicas::lease_ms();
         let raw = self.read_snapshot("reading A2A tasks of dead replicas", |db| {
             let id = ordered_id(db.dialect());
@@ -801,11 +804,11 @@ impl Store {
                 db,
                 &format!(
                     " WHERE state IN ('TASK_STATE_UNSPECIFIED', 'TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING') \
-                       AND (runner IS NULL OR runner NOT IN \
+                       AND (runner IS NULL OR runner = ?2 OR runner NOT IN \
                             (SELECT name FROM replicas WHERE heartbeat_at_ms >= ?1)) \
                      ORDER BY updated_at_ms, {id}"
                 ),
-                params![cutoff],
+                params![cutoff, restarted],
             )
         })?;
         raw.into_iter().map(|raw| self.parse_task(raw)).collect()
@@ -817,7 +820,7 @@ impl Store {
     pub fn task_head(&self, id: &str) -> Result<Option<TaskHead>, StoreError> {
         let raw = self.with_db("reading an A2A task's state", |db| {
             db.query_opt(
-                "SELECT state, status, artifacts, updated_at_ms, runner FROM a2a_tasks WHERE id = ?1",
+                "SELECT state, status, artifacts, updated_at_ms, runner, context_id FROM a2a_tasks WHERE id = ?1",
                 params![id],
                 |row| {
                     Ok((
@@ -826,32 +829,36 @@ impl Store {
                         row.get::<String>(2)?,
                         row.get::<i64>(3)?,
                         row.get::<Option<String>>(4)?,
+                        row.get::<String>(5)?,
                     ))
                 },
             )
         })?;
-        raw.map(|(state, status, artifacts, updated_at_ms, runner)| {
-            let what = || format!("the status of A2A task {id:?}");
-            Ok(TaskHead {
-                state: self.parse_state(&state)?,
-                status: serde_json::from_str(&status).map_err(|source| {
-                    StoreError::CorruptJson {
-                        path: self.label().to_path_buf(),
-                        what: what(),
-                        source,
-                    }
-                })?,
-                artifacts: serde_json::from_str(&artifacts).map_err(|source| {
-                    StoreError::CorruptJson {
-                        path: self.label().to_path_buf(),
-                        what: format!("the artifacts of A2A task {id:?}"),
-                        source,
-                    }
-                })?,
-                updated_at_ms,
-                runner,
-            })
-        })
+        raw.map(
+            |(state, status, artifacts, updated_at_ms, runner, context_id)| {
+                let what = || format!("the status of A2A task {id:?}");
+                Ok(TaskHead {
+                    context_id,
+                    state: self.parse_state(&state)?,
+                    status: serde_json::from_str(&status).map_err(|source| {
+                        StoreError::CorruptJson {
+                            path: self.label().to_path_buf(),
+                            what: what(),
+                            source,
+                        }
+                    })?,
+                    artifacts: serde_json::from_str(&artifacts).map_err(|source| {
+                        StoreError::CorruptJson {
+                            path: self.label().to_path_buf(),
+                            what: format!("the artifacts of A2A task {id:?}"),
+                            source,
+                        }
+                    })?,
+                    updated_at_ms,
+                    runner,
+                })
+            },
+        )
         .transpose()
     }
 
@@ -1169,8 +1176,11 @@ mod tests {
                 .create_task(&task("done", "client:a", "c3", TaskState::Completed, 12), &unlimited())
                 .unwrap();
             let ids = |tasks: Vec<TaskRecord>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
-            assert_eq!(ids(store.orphaned_tasks().unwrap()), Vec::<String>::new());
+            assert_eq!(ids(store.orphaned_tasks(None).unwrap()), Vec::<String>::new());
             assert_eq!(store.task_head("running").unwrap().unwrap().runner.as_deref(), Some("gw-a"));
+            // gw-a starting again runs none of them: its running one is its last life's.
+            assert_eq!(ids(store.orphaned_tasks(Some("gw-a")).unwrap()), ["running"]);
+            assert_eq!(ids(store.orphaned_tasks(Some("gw-b")).unwrap()), Vec::<String>::new());
 
             // gw-a's heartbeat runs out: only its running task is orphaned.
             store
@@ -1181,14 +1191,14 @@ mod tests {
                     )
                 })
                 .unwrap();
-            assert_eq!(ids(store.orphaned_tasks().unwrap()), ["running"]);
+            assert_eq!(ids(store.orphaned_tasks(None).unwrap()), ["running"]);
 
             // A task no replica is recorded for (stored before replicas were) is orphaned too.
             let legacy = Store::open_in_memory().unwrap();
             legacy
                 .create_task(&task("old", "client:a", "c4", TaskState::Submitted, 1), &unlimited())
                 .unwrap();
-            assert_eq!(ids(legacy.orphaned_tasks().unwrap()), ["old"]);
+            assert_eq!(ids(legacy.orphaned_tasks(None).unwrap()), ["old"]);
         }
     }
 
@@ -1199,8 +1209,8 @@ mod tests {
             store.create_task(&record, &unlimited()).unwrap();
             let head = store.task_head("t1").unwrap().unwrap();
             assert_eq!(
-                (head.state, head.status, head.artifacts, head.updated_at_ms, head.runner),
-                (TaskState::Working, status(TaskState::Working, None), record.artifacts, 10, None)
+                (head.context_id.as_str(), head.state, head.status, head.artifacts, head.updated_at_ms, head.runner),
+                ("c1", TaskState::Working, status(TaskState::Working, None), record.artifacts, 10, None)
             );
             assert_eq!(store.task_head("nope").unwrap(), None);
         }
