@@ -576,7 +576,7 @@ impl Tasks {
         };
         for ((id, live), head) in entries.into_iter().zip(heads) {
             if let Some(head) = head {
-                follow(&id, &live, head);
+                follow(&id, &live, head, self.inner.pusher.as_ref());
             }
         }
     }
@@ -1492,8 +1492,9 @@ fn head_of(task: &TaskRecord) -> TaskHead {
 }
 
 /// One look at task `id` as the store has it (`head`), for its entry here (see
-/// [`Tasks::follow_other_replicas`]).
-fn follow(id: &str, live: &Live, head: TaskHead) {
+/// [`Tasks::follow_other_replicas`]). A run here whose task another replica finished has that end
+/// pushed from here, where its push configs were registered.
+fn follow(id: &str, live: &Live, head: TaskHead, pusher: Option<&crate::push::Pusher>) {
     let mut followed = live.followed.lock().expect("followed task lock");
     if live.running.load(Ordering::Relaxed) {
         // This replica runs it and tells its listeners itself; only an end it did not write is news.
@@ -1510,6 +1511,11 @@ fn follow(id: &str, live: &Live, head: TaskHead) {
             );
             live.cancel.cancel();
             if let Some(status) = typed_status(id, &head.status) {
+                if live.push.load(Ordering::Relaxed)
+                    && let Some(pusher) = pusher
+                {
+                    pusher.notify(id, status_event(id, &head, status.clone()));
+                }
                 live.publish(|| status_event(id, &head, status));
             }
             live.state.send_replace(head.state);
@@ -2083,28 +2089,27 @@ rules = [
                 Some(agent_message(&id, &seen.context_id, "halfway")),
             )
             .await;
-        match next_event(&mut subscription).await {
-            v1::StreamResponse::ArtifactUpdate(update) => {
-                assert_eq!(update.task_id, id);
-                assert_eq!(update.context_id, seen.context_id);
-                assert_eq!(
-                    to_json(&update.artifact)["parts"][0]["text"],
-                    "partial answer"
-                );
-                assert!(!update.append);
+        // Its artifact and its status reach B (the run's own earlier status changes may come
+        // first, in their own looks at the store).
+        let (mut artifact, mut halfway) = (None, false);
+        while artifact.is_none() || !halfway {
+            match next_event(&mut subscription).await {
+                v1::StreamResponse::ArtifactUpdate(update) => {
+                    assert_eq!(
+                        (update.task_id.as_str(), update.context_id.as_str()),
+                        (id.as_str(), seen.context_id.as_str())
+                    );
+                    assert!(!update.append);
+                    artifact = Some(to_json(&update.artifact)["parts"][0]["text"].clone());
+                }
+                v1::StreamResponse::StatusUpdate(update) => {
+                    assert_eq!(update.status.state, TaskState::Working);
+                    halfway |= to_json(&update.status)["message"]["parts"][0]["text"] == "halfway";
+                }
+                other => panic!("expected progress, got {other:?}"),
             }
-            other => panic!("expected the artifact, got {other:?}"),
         }
-        match next_event(&mut subscription).await {
-            v1::StreamResponse::StatusUpdate(update) => {
-                assert_eq!(update.status.state, TaskState::Working);
-                assert_eq!(
-                    to_json(&update.status)["message"]["parts"][0]["text"],
-                    "halfway"
-                );
-            }
-            other => panic!("expected the status, got {other:?}"),
-        }
+        assert_eq!(artifact, Some(json!("partial answer")));
 
         // Cancelled through B: B answers at once, A's run is stopped.
         let canceled = tasks_b.cancel("alice", &id).await.unwrap();

@@ -458,6 +458,87 @@ mod tests {
         assert!(sessions.lock().per_client.is_empty());
     }
 
+    /// Replica `gw-a`'s door over a stand-in for rmcp that issues session `local-1` and echoes the
+    /// session id it was handed.
+    fn replica_door() -> axum::Router {
+        let sessions = Sessions::new(limits(8, 8), Some("gw-a"));
+        axum::Router::new()
+            .route(
+                "/mcp",
+                axum::routing::post(|headers: axum::http::HeaderMap| async move {
+                    let seen = headers
+                        .get(SESSION_HEADER)
+                        .map(|v| v.to_str().unwrap().to_string())
+                        .unwrap_or_default();
+                    ([(SESSION_HEADER, "local-1")], seen)
+                }),
+            )
+            .layer(axum::middleware::from_fn_with_state(sessions, admit))
+    }
+
+    async fn post(
+        router: &axum::Router,
+        session: Option<&str>,
+    ) -> (StatusCode, Option<String>, String) {
+        use tower::ServiceExt;
+        let mut request = Request::post("/mcp").header("content-type", "application/json");
+        if let Some(id) = session {
+            request = request.header(SESSION_HEADER, id);
+        }
+        let response = router
+            .clone()
+            .oneshot(
+                request
+                    .body(Body::from(
+                        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+                    ))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = response.status();
+        let issued = response
+            .headers()
+            .get(SESSION_HEADER)
+            .map(|v| v.to_str().unwrap().to_string());
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (status, issued, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_replica_answers_another_replicas_session_404_and_prefixes_its_own() {
+        let door = replica_door();
+        // Its own session: the prefix is taken off on the way in and put on on the way out.
+        let (status, issued, seen) = post(&door, Some("gw-a.local-1")).await;
+        assert_eq!(
+            (status, issued.as_deref(), seen.as_str()),
+            (StatusCode::OK, Some("gw-a.local-1"), "local-1")
+        );
+        // A new session (no id yet) is issued with the prefix.
+        let (_, issued, seen) = post(&door, None).await;
+        assert_eq!(
+            (issued.as_deref(), seen.as_str()),
+            (Some("gw-a.local-1"), "")
+        );
+        // Another replica's session, or an id of no replica: 404 with a JSON-RPC error, never served.
+        for foreign in ["gw-b.local-1", "local-1", "gw-a-local-1", "gw-aa.local-1"] {
+            let (status, issued, body) = post(&door, Some(foreign)).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{foreign}");
+            assert_eq!(issued, None, "{foreign}");
+            let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(body["error"]["code"], -32001, "{foreign}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("send initialize"),
+                "{body}"
+            );
+        }
+    }
+
     #[test]
     fn only_initialize_makes_a_session() {
         use crate::test_messages::{INITIALIZE, LIST_TOOLS, request};
