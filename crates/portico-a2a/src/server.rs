@@ -91,7 +91,7 @@ pub async fn recover_interrupted(engine: &Engine) {
         }
         Err(error) => tracing::warn!("could not check for interrupted A2A tasks: {error}"),
     }
-    if engine.replica().shared() {
+    if engine.replica().serving() {
         // Another replica can die at any time: its running tasks are failed once its lease runs out.
         tokio::spawn(async move {
             let mut every = tokio::time::interval(portico_store::REPLICA_HEARTBEAT);

@@ -494,7 +494,7 @@ impl Tasks {
     pub async fn recover(&self, at_start: bool) -> Result<usize, A2aError> {
         let store = self.store();
         let replica = self.inner.engine.replica();
-        let shared = replica.shared();
+        let shared = replica.serving();
         let restarted = at_start.then(|| replica.name().to_string());
         blocking(move || {
             let (candidates, why) = if shared {
@@ -532,7 +532,7 @@ impl Tasks {
     /// go to its listeners here, and a task this replica runs that another one finished (a cancel
     /// sent there) has its run stopped. Ends with the last clone of these tasks.
     pub fn follow_other_replicas(&self) {
-        if !self.inner.engine.replica().shared() {
+        if !self.inner.engine.replica().serving() {
             return;
         }
         let tasks = Arc::downgrade(&self.inner);
@@ -2028,7 +2028,11 @@ rules = [
     fn replica(dir: &std::path::Path, url: &str, name: &str) -> Engine {
         let text = format!("{AGENT}\n[store]\nurl = \"{url}\"\nreplica = \"{name}\"\n");
         let config = portico_config::parse("test config", &text).unwrap();
-        Engine::start(&config, portico_engine::EngineOptions::in_dir(dir)).unwrap()
+        Engine::start(
+            &config,
+            portico_engine::EngineOptions::in_dir(dir).as_replica(),
+        )
+        .unwrap()
     }
 
     async fn next_event(subscription: &mut Subscription) -> v1::StreamResponse {

@@ -284,11 +284,11 @@ fn router(
         server.clone(),
         shutdown,
         config.server.max_message_bytes,
-        replica.shared().then(|| replica.name()),
+        replica.serving().then(|| replica.name()),
     );
     let sessions = sessions::Sessions::new(
         sessions::SessionLimits::from_config(&config.server),
-        replica.shared().then(|| replica.name()),
+        replica.serving().then(|| replica.name()),
     );
     let session_stats = sessions::routes(sessions.clone(), server.clone());
     let metrics = metrics::routes(engine.clone(), sessions.clone(), legacy_sessions);

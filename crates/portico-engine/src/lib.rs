@@ -115,6 +115,10 @@ pub struct EngineOptions {
     /// Paths the built-in file tools never reach, even inside their workspace (Portico's own
     /// files: `portico_config::owned_paths`); the data dir always.
     pub protected: Vec<PathBuf>,
+    /// Whether this process is a replica of a shared store (`portico serve`): it writes a heartbeat
+    /// under its `[store] replica` name and owns the A2A tasks it runs. Other processes on the same
+    /// store (a CLI command beside the daemon) are not, so they never take a replica's name.
+    pub replica: bool,
 }
 
 /// Reads one environment variable.
@@ -128,7 +132,14 @@ impl EngineOptions {
             connect_at_start: true,
             child_stop: StopGrace::PATIENT,
             protected: vec![data_dir.to_path_buf()],
+            replica: false,
         }
+    }
+
+    /// For `portico serve`: this process is a replica of its store (see [`EngineOptions::replica`]).
+    pub fn as_replica(mut self) -> Self {
+        self.replica = true;
+        self
     }
 
     /// Keeps the built-in file tools away from `paths` too.
@@ -186,7 +197,12 @@ impl Engine {
     /// usable at once. Must be called inside a tokio runtime.
     pub fn start(config: &Config, options: EngineOptions) -> Result<Engine, EngineError> {
         let metrics = Metrics::new();
-        let (store, replica) = replica::open_store(&config.store, &options.data_dir, &options.env)?;
+        let (store, replica) = replica::open_store(
+            &config.store,
+            &options.data_dir,
+            &options.env,
+            options.replica,
+        )?;
         store.set_metrics(metrics.clone());
         let audit = store.audit_writer();
         let events = Events::default();

@@ -23,8 +23,10 @@ struct ReplicaInner {
     name: String,
     /// Unique to this process: tells a restarted replica of the same name from a live duplicate.
     incarnation: String,
-    /// Whether the store is shared with other processes (PostgreSQL), so heartbeats matter.
+    /// Whether the store is shared with other processes (PostgreSQL).
     shared: bool,
+    /// Whether this process is one of the store's replicas (`portico serve`), with a heartbeat.
+    serving: bool,
     /// Ends the heartbeat at shutdown.
     stop: CancellationToken,
 }
@@ -40,11 +42,18 @@ impl Replica {
         self.inner.shared
     }
 
+    /// Whether this process serves as one of the replicas of a shared store: it has a heartbeat,
+    /// owns the A2A tasks it runs, and its MCP session ids carry its name.
+    pub fn serving(&self) -> bool {
+        self.inner.shared && self.inner.serving
+    }
+
     /// The name under `[store]`, checked, or the default one.
     fn named(
         section: &StoreSection,
         env: &EnvLookup,
         shared: bool,
+        serving: bool,
     ) -> Result<Replica, EngineError> {
         let name = match &section.replica {
             Some(raw) => portico_config::expand_vars(raw, env).map_err(|error| {
@@ -62,6 +71,7 @@ impl Replica {
                 name,
                 incarnation: format!("{:032x}", rand::random::<u128>()),
                 shared,
+                serving,
                 stop: CancellationToken::new(),
             }),
         })
@@ -70,7 +80,7 @@ impl Replica {
     /// Writes the first heartbeat (refused if a live process already goes by this name), then one
     /// every [`REPLICA_HEARTBEAT`] in the background until [`Replica::leave`].
     fn start_heartbeat(&self, store: &Store) -> Result<(), EngineError> {
-        if !self.shared() {
+        if !self.serving() {
             return Ok(());
         }
         store.replica_heartbeat(self.name(), &self.inner.incarnation)?;
@@ -110,7 +120,7 @@ impl Replica {
     /// tasks are settled), so the others need not wait for its lease to run out.
     pub(crate) async fn leave(&self, store: &Store) {
         self.inner.stop.cancel();
-        if !self.shared() {
+        if !self.serving() {
             return;
         }
         let (store, name, incarnation) = (
@@ -126,12 +136,13 @@ impl Replica {
     }
 }
 
-/// Opens the store `[store]` names (PostgreSQL at `url`, or the SQLite file in `data_dir`) and
-/// makes this process a replica of it, writing its first heartbeat on a shared store.
+/// Opens the store `[store]` names (PostgreSQL at `url`, or the SQLite file in `data_dir`) and,
+/// when `serving`, makes this process a replica of it, writing its first heartbeat on a shared store.
 pub(crate) fn open_store(
     section: &StoreSection,
     data_dir: &Path,
     env: &EnvLookup,
+    serving: bool,
 ) -> Result<(Store, Replica), EngineError> {
     let store = match &section.url {
         Some(raw) => {
@@ -148,9 +159,11 @@ pub(crate) fn open_store(
         }
         None => Store::open(&data_dir.join(STORE_FILE))?,
     };
-    let replica = Replica::named(section, env, section.url.is_some())?;
+    let replica = Replica::named(section, env, section.url.is_some(), serving)?;
     replica.start_heartbeat(&store)?;
-    store.set_replica(replica.name());
+    if replica.serving() {
+        store.set_replica(replica.name());
+    }
     Ok((store, replica))
 }
 
@@ -199,12 +212,17 @@ mod tests {
             replica: Some("${POD}".into()),
             ..StoreSection::default()
         };
-        assert_eq!(Replica::named(&section, &env, true).unwrap().name(), "gw-7");
+        assert_eq!(
+            Replica::named(&section, &env, true, true).unwrap().name(),
+            "gw-7"
+        );
         let bad = StoreSection {
             replica: Some("gw 7".into()),
             ..StoreSection::default()
         };
-        let err = Replica::named(&bad, &env, true).unwrap_err().to_string();
+        let err = Replica::named(&bad, &env, true, true)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("[store] replica `gw 7` may hold only"),
             "{err}"
@@ -218,7 +236,7 @@ mod tests {
             url: Some("postgres://portico:hunter2@db/${DB}".into()),
             ..StoreSection::default()
         };
-        let err = open_store(&section, Path::new("/nonexistent"), &env)
+        let err = open_store(&section, Path::new("/nonexistent"), &env, true)
             .err()
             .expect("refused")
             .to_string();

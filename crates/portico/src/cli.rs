@@ -348,7 +348,7 @@ async fn serve(
         );
     }
     let identity = crate::doctor_cli::config_identity(&source);
-    let options = engine_options_for(&config, &source);
+    let options = engine_options_for(&config, &source).as_replica();
     let live = portico_daemon::LiveConfig::new(config.clone(), source, explicit.map(Into::into))
         .with_listen(listen);
     let mut door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
