@@ -582,6 +582,51 @@ mod tests {
     }
 
     #[test]
+    fn urls_lose_their_passwords_and_nothing_else() {
+        assert_eq!(
+            redact_url("postgres://portico:hunter2@db:5432/portico?sslmode=disable"),
+            "postgres://portico:***@db:5432/portico?sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgresql://u:p%40ss@[::1]/d"),
+            "postgresql://u:***@[::1]/d"
+        );
+        assert_eq!(
+            redact_url("postgres://portico@db/portico"),
+            "postgres://portico@db/portico"
+        );
+        assert_eq!(
+            redact_url("postgres://db/portico?user=u&password=hunter2&options=x"),
+            "postgres://db/portico?user=u&password=***&options=x"
+        );
+        assert_eq!(
+            redact_url("host=db user=u PASSWORD=hunter2 dbname=portico"),
+            "host=db user=u PASSWORD=*** dbname=portico"
+        );
+    }
+
+    #[test]
+    fn a_wrong_postgres_password_fails_at_open_naming_the_url_without_it() {
+        let Some(url) = testing::postgres_test_url() else {
+            return;
+        };
+        let (scheme, after) = url.split_once("://").unwrap();
+        let (userinfo, host_and_more) = after.split_once('@').unwrap();
+        let user = userinfo.split(':').next().unwrap();
+        let wrong = format!("{scheme}://{user}:portico-wrong-password@{host_and_more}");
+        let err = Store::open_postgres(&wrong, 2).unwrap_err();
+        let message = err.to_string();
+        assert!(matches!(err, StoreError::Open { .. }), "{message}");
+        assert!(!message.contains("portico-wrong-password"), "{message}");
+        assert!(message.contains("***"), "{message}");
+        assert!(message.contains("user or password"), "{message}");
+        assert!(matches!(
+            Store::open_postgres("postgres://db:notaport/x", 2),
+            Err(StoreError::BadUrl { .. })
+        ));
+    }
+
+    #[test]
     fn limits_default_and_saturate() {
         assert_eq!(sql_limit(0), DEFAULT_LIMIT as i64);
         assert_eq!(sql_limit(7), 7);
