@@ -45,10 +45,10 @@ pub enum StoreError {
     },
 
     #[error(
-        "[store] url {url:?} is not a PostgreSQL URL Portico can use: {reason}; write it as \
+        "[store] url is not a PostgreSQL URL Portico can use: {reason}; write it as \
          postgres://USER:PASSWORD@HOST:PORT/DATABASE (or postgres://USER@%2Frun%2Fpostgresql/DATABASE for a Unix socket)"
     )]
-    BadUrl { url: String, reason: String },
+    BadUrl { reason: String },
 
     #[error(
         "the store {path} has schema version {found}, but this Portico supports at most {supported}; \

@@ -31,6 +31,15 @@ const MAX_PREPARED: usize = 512;
 /// How long connecting may take when the URL says nothing (`connect_timeout`).
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long data sent to the server may go unacknowledged before the connection is dropped.
+const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What every connection of the store sets for its session: no lock (the audit append lock, a
+/// migration's) is waited for longer than 30 s, and the server ends a session that sits in a
+/// transaction doing nothing for a minute (a process stalled mid-batch), releasing its locks.
+const SESSION_SETTINGS: &str =
+    "SET lock_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'";
+
 /// The default pool size: every replica keeps at most this many connections.
 pub const DEFAULT_POOL_SIZE: usize = 8;
 
@@ -139,6 +148,17 @@ impl Pool {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
+        // A replica cut off from the server must not hold the audit lock (every replica's appends
+        // wait on it) until the kernel gives up on the socket, hours later: probe idle sockets and
+        // drop one whose data goes unacknowledged.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(SOCKET_TIMEOUT);
+        }
+        config
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(3);
         let (handle_tx, handle_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         std::thread::Builder::new()
@@ -236,6 +256,7 @@ impl Pool {
             Ok::<_, tokio_postgres::Error>(client)
         });
         let client = block_on(task).map_err(|_| DbError::PoolClosed)??;
+        block_on(client.batch_execute(SESSION_SETTINGS))?;
         Ok(PgConn {
             client,
             statements: RefCell::new(HashMap::new()),
@@ -299,6 +320,34 @@ impl Drop for Pooled<'_> {
             self.pool.give_back(conn);
         }
     }
+}
+
+/// The server and database `config` names, for operators: `postgres://USER@HOST:PORT/DATABASE`.
+/// Built from the parsed config rather than edited out of the URL: a password can hold any
+/// character (`/`, `?`, `@`), so no edit of the text can be trusted to remove it.
+pub(crate) fn describe_target(config: &Config) -> String {
+    use tokio_postgres::config::Host;
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let port = config
+                .get_ports()
+                .get(i)
+                .or_else(|| config.get_ports().first())
+                .copied()
+                .unwrap_or(5432);
+            match host {
+                Host::Tcp(name) if name.contains(':') => format!("[{name}]:{port}"),
+                Host::Tcp(name) => format!("{name}:{port}"),
+                Host::Unix(dir) => format!("{}:{port}", dir.display()),
+            }
+        })
+        .collect();
+    let user = config.get_user().unwrap_or("postgres");
+    let database = config.get_dbname().unwrap_or(user);
+    format!("postgres://{user}@{}/{database}", hosts.join(","))
 }
 
 /// Waits for `future` on the calling thread without entering any tokio runtime.
@@ -476,6 +525,39 @@ pub(crate) fn bool_column(row: &tokio_postgres::Row, index: usize) -> Result<boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_names_user_hosts_and_database_but_never_the_password() {
+        let target = |url: &str| describe_target(&url.parse::<Config>().unwrap());
+        for (url, expected) in [
+            (
+                "postgres://portico:s3cr%2Ft@db:5433/app",
+                "postgres://portico@db:5433/app",
+            ),
+            (
+                "postgres://portico:ab/cd?e@db/app",
+                "postgres://portico@db:5432/app",
+            ),
+            (
+                "postgresql://u:pw@[::1]:6000/x?sslmode=disable",
+                "postgres://u@[::1]:6000/x",
+            ),
+            (
+                "postgres://u@%2Frun%2Fpostgresql/app",
+                "postgres://u@/run/postgresql:5432/app",
+            ),
+            (
+                "host=db user=u password='a b c' dbname=app",
+                "postgres://u@db:5432/app",
+            ),
+        ] {
+            let shown = target(url);
+            assert_eq!(shown, expected, "{url}");
+            for secret in ["s3cr", "ab/cd", "pw", "a b c"] {
+                assert!(!shown.contains(secret), "{url} shows {shown}");
+            }
+        }
+    }
 
     #[test]
     fn parameters_are_renumbered_outside_quotes() {
