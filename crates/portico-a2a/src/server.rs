@@ -93,12 +93,16 @@ pub async fn recover_interrupted(engine: &Engine) {
     }
     if engine.replica().serving() {
         // Another replica can die at any time: its running tasks are failed once its lease runs out.
+        let stopping = engine.replica().stopping();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(portico_store::REPLICA_HEARTBEAT);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             every.tick().await;
             loop {
-                every.tick().await;
+                tokio::select! {
+                    () = stopping.cancelled() => return,
+                    _ = every.tick() => {}
+                }
                 match tasks.recover(false).await {
                     Ok(0) => {}
                     Ok(n) => tracing::warn!(

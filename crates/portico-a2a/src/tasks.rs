@@ -494,26 +494,38 @@ impl Tasks {
     pub async fn recover(&self, at_start: bool) -> Result<usize, A2aError> {
         let store = self.store();
         let replica = self.inner.engine.replica();
-        let shared = replica.serving();
+        if replica.shared() && !replica.serving() {
+            // Not a replica (an embedder's engine beside the replicas): it runs no task, and it
+            // cannot tell a live replica's tasks from a dead one's.
+            return Ok(0);
+        }
+        let shared = replica.shared();
         let restarted = at_start.then(|| replica.name().to_string());
         blocking(move || {
-            let (candidates, why) = if shared {
-                (
-                    store.orphaned_tasks(restarted.as_deref())?,
-                    "the Portico replica running this task stopped; send the message again",
-                )
-            } else {
-                (
-                    store.active_tasks()?,
-                    "Portico restarted while this task was running; send the message again",
-                )
-            };
             let mut failed = 0;
-            for task in candidates {
+            if shared {
+                for task in store.orphaned_tasks(restarted.as_deref())? {
+                    let message = agent_message(
+                        &task.id,
+                        &task.context_id,
+                        "the Portico replica running this task stopped; send the message again",
+                    );
+                    let status = to_json(&status_now(TaskState::Failed, Some(message)));
+                    if store.fail_orphaned_task(&task.id, restarted.as_deref(), &status)? {
+                        failed += 1;
+                    }
+                }
+                return Ok(failed);
+            }
+            for task in store.active_tasks()? {
                 if task.state.is_interrupted() {
                     continue;
                 }
-                let message = agent_message(&task.id, &task.context_id, why);
+                let message = agent_message(
+                    &task.id,
+                    &task.context_id,
+                    "Portico restarted while this task was running; send the message again",
+                );
                 let status = to_json(&status_now(TaskState::Failed, Some(message)));
                 match store.update_task_status(&task.id, TaskState::Failed, &status) {
                     Ok(_) => failed += 1,
@@ -536,11 +548,15 @@ impl Tasks {
             return;
         }
         let tasks = Arc::downgrade(&self.inner);
+        let stopping = self.inner.engine.replica().stopping();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(FOLLOW_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                every.tick().await;
+                tokio::select! {
+                    () = stopping.cancelled() => return,
+                    _ = every.tick() => {}
+                }
                 let Some(inner) = tasks.upgrade() else {
                     return;
                 };
@@ -561,12 +577,7 @@ impl Tasks {
         }
         let store = self.store();
         let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
-        let heads = blocking(move || {
-            ids.iter()
-                .map(|id| store.task_head(id))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .await;
+        let heads = blocking(move || store.task_heads(&ids)).await;
         let heads = match heads {
             Ok(heads) => heads,
             Err(error) => {
@@ -574,9 +585,10 @@ impl Tasks {
                 return;
             }
         };
+        let me = self.inner.engine.replica().name();
         for ((id, live), head) in entries.into_iter().zip(heads) {
             if let Some(head) = head {
-                follow(&id, &live, head, self.inner.pusher.as_ref());
+                follow(&id, &live, head, me, self.inner.pusher.as_ref());
             }
         }
     }
@@ -1476,7 +1488,9 @@ impl Tasks {
 }
 
 /// How often a replica looks at the tasks another one runs (see [`Tasks::follow_other_replicas`]):
-/// the most an event of such a task waits before it reaches a listener here.
+/// how long an event of such a task may wait before it reaches a listener here, once a look takes
+/// less (one query per 64 tasks followed). Changes between two looks arrive as one: the latest
+/// status and the artifacts as they are then.
 pub const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// What a listener has seen of `task`.
@@ -1494,7 +1508,7 @@ fn head_of(task: &TaskRecord) -> TaskHead {
 /// One look at task `id` as the store has it (`head`), for its entry here (see
 /// [`Tasks::follow_other_replicas`]). A run here whose task another replica finished has that end
 /// pushed from here, where its push configs were registered.
-fn follow(id: &str, live: &Live, head: TaskHead, pusher: Option<&crate::push::Pusher>) {
+fn follow(id: &str, live: &Live, head: TaskHead, me: &str, pusher: Option<&crate::push::Pusher>) {
     let mut followed = live.followed.lock().expect("followed task lock");
     if live.running.load(Ordering::Relaxed) {
         // This replica runs it and tells its listeners itself; only an end it did not write is news.
@@ -1523,7 +1537,10 @@ fn follow(id: &str, live: &Live, head: TaskHead, pusher: Option<&crate::push::Pu
         *followed = Some(head);
         return;
     }
-    if !live.has_listeners() {
+    // Written last by this replica (a run that has just ended, a cancel sent here): its listeners
+    // heard of it from the writer; only the baseline moves.
+    if !live.has_listeners() || head.runner.as_deref() == Some(me) {
+        *followed = Some(head);
         return;
     }
     let Some(seen) = followed.as_ref() else {

@@ -36,7 +36,7 @@ mod upstreams;
 
 pub use events::{ApprovalChange, EVENT_CAPACITY, EngineEvent, Events, TaskChange};
 pub use portico_hub::{ListKind, ServerChanges};
-pub use replica::Replica;
+pub use replica::{Replica, StoreView};
 pub use tool_sources::ToolOriginKind;
 pub use upstreams::{ServerActionError, Upstreams, UpstreamsError};
 

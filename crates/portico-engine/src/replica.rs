@@ -27,8 +27,36 @@ struct ReplicaInner {
     shared: bool,
     /// Whether this process is one of the store's replicas (`portico serve`), with a heartbeat.
     serving: bool,
-    /// Ends the heartbeat at shutdown.
+    /// Ends the heartbeat, and what follows other replicas, at shutdown.
     stop: CancellationToken,
+    /// The heartbeat's task, awaited before this replica leaves the store (so a heartbeat in
+    /// flight cannot write the row back after it is deleted).
+    beating: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// What the last heartbeat saw (see [`Replica::view`]).
+    view: std::sync::Mutex<Option<StoreView>>,
+}
+
+/// The store as this replica's last heartbeat saw it: what `/api/health` shows, read there without
+/// a query of its own (a flood of health checks cannot load the database).
+#[derive(Debug, Clone)]
+pub struct StoreView {
+    /// When the heartbeat was last written; `None` before the first one succeeded.
+    pub beat_at: Option<std::time::Instant>,
+    /// The replicas sharing the store, as of the last heartbeat.
+    pub replicas: Vec<portico_store::ReplicaRecord>,
+    /// Why the last heartbeat failed, if it did.
+    pub error: Option<String>,
+}
+
+impl StoreView {
+    /// Whether this replica still holds its lease: its last heartbeat was written within
+    /// [`portico_store::REPLICA_LEASE`]. Past it, the others may fail the tasks it runs.
+    pub fn holds_lease(&self) -> bool {
+        self.error.is_none()
+            && self
+                .beat_at
+                .is_some_and(|at| at.elapsed() < portico_store::REPLICA_LEASE)
+    }
 }
 
 impl Replica {
@@ -46,6 +74,69 @@ impl Replica {
     /// owns the A2A tasks it runs, and its MCP session ids carry its name.
     pub fn serving(&self) -> bool {
         self.inner.shared && self.inner.serving
+    }
+
+    /// The store as the last heartbeat saw it; `None` when this process is not a replica of a
+    /// shared store (there is no heartbeat).
+    pub fn view(&self) -> Option<StoreView> {
+        self.inner
+            .view
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Cancelled when this replica leaves the store (at shutdown): work that follows the other
+    /// replicas ends with it.
+    pub fn stopping(&self) -> CancellationToken {
+        self.inner.stop.clone()
+    }
+
+    fn record(&self, view: StoreView) {
+        *self
+            .inner
+            .view
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(view);
+    }
+
+    /// One heartbeat, and a look at the other replicas, on the store's heartbeat connection.
+    async fn beat(&self, store: &Store) {
+        let (store, name, incarnation) = (
+            store.clone(),
+            self.name().to_string(),
+            self.inner.incarnation.clone(),
+        );
+        let written = tokio::task::spawn_blocking(move || {
+            store.replica_heartbeat(&name, &incarnation)?;
+            store.replicas()
+        })
+        .await;
+        let previous = self.view();
+        let was_failing = previous.as_ref().is_some_and(|v| v.error.is_some());
+        let view = match written {
+            Ok(Ok(replicas)) => StoreView {
+                beat_at: Some(std::time::Instant::now()),
+                replicas,
+                error: None,
+            },
+            Ok(Err(error)) => StoreView {
+                beat_at: previous.as_ref().and_then(|v| v.beat_at),
+                replicas: previous.map(|v| v.replicas).unwrap_or_default(),
+                error: Some(error.to_string()),
+            },
+            Err(error) => StoreView {
+                beat_at: previous.as_ref().and_then(|v| v.beat_at),
+                replicas: previous.map(|v| v.replicas).unwrap_or_default(),
+                error: Some(format!("the heartbeat task failed: {error}")),
+            },
+        };
+        if let Some(error) = &view.error {
+            tracing::error!(replica = %self.name(), %error, "the replica's heartbeat was not written; once its lease runs out the other replicas fail its running A2A tasks, and /api/health answers 503");
+        } else if was_failing {
+            tracing::info!(replica = %self.name(), "the replica's heartbeat is written again");
+        }
+        self.record(view);
     }
 
     /// The name under `[store]`, checked, or the default one.
@@ -73,6 +164,8 @@ impl Replica {
                 shared,
                 serving,
                 stop: CancellationToken::new(),
+                beating: std::sync::Mutex::default(),
+                view: std::sync::Mutex::default(),
             }),
         })
     }
@@ -84,9 +177,14 @@ impl Replica {
             return Ok(());
         }
         store.replica_heartbeat(self.name(), &self.inner.incarnation)?;
+        self.record(StoreView {
+            beat_at: Some(std::time::Instant::now()),
+            replicas: store.replicas()?,
+            error: None,
+        });
         let replica = self.clone();
         let store = store.clone();
-        tokio::spawn(async move {
+        let beating = tokio::spawn(async move {
             let mut every = tokio::time::interval(REPLICA_HEARTBEAT);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             every.tick().await;
@@ -95,24 +193,14 @@ impl Replica {
                     () = replica.inner.stop.cancelled() => return,
                     _ = every.tick() => {}
                 }
-                let (store, name, incarnation) = (
-                    store.clone(),
-                    replica.name().to_string(),
-                    replica.inner.incarnation.clone(),
-                );
-                let written = tokio::task::spawn_blocking(move || {
-                    store.replica_heartbeat(&name, &incarnation)
-                })
-                .await;
-                match written {
-                    Ok(Ok(())) => {}
-                    Ok(Err(error)) => {
-                        tracing::error!(replica = %replica.name(), %error, "the replica's heartbeat was not written; other replicas will fail its A2A tasks once its lease runs out")
-                    }
-                    Err(error) => tracing::error!(%error, "the replica's heartbeat task failed"),
-                }
+                replica.beat(&store).await;
             }
         });
+        *self
+            .inner
+            .beating
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(beating);
         Ok(())
     }
 
@@ -122,6 +210,15 @@ impl Replica {
         self.inner.stop.cancel();
         if !self.serving() {
             return;
+        }
+        let beating = self
+            .inner
+            .beating
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(beating) = beating {
+            let _ = beating.await;
         }
         let (store, name, incarnation) = (
             store.clone(),

@@ -443,7 +443,7 @@ impl Store {
                     }
                 }
             }
-            Backend::Postgres(pool) => {
+            Backend::Postgres { pool, .. } => {
                 let conn = pool.get()?;
                 // Held from before the first attempt's BEGIN until after the last one ended, for the
                 // reasons given at `AppendLock`.
@@ -756,7 +756,7 @@ mod tests {
         match &store.inner.backend {
             Backend::Sqlite(conn) => Stall::Sqlite(crate::lock_sqlite(conn)),
             // As many as `testing::postgres_store` lets its pool open.
-            Backend::Postgres(pool) => Stall::Postgres(
+            Backend::Postgres { pool, .. } => Stall::Postgres(
                 (0..crate::testing::POSTGRES_TEST_POOL_SIZE)
                     .map(|_| pool.get().unwrap())
                     .collect(),

@@ -106,8 +106,13 @@ enum Backend {
     /// The embedded default: one connection, each operation holding it for its statement or
     /// transaction.
     Sqlite(Mutex<Connection>),
-    /// A PostgreSQL server shared by several replicas (`[store] url`).
-    Postgres(db::pg::Pool),
+    /// A PostgreSQL server shared by several replicas (`[store] url`). `beats` is a connection of
+    /// its own for the replica's heartbeat and its view of the others, so that a pool busy with
+    /// calls (or waiting on a lock) never delays the heartbeat past its lease.
+    Postgres {
+        pool: db::pg::Pool,
+        beats: db::pg::Pool,
+    },
 }
 
 impl std::fmt::Debug for Store {
@@ -175,14 +180,16 @@ impl Store {
             reason: db::pg::describe(&error),
         })?;
         let label = PathBuf::from(db::pg::describe_target(&config));
-        let pool = db::pg::Pool::connect(config, pool_size)
+        let pool = db::pg::Pool::connect(config.clone(), pool_size)
             .map_err(|source| open_error(&label, source))?;
         {
             let conn = pool.get().map_err(|source| open_error(&label, source))?;
             migrations::migrate_postgres(&conn, &label, migrations::MIGRATIONS)?;
         }
+        let beats =
+            db::pg::Pool::connect(config, 1).map_err(|source| open_error(&label, source))?;
         Ok(Self::from_backend(
-            Backend::Postgres(pool),
+            Backend::Postgres { pool, beats },
             None,
             label,
             None,
@@ -261,7 +268,7 @@ impl Store {
     pub fn backend_name(&self) -> &'static str {
         match self.inner.backend {
             Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres(_) => "postgres",
+            Backend::Postgres { .. } => "postgres",
         }
     }
 
@@ -269,6 +276,12 @@ impl Store {
     /// (`postgres://USER@HOST:PORT/DATABASE`, never a password).
     pub fn location(&self) -> &Path {
         &self.inner.label
+    }
+
+    /// The schema version this store was brought to when it opened (every migration this Portico
+    /// knows), without asking the database.
+    pub fn schema_version_applied(&self) -> u32 {
+        migrations::MIGRATIONS.len() as u32
     }
 
     /// The schema version of the database: the number of migrations applied.
@@ -284,7 +297,7 @@ impl Store {
     fn conn(&self) -> MutexGuard<'_, Connection> {
         match &self.inner.backend {
             Backend::Sqlite(conn) => lock_sqlite(conn),
-            Backend::Postgres(_) => {
+            Backend::Postgres { .. } => {
                 unreachable!("a SQLite-only statement ran on a PostgreSQL store")
             }
         }
@@ -308,10 +321,25 @@ impl Store {
     ) -> Result<T, StoreError> {
         match &self.inner.backend {
             Backend::Sqlite(conn) => work(&db::Db::sqlite(&lock_sqlite(conn))),
-            Backend::Postgres(pool) => {
+            Backend::Postgres { pool, .. } => {
                 let conn = pool.get().map_err(self.sql_error(operation))?;
                 work(&db::Db::postgres(&conn))
             }
+        }
+    }
+
+    /// [`Store::with_db_store_error`] on the heartbeat's own connection (see [`Backend::Postgres`]).
+    fn with_heartbeat_db<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&db::Db<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.inner.backend {
+            Backend::Postgres { beats, .. } => {
+                let conn = beats.get().map_err(self.sql_error(operation))?;
+                work(&db::Db::postgres(&conn))
+            }
+            Backend::Sqlite(_) => self.with_db_store_error(operation, work),
         }
     }
 
@@ -337,7 +365,7 @@ impl Store {
                 self.committed();
                 Ok(value)
             }
-            Backend::Postgres(pool) => {
+            Backend::Postgres { pool, .. } => {
                 let conn = pool.get().map_err(self.sql_error(operation))?;
                 let mut attempt = 0;
                 loop {
@@ -353,8 +381,14 @@ impl Store {
                     match result {
                         Ok(value) => return Ok(value),
                         Err(error) => {
-                            conn.rollback().map_err(self.sql_error(operation))?;
-                            if !error.is_retryable_conflict() || attempt > CONFLICT_RETRIES {
+                            // A rollback that fails (a dead connection) leaves the connection noted
+                            // as in a transaction, and the pool drops it; the error that matters is
+                            // the transaction's own.
+                            let rolled_back = conn.rollback().is_ok();
+                            if !rolled_back
+                                || !error.is_retryable_conflict()
+                                || attempt > CONFLICT_RETRIES
+                            {
                                 return Err(error);
                             }
                             conflict_pause(attempt);

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::db::params;
+use crate::db::{Db, DbError, Dialect, params};
 use crate::{Store, StoreError, now_ms};
 
 /// How often a replica writes its heartbeat.
@@ -61,8 +61,20 @@ impl Store {
     /// registering it if new. Refused while another incarnation under the same name is alive: two
     /// processes with one name would fail each other's tasks.
     pub fn replica_heartbeat(&self, name: &str, incarnation: &str) -> Result<(), StoreError> {
-        self.in_immediate_transaction("writing a replica heartbeat", |db| {
-            let now = now_ms();
+        // On the heartbeat's own connection, as one conditional statement pair in a transaction.
+        self.with_heartbeat_db("writing a replica heartbeat", |db| {
+            self.in_heartbeat_transaction(db, || self.write_heartbeat(db, name, incarnation))
+        })
+    }
+
+    fn write_heartbeat(
+        &self,
+        db: &Db<'_>,
+        name: &str,
+        incarnation: &str,
+    ) -> Result<(), StoreError> {
+        {
+            let now = store_now_ms(db).map_err(self.sql_error("reading the store's clock"))?;
             let holder = db
                 .query_opt(
                     "SELECT incarnation, heartbeat_at_ms FROM replicas WHERE name = ?1",
@@ -91,7 +103,7 @@ impl Store {
             )
             .map_err(self.sql_error("writing a replica heartbeat"))?;
             Ok(())
-        })
+        }
     }
 
     /// Removes replica `name` (in `incarnation`) at a clean shutdown, so that the others need not
@@ -108,8 +120,8 @@ impl Store {
 
     /// Every replica the store knows, by name.
     pub fn replicas(&self) -> Result<Vec<ReplicaRecord>, StoreError> {
-        let now = now_ms();
-        self.with_db("listing replicas", |db| {
+        self.with_heartbeat_db("listing replicas", |db| {
+            let now = store_now_ms(db).map_err(self.sql_error("reading the store's clock"))?;
             db.query_map(
                 "SELECT name, started_at_ms, heartbeat_at_ms FROM replicas ORDER BY name",
                 params![],
@@ -123,7 +135,51 @@ impl Store {
                     })
                 },
             )
+            .map_err(self.sql_error("listing replicas"))
         })
+    }
+}
+
+impl Store {
+    /// Runs `work` between `BEGIN` and `COMMIT` (`IMMEDIATE` on SQLite, `SERIALIZABLE` on
+    /// PostgreSQL), rolling back if it fails. Not retried: a heartbeat that loses a race is written
+    /// at the next one.
+    fn in_heartbeat_transaction<T>(
+        &self,
+        db: &Db<'_>,
+        work: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let begin = match db.dialect() {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Postgres => "BEGIN ISOLATION LEVEL SERIALIZABLE",
+        };
+        db.execute_batch(begin)
+            .map_err(self.sql_error("beginning a replica's heartbeat"))?;
+        match work() {
+            Ok(value) => {
+                db.execute_batch("COMMIT")
+                    .map_err(self.sql_error("committing a replica's heartbeat"))?;
+                Ok(value)
+            }
+            Err(error) => {
+                let _ = db.execute_batch("ROLLBACK");
+                Err(error)
+            }
+        }
+    }
+}
+
+/// Now, in milliseconds since the Unix epoch, by the database's clock on PostgreSQL: heartbeats and
+/// the leases read from them are compared on one clock, whatever the replicas' own clocks say. On
+/// SQLite (one machine) the process's clock.
+pub(crate) fn store_now_ms(db: &Db<'_>) -> Result<i64, DbError> {
+    match db.dialect() {
+        Dialect::Sqlite => Ok(now_ms()),
+        Dialect::Postgres => db.query_one(
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            params![],
+            |row| row.get(0),
+        ),
     }
 }
 

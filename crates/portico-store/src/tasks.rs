@@ -25,6 +25,12 @@ use crate::{Store, StoreError, now_ms};
 const TERMINAL_SQL: &str =
     "('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED')";
 
+/// A task whose run died with its replica (see [`Store::orphaned_tasks`]): `?1` is the oldest
+/// heartbeat of a live replica, `?2` the name of a replica starting again (or NULL).
+const ORPHANED_SQL: &str = "state IN ('TASK_STATE_UNSPECIFIED', 'TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING') \
+     AND (runner IS NULL OR runner = ?2 OR runner NOT IN \
+          (SELECT name FROM replicas WHERE heartbeat_at_ms >= ?1))";
+
 /// The states that are not terminal, as an SQL list (a test keeps both lists in step with
 /// [`TaskState`]). Counting these through the state index touches only the active tasks, where
 /// counting the terminal ones (or testing every row) would read the whole table on every creation.
@@ -37,6 +43,12 @@ pub const DEFAULT_MAX_TASKS: usize = 10_000;
 pub const DEFAULT_TASK_PAGE_SIZE: usize = 50;
 /// The largest page [`Store::list_tasks`] returns; larger page sizes are lowered to it.
 pub const MAX_TASK_PAGE_SIZE: usize = 100;
+
+/// How many tasks [`Store::task_heads`] reads per query.
+pub const HEADS_PER_QUERY: usize = 64;
+
+/// A task head's columns as read: state, status, artifacts, updated_at_ms, runner, context_id.
+type RawHead = (String, String, String, i64, Option<String>, String);
 
 /// A task's state, status and artifacts without its history ([`Store::task_head`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -797,69 +809,131 @@ impl Store {
     /// ran: a process starting under that name runs none of them yet, so they are its previous
     /// incarnation's, whose lease its own first heartbeat has just renewed.
     pub fn orphaned_tasks(&self, restarted: Option<&str>) -> Result<Vec<TaskRecord>, StoreError> {
-        let cutoff = now_ms() - crate::replicas::lease_ms();
         let raw = self.read_snapshot("reading A2A tasks of dead replicas", |db| {
+            let cutoff = crate::replicas::store_now_ms(db)? - crate::replicas::lease_ms();
             let id = ordered_id(db.dialect());
             select_tasks(
                 db,
-                &format!(
-                    " WHERE state IN ('TASK_STATE_UNSPECIFIED', 'TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING') \
-                       AND (runner IS NULL OR runner = ?2 OR runner NOT IN \
-                            (SELECT name FROM replicas WHERE heartbeat_at_ms >= ?1)) \
-                     ORDER BY updated_at_ms, {id}"
-                ),
+                &format!(" WHERE {ORPHANED_SQL} ORDER BY updated_at_ms, {id}"),
                 params![cutoff, restarted],
             )
         })?;
         raw.into_iter().map(|raw| self.parse_task(raw)).collect()
     }
 
-    /// Where task `id` stands now, cheaply (no history): its state, status JSON text, artifacts
-    /// JSON text and `updated_at_ms`; `None` if there is no such task. For following a task another
+    /// Marks task `id` failed with `status` if it is still orphaned (see
+    /// [`Store::orphaned_tasks`]), checked in the same transaction as the write: a replica whose
+    /// heartbeat came back, or another replica that failed or finished the task first, keeps it as
+    /// it is. `true` if this call failed it.
+    pub fn fail_orphaned_task(
+        &self,
+        id: &str,
+        restarted: Option<&str>,
+        status: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        self.in_immediate_transaction("failing an A2A task of a dead replica", |db| {
+            let error = || self.sql_error("failing an A2A task of a dead replica");
+            let cutoff =
+                crate::replicas::store_now_ms(db).map_err(error())? - crate::replicas::lease_ms();
+            let orphaned = db
+                .query_opt(
+                    &format!("SELECT 1 FROM a2a_tasks WHERE id = ?3 AND {ORPHANED_SQL}"),
+                    params![cutoff, restarted, id],
+                    |_| Ok(()),
+                )
+                .map_err(error())?
+                .is_some();
+            if !orphaned {
+                return Ok(false);
+            }
+            self.apply_task_update(
+                db,
+                id,
+                &TaskUpdate::status(TaskState::Failed, status.clone()),
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// [`Store::task_head`] of each of `ids`, in order (`None` for a task that is not stored), in
+    /// one query per [`HEADS_PER_QUERY`] ids: a replica follows every task it streams at once.
+    pub fn task_heads(&self, ids: &[String]) -> Result<Vec<Option<TaskHead>>, StoreError> {
+        let mut found: HashMap<String, TaskHead> = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(HEADS_PER_QUERY) {
+            // Padded to a power of two by repeating the last id, so at most a few statement texts
+            // are ever prepared.
+            let size = chunk.len().next_power_of_two();
+            let padded: Vec<&String> = chunk
+                .iter()
+                .chain(std::iter::repeat(
+                    chunk.last().expect("chunks are never empty"),
+                ))
+                .take(size)
+                .collect();
+            let placeholders = (1..=size)
+                .map(|i| format!("?{i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let values: Vec<&dyn ToParam> = padded.iter().map(|id| *id as &dyn ToParam).collect();
+            let rows = self.with_db("reading A2A tasks' states", |db| {
+                db.query_map(
+                    &format!(
+                        "SELECT id, state, status, artifacts, updated_at_ms, runner, context_id \
+                         FROM a2a_tasks WHERE id IN ({placeholders})"
+                    ),
+                    &values,
+                    |row| {
+                        Ok((
+                            row.get::<String>(0)?,
+                            (
+                                row.get::<String>(1)?,
+                                row.get::<String>(2)?,
+                                row.get::<String>(3)?,
+                                row.get::<i64>(4)?,
+                                row.get::<Option<String>>(5)?,
+                                row.get::<String>(6)?,
+                            ),
+                        ))
+                    },
+                )
+            })?;
+            for (id, raw) in rows {
+                let head = self.parse_head(&id, raw)?;
+                found.insert(id, head);
+            }
+        }
+        Ok(ids.iter().map(|id| found.remove(id)).collect())
+    }
+
+    fn parse_head(
+        &self,
+        id: &str,
+        (state, status, artifacts, updated_at_ms, runner, context_id): RawHead,
+    ) -> Result<TaskHead, StoreError> {
+        let corrupt = |what: String| {
+            move |source| StoreError::CorruptJson {
+                path: self.label().to_path_buf(),
+                what,
+                source,
+            }
+        };
+        Ok(TaskHead {
+            context_id,
+            state: self.parse_state(&state)?,
+            status: serde_json::from_str(&status)
+                .map_err(corrupt(format!("the status of A2A task {id:?}")))?,
+            artifacts: serde_json::from_str(&artifacts)
+                .map_err(corrupt(format!("the artifacts of A2A task {id:?}")))?,
+            updated_at_ms,
+            runner,
+        })
+    }
+
+    /// Where task `id` stands now, cheaply (no history): its state, status, artifacts, context,
+    /// `updated_at_ms` and runner; `None` if there is no such task. For following a task another
     /// replica runs.
     pub fn task_head(&self, id: &str) -> Result<Option<TaskHead>, StoreError> {
-        let raw = self.with_db("reading an A2A task's state", |db| {
-            db.query_opt(
-                "SELECT state, status, artifacts, updated_at_ms, runner, context_id FROM a2a_tasks WHERE id = ?1",
-                params![id],
-                |row| {
-                    Ok((
-                        row.get::<String>(0)?,
-                        row.get::<String>(1)?,
-                        row.get::<String>(2)?,
-                        row.get::<i64>(3)?,
-                        row.get::<Option<String>>(4)?,
-                        row.get::<String>(5)?,
-                    ))
-                },
-            )
-        })?;
-        raw.map(
-            |(state, status, artifacts, updated_at_ms, runner, context_id)| {
-                let what = || format!("the status of A2A task {id:?}");
-                Ok(TaskHead {
-                    context_id,
-                    state: self.parse_state(&state)?,
-                    status: serde_json::from_str(&status).map_err(|source| {
-                        StoreError::CorruptJson {
-                            path: self.label().to_path_buf(),
-                            what: what(),
-                            source,
-                        }
-                    })?,
-                    artifacts: serde_json::from_str(&artifacts).map_err(|source| {
-                        StoreError::CorruptJson {
-                            path: self.label().to_path_buf(),
-                            what: format!("the artifacts of A2A task {id:?}"),
-                            source,
-                        }
-                    })?,
-                    updated_at_ms,
-                    runner,
-                })
-            },
-        )
-        .transpose()
+        Ok(self.task_heads(&[id.to_string()])?.pop().flatten())
     }
 
     /// The most recently updated tasks of every owner, or only `owner`'s, filtered by agent and
@@ -1199,6 +1273,25 @@ mod tests {
                 .create_task(&task("old", "client:a", "c4", TaskState::Submitted, 1), &unlimited())
                 .unwrap();
             assert_eq!(ids(legacy.orphaned_tasks(None).unwrap()), ["old"]);
+        }
+    }
+
+    both_backends! {
+        fn heads_of_many_tasks_come_in_order_with_none_for_the_missing(store) {
+            let ids: Vec<String> = (0..70).map(|i| format!("t{i:02}")).collect();
+            for (i, id) in ids.iter().enumerate() {
+                store
+                    .create_task(&task(id, "client:a", "c", TaskState::Working, i as i64), &unlimited())
+                    .unwrap();
+            }
+            let mut asked: Vec<String> = ids.iter().rev().cloned().collect();
+            asked.insert(3, "missing".into());
+            let heads = store.task_heads(&asked).unwrap();
+            assert_eq!(heads.len(), 71);
+            assert!(heads[3].is_none());
+            let times: Vec<i64> = heads.iter().flatten().map(|h| h.updated_at_ms).collect();
+            assert_eq!(times, (0..70).rev().collect::<Vec<i64>>());
+            assert_eq!(store.task_heads(&[]).unwrap(), vec![]);
         }
     }
 
