@@ -365,35 +365,54 @@ impl Store {
                 self.committed();
                 Ok(value)
             }
-            Backend::Postgres { pool, .. } => {
-                let conn = pool.get().map_err(self.sql_error(operation))?;
-                let mut attempt = 0;
-                loop {
-                    attempt += 1;
-                    let result = conn
-                        .begin()
-                        .map_err(self.sql_error(operation))
-                        .and_then(|()| work(&db::Db::postgres(&conn)))
-                        .and_then(|value| {
-                            conn.commit().map_err(self.sql_error(operation))?;
-                            Ok(value)
-                        });
-                    match result {
-                        Ok(value) => return Ok(value),
-                        Err(error) => {
-                            // A rollback that fails (a dead connection) leaves the connection noted
-                            // as in a transaction, and the pool drops it; the error that matters is
-                            // the transaction's own.
-                            let rolled_back = conn.rollback().is_ok();
-                            if !rolled_back
-                                || !error.is_retryable_conflict()
-                                || attempt > CONFLICT_RETRIES
-                            {
-                                return Err(error);
-                            }
-                            conflict_pause(attempt);
-                        }
+            Backend::Postgres { pool, .. } => self.serializable(pool, operation, work),
+        }
+    }
+
+    /// [`Store::in_immediate_transaction`] on the heartbeat's own connection (see
+    /// [`Backend::Postgres`]).
+    fn in_heartbeat_transaction<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnMut(&db::Db<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.inner.backend {
+            Backend::Postgres { beats, .. } => self.serializable(beats, operation, work),
+            Backend::Sqlite(_) => self.in_immediate_transaction(operation, work),
+        }
+    }
+
+    /// A `SERIALIZABLE` transaction on a connection of `pool`, run again when it loses a race.
+    fn serializable<T>(
+        &self,
+        pool: &db::pg::Pool,
+        operation: &'static str,
+        mut work: impl FnMut(&db::Db<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let conn = pool.get().map_err(self.sql_error(operation))?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = conn
+                .begin()
+                .map_err(self.sql_error(operation))
+                .and_then(|()| work(&db::Db::postgres(&conn)))
+                .and_then(|value| {
+                    conn.commit().map_err(self.sql_error(operation))?;
+                    Ok(value)
+                });
+            match result {
+                Ok(value) => return Ok(value),
+                Err(error) => {
+                    // A rollback that fails (a dead connection) leaves the connection noted as in
+                    // a transaction, and the pool drops it; the error that matters is the
+                    // transaction's own.
+                    let rolled_back = conn.rollback().is_ok();
+                    if !rolled_back || !error.is_retryable_conflict() || attempt > CONFLICT_RETRIES
+                    {
+                        return Err(error);
                     }
+                    conflict_pause(attempt);
                 }
             }
         }

@@ -61,9 +61,8 @@ impl Store {
     /// registering it if new. Refused while another incarnation under the same name is alive: two
     /// processes with one name would fail each other's tasks.
     pub fn replica_heartbeat(&self, name: &str, incarnation: &str) -> Result<(), StoreError> {
-        // On the heartbeat's own connection, as one conditional statement pair in a transaction.
-        self.with_heartbeat_db("writing a replica heartbeat", |db| {
-            self.in_heartbeat_transaction(db, || self.write_heartbeat(db, name, incarnation))
+        self.in_heartbeat_transaction("writing a replica heartbeat", |db| {
+            self.write_heartbeat(db, name, incarnation)
         })
     }
 
@@ -140,35 +139,6 @@ impl Store {
     }
 }
 
-impl Store {
-    /// Runs `work` between `BEGIN` and `COMMIT` (`IMMEDIATE` on SQLite, `SERIALIZABLE` on
-    /// PostgreSQL), rolling back if it fails. Not retried: a heartbeat that loses a race is written
-    /// at the next one.
-    fn in_heartbeat_transaction<T>(
-        &self,
-        db: &Db<'_>,
-        work: impl FnOnce() -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let begin = match db.dialect() {
-            Dialect::Sqlite => "BEGIN IMMEDIATE",
-            Dialect::Postgres => "BEGIN ISOLATION LEVEL SERIALIZABLE",
-        };
-        db.execute_batch(begin)
-            .map_err(self.sql_error("beginning a replica's heartbeat"))?;
-        match work() {
-            Ok(value) => {
-                db.execute_batch("COMMIT")
-                    .map_err(self.sql_error("committing a replica's heartbeat"))?;
-                Ok(value)
-            }
-            Err(error) => {
-                let _ = db.execute_batch("ROLLBACK");
-                Err(error)
-            }
-        }
-    }
-}
-
 /// Now, in milliseconds since the Unix epoch, by the database's clock on PostgreSQL: heartbeats and
 /// the leases read from them are compared on one clock, whatever the replicas' own clocks say. On
 /// SQLite (one machine) the process's clock.
@@ -227,6 +197,41 @@ mod tests {
             store.replica_leave("gw-1", "b").unwrap();
             assert_eq!(store.replicas().unwrap(), vec![]);
         }
+    }
+
+    /// Replicas starting together wrote their first heartbeats in transactions that conflicted, and
+    /// the loser failed to start: a heartbeat that loses a race is run again.
+    #[test]
+    fn replicas_beating_at_once_all_succeed() {
+        let Some(url) = crate::testing::postgres_test_url() else {
+            return;
+        };
+        let stores: Vec<Store> = (0..4)
+            .map(|_| Store::open_postgres(&url, 2).unwrap())
+            .collect();
+        let start = std::sync::Barrier::new(stores.len());
+        std::thread::scope(|scope| {
+            for (i, store) in stores.iter().enumerate() {
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    for _ in 0..10 {
+                        store
+                            .replica_heartbeat(&format!("gw-{i}"), &format!("life-{i}"))
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            stores[0]
+                .replicas()
+                .unwrap()
+                .iter()
+                .filter(|r| r.alive)
+                .count(),
+            4
+        );
     }
 
     #[test]

@@ -35,10 +35,11 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What every connection of the store sets for its session: no lock (the audit append lock, a
-/// migration's) is waited for longer than 30 s, and the server ends a session that sits in a
-/// transaction doing nothing for a minute (a process stalled mid-batch), releasing its locks.
-const SESSION_SETTINGS: &str =
-    "SET lock_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'";
+/// migration's) is waited for longer than 30 s, the server ends a session that sits in a
+/// transaction doing nothing for a minute (a process stalled mid-batch), releasing its locks, and
+/// its notices ("relation already exists, skipping") stay out of Portico's log.
+const SESSION_SETTINGS: &str = "SET lock_timeout = '30s'; \
+     SET idle_in_transaction_session_timeout = '60s'; SET client_min_messages = 'warning'";
 
 /// The default pool size: every replica keeps at most this many connections.
 pub const DEFAULT_POOL_SIZE: usize = 8;

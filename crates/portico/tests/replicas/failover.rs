@@ -131,6 +131,12 @@ async fn a_killed_replicas_unfinished_tasks_are_failed_by_the_other_and_none_is_
     eprintln!(
         "replicas: B failed A's 6 unfinished tasks {after:?} after the kill (lease {LEASE:?})"
     );
+    // Not before A's lease could have run out: its last heartbeat was at most one heartbeat
+    // (2 s) before the kill.
+    assert!(
+        after >= LEASE.saturating_sub(Duration::from_secs(2)),
+        "B failed A's tasks {after:?} after the kill, before A's lease of {LEASE:?} ran out"
+    );
 
     // Failed, and only those.
     for id in &hanging {
