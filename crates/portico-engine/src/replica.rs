@@ -334,8 +334,7 @@ mod tests {
             ..StoreSection::default()
         };
         let err = open_store(&section, Path::new("/nonexistent"), &env, true)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string();
         assert!(err.contains("${DB}"), "{err}");
         assert!(!err.contains("hunter2"), "{err}");
