@@ -489,9 +489,11 @@ mod tests {
             .clone()
             .oneshot(
                 request
-                    .body(Body::from(
-                        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
-                    ))
+                    .body(Body::from(crate::test_messages::request(
+                        1,
+                        crate::test_messages::LIST_TOOLS,
+                        None,
+                    )))
                     .unwrap(),
             )
             .await
