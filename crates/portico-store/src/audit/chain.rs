@@ -158,7 +158,8 @@ impl<'c> AppendLock<'c> {
             params![AUDIT_APPEND_LOCK],
             |_| Ok(()),
         ) {
-            tracing::warn!(%error, "could not release the audit append lock; the connection's end releases it");
+            tracing::warn!(%error, "could not release the audit append lock; closing the connection, whose end releases it");
+            self.conn.discard();
         }
     }
 }
@@ -169,11 +170,14 @@ impl Drop for AppendLock<'_> {
     fn drop(&mut self) {
         if self.held {
             let _ = self.conn.rollback();
-            let _ = Db::postgres(self.conn).query_one(
+            let unlocked = Db::postgres(self.conn).query_one(
                 "SELECT pg_advisory_unlock(?1)",
                 params![AUDIT_APPEND_LOCK],
                 |_| Ok(()),
             );
+            if unlocked.is_err() {
+                self.conn.discard();
+            }
         }
     }
 }

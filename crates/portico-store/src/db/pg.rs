@@ -51,6 +51,8 @@ pub(crate) struct PgConn {
     /// Set between `BEGIN` and `COMMIT`/`ROLLBACK`, so that a connection given back mid-transaction
     /// (an error or a panic in between) is rolled back before anyone else uses it.
     in_transaction: Cell<bool>,
+    /// Closed rather than given back to the pool (see [`PgConn::discard`]).
+    discarded: Cell<bool>,
 }
 
 impl PgConn {
@@ -107,6 +109,12 @@ impl PgConn {
     /// Starts a transaction in which every read and write behaves as if the store's transactions ran
     /// one at a time, as SQLite's do: a transaction that would break that fails with a serialization
     /// error at its next statement or at its commit, and is run again (`Store::in_transaction`).
+    /// Has the pool close this connection when it comes back instead of keeping it: its session
+    /// holds something (a session lock) that could not be released, and only its end releases it.
+    pub(crate) fn discard(&self) {
+        self.discarded.set(true);
+    }
+
     pub(crate) fn begin(&self) -> Result<(), DbError> {
         self.execute_batch("BEGIN ISOLATION LEVEL SERIALIZABLE")
     }
@@ -262,6 +270,7 @@ impl Pool {
             client,
             statements: RefCell::new(HashMap::new()),
             in_transaction: Cell::new(false),
+            discarded: Cell::new(false),
         })
     }
 
@@ -274,8 +283,9 @@ impl Pool {
     }
 
     fn give_back(&self, conn: PgConn) {
-        let reusable =
-            !conn.client.is_closed() && (!conn.in_transaction.get() || conn.rollback().is_ok());
+        let reusable = !conn.client.is_closed()
+            && !conn.discarded.get()
+            && (!conn.in_transaction.get() || conn.rollback().is_ok());
         let mut state = self.lock();
         if reusable {
             state.idle.push(conn);
@@ -558,6 +568,30 @@ mod tests {
                 assert!(!shown.contains(secret), "{url} shows {shown}");
             }
         }
+    }
+
+    /// A connection whose session still holds a lock it could not release is closed, so that the
+    /// session's end releases the lock; a kept connection is reused as it was.
+    #[test]
+    fn a_discarded_connection_is_closed_and_a_kept_one_reused() {
+        let Some(url) = crate::testing::postgres_test_url() else {
+            return;
+        };
+        let pool = Pool::connect(url.parse().unwrap(), 1).unwrap();
+        let backend = |conn: &PgConn| -> i64 {
+            super::super::Db::postgres(conn)
+                .query_one("SELECT CAST(pg_backend_pid() AS BIGINT)", &[], |row| {
+                    row.get(0)
+                })
+                .unwrap()
+        };
+        let first = backend(&pool.get().unwrap());
+        assert_eq!(backend(&pool.get().unwrap()), first, "kept and reused");
+        {
+            let conn = pool.get().unwrap();
+            conn.discard();
+        }
+        assert_ne!(backend(&pool.get().unwrap()), first, "a new session");
     }
 
     #[test]
