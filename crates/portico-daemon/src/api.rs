@@ -421,8 +421,8 @@ async fn health(
 /// How long `/api/health` waits for the store before calling it unreachable.
 const STORE_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The store as this replica sees it now: its kind and place (user, host and database, no password), whether
-/// it answers, its schema version, and the replicas sharing it.
+/// The store as this replica sees it now: its kind and place (user, host and database, no
+/// password), whether it answers, its schema version, and the replicas sharing it.
 async fn store_view(engine: &Engine) -> Value {
     let store = engine.store().clone();
     let mut view = json!({
