@@ -600,15 +600,6 @@ impl Store {
         }
         Ok(deleted)
     }
-
-    /// [`Store::in_immediate_transaction`] for work whose only errors are the database's.
-    pub(crate) fn in_db_transaction<T>(
-        &self,
-        operation: &'static str,
-        mut work: impl FnMut(&Db<'_>) -> Result<T, DbError>,
-    ) -> Result<T, StoreError> {
-        self.in_immediate_transaction(operation, |db| work(db).map_err(self.sql_error(operation)))
-    }
 }
 
 /// Two replicas racing on one PostgreSQL schema, for the tests of what must happen once across

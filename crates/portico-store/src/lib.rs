@@ -34,6 +34,9 @@ mod replicas;
 mod tasks;
 #[doc(hidden)]
 pub mod testing;
+/// The tests' way to run one test on both databases (see `testing`).
+#[cfg(test)]
+pub(crate) use testing::both_backends;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -328,6 +331,30 @@ impl Store {
         }
     }
 
+    /// Runs the reads of `work` on one snapshot (see [`Snapshot`]), so that a task and its messages,
+    /// or a page and its total, agree.
+    pub(crate) fn read_snapshot<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&db::Db<'_>) -> Result<T, DbError>,
+    ) -> Result<T, StoreError> {
+        self.with_db(operation, |db| {
+            let snapshot = Snapshot::begin(db)?;
+            let value = work(db)?;
+            snapshot.finish()?;
+            Ok(value)
+        })
+    }
+
+    /// [`Store::in_immediate_transaction`] for work that reports only database errors.
+    pub(crate) fn in_db_transaction<T>(
+        &self,
+        operation: &'static str,
+        mut work: impl FnMut(&db::Db<'_>) -> Result<T, DbError>,
+    ) -> Result<T, StoreError> {
+        self.in_immediate_transaction(operation, |db| work(db).map_err(self.sql_error(operation)))
+    }
+
     /// [`Store::with_db_store_error`] on the heartbeat's own connection (see [`Backend::Postgres`]).
     fn with_heartbeat_db<T>(
         &self,
@@ -441,6 +468,41 @@ impl Store {
                 hint: hint_for(&source),
                 source,
             }
+        }
+    }
+}
+
+/// An open read transaction on a [`db::Db`]: every statement run until [`Snapshot::finish`] sees the
+/// database as it was at the first, whatever other connections (replicas, on PostgreSQL) commit
+/// meanwhile. Rolled back if dropped unfinished (an error, or a panic), so a pooled PostgreSQL
+/// connection never goes back to its pool inside it.
+pub(crate) struct Snapshot<'d, 'c> {
+    db: &'d db::Db<'c>,
+    open: bool,
+}
+
+impl<'d, 'c> Snapshot<'d, 'c> {
+    fn begin(db: &'d db::Db<'c>) -> Result<Self, DbError> {
+        db.execute_batch(match db.dialect() {
+            // Deferred: a read lock on the WAL's current end, and no write lock.
+            db::Dialect::Sqlite => "BEGIN",
+            // A snapshot taken at the first statement; being read-only, it never fails on a conflict
+            // with the SERIALIZABLE writers, so it needs no retries.
+            db::Dialect::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        })?;
+        Ok(Snapshot { db, open: true })
+    }
+
+    fn finish(mut self) -> Result<(), DbError> {
+        self.open = false;
+        self.db.execute_batch("COMMIT")
+    }
+}
+
+impl Drop for Snapshot<'_, '_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.db.execute_batch("ROLLBACK");
         }
     }
 }

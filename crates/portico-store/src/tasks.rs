@@ -345,57 +345,7 @@ fn decode_page_token(token: &str) -> Option<(i64, String)> {
     Some((updated_at_ms.parse().ok()?, id.to_string()))
 }
 
-/// An open read transaction on a [`Db`]: every statement run until [`Snapshot::finish`] sees the
-/// database as it was at the first, whatever other connections (replicas, on PostgreSQL) commit
-/// meanwhile. Rolled back if dropped unfinished (an error, or a panic), so a pooled PostgreSQL
-/// connection never goes back to its pool inside it.
-struct Snapshot<'d, 'c> {
-    db: &'d Db<'c>,
-    open: bool,
-}
-
-impl<'d, 'c> Snapshot<'d, 'c> {
-    fn begin(db: &'d Db<'c>) -> Result<Self, DbError> {
-        db.execute_batch(match db.dialect() {
-            // Deferred: a read lock on the WAL's current end, and no write lock.
-            Dialect::Sqlite => "BEGIN",
-            // A snapshot taken at the first statement; being read-only, it never fails on a conflict
-            // with the SERIALIZABLE writers, so it needs no retries.
-            Dialect::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-        })?;
-        Ok(Snapshot { db, open: true })
-    }
-
-    fn finish(mut self) -> Result<(), DbError> {
-        self.open = false;
-        self.db.execute_batch("COMMIT")
-    }
-}
-
-impl Drop for Snapshot<'_, '_> {
-    fn drop(&mut self) {
-        if self.open {
-            let _ = self.db.execute_batch("ROLLBACK");
-        }
-    }
-}
-
 impl Store {
-    /// Runs the reads of `work` on one snapshot (see [`Snapshot`]), so that a task and its messages,
-    /// or a page and its total, agree.
-    fn read_snapshot<T>(
-        &self,
-        operation: &'static str,
-        work: impl FnOnce(&Db<'_>) -> Result<T, DbError>,
-    ) -> Result<T, StoreError> {
-        self.with_db(operation, |db| {
-            let snapshot = Snapshot::begin(db)?;
-            let value = work(db)?;
-            snapshot.finish()?;
-            Ok(value)
-        })
-    }
-
     /// Stores a new task, its messages and its first status-history entry (`seq` 1, at
     /// `task.updated_at_ms`) in one transaction. Timestamps are taken from `task` as given.
     ///

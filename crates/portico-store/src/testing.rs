@@ -86,7 +86,7 @@ fn create_schema(base: &str, schema: &str) {
 ///     async fn tasks_stream(store) { ... }
 /// }
 /// ```
-#[macro_export]
+#[cfg(test)]
 macro_rules! both_backends {
     ($(#[$meta:meta])* fn $name:ident($store:ident) $body:block) => {
         $(#[$meta])*
@@ -131,3 +131,5 @@ macro_rules! both_backends {
         }
     };
 }
+#[cfg(test)]
+pub(crate) use both_backends;

@@ -267,21 +267,7 @@ impl Store {
     /// Reads one snapshot (appends made meanwhile are not seen) a page at a time, so a long log is
     /// never held in memory whole; a CLI with a store of its own does not hold up a daemon's writes.
     pub fn verify_audit(&self) -> Result<AuditVerification, StoreError> {
-        self.with_db("verifying the audit chain", |db| {
-            // A read transaction: on SQLite a deferred one sees one snapshot from its first read; on
-            // PostgreSQL REPEATABLE READ keeps the first statement's snapshot for the others.
-            db.execute_batch(match db.dialect() {
-                Dialect::Sqlite => "BEGIN DEFERRED",
-                Dialect::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-            })?;
-            let verification = verify(db);
-            // Nothing was written: ending it either way is the same, and ROLLBACK cannot fail on
-            // a conflict.
-            let ended = db.execute_batch("ROLLBACK");
-            let verification = verification?;
-            ended?;
-            Ok(verification)
-        })
+        self.read_snapshot("verifying the audit chain", verify)
     }
 }
 
