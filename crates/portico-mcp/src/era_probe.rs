@@ -29,14 +29,24 @@ const PROBE_ID_PREFIX: &str = "portico-era-probe";
 const PING_EVERY: Duration = Duration::from_secs(5);
 
 /// What the probe found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Era {
     /// `server/discover` was answered: the stateless era (2026-07-28 and later), or a modern
     /// server's refusal that rmcp's discover lifecycle reports in its own words.
     Discover,
     /// The server answered the probe with an error or with something other than a discover
-    /// result, or answered a ping and not the probe: it speaks the `initialize` handshake.
-    Handshake,
+    /// result, or answered a ping and not the probe: it speaks the `initialize` handshake. Says
+    /// what `server/discover` was answered with, for an error if `initialize` then fails too.
+    Handshake(String),
+}
+
+/// Whether the probe pings a server that has not answered yet. Over stdio a server may ignore a
+/// request it does not know; over HTTP every request gets an HTTP answer, and a ping without a
+/// session would be refused as a transport error, so there it waits for the probe's own answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pings {
+    Send,
+    None,
 }
 
 /// Why the probe could not tell.
@@ -55,6 +65,7 @@ pub(crate) async fn probe<T: Transport<RoleClient>>(
     client: &ClientConfig,
     preferred: &ProtocolVersion,
     server: &str,
+    pings: Pings,
 ) -> Result<Era, ProbeError> {
     let meta = RequestMetaObject::with_client_context(
         preferred.clone(),
@@ -72,15 +83,15 @@ pub(crate) async fn probe<T: Transport<RoleClient>>(
         ),
     )
     .await?;
-    let mut pings: u32 = 0;
+    let mut sent_pings: u32 = 0;
     loop {
         let message = tokio::select! {
             message = transport.receive() => message,
-            _ = tokio::time::sleep(PING_EVERY) => {
-                pings += 1;
-                tracing::debug!(server, pings, "no answer to `server/discover` yet; pinging");
+            _ = tokio::time::sleep(PING_EVERY), if pings == Pings::Send => {
+                sent_pings += 1;
+                tracing::debug!(server, sent_pings, "no answer to `server/discover` yet; pinging");
                 let ping = ClientRequest::PingRequest(PingRequest::default());
-                send(transport, ClientJsonRpcMessage::request(ping, probe_id(&format!("ping-{pings}")))).await?;
+                send(transport, ClientJsonRpcMessage::request(ping, probe_id(&format!("ping-{sent_pings}")))).await?;
                 continue;
             }
         };
@@ -92,22 +103,25 @@ pub(crate) async fn probe<T: Transport<RoleClient>>(
                 return Ok(match response.result {
                     ServerResult::DiscoverResult(_) => Era::Discover,
                     // Servers that answer every method they do not know with `{}`.
-                    _ => Era::Handshake,
+                    _ => Era::Handshake("a result that is not a discover result".into()),
                 });
             }
             JsonRpcMessage::Error(error) if error.id.as_ref() == Some(&discover_id) => {
                 return Ok(if is_modern_refusal(error.error.code) {
                     Era::Discover
                 } else {
-                    Era::Handshake
+                    Era::Handshake(format!(
+                        "an error ({}: {})",
+                        error.error.code.0, error.error.message
+                    ))
                 });
             }
             JsonRpcMessage::Response(response) if is_probe_id(&response.id) => {
                 tracing::debug!(server, "a ping was answered and `server/discover` was not");
-                return Ok(Era::Handshake);
+                return Ok(Era::Handshake("nothing, while a ping was".into()));
             }
             JsonRpcMessage::Error(error) if error.id.as_ref().is_some_and(is_probe_id) => {
-                return Ok(Era::Handshake);
+                return Ok(Era::Handshake("nothing, while a ping was".into()));
             }
             JsonRpcMessage::Request(request)
                 if matches!(request.request, ServerRequest::PingRequest(_)) =>
@@ -285,6 +299,7 @@ mod tests {
                 &client(),
                 &ProtocolVersion::V_2026_07_28,
                 "s",
+                Pings::Send,
             )
             .await;
             (era, transport)
@@ -330,15 +345,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_error_answer_or_a_ping_answer_means_the_handshake_era() {
+        let handshake = |why: &str| Era::Handshake(why.to_string());
         for (reply, expected) in [
             (
                 serde_json::json!({"jsonrpc": "2.0", "id": "portico-era-probe-discover",
                                    "error": {"code": -32601, "message": "Method not found"}}),
-                Era::Handshake,
+                handshake("an error (-32601: Method not found)"),
             ),
             (
                 serde_json::json!({"jsonrpc": "2.0", "id": "portico-era-probe-discover", "result": {}}),
-                Era::Handshake,
+                handshake("a result that is not a discover result"),
             ),
             (
                 serde_json::json!({"jsonrpc": "2.0", "id": "portico-era-probe-discover",
@@ -348,7 +364,7 @@ mod tests {
             ),
             (
                 serde_json::json!({"jsonrpc": "2.0", "id": "portico-era-probe-ping-1", "result": {}}),
-                Era::Handshake,
+                handshake("nothing, while a ping was"),
             ),
         ] {
             let (mut transport, mut sent, server) = scripted();
@@ -358,6 +374,7 @@ mod tests {
                     &client(),
                     &ProtocolVersion::V_2026_07_28,
                     "s",
+                    Pings::Send,
                 )
                 .await
             });
@@ -383,6 +400,7 @@ mod tests {
             &client(),
             &ProtocolVersion::V_2026_07_28,
             "s",
+            Pings::Send,
         )
         .await;
         assert!(matches!(era, Err(ProbeError::Closed)));

@@ -35,7 +35,7 @@ use tracing::Instrument;
 
 use crate::ServerLog;
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
-use crate::era_probe::{self, Era, ProbeError, WithoutProbeAnswers};
+use crate::era_probe::{self, Era, Pings, ProbeError, WithoutProbeAnswers};
 use crate::oauth::{AuthorizedHttp, UpstreamAuth};
 use crate::ordering::ProgressInOrder;
 use crate::results::tool_result_from_rmcp;
@@ -452,6 +452,7 @@ impl Upstream {
                             &rmcp::ClientHandler::get_info(&handler()),
                             &preferred,
                             server,
+                            Pings::Send,
                         )
                         .await;
                         match probed {
@@ -459,7 +460,7 @@ impl Upstream {
                                 handler(),
                                 ClientLifecycleMode::Discover { preferred_versions },
                             ),
-                            Ok(Era::Handshake) => {
+                            Ok(Era::Handshake(_)) => {
                                 let mut client = handler();
                                 client.protocol_version =
                                     Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
@@ -1529,8 +1530,53 @@ async fn serve_streamable_over<C: StreamableHttpClient + Sync>(
     lifecycle: &ClientLifecycleMode,
 ) -> Result<rmcp::service::RunningService<RoleClient, PorticoClient>, UpstreamError> {
     let server = config.name.as_str();
+    // What the probe's `server/discover` was answered with, when that sent it to `initialize`.
+    let mut discover_answer = None;
+    let (service_client, lifecycle) = match lifecycle {
+        ClientLifecycleMode::Auto {
+            preferred_versions, ..
+        } => {
+            // Asked on a connection of its own, so that nothing of the probe (a late answer
+            // above all) can reach the lifecycle's. A probe that fails at the transport leaves the
+            // server to rmcp's own automatic lifecycle, whose errors say what failed.
+            let preferred = preferred_versions
+                .first()
+                .cloned()
+                .unwrap_or(ProtocolVersion::V_2026_07_28);
+            let mut probing = streamable_transport(http.clone(), url, headers, config)?;
+            let probed = era_probe::probe(
+                &mut probing,
+                &rmcp::ClientHandler::get_info(&handler()),
+                &preferred,
+                server,
+                Pings::None,
+            )
+            .await;
+            let _ = rmcp::transport::Transport::<RoleClient>::close(&mut probing).await;
+            match probed {
+                Ok(Era::Discover) => (
+                    handler(),
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: preferred_versions.clone(),
+                    },
+                ),
+                Ok(Era::Handshake(answered)) => {
+                    let mut legacy = handler();
+                    legacy.protocol_version = Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
+                    discover_answer = Some(answered);
+                    (legacy, ClientLifecycleMode::Initialize)
+                }
+                Err(error) => {
+                    tracing::debug!(server, "the era probe failed ({error:?}); rmcp decides");
+                    (handler(), lifecycle.clone())
+                }
+            }
+        }
+        pinned => (handler(), pinned.clone()),
+    };
+    let lifecycle = &lifecycle;
     let transport = streamable_transport(http.clone(), url, headers, config)?;
-    let error = match handler()
+    let error = match service_client
         .serve_with_lifecycle(
             ProgressInOrder::new(transport, server, active),
             lifecycle.clone(),
@@ -1540,6 +1586,20 @@ async fn serve_streamable_over<C: StreamableHttpClient + Sync>(
         Ok(service) => return Ok(service),
         Err(e) => e,
     };
+    if let Some(answered) = discover_answer {
+        return Err(
+            match handshake_error_via(server, error, Some((client, url))) {
+                UpstreamError::Handshake { server, message } => UpstreamError::Handshake {
+                    server,
+                    message: format!(
+                        "`server/discover` was answered with {answered}, and `initialize` then \
+                         failed: {message}"
+                    ),
+                },
+                other => other,
+            },
+        );
+    }
     if !discover_answered_by_a_handshake_server(lifecycle, &error) {
         return Err(handshake_error_via(server, error, Some((client, url))));
     }
