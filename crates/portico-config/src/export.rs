@@ -82,19 +82,6 @@ pub fn user_file(places: &Places, client: Client) -> Option<PathBuf> {
     }
 }
 
-/// A project's own file for `client` in the working directory, where it has one.
-pub fn project_file(places: &Places, client: Client) -> Option<PathBuf> {
-    let dir = match client {
-        Client::ClaudeDesktop => return None,
-        Client::Cursor => ".cursor",
-        Client::VsCode => ".vscode",
-    };
-    places
-        .cwd
-        .as_ref()
-        .map(|cwd| cwd.join(dir).join("mcp.json"))
-}
-
 /// A client's entry that Portico serves now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Served {

@@ -129,27 +129,36 @@ fn print_snippet(
         }
         (_, true) => format!("Add it to {shown} under \"{key}\".\n"),
     };
-    // Which of the file's entries Portico serves: each would run twice if left.
-    let served = read_optional(target)
-        .and_then(|text| {
-            let Some(text) = text else {
-                return Ok(Vec::new());
-            };
-            let config = portico_config(explicit)?;
-            let opened = Opened::new(target, text);
-            Ok(export::served(client, &opened.source(places), &config)?)
-        })
-        .unwrap_or_else(|e| {
-            told.push_str(&format!(
-                "(Cannot tell which of its entries Portico serves: {e:#}.)\n"
-            ));
-            Vec::new()
-        });
-    if !served.is_empty() {
-        told.push_str(&format!(
+    // What `--write` would do to the file: which of its entries Portico serves (each would run
+    // twice if left), and whether it has the entry already.
+    let checked = read_optional(target).and_then(|text| {
+        let Some(text) = text else {
+            return Ok(None);
+        };
+        let config = portico_config(explicit)?;
+        let opened = Opened::new(target, text);
+        Ok(Some(export::export(
+            client,
+            Some(&opened.source(places)),
+            &config,
+            launch,
+        )?))
+    });
+    match checked {
+        Ok(Some(exported)) if exported.entry == EntryChange::Unchanged && exported.removed.is_empty() => {
+            eprintln!(
+                "{shown} has this entry already, and Portico serves none of its other entries."
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Ok(Some(exported)) if !exported.removed.is_empty() => told.push_str(&format!(
             "Remove these entries from {shown}, Portico serves them now (else they run twice): {}\n",
-            entries(&served)
-        ));
+            entries(&exported.removed)
+        )),
+        Ok(_) => {}
+        Err(e) => told.push_str(&format!(
+            "(Cannot tell which of its entries Portico serves: {e:#}.)\n"
+        )),
     }
     let file = if named {
         format!(
@@ -207,19 +216,22 @@ fn write(
         }
         report.push_str(&format!("Restart {} to use it.\n", client.label()));
     }
-    if let Some(project) = export::project_file(places, client).filter(|p| p != target)
-        && let Ok(Some(text)) = read_optional(&project)
-        && let Ok(served) =
-            export::served(client, &Opened::new(&project, text).source(places), &config)
-        && !served.is_empty()
-    {
-        report.push_str(&format!(
-            "This project's {} has entries Portico serves too ({}); `portico export {} --file {} --write` removes them.\n",
-            project.display(),
-            entries(&served),
-            ide.word(),
-            import::shell_word(&project.display().to_string())
-        ));
+    // The client's other files (a project's, VS Code's settings.json) also start servers; the
+    // ones that start servers Portico serves are named, not edited.
+    for other in places.of(client).into_iter().filter(|p| p != target) {
+        if let Ok(Some(text)) = read_optional(&other)
+            && let Ok(served) =
+                export::served(client, &Opened::new(&other, text).source(places), &config)
+            && !served.is_empty()
+        {
+            report.push_str(&format!(
+                "{} has entries Portico serves too ({}); `portico export {} --file {} --write` removes them.\n",
+                other.display(),
+                entries(&served),
+                ide.word(),
+                import::shell_word(&other.display().to_string())
+            ));
+        }
     }
     crate::cli::print_now(report)?;
     Ok(ExitCode::SUCCESS)

@@ -229,7 +229,10 @@ fn claude_desktop_config_is_edited_in_place_backed_up_once_and_left_alone_the_se
     assert_eq!(read(&file), after);
     assert_eq!(backups(&file), backup);
     let (_, _, stderr) = machine.portico(&["export", "claude"]);
-    assert!(!stderr.contains("Remove these entries"), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!("{shown} has this entry already, and Portico serves none of its other entries.\n")
+    );
 }
 
 /// VS Code's user mcp.json as a user keeps it: comments, trailing commas, inputs.
@@ -333,7 +336,7 @@ fn vs_code_mcp_json_keeps_its_comments_and_trailing_commas_and_a_project_file_is
             "portico: updated {shown}: added the `portico` entry; removed github, docs, which Portico serves now\n\
              Backup of the old file: {}\n\
              Restart VS Code to use it.\n\
-             This project's {} has entries Portico serves too (tasks-here (Portico's `tasks`)); `portico export vscode --file {} --write` removes them.\n",
+             {} has entries Portico serves too (tasks-here (Portico's `tasks`)); `portico export vscode --file {} --write` removes them.\n",
             backups(&file)[0].display(),
             project.display(),
             project.display(),
