@@ -271,21 +271,7 @@ struct Input {
 
 /// Reads one file.
 pub fn translate(file: &SourceFile<'_>) -> Result<Import, ImportError> {
-    let strict = jsonc::to_strict_json(file.text);
-    let root: Value = serde_json::from_str(&strict).map_err(|e| {
-        let message = e.to_string();
-        // serde_json ends with its own " at line L column C", which the error shows up front.
-        let message = match message.rsplit_once(" at line ") {
-            Some((message, _)) => message.to_string(),
-            None => message,
-        };
-        ImportError::NotJson {
-            origin: file.origin.to_string(),
-            line: e.line(),
-            column: e.column(),
-            message,
-        }
-    })?;
+    let root = parse_json(file.origin, file.text)?;
     let (key, servers, inputs) = if let Some(servers) = root.get("mcpServers") {
         ("mcpServers", servers, None)
     } else if let Some(servers) = root.get("servers") {
@@ -308,6 +294,35 @@ pub fn translate(file: &SourceFile<'_>) -> Result<Import, ImportError> {
             found: json_type(servers),
         });
     };
+    Ok(read_servers(file, servers, inputs))
+}
+
+/// A client's file as JSON: comments and trailing commas allowed, an error pointing at the line and
+/// column in the file as the user sees it.
+pub(crate) fn parse_json(origin: &str, text: &str) -> Result<Value, ImportError> {
+    let strict = jsonc::to_strict_json(text);
+    serde_json::from_str(&strict).map_err(|e| {
+        let message = e.to_string();
+        // serde_json ends with its own " at line L column C", which the error shows up front.
+        let message = match message.rsplit_once(" at line ") {
+            Some((message, _)) => message.to_string(),
+            None => message,
+        };
+        ImportError::NotJson {
+            origin: origin.to_string(),
+            line: e.line(),
+            column: e.column(),
+            message,
+        }
+    })
+}
+
+/// The servers of one `mcpServers` / `servers` object; `inputs` is VS Code's list of them.
+pub(crate) fn read_servers(
+    file: &SourceFile<'_>,
+    servers: &serde_json::Map<String, Value>,
+    inputs: Option<&Value>,
+) -> Import {
     let mut reader = Reader {
         file,
         inputs: HashMap::new(),
@@ -324,7 +339,7 @@ pub fn translate(file: &SourceFile<'_>) -> Result<Import, ImportError> {
     for (name, entry) in servers {
         reader.entry(name, entry);
     }
-    Ok(reader.import)
+    reader.import
 }
 
 struct Reader<'a> {
@@ -916,7 +931,7 @@ fn is_private_url(url: &str) -> bool {
     }
 }
 
-fn json_type(value: &Value) -> &'static str {
+pub(crate) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -950,7 +965,7 @@ pub fn json_config_hint(origin: &str, text: &str) -> Option<String> {
 }
 
 /// A path as one shell word, quoted only when it needs it.
-fn shell_word(text: &str) -> String {
+pub fn shell_word(text: &str) -> String {
     let plain = !text.is_empty()
         && text
             .chars()

@@ -9,7 +9,8 @@
 //! would stop at the first error, which makes fixing a config a slow loop.
 //!
 //! [`import`] turns Claude Desktop's, Cursor's and VS Code's MCP server configs into entries of this
-//! format; [`STARTER_CONFIG`] is the commented file `portico init` writes.
+//! format; [`export`] edits those clients' files to start `portico mcp` instead of the servers Portico
+//! now serves; [`STARTER_CONFIG`] is the commented file `portico init` writes.
 //!
 //! This crate does not start anything and does not read the environment except in [`expand`],
 //! [`locate`] and [`import::Places::current`]; [`environment_findings`] (what `config check` warns
@@ -20,6 +21,7 @@ mod check;
 mod clients;
 mod environment;
 mod expand;
+pub mod export;
 pub mod import;
 mod listen;
 mod locate;

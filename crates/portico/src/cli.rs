@@ -123,8 +123,9 @@ pub enum Command {
     Init,
     /// Add the MCP servers of Claude Desktop, Cursor or VS Code (or of a file) to the config.
     Import(crate::import_cli::ImportArgs),
-    /// Print the JSON that points an IDE (claude, cursor, vscode) at `portico mcp`.
-    Export(crate::onramp_cli::ExportArgs),
+    /// Point an IDE (claude, cursor, vscode) at `portico mcp`: print the JSON to add, or with
+    /// --write edit the IDE's config file (a backup first, the diff shown).
+    Export(crate::export_cli::ExportArgs),
     /// Print a shell completion script (bash, zsh, fish, ...).
     Completions(crate::onramp_cli::CompletionsArgs),
     /// Configuration commands.
@@ -166,7 +167,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve { listen } => serve(cli.config.as_deref(), listen).await,
         Command::Init => crate::onramp_cli::init(cli.config.as_deref()),
         Command::Import(args) => crate::import_cli::run(cli.config.as_deref(), args),
-        Command::Export(args) => crate::onramp_cli::export(cli.config.as_deref(), args),
+        Command::Export(args) => crate::export_cli::run(cli.config.as_deref(), args),
         Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,

@@ -103,7 +103,7 @@ pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode
             merged.added.join(", ")
         ));
     } else {
-        write_config(&target, &merged.text, existing.is_some())?;
+        write_file(&target, &merged.text, existing.is_some())?;
         let verb = if existing.is_some() {
             "added to"
         } else {
@@ -180,10 +180,11 @@ fn source_files(places: &Places, source: Option<&str>) -> anyhow::Result<(Vec<Pa
     Ok((found, false))
 }
 
-/// Writes the whole config through a temporary file and a rename, so nothing (a daemon watching the
-/// file, a crash half-way) ever sees half of it. An existing file keeps its permissions (and stays
-/// where a symlink to it points); a new one is readable by its owner only.
-fn write_config(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
+/// Writes a whole file (the config, an IDE's config) through a temporary file and a rename, so
+/// nothing (a daemon or an IDE watching the file, a crash half-way) ever sees half of it. An existing
+/// file keeps its permissions (and stays where a symlink to it points); a new one is readable by its
+/// owner only.
+pub(crate) fn write_file(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let target = if exists {
         target
@@ -208,7 +209,7 @@ fn write_config(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
         .map(|d| d.subsec_nanos())
         .unwrap_or_default();
     let temporary = dir.join(format!(
-        ".{file_name}.portico-import-{}-{nonce}",
+        ".{file_name}.portico-{}-{nonce}",
         std::process::id()
     ));
     let mode = if exists {

@@ -10,6 +10,7 @@ mod cli;
 mod clients_cli;
 mod daemon_client;
 mod doctor_cli;
+mod export_cli;
 mod import_cli;
 mod log_filters;
 mod logging;

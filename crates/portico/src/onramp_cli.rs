@@ -1,28 +1,11 @@
-//! The first-run commands: `portico init` (a commented starter config), `portico export` (the JSON
-//! that points an IDE at Portico), `portico completions`, and what a first run is told.
+//! The first-run commands: `portico init` (a commented starter config), `portico completions`, and
+//! what a first run is told (`portico export` is in `export_cli`).
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use portico_config::import::{Client, Places};
-use serde_json::json;
-
-/// An IDE to point at `portico mcp`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Ide {
-    Claude,
-    Cursor,
-    Vscode,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct ExportArgs {
-    /// The IDE whose config format to print.
-    #[arg(value_enum)]
-    pub ide: Ide,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct CompletionsArgs {
@@ -83,55 +66,6 @@ pub fn no_config_file() -> String {
     format!(
         "no config file; run `portico init` to create one at {} (running on the embedded defaults: the built-in tools and the `assistant` agent)",
         portico_config::default_config_path().display()
-    )
-}
-
-/// `portico export IDE`: the IDE's JSON for a `portico` server running `portico mcp` from this very
-/// executable (and with this `--config`, when one was given), on stdout; where it goes, on stderr.
-pub fn export(explicit: Option<&Path>, args: ExportArgs) -> anyhow::Result<ExitCode> {
-    let exe = std::env::current_exe().context("cannot tell where this portico executable is")?;
-    let mut arguments = Vec::new();
-    if let Some(config) = explicit {
-        let config = std::path::absolute(config)
-            .with_context(|| format!("cannot make {} absolute", config.display()))?;
-        arguments.push("--config".to_string());
-        arguments.push(config.display().to_string());
-    }
-    arguments.push("mcp".to_string());
-    let command = exe.display().to_string();
-    let places = Places::current();
-    let (snippet, place) = match args.ide {
-        Ide::Claude => (
-            json!({"mcpServers": {"portico": {"command": command, "args": arguments}}}),
-            format!(
-                "Add it to Claude Desktop's config ({}) under \"mcpServers\", then restart Claude Desktop.",
-                shown(&places, Client::ClaudeDesktop)
-            ),
-        ),
-        Ide::Cursor => (
-            json!({"mcpServers": {"portico": {"command": command, "args": arguments}}}),
-            format!(
-                "Add it to {} (or a project's .cursor/mcp.json) under \"mcpServers\".",
-                places.home.as_ref().map_or_else(
-                    || "~/.cursor/mcp.json".to_string(),
-                    |home| home.join(".cursor/mcp.json").display().to_string()
-                )
-            ),
-        ),
-        Ide::Vscode => (
-            json!({"servers": {"portico": {"type": "stdio", "command": command, "args": arguments}}}),
-            "Add it to a project's .vscode/mcp.json under \"servers\" (or, for every project, to the file `MCP: Open User Configuration` opens).".to_string(),
-        ),
-    };
-    crate::cli::print_now(serde_json::to_string_pretty(&snippet)? + "\n")?;
-    eprintln!("{place}");
-    Ok(ExitCode::SUCCESS)
-}
-
-fn shown(places: &Places, client: Client) -> String {
-    places.of(client).first().map_or_else(
-        || "its config file".to_string(),
-        |p| p.display().to_string(),
     )
 }
 

@@ -1,7 +1,7 @@
 //! From first install to a working config, through the real binary: `portico init`, `portico import`
 //! of Claude Desktop's, Cursor's and VS Code's configs (from where they keep them, into a config that
-//! `portico mcp` then serves, with the real npm servers behind it), `portico export`, `portico
-//! completions`, and what a first run is told.
+//! `portico mcp` then serves, with the real npm servers behind it), `portico completions`, and what
+//! a first run is told (`portico export` is in export.rs).
 
 #[path = "upstreams/support.rs"]
 mod support;
@@ -9,85 +9,18 @@ mod support;
 #[path = "doors/client.rs"]
 mod client;
 
+#[path = "onramp/machine.rs"]
+mod machine;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use client::{Home, StdioSession};
+use machine::Machine;
 use support::*;
-
-/// A pretend user's machine: a home with its config dir, Portico's data dir and a project, all in
-/// one temporary directory, so the clients' usual places are the test's own.
-struct Machine {
-    dir: tempfile::TempDir,
-}
-
-impl Machine {
-    fn new() -> Machine {
-        let machine = Machine {
-            dir: tempfile::Builder::new()
-                .prefix("portico-onramp-")
-                .tempdir()
-                .unwrap(),
-        };
-        for dir in ["home/.config", "data", "project"] {
-            std::fs::create_dir_all(machine.dir.path().join(dir)).unwrap();
-        }
-        machine
-    }
-
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-
-    fn config_dir(&self) -> PathBuf {
-        self.home().join(".config")
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    fn project(&self) -> PathBuf {
-        self.dir.path().join("project")
-    }
-
-    /// The config Portico reads when nothing names another.
-    fn config(&self) -> PathBuf {
-        self.data().join("config.toml")
-    }
-
-    fn write(&self, path: &Path, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_portico"));
-        command
-            .args(args)
-            .current_dir(self.project())
-            .env("HOME", self.home())
-            .env("XDG_CONFIG_HOME", self.config_dir())
-            .env("PORTICO_HOME", self.data())
-            .env_remove("PORTICO_CONFIG")
-            .stdin(Stdio::null());
-        command
-    }
-
-    /// Runs `portico ARGS`: (exit code, stdout, stderr).
-    fn portico(&self, args: &[&str]) -> (i32, String, String) {
-        let output = self.command(args).output().unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    }
-}
 
 fn everything_stdio() -> Value {
     json!([everything_js().display().to_string(), "stdio"])
@@ -159,7 +92,7 @@ fn init_writes_the_starter_config_and_never_overwrites() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), "# mine\n");
 
     // --config names another place, made with its directories; the user is told how to use it.
-    let elsewhere = machine.dir.path().join("a/b/portico.toml");
+    let elsewhere = machine.root().join("a/b/portico.toml");
     let elsewhere_text = elsewhere.display().to_string();
     let (code, stdout, _) = machine.portico(&["--config", &elsewhere_text, "init"]);
     assert_eq!(code, 0);
@@ -520,67 +453,6 @@ fn import_says_where_it_looked_when_there_is_nothing() {
         )
     );
     assert!(!machine.config().exists());
-}
-
-#[test]
-fn export_prints_the_json_that_points_each_ide_at_this_executable() {
-    let machine = Machine::new();
-    let exe = Path::new(env!("CARGO_BIN_EXE_portico"))
-        .canonicalize()
-        .unwrap()
-        .display()
-        .to_string();
-    let mcp_servers = format!(
-        "{{\n  \"mcpServers\": {{\n    \"portico\": {{\n      \"command\": {exe:?},\n      \"args\": [\n        \"mcp\"\n      ]\n    }}\n  }}\n}}\n"
-    );
-    let (code, stdout, stderr) = machine.portico(&["export", "claude"]);
-    assert_eq!((code, stdout.as_str()), (0, mcp_servers.as_str()));
-    assert_eq!(
-        stderr,
-        format!(
-            "Add it to Claude Desktop's config ({}) under \"mcpServers\", then restart Claude Desktop.\n",
-            machine
-                .config_dir()
-                .join("Claude/claude_desktop_config.json")
-                .display()
-        )
-    );
-    let (code, stdout, stderr) = machine.portico(&["export", "cursor"]);
-    assert_eq!((code, stdout.as_str()), (0, mcp_servers.as_str()));
-    assert_eq!(
-        stderr,
-        format!(
-            "Add it to {} (or a project's .cursor/mcp.json) under \"mcpServers\".\n",
-            machine.home().join(".cursor/mcp.json").display()
-        )
-    );
-    let (code, stdout, _) = machine.portico(&["export", "vscode"]);
-    assert_eq!(code, 0);
-    assert_eq!(
-        stdout,
-        format!(
-            "{{\n  \"servers\": {{\n    \"portico\": {{\n      \"type\": \"stdio\",\n      \"command\": {exe:?},\n      \"args\": [\n        \"mcp\"\n      ]\n    }}\n  }}\n}}\n"
-        )
-    );
-    // A --config given to export is passed on, absolute, so the IDE's Portico reads the same file.
-    let (code, stdout, _) = machine.portico(&["--config", "my.toml", "export", "cursor"]);
-    assert_eq!(code, 0);
-    let snippet: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        snippet["mcpServers"]["portico"]["args"],
-        json!([
-            "--config",
-            machine.project().join("my.toml").display().to_string(),
-            "mcp"
-        ])
-    );
-    let (code, _, stderr) = machine.portico(&["export", "zed"]);
-    assert_eq!(code, 2);
-    assert!(
-        stderr.contains("invalid value 'zed'")
-            && stderr.contains("[possible values: claude, cursor, vscode]"),
-        "{stderr}"
-    );
 }
 
 #[test]
