@@ -13,6 +13,12 @@
 //! - [`Registry::resolve`]: a registry name to a [`Translation`], with suggestions from a search
 //!   when the name is unknown.
 //!
+//! `portico add NAME` with a registry name: [`Registry::from_config`], then [`Registry::resolve`]
+//! with the `--env` values as [`Options::values`]; ask for each of [`Translation::missing`] on a
+//! terminal and call [`Translation::with_values`] with the answers (no second fetch); write only
+//! when [`Translation::writable`]; put [`Translation::secrets`] in the secret store; append
+//! [`Translation::into_import`] with `Import::merge`.
+//!
 //! What it is not: it writes no file and asks nobody anything. The entry comes out as
 //! `portico-config`'s [`ImportedServer`](portico_config::import::ImportedServer), which
 //! [`Import::merge`](portico_config::import::Import::merge) appends to a config as `portico import`
@@ -143,21 +149,20 @@ impl Registry {
                 translate::printable(&response.server.version)
             );
         }
-        let mut translation = translate(&response.server, &options)?;
         if response.status() != "active" {
             let why = response
                 .meta
                 .official
                 .as_ref()
                 .and_then(|o| o.status_message.as_deref())
-                .map(|m| format!(": {}", translate::printable(m)))
+                .map(|m| format!(": {m}"))
                 .unwrap_or_default();
-            translation.notes.insert(
-                0,
-                format!("the registry marks this server {}{why}", response.status()),
-            );
+            options.status_note = Some(format!(
+                "the registry marks this version {}{why}",
+                response.status()
+            ));
         }
-        Ok(translation)
+        Ok(translate(&response.server, &options)?)
     }
 
     /// Names like `name`: a search for its last segment. A failed search suggests nothing (the

@@ -63,7 +63,7 @@ impl RunsAs {
 }
 
 /// What the caller decides.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Options {
     /// The entry's name; default: the registry name's last segment, sanitized.
     pub name: Option<String>,
@@ -74,6 +74,9 @@ pub struct Options {
     pub values: BTreeMap<String, String>,
     /// Where the document came from, written above the entry (`# Imported from ...`).
     pub origin: String,
+    /// What the registry says of this version when it is not active (deprecated, deleted), the
+    /// first of the notes.
+    pub status_note: Option<String>,
 }
 
 /// Where an input goes.
@@ -156,12 +159,26 @@ pub struct Translation {
     pub secrets: Vec<SecretValue>,
     /// What the user should know (a deprecated server, a runtime hint not followed, ...).
     pub notes: Vec<String>,
+    /// The document it was made from, and how: [`Translation::with_values`] translates it again.
+    pub document: ServerJson,
+    pub options: Options,
 }
 
 impl Translation {
     /// The inputs still to be supplied before the server can start.
     pub fn missing(&self) -> impl Iterator<Item = &InputNeed> {
         self.inputs.iter().filter(|input| input.missing())
+    }
+
+    /// The same server with more values (the answers to [`Translation::missing`]), without
+    /// fetching it again.
+    pub fn with_values(
+        &self,
+        values: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Translation, TranslateError> {
+        let mut options = self.options.clone();
+        options.values.extend(values);
+        translate(&self.document, &options)
     }
 
     /// Whether the entry can be written now: nothing is missing but what it refers to as `${VAR}`.
@@ -441,6 +458,9 @@ pub fn translate(server: &ServerJson, options: &Options) -> Result<Translation, 
     if let Some(note) = t.unused_values() {
         t.notes.push(note);
     }
+    if let Some(note) = &options.status_note {
+        t.notes.insert(0, printable(note));
+    }
     Ok(Translation {
         server: ImportedServer {
             name: portico_name,
@@ -460,6 +480,8 @@ pub fn translate(server: &ServerJson, options: &Options) -> Result<Translation, 
         inputs: t.inputs,
         secrets: t.secrets,
         notes: t.notes,
+        document: server.clone(),
+        options: options.clone(),
     })
 }
 

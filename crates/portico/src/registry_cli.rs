@@ -7,7 +7,8 @@ use portico_registry::{Found, ListQuery, MAX_LIMIT, Registry};
 
 #[derive(Debug, clap::Args)]
 pub struct SearchArgs {
-    /// Words the server's name (or description) must contain; none: list the registry.
+    /// Words to find in server names (the registry searches names for the longest; the others
+    /// may be in the description too); none: list the registry.
     pub words: Vec<String>,
     /// Print the servers as JSON.
     #[arg(long)]

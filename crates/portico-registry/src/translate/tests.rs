@@ -635,3 +635,24 @@ fn values_nothing_takes_are_noted() {
         vec!["not used, as the server takes no such value: WEATHER_APIKEY"]
     );
 }
+
+#[test]
+fn answers_are_added_without_a_second_fetch_and_status_notes_stay() {
+    let options = Options {
+        name: Some("wx".into()),
+        status_note: Some("the registry marks this version deprecated: use 3.x".into()),
+        ..Options::default()
+    };
+    let first = translate(&weather(), &options).unwrap();
+    assert!(!first.writable());
+    let second = first
+        .with_values([("region".to_string(), "eu".to_string())])
+        .unwrap();
+    assert!(second.writable());
+    assert_eq!(second.server.name, "wx");
+    assert_eq!(stdio(&second).1.last(), Some(&"eu"));
+    assert_eq!(
+        second.notes,
+        vec!["the registry marks this version deprecated: use 3.x"]
+    );
+}
