@@ -9,6 +9,7 @@ use toml::de::{DeTable, DeValue};
 use portico_core::naming::normalize_segment;
 
 mod clients;
+mod registry;
 mod server_oauth;
 mod store;
 mod telemetry;
@@ -250,6 +251,7 @@ impl Checker<'_> {
                 "builtins" | "policy" | "a2a" => self.policy_section(key.get_ref(), value),
                 "telemetry" => self.telemetry_section(value),
                 "store" => self.store_section(value),
+                "registry" => self.registry_section(value),
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
             }
@@ -1419,6 +1421,38 @@ url = "not a url"
                 default.replicas()
             ),
             (None, 8, 1)
+        );
+    }
+
+    #[test]
+    fn registry_section_is_checked_with_positions() {
+        let text = "[registry]\nurl = \"ftp://registry.example.com\"\nallow_private_network = \"yes\"\nurls = 1\n";
+        let problems: Vec<String> = check(text).iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            problems,
+            vec![
+                "2:7: [registry] url `ftp://registry.example.com` is not an http(s) URL with a host (hint: the registry's base URL, e.g. \"https://registry.modelcontextprotocol.io\" (the default); its API is under /v0.1/)",
+                "3:25: [registry] allow_private_network must be true or false, found a string",
+                "4:1: unknown key `urls` in [registry] (hint: did you mean `url`? known keys: url, allow_private_network)",
+            ]
+        );
+        assert_eq!(
+            check("[registry]\nurl = \"https://r.example.com/mcp?x=1\"\n")[0].message,
+            "[registry] url `https://r.example.com/mcp?x=1` has a query or fragment; give the registry's base URL"
+        );
+        assert_eq!(
+            check("[registry]\nurl = \"not a url\"\n")[0].message,
+            "[registry] url `not a url` is not a URL"
+        );
+        let fine =
+            "[registry]\nurl = \"http://127.0.0.1:8080/registry\"\nallow_private_network = true\n";
+        assert_eq!(check(fine), vec![]);
+        let config = crate::parse("test", fine).unwrap();
+        assert_eq!(config.registry.url(), "http://127.0.0.1:8080/registry");
+        assert!(config.registry.allow_private_network);
+        assert_eq!(
+            crate::Config::default().registry.url(),
+            "https://registry.modelcontextprotocol.io"
         );
     }
 

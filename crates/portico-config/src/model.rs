@@ -48,6 +48,34 @@ pub struct Config {
     /// Where Portico keeps its state; the embedded SQLite file unless `url` is set.
     #[serde(default)]
     pub store: StoreSection,
+    /// The MCP registry `portico search` and `portico add NAME` read.
+    #[serde(default)]
+    pub registry: RegistrySection,
+}
+
+/// The official MCP registry, what `[registry] url` is when not set.
+pub const DEFAULT_REGISTRY_URL: &str = "https://registry.modelcontextprotocol.io";
+
+/// `[registry]`: where servers are searched for and added from. Any registry serving the MCP
+/// registry API (v0.1) will do: the official one, or a company's own.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrySection {
+    /// The registry's base URL (default https://registry.modelcontextprotocol.io); the API is
+    /// under `{url}/v0.1/`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Lets the registry be on this machine or a private network (cloud metadata and link-local
+    /// addresses stay blocked).
+    #[serde(default)]
+    pub allow_private_network: bool,
+}
+
+impl RegistrySection {
+    /// The URL, defaulted.
+    pub fn url(&self) -> &str {
+        self.url.as_deref().unwrap_or(DEFAULT_REGISTRY_URL)
+    }
 }
 
 /// `[store]`: where the state lives (A2A tasks, conversations, memory, the audit log, approvals,

@@ -13,6 +13,8 @@ const MCP_EDGES: &[&str] = &[
     "portico-mcp-server",
     // The stdio transport of `portico mcp`: framing of rmcp's JSON-RPC messages, tested with MCP ones.
     "portico-stdio-framing",
+    // The MCP registry's API edge: its documents spell `_meta` and `nextCursor` as MCP does.
+    "portico-registry",
     "portico-conformance-fixture",
     "portico-bench",
     "portico-fuzz-targets",

@@ -123,6 +123,9 @@ pub enum Command {
     Init,
     /// Add the MCP servers of Claude Desktop, Cursor or VS Code (or of a file) to the config.
     Import(crate::import_cli::ImportArgs),
+    /// Search the MCP registry ([registry] url) for servers: name, version, what it runs as
+    /// (npm, pypi, oci, remote), description.
+    Search(crate::registry_cli::SearchArgs),
     /// Point an IDE (claude, cursor, vscode) at `portico mcp`: print the JSON to add, or with
     /// --write edit the IDE's config file (a backup first, the diff shown).
     Export(crate::export_cli::ExportArgs),
@@ -167,6 +170,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve { listen } => serve(cli.config.as_deref(), listen).await,
         Command::Init => crate::onramp_cli::init(cli.config.as_deref()),
         Command::Import(args) => crate::import_cli::run(cli.config.as_deref(), args),
+        Command::Search(args) => crate::registry_cli::search(cli.config.as_deref(), args).await,
         Command::Export(args) => crate::export_cli::run(cli.config.as_deref(), args),
         Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),

@@ -18,6 +18,7 @@ mod oneview_cli;
 mod onramp_cli;
 mod output;
 mod progress;
+mod registry_cli;
 mod serve_signals;
 mod stdio_door;
 mod stdio_transport;
