@@ -9,7 +9,8 @@
 //! would stop at the first error, which makes fixing a config a slow loop.
 //!
 //! [`import`] turns Claude Desktop's, Cursor's and VS Code's MCP server configs into entries of this
-//! format; [`STARTER_CONFIG`] is the commented file `portico init` writes.
+//! format; [`edit`] adds, removes, enables and disables one entry of a file's text, every other byte
+//! kept; [`STARTER_CONFIG`] is the commented file `portico init` writes.
 //!
 //! This crate does not start anything and does not read the environment except in [`expand`],
 //! [`locate`] and [`import::Places::current`]; [`environment_findings`] (what `config check` warns
@@ -18,6 +19,7 @@
 
 mod check;
 mod clients;
+pub mod edit;
 mod environment;
 mod expand;
 pub mod import;

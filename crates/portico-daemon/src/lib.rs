@@ -40,6 +40,7 @@ mod events_api;
 mod in_flight;
 mod info;
 mod legacy_sse;
+mod lifecycle_api;
 mod listener;
 mod metrics;
 mod oauth;
@@ -66,12 +67,13 @@ use tokio_util::sync::CancellationToken;
 
 pub use catalog_api::{conversation_list, tool_catalog};
 use in_flight::InFlight;
+pub use lifecycle_api::Stopping;
 pub use info::{
     ConfigIdentity, DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS,
     new_challenge,
 };
 pub use oauth::{OAuthConfigError, OAuthResource};
-pub use reload::LiveConfig;
+pub use reload::{ConfigLoad, ConfigStatus, LiveConfig};
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
 
 /// How long shutdown waits for calls in progress.
@@ -255,10 +257,11 @@ pub fn app_with_server(
     server: PorticoServer,
     shutdown: CancellationToken,
 ) -> Router {
-    router(engine, config, door, server, shutdown, None)
+    router(engine, config, door, server, shutdown, None, None)
 }
 
-/// The router, counting calls in `in_flight` when given (`serve` lets them finish on shutdown).
+/// The router, counting calls in `in_flight` when given (`serve` lets them finish on shutdown),
+/// with `POST /api/shutdown` cancelling `stop` when given (`serve` stops on it).
 fn router(
     engine: Engine,
     config: &Config,
@@ -266,6 +269,7 @@ fn router(
     server: PorticoServer,
     shutdown: CancellationToken,
     in_flight: Option<InFlight>,
+    stop: Option<CancellationToken>,
 ) -> Router {
     // Host and Origin are enforced by the door policy for every route, so rmcp's own checks are
     // configured to agree with it rather than to second-guess it.
@@ -332,6 +336,7 @@ fn router(
                 .unwrap_or_default(),
         )
         .merge(session_stats)
+        .merge(stop.map(lifecycle_api::routes).unwrap_or_default())
         .merge(metrics)
         .merge(legacy)
         .merge(dashboard::routes())
@@ -454,6 +459,8 @@ pub async fn serve_with_server(
         tokio::spawn(reload::follow(live, engine.clone(), streams.clone()));
     }
     let in_flight = InFlight::new(config.server.max_message_bytes);
+    // `POST /api/shutdown` (`portico stop`): the same graceful stop as the first signal.
+    let stop = CancellationToken::new();
     let router = router(
         engine,
         config,
@@ -461,10 +468,14 @@ pub async fn serve_with_server(
         server,
         streams.clone(),
         Some(in_flight.clone()),
+        Some(stop.clone()),
     );
     let limits = listener::ConnectionLimits::from_config(&config.server);
     listener::serve(listener, router, limits, async move {
-        shutdown.await;
+        tokio::select! {
+            () = shutdown => {}
+            () = stop.cancelled() => {}
+        }
         let calls = in_flight.count();
         if calls > 0 {
             tracing::info!(

@@ -123,6 +123,19 @@ pub enum Command {
     Init,
     /// Add the MCP servers of Claude Desktop, Cursor or VS Code (or of a file) to the config.
     Import(crate::import_cli::ImportArgs),
+    /// Add an MCP server to the config (`portico add NAME -- COMMAND [ARGS...]` for stdio,
+    /// `portico add NAME URL` for a remote one), then wait for it and say what it offers.
+    Add(crate::lifecycle_cli::AddArgs),
+    /// Remove a server from the config; a running daemon stops it.
+    Remove(crate::lifecycle_cli::NameArg),
+    /// Set `enabled = true` in a server's entry, then wait for it and say what it offers.
+    Enable(crate::lifecycle_cli::NameArg),
+    /// Set `enabled = false` in a server's entry; a running daemon stops it.
+    Disable(crate::lifecycle_cli::NameArg),
+    /// Restart a server in the running daemon and wait for it.
+    Restart(crate::lifecycle_cli::NameArg),
+    /// Stop the running daemon (calls in progress finish first) and wait until it has exited.
+    Stop,
     /// Print the JSON that points an IDE (claude, cursor, vscode) at `portico mcp`.
     Export(crate::onramp_cli::ExportArgs),
     /// Print a shell completion script (bash, zsh, fish, ...).
@@ -166,6 +179,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve { listen } => serve(cli.config.as_deref(), listen).await,
         Command::Init => crate::onramp_cli::init(cli.config.as_deref()),
         Command::Import(args) => crate::import_cli::run(cli.config.as_deref(), args),
+        Command::Add(args) => {
+            crate::lifecycle_cli::add(cli.config.as_deref(), cli.oneview.standalone, args).await
+        }
+        Command::Remove(server) => {
+            crate::lifecycle_cli::remove(cli.config.as_deref(), cli.oneview.standalone, &server.name)
+                .await
+        }
+        Command::Enable(server) => {
+            let standalone = cli.oneview.standalone;
+            crate::lifecycle_cli::set_enabled(cli.config.as_deref(), standalone, &server.name, true)
+                .await
+        }
+        Command::Disable(server) => {
+            let standalone = cli.oneview.standalone;
+            crate::lifecycle_cli::set_enabled(cli.config.as_deref(), standalone, &server.name, false)
+                .await
+        }
+        Command::Restart(server) => {
+            crate::lifecycle_cli::restart(cli.oneview.standalone, &server.name).await
+        }
+        Command::Stop => crate::lifecycle_cli::stop(cli.oneview.standalone).await,
         Command::Export(args) => crate::onramp_cli::export(cli.config.as_deref(), args),
         Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
@@ -299,7 +333,7 @@ pub(crate) async fn start_engine(explicit: Option<&std::path::Path>) -> anyhow::
 /// before anything starts, when the config has no such server), else every server; shows progress
 /// until each first attempt is done. Its children are stopped briefly at shutdown: the answer is out by
 /// then.
-async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> anyhow::Result<Hub> {
+pub(crate) async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> anyhow::Result<Hub> {
     let (config, _source) = portico_config::load(explicit)?;
     if let Some(name) = only
         && !config.mcp_servers.iter().any(|s| s.name == name)

@@ -183,7 +183,7 @@ fn source_files(places: &Places, source: Option<&str>) -> anyhow::Result<(Vec<Pa
 /// Writes the whole config through a temporary file and a rename, so nothing (a daemon watching the
 /// file, a crash half-way) ever sees half of it. An existing file keeps its permissions (and stays
 /// where a symlink to it points); a new one is readable by its owner only.
-fn write_config(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
+pub(crate) fn write_config(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let target = if exists {
         target

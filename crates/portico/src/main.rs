@@ -11,6 +11,7 @@ mod clients_cli;
 mod daemon_client;
 mod doctor_cli;
 mod import_cli;
+mod lifecycle_cli;
 mod log_filters;
 mod logging;
 mod oneview_cli;
