@@ -167,7 +167,10 @@ pub fn set_enabled(
     let mut document = editable(target, text)?;
     let entries = entries_mut(target, &mut document)?;
     let Some(entry) = entries.get_mut(index) else {
-        return Err(not_editable(target, "its servers are not where they were read"));
+        return Err(not_editable(
+            target,
+            "its servers are not where they were read",
+        ));
     };
     match entry.get_mut("enabled").and_then(Item::as_value_mut) {
         Some(value) => {
@@ -188,7 +191,11 @@ pub fn describe(server: &McpServerConfig) -> String {
     match &server.transport {
         Transport::Stdio { command, .. } => format!("stdio, runs `{command}`"),
         Transport::Http { url, .. } | Transport::Sse { url, .. } => {
-            format!("{} at {}", server.transport.kind(), url_without_secrets(url))
+            format!(
+                "{} at {}",
+                server.transport.kind(),
+                url_without_secrets(url)
+            )
         }
     }
 }
@@ -374,7 +381,9 @@ service_name = \"me\"  # trailing\n";
             "# My Portico config.\n[server]\nlisten = \"127.0.0.1:4200\"   # the usual port\n\n[telemetry]\nservice_name = \"me\"  # trailing\n"
         );
         assert_eq!(
-            remove_server("c.toml", FILE, "nope").unwrap_err().to_string(),
+            remove_server("c.toml", FILE, "nope")
+                .unwrap_err()
+                .to_string(),
             "c.toml has no server `nope`; it has: files, github"
         );
     }
@@ -406,7 +415,7 @@ service_name = \"me\"  # trailing\n";
             back,
             FILE.replace("timeout_secs = 30\n", "timeout_secs = 30\nenabled = true\n")
         );
-        assert!(crate::parse("c", &files_off).unwrap().mcp_servers[0].enabled == false);
+        assert!(!crate::parse("c", &files_off).unwrap().mcp_servers[0].enabled);
     }
 
     #[test]
@@ -414,8 +423,14 @@ service_name = \"me\"  # trailing\n";
         let server = stdio_server(
             "everything",
             "npx",
-            &["-y".into(), "@modelcontextprotocol/server-everything".into()],
-            vec![("MODE".into(), "fast".into()), ("TOKEN".into(), "${TOKEN}".into())],
+            &[
+                "-y".into(),
+                "@modelcontextprotocol/server-everything".into(),
+            ],
+            vec![
+                ("MODE".into(), "fast".into()),
+                ("TOKEN".into(), "${TOKEN}".into()),
+            ],
         );
         let added = add_server("c.toml", Some(FILE), &server).unwrap();
         assert_eq!(
@@ -463,8 +478,8 @@ service_name = \"me\"  # trailing\n";
             "é",
             &"x".repeat(65),
         ] {
-            let error = add_server("c.toml", Some(FILE), &stdio_server(bad, "x", &[], vec![]))
-                .unwrap_err();
+            let error =
+                add_server("c.toml", Some(FILE), &stdio_server(bad, "x", &[], vec![])).unwrap_err();
             assert!(
                 matches!(error, EditError::BadName { .. }),
                 "{bad:?}: {error}"
@@ -490,7 +505,8 @@ service_name = \"me\"  # trailing\n";
 
     #[test]
     fn servers_in_an_inline_array_are_not_rewritten() {
-        let inline = "mcp_servers = [{ name = \"a\", transport = { type = \"stdio\", command = \"x\" } }]\n";
+        let inline =
+            "mcp_servers = [{ name = \"a\", transport = { type = \"stdio\", command = \"x\" } }]\n";
         let error = remove_server("c.toml", inline, "a").unwrap_err();
         assert!(matches!(error, EditError::NotEditable { .. }), "{error}");
         assert!(matches!(

@@ -67,11 +67,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use catalog_api::{conversation_list, tool_catalog};
 use in_flight::InFlight;
-pub use lifecycle_api::Stopping;
 pub use info::{
     ConfigIdentity, DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS,
     new_challenge,
 };
+pub use lifecycle_api::Stopping;
 pub use oauth::{OAuthConfigError, OAuthResource};
 pub use reload::{ConfigLoad, ConfigStatus, LiveConfig};
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};

@@ -162,11 +162,7 @@ impl LiveConfig {
             file: state.source.to_string(),
             reloads: state.reloads,
             error: state.refused.clone(),
-            restart_needed: state
-                .restart_needed
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            restart_needed: state.restart_needed.iter().map(|s| s.to_string()).collect(),
         }
     }
 

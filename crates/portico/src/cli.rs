@@ -183,8 +183,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::lifecycle_cli::add(cli.config.as_deref(), cli.oneview.standalone, args).await
         }
         Command::Remove(server) => {
-            crate::lifecycle_cli::remove(cli.config.as_deref(), cli.oneview.standalone, &server.name)
-                .await
+            crate::lifecycle_cli::remove(
+                cli.config.as_deref(),
+                cli.oneview.standalone,
+                &server.name,
+            )
+            .await
         }
         Command::Enable(server) => {
             let standalone = cli.oneview.standalone;
@@ -193,8 +197,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Disable(server) => {
             let standalone = cli.oneview.standalone;
-            crate::lifecycle_cli::set_enabled(cli.config.as_deref(), standalone, &server.name, false)
-                .await
+            crate::lifecycle_cli::set_enabled(
+                cli.config.as_deref(),
+                standalone,
+                &server.name,
+                false,
+            )
+            .await
         }
         Command::Restart(server) => {
             crate::lifecycle_cli::restart(cli.oneview.standalone, &server.name).await
@@ -333,7 +342,10 @@ pub(crate) async fn start_engine(explicit: Option<&std::path::Path>) -> anyhow::
 /// before anything starts, when the config has no such server), else every server; shows progress
 /// until each first attempt is done. Its children are stopped briefly at shutdown: the answer is out by
 /// then.
-pub(crate) async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> anyhow::Result<Hub> {
+pub(crate) async fn start_hub(
+    explicit: Option<&std::path::Path>,
+    only: Option<&str>,
+) -> anyhow::Result<Hub> {
     let (config, _source) = portico_config::load(explicit)?;
     if let Some(name) = only
         && !config.mcp_servers.iter().any(|s| s.name == name)

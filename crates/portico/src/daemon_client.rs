@@ -155,10 +155,9 @@ impl Daemon {
             .await
             .with_context(|| format!("the daemon at {} did not answer {path}", self.base))?;
         let status = response.status().as_u16();
-        let body = response
-            .text()
-            .await
-            .with_context(|| format!("the daemon at {} broke off its answer to {path}", self.base))?;
+        let body = response.text().await.with_context(|| {
+            format!("the daemon at {} broke off its answer to {path}", self.base)
+        })?;
         if status == 401 {
             bail!(
                 "the daemon at {} refused the token; check PORTICO_CLIENT_TOKEN against [[server.clients]], or restart the daemon so daemon.json has the current token",

@@ -281,8 +281,8 @@ impl Place {
                 daemon: None,
             });
         };
-        let named = explicit.is_some()
-            || std::env::var_os("PORTICO_CONFIG").is_some_and(|v| !v.is_empty());
+        let named =
+            explicit.is_some() || std::env::var_os("PORTICO_CONFIG").is_some_and(|v| !v.is_empty());
         let theirs = crate::oneview_cli::daemon_config_source(&daemon).await;
         let target = match choose_file(theirs.as_deref(), &ours, named) {
             Choice::Ours => ours,
@@ -596,7 +596,9 @@ fn new_entry(args: &AddArgs) -> anyhow::Result<portico_config::import::ImportedS
         ),
         (None, Some((command, rest))) => {
             if !args.headers.is_empty() || args.transport.is_some() {
-                bail!("--header and --transport are for a server at a URL; a stdio server takes --env");
+                bail!(
+                    "--header and --transport are for a server at a URL; a stdio server takes --env"
+                );
             }
             if command.trim().is_empty() {
                 bail!("the command after `--` is empty");
@@ -610,7 +612,8 @@ fn new_entry(args: &AddArgs) -> anyhow::Result<portico_config::import::ImportedS
                 );
             }
             let parsed = url::Url::parse(url).ok().filter(|u| {
-                matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty())
+                matches!(u.scheme(), "http" | "https")
+                    && u.host_str().is_some_and(|h| !h.is_empty())
             });
             if parsed.is_none() {
                 bail!(
@@ -656,7 +659,9 @@ fn header_item(item: &str) -> anyhow::Result<(String, String)> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c));
     if !token {
-        bail!("--header: `{name}` is not a header name (letters, digits and - only, e.g. X-Api-Key)");
+        bail!(
+            "--header: `{name}` is not a header name (letters, digits and - only, e.g. X-Api-Key)"
+        );
     }
     if value.is_empty() || value.chars().any(char::is_control) {
         bail!("--header {name}: the value is empty or has control characters");
@@ -695,7 +700,10 @@ fn plain_text_secrets(args: &AddArgs) -> Vec<String> {
 /// Whether a process with this pid runs: a signal 0 reaches it (or it belongs to another user),
 /// and, where `/proc` says, it is not a zombie (exited, waiting for its parent to reap it).
 fn process_alive(pid: u32) -> bool {
-    let Some(raw) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+    let Some(raw) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
     if matches!(

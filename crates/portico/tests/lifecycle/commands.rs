@@ -15,7 +15,11 @@ fn hand_written(listen: &str) -> String {
         stdio_entry(
             "cat",
             &python3(),
-            &[python_peer("catalog_server.py").to_str().unwrap(), "--tools", "t1"],
+            &[
+                python_peer("catalog_server.py").to_str().unwrap(),
+                "--tools",
+                "t1"
+            ],
             "timeout_secs   =   30"
         )
     )
@@ -96,14 +100,16 @@ fn without_a_daemon_the_commands_edit_the_file_and_connect_the_server_here() {
         );
     }
     // Hostile names, and an entry `config check` refuses (a variable set twice), write nothing.
-    for name in ["../x", "a b", "-x", "x\ny", "$(id)"] {
+    for name in ["../x", "a b", ".x", "x\ny", "$(id)"] {
         let (code, _, stderr) = portico(&home, &["add", name, "--", &python]);
         assert_eq!(code, 1, "{name:?}");
         assert!(stderr.contains("cannot be a server name"), "{stderr}");
     }
     let (code, _, stderr) = portico(
         &home,
-        &["add", "twice", "--env", "A=1", "--env", "A=2", "--", &python],
+        &[
+            "add", "twice", "--env", "A=1", "--env", "A=2", "--", &python,
+        ],
     );
     assert_eq!(code, 1);
     assert!(
@@ -237,7 +243,10 @@ async fn with_a_daemon_the_edits_reach_it_and_restart_and_stop_act_on_it() {
     assert_eq!(lines.len(), 2, "{stdout}");
     let with_echo = format!("{original}{}", catalog_block("echo", "a,b,c"));
     assert_eq!(read(&config), with_echo);
-    assert_eq!(server_state(&daemon, "echo").await.unwrap()["state"], "ready");
+    assert_eq!(
+        server_state(&daemon, "echo").await.unwrap()["state"],
+        "ready"
+    );
 
     let (code, stdout, stderr) = portico(&home, &["disable", "echo"]);
     assert_eq!(code, 0, "{stderr}");
@@ -245,7 +254,10 @@ async fn with_a_daemon_the_edits_reach_it_and_restart_and_stop_act_on_it() {
         stdout,
         format!("disabled `echo` in {shown}\n{described} stopped it\n")
     );
-    assert_eq!(server_state(&daemon, "echo").await.unwrap()["state"], "disabled");
+    assert_eq!(
+        server_state(&daemon, "echo").await.unwrap()["state"],
+        "disabled"
+    );
 
     let (code, stdout, stderr) = portico(&home, &["enable", "echo"]);
     assert_eq!(code, 0, "{stderr}");
@@ -267,7 +279,10 @@ async fn with_a_daemon_the_edits_reach_it_and_restart_and_stop_act_on_it() {
         .await
         .unwrap();
     assert_eq!(disabled.status(), 202);
-    assert_eq!(server_state(&daemon, "echo").await.unwrap()["state"], "disabled");
+    assert_eq!(
+        server_state(&daemon, "echo").await.unwrap()["state"],
+        "disabled"
+    );
     let (code, stdout, stderr) = portico(&home, &["enable", "echo"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
@@ -295,7 +310,9 @@ async fn with_a_daemon_the_edits_reach_it_and_restart_and_stop_act_on_it() {
     let (code, _, stderr) = portico(&home, &["restart", "nope"]);
     assert_eq!(code, 1);
     assert!(
-        stderr.contains(&format!("{described} has no server `nope`; it has: cat, echo")),
+        stderr.contains(&format!(
+            "{described} has no server `nope`; it has: cat, echo"
+        )),
         "{stderr}"
     );
 
@@ -303,9 +320,7 @@ async fn with_a_daemon_the_edits_reach_it_and_restart_and_stop_act_on_it() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
         stdout,
-        format!(
-            "removed `echo` (stdio, runs `{python}`) from {shown}\n{described} stopped it\n"
-        )
+        format!("removed `echo` (stdio, runs `{python}`) from {shown}\n{described} stopped it\n")
     );
     assert_eq!(server_state(&daemon, "echo").await, None);
     assert_eq!(read(&config), original);
