@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+/// The route that stops the daemon.
+pub(crate) const SHUTDOWN: &str = "/api/shutdown";
+
 /// `POST /api/shutdown`'s answer: the daemon stops after answering.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stopping {
@@ -30,7 +33,7 @@ struct LifecycleState {
 /// The routes; `stop` is what `serve` waits on besides its signals.
 pub(crate) fn routes(stop: CancellationToken) -> Router {
     Router::new()
-        .route("/api/shutdown", post(shutdown))
+        .route(SHUTDOWN, post(shutdown))
         .with_state(LifecycleState { stop })
 }
 

@@ -525,17 +525,27 @@ fn report(status: &ServerStatus, daemon: Option<&Daemon>, file: Option<&Path>) -
             ExitCode::SUCCESS
         }
         ServerState::Restarting | ServerState::Failed => {
+            let error = status
+                .last_error
+                .as_deref()
+                .unwrap_or("no reason was recorded");
+            // The hub's errors start with the server's name, which this line already says.
+            let error = error
+                .strip_prefix(&format!("server `{name}`: "))
+                .unwrap_or(error);
             eprintln!(
                 "`{name}` did not start{place_name}: {}",
-                crate::output::printable(
-                    status
-                        .last_error
-                        .as_deref()
-                        .unwrap_or("no reason was recorded")
-                )
+                crate::output::printable(error)
             );
-            for line in &status.stderr_tail {
-                eprintln!("  | {}", crate::output::printable(line));
+            // Shown unless the error already quotes them.
+            if !status
+                .stderr_tail
+                .iter()
+                .all(|line| error.contains(line.as_str()))
+            {
+                for line in &status.stderr_tail {
+                    eprintln!("  | {}", crate::output::printable(line));
+                }
             }
             if let Some(file) = file {
                 eprintln!(
