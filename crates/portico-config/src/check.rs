@@ -945,9 +945,16 @@ impl Checker<'_> {
                         self.distinct(seen, normalized, name, value.span(), "server name", &clash);
                     }
                 }
-                "timeout_secs" => {
-                    self.positive_integer(value, "timeout_secs", "seconds; the default is 30")
-                }
+                "timeout_secs" => self.positive_integer(
+                    value,
+                    "timeout_secs",
+                    "seconds each request may take; the default is 30",
+                ),
+                "startup_timeout_secs" => self.positive_integer(
+                    value,
+                    "startup_timeout_secs",
+                    "seconds the server's start and handshake may take; the default is 120",
+                ),
                 "max_concurrent_calls" => self.positive_integer(
                     value,
                     "max_concurrent_calls",

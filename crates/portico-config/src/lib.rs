@@ -45,12 +45,12 @@ pub use locate::{
 pub use model::{
     A2aSection, AgentConfig, ApprovalVia, BuiltinsSection, CardVersion, Config,
     DEFAULT_AGENT_TIMEOUT_SECS, DEFAULT_LISTEN, DEFAULT_MAX_CONCURRENT_CALLS,
-    DEFAULT_MAX_ITERATIONS, DEFAULT_STORE_POOL_SIZE, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection,
-    ExternalAgentConfig, MAX_APPROVAL_TTL_SECS, MAX_APPROVAL_WAIT_SECS, MAX_REPLICA_NAME,
-    MAX_STORE_POOL_SIZE, McpServerConfig, ModelConfig, POLICY_ACTIONS, PROTOCOL_VERSIONS,
-    PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection, RateLimitSection,
-    ServerSection, StoreSection, TelemetrySection, ToolPolicyConfig, ToolSearchMode, Transport,
-    replica_name_problem,
+    DEFAULT_MAX_ITERATIONS, DEFAULT_STARTUP_TIMEOUT_SECS, DEFAULT_STORE_POOL_SIZE,
+    DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, ExternalAgentConfig, MAX_APPROVAL_TTL_SECS,
+    MAX_APPROVAL_WAIT_SECS, MAX_REPLICA_NAME, MAX_STORE_POOL_SIZE, McpServerConfig, ModelConfig,
+    POLICY_ACTIONS, PROTOCOL_VERSIONS, PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault,
+    PolicySection, RateLimitSection, ServerSection, StoreSection, TelemetrySection,
+    ToolPolicyConfig, ToolSearchMode, Transport, replica_name_problem,
 };
 pub use server_oauth::{
     MAX_OAUTH_LEEWAY_SECS, SERVER_OAUTH_ALGORITHMS, ServerOAuthConfig, is_scope_token,

@@ -7,6 +7,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+/// The default bound of a server's start: long enough for a package runner's cold download.
+pub const DEFAULT_STARTUP_TIMEOUT_SECS: u64 = 120;
 /// Default `[[mcp_servers]] max_concurrent_calls`.
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 64;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4200";
@@ -730,8 +732,14 @@ fn default_listen() -> String {
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     pub name: String,
+    /// Bounds each request to this server (and a call's wait for a place in flight).
     #[serde(default = "default_timeout")]
     pub timeout_secs: u64,
+    /// Bounds the start: spawning or reaching the server and its handshake. A cold `npx -y`, a first
+    /// `uvx` or a `docker run` that pulls an image takes far longer than a request should, so this is
+    /// its own bound; unset, it is [`DEFAULT_STARTUP_TIMEOUT_SECS`] or `timeout_secs` if longer.
+    #[serde(default)]
+    pub startup_timeout_secs: Option<u64>,
     /// Requests in flight to this server at once; past it a request waits for one to finish, within
     /// its `timeout_secs`.
     #[serde(default = "default_max_concurrent_calls")]
@@ -767,6 +775,16 @@ impl McpServerConfig {
 
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.timeout_secs)
+    }
+
+    /// How long the start (spawn or first contact, and the handshake) may take.
+    pub fn startup_timeout_secs(&self) -> u64 {
+        self.startup_timeout_secs
+            .unwrap_or_else(|| DEFAULT_STARTUP_TIMEOUT_SECS.max(self.timeout_secs))
+    }
+
+    pub fn startup_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.startup_timeout_secs())
     }
 }
 

@@ -11,8 +11,9 @@ pub enum ServerState {
     /// Not connected, because this Portico has not needed it: one-shot commands connect only the
     /// servers they use.
     Idle,
-    /// First connection attempt in progress.
-    Connecting,
+    /// Starting: the first connection attempt is in progress (a child being spawned, a package
+    /// runner downloading, the handshake).
+    Starting,
     /// Handshake done and catalog listed.
     Ready,
     /// The last attempt failed; a restart is scheduled.
@@ -30,7 +31,7 @@ impl std::fmt::Display for ServerState {
         f.write_str(match self {
             ServerState::Disabled => "disabled",
             ServerState::Idle => "idle",
-            ServerState::Connecting => "connecting",
+            ServerState::Starting => "starting",
             ServerState::Ready => "ready",
             ServerState::Restarting => "restarting",
             ServerState::NeedsLogin => "needs login",
@@ -74,6 +75,14 @@ pub struct ServerStatus {
     /// minus one, at least 0.
     #[serde(default)]
     pub restarts: u32,
+    /// While a connection attempt is in progress (starting, or restarting), how long it has taken
+    /// so far, in whole seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_secs: Option<u64>,
+    /// The last line the server wrote to stderr (stdio servers; cut to a few hundred bytes) while it
+    /// is not ready: a package runner's download lines say what a slow start is doing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stderr: Option<String>,
 }
 
 fn enabled_by_default() -> bool {

@@ -486,6 +486,10 @@ async fn servers(
                 "last_error": s.last_error,
                 // A stdio child's last stderr lines when it failed at start (empty otherwise).
                 "stderr_tail": s.stderr_tail,
+                // While a connection attempt runs: how long it has taken, and what the child is
+                // saying (a package runner's download lines).
+                "starting_secs": s.starting_secs,
+                "last_stderr": s.last_stderr,
             })
         })
         .collect();

@@ -193,6 +193,8 @@ mod tests {
             enabled: true,
             connected_at: None,
             restarts: 0,
+            starting_secs: None,
+            last_stderr: None,
         }
     }
 
@@ -202,8 +204,8 @@ mod tests {
         let first = changed_servers(
             &mut last,
             vec![
-                status("a", ServerState::Connecting, 0),
-                status("b", ServerState::Connecting, 0),
+                status("a", ServerState::Starting, 0),
+                status("b", ServerState::Starting, 0),
             ],
         );
         assert_eq!(first.len(), 2);
@@ -211,7 +213,7 @@ mod tests {
             &mut last,
             vec![
                 status("a", ServerState::Ready, 3),
-                status("b", ServerState::Connecting, 0),
+                status("b", ServerState::Starting, 0),
             ],
         );
         assert_eq!(next, [status("a", ServerState::Ready, 3)]);
@@ -220,7 +222,7 @@ mod tests {
                 &mut last,
                 vec![
                     status("a", ServerState::Ready, 3),
-                    status("b", ServerState::Connecting, 0)
+                    status("b", ServerState::Starting, 0)
                 ]
             )
             .is_empty()

@@ -271,7 +271,7 @@ mod tests {
         }
         let unavailable = HubError::Unavailable {
             server: "s".into(),
-            state: ServerState::Connecting,
+            state: ServerState::Starting,
             last_error: None,
         };
         let message = unavailable.to_string();

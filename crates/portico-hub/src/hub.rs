@@ -10,7 +10,7 @@ use portico_core::{
     ServerStatus, ToolResult,
 };
 use portico_mcp::oauth::{OAuthHome, UpstreamAuth};
-use portico_mcp::{StopGrace, Upstream, UpstreamError, UpstreamEvent};
+use portico_mcp::{ServerLog, StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use portico_metrics::{ConnectOutcome, Metrics};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -138,6 +138,8 @@ struct SlotState {
     restart: Option<Restart>,
     /// The first connection attempt has finished, one way or the other.
     settled: bool,
+    /// When the connection attempt in progress started; none between attempts and once ready.
+    attempt_started: Option<Instant>,
 }
 
 struct Slot {
@@ -151,6 +153,8 @@ struct Slot {
     supervisor: Mutex<Option<JoinHandle<()>>>,
     /// Its OAuth authorization (HTTP servers, when the hub has an [`OAuthHome`]).
     auth: Option<Arc<UpstreamAuth>>,
+    /// What its stdio child wrote to stderr, across restarts (bounded).
+    log: ServerLog,
 }
 
 impl Slot {
@@ -196,15 +200,34 @@ impl Slot {
                     enabled,
                     connected_at: None,
                     restarts: 0,
+                    starting_secs: None,
+                    last_stderr: None,
                 },
                 upstream: None,
                 catalog: None,
                 restart: None,
                 settled: true,
+                attempt_started: None,
             }),
             stop: shutdown.child_token(),
             supervisor: Mutex::new(None),
+            log: ServerLog::default(),
         }
+    }
+
+    /// Its status now: while a connection attempt runs, how long it has taken, and while it is not
+    /// ready, the last line its child wrote to stderr.
+    fn status(&self) -> ServerStatus {
+        let state = self.state.lock().expect("slot lock");
+        let mut status = state.status.clone();
+        status.starting_secs = state.attempt_started.map(|at| at.elapsed().as_secs());
+        if !matches!(
+            status.state,
+            ServerState::Ready | ServerState::Disabled | ServerState::Idle
+        ) {
+            status.last_stderr = self.log.last_line();
+        }
+        status
     }
 
     /// Whether a reload may keep this server running as it is for `server` in the new config.
@@ -392,7 +415,7 @@ impl Hub {
                 if state.status.state != ServerState::Idle {
                     continue;
                 }
-                state.status.state = ServerState::Connecting;
+                state.status.state = ServerState::Starting;
                 state.settled = false;
             }
             let supervisor = tokio::spawn(supervise(self.shared.clone(), slot.clone()));
@@ -621,8 +644,14 @@ impl Hub {
         self.shared
             .slots()
             .iter()
-            .map(|slot| slot.state.lock().expect("slot lock").status.clone())
+            .map(|slot| slot.status())
             .collect()
+    }
+
+    /// What `server`'s stdio child wrote to stderr over its life in this hub (bounded); none for a
+    /// server not in the config.
+    pub fn server_log(&self, server: &str) -> Option<ServerLog> {
+        self.slot(server).map(|slot| slot.log.clone())
     }
 
     /// Notifies on every state or catalog change.
@@ -1080,10 +1109,12 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
         let (events_tx, mut events_rx) = mpsc::unbounded_channel();
         let refusals_before = slot.auth.as_ref().map(|a| a.refusals());
         let connecting = Instant::now();
+        shared.update(slot, |s| s.attempt_started = Some(connecting));
         let connected = tokio::select! {
-            result = Upstream::connect_with_auth(&config, events_tx, shared.child_stop, slot.auth.clone()) => result,
+            result = Upstream::connect_logged(&config, events_tx, shared.child_stop, slot.auth.clone(), &slot.log) => result,
             _ = slot.stop.cancelled() => return,
         };
+        shared.update(slot, |s| s.attempt_started = None);
         let outcome = match &connected {
             Ok(_) => ConnectOutcome::Ok,
             Err(UpstreamError::NeedsLogin { .. }) => ConnectOutcome::NeedsLogin,

@@ -52,6 +52,7 @@ async fn daemon_link(engine: &Engine) -> DaemonLink {
     let config = McpServerConfig {
         name: "daemon".into(),
         timeout_secs: portico_config::DEFAULT_TIMEOUT_SECS,
+        startup_timeout_secs: None,
         max_concurrent_calls: portico_config::DEFAULT_MAX_CONCURRENT_CALLS,
         env: Vec::new(),
         enabled: true,

@@ -36,6 +36,8 @@ pub const CA_BUNDLE_VARS: &[&str] = &[
 pub(crate) struct StderrTail {
     lines: Arc<Mutex<Tail>>,
     ended: Arc<tokio::sync::Notify>,
+    /// The server's log over its whole life, which every line also goes to.
+    log: Option<crate::ServerLog>,
 }
 
 #[derive(Default)]
@@ -46,9 +48,20 @@ struct Tail {
 }
 
 impl StderrTail {
+    /// A tail whose lines also go to the server's log.
+    pub(crate) fn logging_to(log: &crate::ServerLog) -> Self {
+        StderrTail {
+            log: Some(log.clone()),
+            ..Default::default()
+        }
+    }
+
     /// Keeps `line` (cut to the byte bound on a character boundary), dropping the oldest lines past
     /// either bound.
     pub(crate) fn push(&self, line: &str) {
+        if let Some(log) = &self.log {
+            log.push(line);
+        }
         let line = cut(line, STDERR_TAIL_BYTES);
         let Ok(mut tail) = self.lines.lock() else {
             return;

@@ -33,7 +33,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::ServerLog;
 use crate::client_handler::{ActiveCalls, PorticoClient, UpstreamEvent};
+use crate::era_probe::{self, Era, Pings, ProbeError, WithoutProbeAnswers};
 use crate::oauth::{AuthorizedHttp, UpstreamAuth};
 use crate::ordering::ProgressInOrder;
 use crate::results::tool_result_from_rmcp;
@@ -77,7 +79,7 @@ pub enum UpstreamError {
         hint: Option<String>,
     },
     #[error(
-        "server `{server}`: no handshake answer within {secs}s (raise timeout_secs if the server is just slow to start){}", stderr_block(.stderr, .hint.as_deref())
+        "server `{server}`: no handshake answer within {secs}s (raise startup_timeout_secs if the server is just slow to start){}", stderr_block(.stderr, .hint.as_deref())
     )]
     HandshakeTimeout {
         server: String,
@@ -334,9 +336,22 @@ impl Upstream {
         grace: StopGrace,
         auth: Option<Arc<UpstreamAuth>>,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
-        let timeout = config.timeout();
+        Self::connect_logged(config, events, grace, auth, &ServerLog::default()).await
+    }
+
+    /// [`Upstream::connect_with_auth`], with a stdio child's stderr going to `log` as well (the
+    /// supervisor's log of this server, which outlives one connection). The start, handshake
+    /// included, is bounded by the server's `startup_timeout_secs`, not by `timeout_secs`.
+    pub async fn connect_logged(
+        config: &McpServerConfig,
+        events: mpsc::UnboundedSender<UpstreamEvent>,
+        grace: StopGrace,
+        auth: Option<Arc<UpstreamAuth>>,
+        log: &ServerLog,
+    ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
+        let timeout = config.startup_timeout();
         let server = config.name.clone();
-        let tail = StderrTail::default();
+        let tail = StderrTail::logging_to(log);
         let refusals_before = auth.as_ref().map(|a| a.refusals());
         let connecting = Self::connect_inner(config, events, grace, &tail, auth.as_ref());
         let mut connecting = std::pin::pin!(connecting);
@@ -386,7 +401,7 @@ impl Upstream {
                 });
                 Err(UpstreamError::HandshakeTimeout {
                     server,
-                    secs: config.timeout_secs,
+                    secs: config.startup_timeout_secs(),
                     hint,
                     stderr,
                 })
@@ -423,10 +438,61 @@ impl Upstream {
                     grace,
                     tail,
                 )?;
-                let service = match handler()
-                    .serve_with_lifecycle(ProgressInOrder::new(child, server, &active), lifecycle)
-                    .await
-                {
+                let mut child = child;
+                let (client, lifecycle) = match lifecycle {
+                    ClientLifecycleMode::Auto {
+                        preferred_versions, ..
+                    } => {
+                        let preferred = preferred_versions
+                            .first()
+                            .cloned()
+                            .unwrap_or(ProtocolVersion::V_2026_07_28);
+                        let probed = era_probe::probe(
+                            &mut child,
+                            &rmcp::ClientHandler::get_info(&handler()),
+                            &preferred,
+                            server,
+                            Pings::Send,
+                        )
+                        .await;
+                        match probed {
+                            Ok(Era::Discover) => (
+                                handler(),
+                                ClientLifecycleMode::Discover { preferred_versions },
+                            ),
+                            Ok(Era::Handshake(_)) => {
+                                let mut client = handler();
+                                client.protocol_version =
+                                    Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
+                                (client, ClientLifecycleMode::Initialize)
+                            }
+                            Err(ProbeError::Closed) => {
+                                return Err(child_failed(
+                                    server,
+                                    command,
+                                    ClientInitializeError::ConnectionClosed(
+                                        "before answering".into(),
+                                    ),
+                                    tail,
+                                )
+                                .await);
+                            }
+                            Err(ProbeError::Send(error)) => {
+                                return Err(child_failed_with(
+                                    server,
+                                    command,
+                                    format!("could not be written to: {error}"),
+                                    tail,
+                                )
+                                .await);
+                            }
+                        }
+                    }
+                    pinned => (handler(), pinned),
+                };
+                let transport =
+                    ProgressInOrder::new(WithoutProbeAnswers::new(child, server), server, &active);
+                let service = match client.serve_with_lifecycle(transport, lifecycle).await {
                     Ok(service) => service,
                     Err(error) => return Err(child_failed(server, command, error, tail).await),
                 };
@@ -1464,8 +1530,53 @@ async fn serve_streamable_over<C: StreamableHttpClient + Sync>(
     lifecycle: &ClientLifecycleMode,
 ) -> Result<rmcp::service::RunningService<RoleClient, PorticoClient>, UpstreamError> {
     let server = config.name.as_str();
+    // What the probe's `server/discover` was answered with, when that sent it to `initialize`.
+    let mut discover_answer = None;
+    let (service_client, lifecycle) = match lifecycle {
+        ClientLifecycleMode::Auto {
+            preferred_versions, ..
+        } => {
+            // Asked on a connection of its own, so that nothing of the probe (a late answer
+            // above all) can reach the lifecycle's. A probe that fails at the transport leaves the
+            // server to rmcp's own automatic lifecycle, whose errors say what failed.
+            let preferred = preferred_versions
+                .first()
+                .cloned()
+                .unwrap_or(ProtocolVersion::V_2026_07_28);
+            let mut probing = streamable_transport(http.clone(), url, headers, config)?;
+            let probed = era_probe::probe(
+                &mut probing,
+                &rmcp::ClientHandler::get_info(&handler()),
+                &preferred,
+                server,
+                Pings::None,
+            )
+            .await;
+            let _ = rmcp::transport::Transport::<RoleClient>::close(&mut probing).await;
+            match probed {
+                Ok(Era::Discover) => (
+                    handler(),
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: preferred_versions.clone(),
+                    },
+                ),
+                Ok(Era::Handshake(answered)) => {
+                    let mut legacy = handler();
+                    legacy.protocol_version = Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
+                    discover_answer = Some(answered);
+                    (legacy, ClientLifecycleMode::Initialize)
+                }
+                Err(error) => {
+                    tracing::debug!(server, "the era probe failed ({error:?}); rmcp decides");
+                    (handler(), lifecycle.clone())
+                }
+            }
+        }
+        pinned => (handler(), pinned.clone()),
+    };
+    let lifecycle = &lifecycle;
     let transport = streamable_transport(http.clone(), url, headers, config)?;
-    let error = match handler()
+    let error = match service_client
         .serve_with_lifecycle(
             ProgressInOrder::new(transport, server, active),
             lifecycle.clone(),
@@ -1475,6 +1586,20 @@ async fn serve_streamable_over<C: StreamableHttpClient + Sync>(
         Ok(service) => return Ok(service),
         Err(e) => e,
     };
+    if let Some(answered) = discover_answer {
+        return Err(
+            match handshake_error_via(server, error, Some((client, url))) {
+                UpstreamError::Handshake { server, message } => UpstreamError::Handshake {
+                    server,
+                    message: format!(
+                        "`server/discover` was answered with {answered}, and `initialize` then \
+                         failed: {message}"
+                    ),
+                },
+                other => other,
+            },
+        );
+    }
     if !discover_answered_by_a_handshake_server(lifecycle, &error) {
         return Err(handshake_error_via(server, error, Some((client, url))));
     }
@@ -1611,13 +1736,23 @@ async fn child_failed(
     error: ClientInitializeError,
     tail: &StderrTail,
 ) -> UpstreamError {
-    let stderr = tail.settle(STDERR_SETTLE).await;
     let message = match &error {
         ClientInitializeError::ConnectionClosed(_) => {
             "exited or closed its stdout before answering the handshake".to_string()
         }
         other => format!("failed the handshake: {}", describe_initialize_error(other)),
     };
+    child_failed_with(server, command, message, tail).await
+}
+
+/// A stdio child that failed at start, in `message`'s words, with its last stderr lines.
+async fn child_failed_with(
+    server: &str,
+    command: &str,
+    message: String,
+    tail: &StderrTail,
+) -> UpstreamError {
+    let stderr = tail.settle(STDERR_SETTLE).await;
     UpstreamError::ChildFailed {
         server: server.to_string(),
         command: command.to_string(),
@@ -1683,6 +1818,40 @@ fn describe_initialize_error(error: &ClientInitializeError) -> String {
     match error {
         ClientInitializeError::TransportError { error, context } => {
             format!("{context}: {}", error_chain(&*error.error))
+        }
+        // rmcp's own words for these name JSON-RPC ids and Rust values; say what happened.
+        ClientInitializeError::UncorrelatedErrorResponse { .. }
+        | ClientInitializeError::ConflictInitResponseId(..) => {
+            "the server answered a request Portico had not sent (or sent earlier), instead of the \
+             handshake; it may be confused by an earlier request: pin `protocol_version` for it"
+                .to_string()
+        }
+        ClientInitializeError::ExpectedInitResponse(_) => {
+            "the server sent something other than an answer to the handshake".to_string()
+        }
+        ClientInitializeError::ExpectedInitResult(_) => {
+            "the server answered the handshake with something that is not a handshake result"
+                .to_string()
+        }
+        ClientInitializeError::JsonRpcError(error) => {
+            format!(
+                "the server refused the handshake: {} (code {})",
+                error.message, error.code.0
+            )
+        }
+        ClientInitializeError::NoCompatibleProtocolVersion {
+            server_supported, ..
+        } => format!(
+            "no protocol version in common: the server speaks {}, Portico speaks every version \
+             from 2024-11-05 to 2026-07-28",
+            server_supported
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => {
+            describe_initialize_error(fallback)
         }
         other => error_chain(other),
     }

@@ -337,8 +337,8 @@ async fn when_initialize_fails_too_the_error_says_what_discover_was_answered_wit
     .to_string();
     assert!(
         error.starts_with(
-            "server `s`: handshake failed: `server/discover` was answered with something other \
-             than a discover result (expect initialized result, but received: Some(EmptyResult"
+            "server `s`: handshake failed: `server/discover` was answered with a result that is \
+             not a discover result, and `initialize` then failed: "
         ),
         "{error}"
     );

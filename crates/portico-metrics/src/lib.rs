@@ -485,7 +485,7 @@ pub struct UpstreamState {
 const SERVER_STATES: [ServerState; 7] = [
     ServerState::Disabled,
     ServerState::Idle,
-    ServerState::Connecting,
+    ServerState::Starting,
     ServerState::Ready,
     ServerState::Restarting,
     ServerState::NeedsLogin,
@@ -496,7 +496,7 @@ fn server_state_label(state: ServerState) -> &'static str {
     match state {
         ServerState::Disabled => "disabled",
         ServerState::Idle => "idle",
-        ServerState::Connecting => "connecting",
+        ServerState::Starting => "starting",
         ServerState::Ready => "ready",
         ServerState::Restarting => "restarting",
         ServerState::NeedsLogin => "needs_login",

@@ -260,6 +260,7 @@ pub(crate) fn mcp_server_config(info: &DaemonInfo, token: Option<&str>) -> McpSe
     McpServerConfig {
         name: "daemon".into(),
         timeout_secs: portico_config::DEFAULT_TIMEOUT_SECS,
+        startup_timeout_secs: None,
         max_concurrent_calls: portico_config::DEFAULT_MAX_CONCURRENT_CALLS,
         env: Vec::new(),
         enabled: true,

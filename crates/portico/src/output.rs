@@ -25,14 +25,12 @@ pub fn servers_table(servers: &[ServerStatus]) -> String {
         rows.push([
             s.name.clone(),
             transport,
-            s.state.to_string(),
+            state_cell(s),
             s.protocol_version.clone().unwrap_or_else(|| "-".into()),
             s.tools.to_string(),
             (s.resources + s.resource_templates).to_string(),
             s.prompts.to_string(),
-            s.last_error
-                .as_deref()
-                .map_or_else(|| "-".into(), printable),
+            last_words(s).map_or_else(|| "-".into(), |words| printable(&words)),
         ]);
     }
     let widths: Vec<usize> = (0..7)
@@ -52,6 +50,24 @@ pub fn servers_table(servers: &[ServerStatus]) -> String {
     out
 }
 
+/// The state, with how long the connection attempt in progress has taken.
+fn state_cell(s: &ServerStatus) -> String {
+    match s.starting_secs {
+        Some(secs) => format!("{} ({secs}s)", s.state),
+        None => s.state.to_string(),
+    }
+}
+
+/// What a person wants to read about a server that is not ready: its error, else while it starts
+/// the last line it wrote to stderr (a package runner's download progress).
+fn last_words(s: &ServerStatus) -> Option<String> {
+    match (&s.last_error, &s.last_stderr) {
+        (Some(error), _) => Some(error.clone()),
+        (None, Some(line)) => Some(format!("stderr: {line}")),
+        (None, None) => None,
+    }
+}
+
 pub fn warn_unready(servers: &[ServerStatus]) {
     if crate::oneview_cli::quiet() {
         return;
@@ -64,8 +80,8 @@ pub fn warn_unready(servers: &[ServerStatus]) {
             eprintln!(
                 "warning: server `{}` is {}: {}",
                 s.name,
-                s.state,
-                printable(s.last_error.as_deref().unwrap_or("no error recorded"))
+                state_cell(s),
+                printable(last_words(s).as_deref().unwrap_or("no error recorded"))
             );
         }
     }

@@ -20,25 +20,51 @@ pub async fn until_settled(hub: &Upstreams) {
             .iter()
             .filter(|s| !matches!(s.state, ServerState::Disabled | ServerState::Idle))
             .count();
-        let pending: Vec<&str> = servers
+        let pending: Vec<String> = servers
             .iter()
-            .filter(|s| s.state == ServerState::Connecting)
-            .map(|s| s.name.as_str())
+            .filter(|s| s.state == ServerState::Starting)
+            .map(|s| match s.starting_secs {
+                Some(secs) => format!("{} ({secs}s)", s.name),
+                None => s.name.clone(),
+            })
             .collect();
         if hub.settled() {
             let _ = write!(stderr, "\r\x1b[2K");
             return;
         }
-        let _ = write!(
-            stderr,
-            "\r\x1b[2Kconnecting {}/{} servers… waiting for {}",
+        // The slowest start's last stderr line: what `npx` or `uvx` is downloading.
+        let doing = servers
+            .iter()
+            .filter(|s| s.state == ServerState::Starting)
+            .max_by_key(|s| s.starting_secs)
+            .and_then(|s| s.last_stderr.as_deref())
+            .map(|line| format!(": {}", crate::output::printable(line)))
+            .unwrap_or_default();
+        let line = format!(
+            "starting {}/{} servers… waiting for {}{doing}",
             total - pending.len(),
             total,
             pending.join(", ")
         );
+        let _ = write!(stderr, "\r\x1b[2K{}", fit_to_terminal(&line));
         let _ = stderr.flush();
-        if changes.changed().await.is_err() {
-            return;
+        // Redrawn on every change, and each second for the elapsed times.
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
         }
+    }
+}
+
+/// Cut to the terminal's width, so the line redraws in place instead of wrapping.
+fn fit_to_terminal(line: &str) -> String {
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(100)
+        .max(20);
+    match line.char_indices().nth(width - 1) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
     }
 }

@@ -47,6 +47,10 @@ export function serversPage(section, context) {
     if (enabled) actions.append(act('restart', 'Restart'), act('disable', 'Disable', 'danger'));
     else actions.append(act('enable', 'Enable'));
     const lastError = el('td', { 'data-field': 'last-error' }, server.last_error || '');
+    if (!server.last_error && server.last_stderr) {
+      // While it starts: what the child is saying (a package runner's download lines).
+      lastError.append(el('span', { class: 'muted', 'data-field': 'last-stderr' }, server.last_stderr));
+    }
     if (Array.isArray(server.stderr_tail) && server.stderr_tail.length > 0) {
       lastError.append(el('pre', { 'data-field': 'stderr' }, server.stderr_tail.join('\n')));
     }
@@ -61,7 +65,8 @@ export function serversPage(section, context) {
     const resources = (server.resources || 0) + (server.resource_templates || 0);
     return el('tr', { 'data-server': server.name },
       name,
-      el('td', { 'data-field': 'state' }, chip(server.state)),
+      el('td', { 'data-field': 'state' }, chip(server.state),
+        typeof server.starting_secs === 'number' ? el('span', { class: 'muted', 'data-field': 'starting-secs' }, ` ${server.starting_secs}s`) : ''),
       el('td', { 'data-field': 'transport' }, transport || ''),
       el('td', { 'data-field': 'era' }, server.protocol_version || '—'),
       el('td', { 'data-field': 'tools', class: 'num' }, server.tools ?? 0),
@@ -73,11 +78,21 @@ export function serversPage(section, context) {
       el('td', {}, actions, result));
   }
 
+  // A start's elapsed time and last stderr line change without a server event: read them again
+  // every 2 s while some server is in a connection attempt.
+  let refresh = null;
   function render() {
     const rows = [...servers.values()].sort((a, b) => a.name.localeCompare(b.name)).map(row);
     body.replaceChildren(...rows);
     empty.hidden = rows.length > 0;
     table.hidden = rows.length === 0;
+    refreshWhileStarting();
+  }
+  function refreshWhileStarting() {
+    const starting = [...servers.values()].some((s) => typeof s.starting_secs === 'number');
+    if (starting && refresh === null) {
+      refresh = setTimeout(() => { refresh = null; load(); }, 2000);
+    }
   }
 
   async function load() {
@@ -109,6 +124,7 @@ export function serversPage(section, context) {
       const existing = body.querySelector(`tr[data-server="${CSS.escape(data.name)}"]`);
       if (existing) existing.replaceWith(row(data));
       else render();
+      refreshWhileStarting();
     },
   };
 }

@@ -152,7 +152,7 @@ fn a_config_with_problems_fails_with_each_problem_and_its_fix() {
         format!(
             "FAIL  config: {path}:1:1: [[mcp_servers]] entry has no `name`; fix: add name = \"...\"\n\
              FAIL  config: {path}:1:1: [[mcp_servers]] entry has no transport; fix: add a [mcp_servers.transport] table with type = \"stdio\", \"http\" or \"sse\"\n\
-             FAIL  config: {path}:2:1: unknown key `nmae` in [[mcp_servers]]; fix: did you mean `name`? known keys: name, timeout_secs, max_concurrent_calls, env, enabled, allow_private_network, prefix, protocol_version, transport, oauth\n\
+             FAIL  config: {path}:2:1: unknown key `nmae` in [[mcp_servers]]; fix: did you mean `name`? known keys: name, timeout_secs, startup_timeout_secs, max_concurrent_calls, env, enabled, allow_private_network, prefix, protocol_version, transport, oauth\n\
              ok    daemon: not running\n\
              4 checks: 3 failed, 0 warning(s)\n"
         )

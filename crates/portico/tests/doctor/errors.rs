@@ -226,7 +226,7 @@ fn a_package_runner_that_never_answers_points_at_the_ca_bundle_variables() {
             "fs",
             &npx,
             &["-y", "@modelcontextprotocol/server-filesystem"],
-            "timeout_secs = 1",
+            "startup_timeout_secs = 1",
         ),
     )
     .unwrap();
@@ -244,7 +244,7 @@ fn a_package_runner_that_never_answers_points_at_the_ca_bundle_variables() {
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(
         stdout.contains(
-            "\nFAIL  server `fs`: no handshake answer within 1s (raise timeout_secs if the server is just slow to start)\n  (a TLS certificate problem? Portico passes NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE to children from its environment (unset here: NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE); export the one your server's runtime reads, pointing at your CA bundle)\n"
+            "\nFAIL  server `fs`: no handshake answer within 1s (raise startup_timeout_secs if the server is just slow to start)\n  (a TLS certificate problem? Portico passes NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE to children from its environment (unset here: NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE); export the one your server's runtime reads, pointing at your CA bundle)\n"
         ),
         "{stdout}"
     );

@@ -322,7 +322,7 @@ fn progress_is_shown_on_a_terminal_and_not_when_piped() {
             marked.script("fault_never_answers.py").to_str().unwrap(),
             "--hang-handshake",
         ],
-        "timeout_secs = 2",
+        "startup_timeout_secs = 2",
     ) + &stdio_entry(
         "envy",
         &python3(),
@@ -346,7 +346,7 @@ fn progress_is_shown_on_a_terminal_and_not_when_piped() {
         .unwrap();
     let shown = String::from_utf8_lossy(&output.stdout);
     assert!(
-        shown.contains("connecting 1/2 servers… waiting for mute"),
+        shown.contains("starting 1/2 servers… waiting for mute ("),
         "{shown}"
     );
     assert!(shown.contains("mcp_envy_env  [envy]"), "{shown}");
@@ -354,7 +354,7 @@ fn progress_is_shown_on_a_terminal_and_not_when_piped() {
     let (code, stdout, stderr) = run_portico(&config, &["tools"], &[]);
     assert_eq!(code, 0);
     assert!(
-        !stdout.contains("connecting") && !stderr.contains("connecting"),
+        !stdout.contains("starting 1/2") && !stderr.contains("starting 1/2"),
         "{stdout}{stderr}"
     );
     assert!(

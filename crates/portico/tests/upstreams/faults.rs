@@ -235,7 +235,7 @@ async fn server_hanging_in_the_handshake_does_not_delay_the_others() {
             "mute",
             &python3(),
             &[mute.to_str().unwrap(), "--hang-handshake"],
-            "timeout_secs = 2"
+            "startup_timeout_secs = 2"
         ),
         steady(&marked)
     );
