@@ -1,7 +1,8 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
 //! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`; for the
 //! dashboard also `/api/events` (live changes as server-sent events), server restart, disable and
-//! enable, trying a tool through the pipeline, `/api/approvals/decisions` and the A2A task and
+//! enable; for `portico stop` and `portico logs`, `/api/shutdown` and a server's stderr at
+//! `/api/mcp/servers/{name}/logs`, trying a tool through the pipeline, `/api/approvals/decisions` and the A2A task and
 //! remote agent lists), MCP over Streamable HTTP (`/mcp`) and over the
 //! legacy HTTP+SSE transport (`/sse`, `/message`), Prometheus metrics (`/metrics`, the engine's
 //! `portico-metrics` handle with this moment's state), and, when `[a2a]` is enabled, `portico-a2a`'s
@@ -71,7 +72,9 @@ pub use info::{
     ConfigIdentity, DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS,
     new_challenge,
 };
-pub use lifecycle_api::Stopping;
+pub use lifecycle_api::{
+    LOG_LINE_EVENT, LOG_MISSED_EVENT, LOG_REMOVED_EVENT, LogRecord, ServerLogs, Stopping,
+};
 pub use oauth::{OAuthConfigError, OAuthResource};
 pub use reload::{ConfigLoad, ConfigStatus, LiveConfig};
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
@@ -283,6 +286,7 @@ fn router(
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
     let events = events_api::routes(&engine, shutdown.clone());
     let dashboard_api = dashboard_api::routes(&engine, config, shutdown.clone());
+    let (lifecycle_engine, shutdown_streams) = (engine.clone(), shutdown.clone());
     let replica = engine.replica();
     let (legacy, legacy_sessions) = legacy_sse::routes(
         server.clone(),
@@ -336,7 +340,11 @@ fn router(
                 .unwrap_or_default(),
         )
         .merge(session_stats)
-        .merge(stop.map(lifecycle_api::routes).unwrap_or_default())
+        .merge(lifecycle_api::routes(
+            &lifecycle_engine,
+            stop,
+            shutdown_streams,
+        ))
         .merge(metrics)
         .merge(legacy)
         .merge(dashboard::routes())

@@ -134,6 +134,8 @@ pub enum Command {
     Disable(crate::lifecycle_cli::NameArg),
     /// Restart a server in the running daemon and wait for it.
     Restart(crate::lifecycle_cli::NameArg),
+    /// Show what a server wrote to stderr, as the running daemon kept it (-f to follow).
+    Logs(crate::lifecycle_cli::LogsArgs),
     /// Stop the running daemon (calls in progress finish first) and wait until it has exited.
     Stop,
     /// Print the JSON that points an IDE (claude, cursor, vscode) at `portico mcp`.
@@ -208,6 +210,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Restart(server) => {
             crate::lifecycle_cli::restart(cli.oneview.standalone, &server.name).await
         }
+        Command::Logs(args) => crate::lifecycle_cli::logs(cli.oneview.standalone, &args).await,
         Command::Stop => crate::lifecycle_cli::stop(cli.oneview.standalone).await,
         Command::Export(args) => crate::onramp_cli::export(cli.config.as_deref(), args),
         Command::Completions(args) => crate::onramp_cli::completions(args),

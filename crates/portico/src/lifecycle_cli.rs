@@ -72,6 +72,18 @@ pub enum RemoteTransport {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct LogsArgs {
+    /// The server's name, as `portico servers` shows it.
+    pub name: String,
+    /// Keep printing new lines as the server writes them, until Ctrl-C.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only the last N kept lines.
+    #[arg(short = 'n', long = "lines", value_name = "N")]
+    pub lines: Option<usize>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct NameArg {
     /// The server's name, as `portico servers` shows it.
     pub name: String,
@@ -251,6 +263,97 @@ pub async fn stop(standalone: bool) -> anyhow::Result<ExitCode> {
         tokio::time::sleep(POLL).await;
     }
     println!("stopped the daemon (pid {})", stopping.pid);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `portico logs`: what the server wrote to stderr, as the daemon that runs it kept it.
+pub async fn logs(standalone: bool, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+    let name = &args.name;
+    let Some(daemon) = needs_daemon(standalone, "logs").await? else {
+        bail!(
+            "no daemon is running, and a server's stderr is kept by the daemon that runs it: start one with `portico serve`, then `portico logs {name}` shows what `{name}` writes (`portico tools --server {name}` starts it once here, its stderr in the log with -v)"
+        );
+    };
+    let mut query = Vec::new();
+    if let Some(lines) = args.lines {
+        query.push(format!("lines={lines}"));
+    }
+    if args.follow {
+        query.push("follow=1".to_string());
+    }
+    let path = format!(
+        "/api/mcp/servers/{}/logs{}{}",
+        path_segment(name),
+        if query.is_empty() { "" } else { "?" },
+        query.join("&")
+    );
+    if !args.follow {
+        let answer = daemon.get(&path, None).await?;
+        let logs: portico_daemon::ServerLogs = serde_json::from_value(answer)
+            .with_context(|| format!("the daemon's answer to {path} is not a server's log"))?;
+        let mut out = String::new();
+        for line in &logs.lines {
+            out.push_str(&crate::output::printable(&line.text));
+            out.push('\n');
+        }
+        crate::cli::print_now(out)?;
+        if logs.lines.is_empty() && !crate::oneview_cli::quiet() {
+            eprintln!(
+                "`{name}` has written nothing to stderr in {}",
+                daemon.describe()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    follow_logs(&daemon, name, &path).await
+}
+
+/// `portico logs -f`: the lines as they come, until the server is removed, the daemon stops, or
+/// Ctrl-C.
+async fn follow_logs(daemon: &Daemon, name: &str, path: &str) -> anyhow::Result<ExitCode> {
+    // As long as the user watches: the stream ends with the server or the daemon.
+    const FOLLOW_FOR: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+    let response = daemon
+        .request(reqwest::Method::GET, path)
+        .timeout(FOLLOW_FOR)
+        .send()
+        .await
+        .with_context(|| format!("{} did not answer {path}", daemon.describe()))?;
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        let error = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("HTTP {status}"));
+        bail!("{}: {error}", daemon.describe());
+    }
+    let mut events = portico_net::sse::ResponseEvents::from_response(
+        response,
+        portico_net::sse::SseLimits::default(),
+    );
+    while let Some(event) = events.next().await {
+        let event =
+            event.with_context(|| format!("reading {name}'s log from {}", daemon.describe()))?;
+        match event.event.as_str() {
+            portico_daemon::LOG_LINE_EVENT => {
+                let line: portico_daemon::LogRecord = serde_json::from_str(&event.data)
+                    .with_context(|| format!("a log line from {} is not one", daemon.describe()))?;
+                crate::cli::print_now(format!("{}\n", crate::output::printable(&line.text)))?;
+            }
+            portico_daemon::LOG_MISSED_EVENT => {
+                eprintln!(
+                    "(some lines were skipped: `{name}` wrote faster than they could be shown)"
+                );
+            }
+            portico_daemon::LOG_REMOVED_EVENT => {
+                eprintln!("`{name}` was removed from the config");
+                return Ok(ExitCode::SUCCESS);
+            }
+            _ => {}
+        }
+    }
+    eprintln!("{} stopped", daemon.describe());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -451,8 +554,14 @@ async fn wait_started(daemon: &Daemon, name: &str) -> anyhow::Result<ServerStatu
             return Ok(status.clone());
         }
         if show {
+            // A package runner's download line is what a slow start is waiting for.
+            let last = status
+                .last_stderr
+                .as_deref()
+                .map(|line| format!(": {}", crate::output::printable(line)))
+                .unwrap_or_default();
             eprint!(
-                "\r\x1b[2Kwaiting for `{name}` to start… {} s",
+                "\r\x1b[2Kwaiting for `{name}` to start… {} s{last}",
                 started.elapsed().as_secs()
             );
             shown = true;
@@ -462,7 +571,7 @@ async fn wait_started(daemon: &Daemon, name: &str) -> anyhow::Result<ServerStatu
 }
 
 fn starting(state: ServerState) -> bool {
-    matches!(state, ServerState::Idle | ServerState::Connecting)
+    matches!(state, ServerState::Idle | ServerState::Starting)
 }
 
 /// Connects `name` from `file` in this process and stops it again: what it offers, or why not.
@@ -517,7 +626,7 @@ fn report(status: &ServerStatus, daemon: Option<&Daemon>, file: Option<&Path>) -
             println!("`{name}` is disabled{place_name}");
             ExitCode::SUCCESS
         }
-        ServerState::Idle | ServerState::Connecting => {
+        ServerState::Idle | ServerState::Starting => {
             println!(
                 "`{name}` is still starting{place_name} after {} s; `portico servers` shows when it is ready",
                 START_WAIT.as_secs()

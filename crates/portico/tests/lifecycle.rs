@@ -11,3 +11,5 @@ mod client;
 
 #[path = "lifecycle/commands.rs"]
 mod commands;
+#[path = "lifecycle/logs.rs"]
+mod logs;

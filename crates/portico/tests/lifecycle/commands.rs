@@ -27,7 +27,7 @@ fn hand_written(listen: &str) -> String {
 
 /// `portico --config HOME/config.toml ARGS` (the config before the arguments, which may end with
 /// a command after `--`): (exit code, stdout, stderr).
-fn portico(home: &Home, args: &[&str]) -> (i32, String, String) {
+pub fn portico(home: &Home, args: &[&str]) -> (i32, String, String) {
     let output = command(home, args).output().unwrap();
     (
         output.status.code().unwrap_or(-1),
@@ -36,7 +36,7 @@ fn portico(home: &Home, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn command(home: &Home, args: &[&str]) -> Command {
+pub fn command(home: &Home, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_portico"));
     command
         .arg("--config")
