@@ -93,19 +93,16 @@ pub(crate) fn routes(
     })
 }
 
-/// The caller, or the refusal for a client with a `tools` scope.
-fn unscoped(client: Option<Extension<Principal>>, what: &str) -> Result<Principal, Response> {
+/// The caller, or why a client with a `tools` scope is refused (403).
+fn unscoped(client: Option<Extension<Principal>>, what: &str) -> Result<Principal, String> {
     let principal = match client {
         Some(Extension(principal)) => principal,
         None => Principal::client(crate::ui_login::DASHBOARD_CLIENT),
     };
     if principal.client_scope().is_some() {
-        return Err(error(
-            StatusCode::FORBIDDEN,
-            format!(
-                "`{}` has a `tools` scope, and scoped clients cannot {what}; use [server] token or an unscoped [[server.clients]] token",
-                principal.label()
-            ),
+        return Err(format!(
+            "`{}` has a `tools` scope, and scoped clients cannot {what}; use [server] token or an unscoped [[server.clients]] token",
+            principal.label()
         ));
     }
     Ok(principal)
@@ -121,7 +118,7 @@ async fn shutdown(
 ) -> Response {
     let principal = match unscoped(client, "stop the daemon") {
         Ok(principal) => principal,
-        Err(refused) => return refused,
+        Err(refused) => return error(StatusCode::FORBIDDEN, refused),
     };
     tracing::info!(by = principal.label(), "stop requested through the API");
     if let Some(stop) = &state.stop {
@@ -154,7 +151,7 @@ async fn logs(
     client: Option<Extension<Principal>>,
 ) -> Response {
     if let Err(refused) = unscoped(client, "read servers' logs") {
-        return refused;
+        return error(StatusCode::FORBIDDEN, refused);
     }
     let upstreams = state.engine.upstreams();
     let Some(log) = upstreams.server_log(&name) else {

@@ -366,3 +366,76 @@ async fn with_a_daemon_the_edits_reach_it_and_restart_and_stop_act_on_it() {
     let (code, stdout, _) = portico(&home, &["stop"]);
     assert_eq!((code, stdout.as_str()), (0, "no daemon running\n"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_doors_token_holder_may_stop_the_daemon_or_read_logs() {
+    let home = Home::new(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ntoken = \"door-token\"\n\n[[server.clients]]\nname = \"laptop\"\ntoken = \"laptop-token\"\ntools = [\"system_time\"]\n\n{}",
+        stdio_entry(
+            "cat",
+            &python3(),
+            &[
+                python_peer("catalog_server.py").to_str().unwrap(),
+                "--tools",
+                "t1"
+            ],
+            ""
+        )
+    ));
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    for path in ["/api/shutdown", "/api/mcp/servers/cat/logs"] {
+        let anonymous = if path == "/api/shutdown" {
+            http().post(format!("{}{path}", daemon.base))
+        } else {
+            http().get(format!("{}{path}", daemon.base))
+        };
+        assert_eq!(anonymous.send().await.unwrap().status(), 401, "{path}");
+    }
+    let scoped = http()
+        .post(format!("{}/api/shutdown", daemon.base))
+        .bearer_auth("laptop-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scoped.status(), 403);
+    let (code, _, stderr) = {
+        let output = command(&home, &["stop"])
+            .env("PORTICO_CLIENT_TOKEN", "laptop-token")
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(
+            "`client:laptop` has a `tools` scope, and scoped clients cannot stop the daemon"
+        ),
+        "{stderr}"
+    );
+    let logs = http()
+        .get(format!("{}/api/mcp/servers/cat/logs", daemon.base))
+        .bearer_auth("laptop-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(logs.status(), 403);
+    assert_eq!(daemon.child.try_wait().unwrap(), None, "still running");
+
+    // The daemon's own token (daemon.json's, which `portico stop` reads) stops it.
+    let pid = daemon.child.id();
+    let stopping = command(&home, &["stop"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(daemon.child.wait().unwrap().success());
+    let output = stopping.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("stopped the daemon (pid {pid})\n")
+    );
+}
