@@ -11,7 +11,7 @@
 //! events instead: `line` ([`LogRecord`]) for each kept line and then each new one, `missed`
 //! (`{"lines": N}`) when the stream fell behind a chatty server and lines were skipped, and
 //! `removed` (`{}`) when the server left the config, which ends it; every stream ends on
-//! shutdown, and they count against `/api/events`' bounds on open streams.
+//! shutdown, and they are bounded as `/api/events` streams are (counted apart from those).
 
 use std::convert::Infallible;
 
