@@ -96,27 +96,47 @@ pub async fn add(
     args: AddArgs,
 ) -> anyhow::Result<ExitCode> {
     let server = new_entry(&args)?;
+    add_entry(
+        explicit,
+        standalone,
+        &server,
+        &plain_text_secrets(&args),
+        args.no_wait,
+    )
+    .await
+}
+
+/// Writes `server` into the config (the file the daemon follows), says so with `warnings`, then,
+/// unless `no_wait`, waits for it and reports what it offers: `portico add`'s work once it has an
+/// entry, whoever made it.
+pub async fn add_entry(
+    explicit: Option<&Path>,
+    standalone: bool,
+    server: &portico_config::import::ImportedServer,
+    warnings: &[String],
+    no_wait: bool,
+) -> anyhow::Result<ExitCode> {
+    let name = server.name.as_str();
     let place = Place::find(explicit, standalone).await?;
     let existing = place.read()?;
-    let text = edit::add_server(&place.shown(), existing.as_deref(), &server)?;
+    let text = edit::add_server(&place.shown(), existing.as_deref(), server)?;
     let before = place.config_status().await;
     crate::import_cli::write_config(&place.target, &text, existing.is_some())?;
-    println!("added `{}` to {}", args.name, place.shown());
-    for warning in plain_text_secrets(&args) {
+    println!("added `{name}` to {}", place.shown());
+    for warning in warnings {
         eprintln!("warning: {warning}");
     }
-    if args.no_wait {
+    if no_wait {
         return Ok(ExitCode::SUCCESS);
     }
     match &place.daemon {
         Some(daemon) => {
-            let name = args.name.as_str();
             wait_for_reload(daemon, &before, |servers| find(servers, name).is_some()).await?;
             let status = wait_started(daemon, name).await?;
             Ok(report(&status, Some(daemon), Some(&place.target)))
         }
         None => {
-            let status = start_here(&place.target, &args.name).await?;
+            let status = start_here(&place.target, name).await?;
             Ok(report(&status, None, Some(&place.target)))
         }
     }
