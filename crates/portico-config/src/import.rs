@@ -714,7 +714,7 @@ impl Import {
             let mut name = server.name.clone();
             if let Some((other, _, in_config)) = taken.get(&normalize_segment(&name)) {
                 // The same server under this name, or under a name an earlier `--rename` gave it.
-                let parsed = parsed_server(&render(server, &name));
+                let parsed = parsed_server(&render(server, &name, Some(&imported_from(server))));
                 let same = taken.values().find(|(taken_name, existing, _)| {
                     is_name_or_renamed(taken_name, &server.name)
                         && parsed.as_ref().is_some_and(|p| same_server(p, existing))
@@ -742,7 +742,7 @@ impl Import {
                     }
                 }
             }
-            let block = render(server, &name);
+            let block = render(server, &name, Some(&imported_from(server)));
             if let Some(parsed) = parsed_server(&block) {
                 taken.insert(normalize_segment(&name), (name.clone(), parsed, false));
             }
@@ -775,6 +775,10 @@ impl Import {
     }
 }
 
+fn imported_from(server: &ImportedServer) -> String {
+    format!("Imported from {}", server.origin)
+}
+
 /// `name`, or `name-N` as [`OnClash::Rename`] writes it.
 fn is_name_or_renamed(candidate: &str, name: &str) -> bool {
     candidate == name
@@ -797,14 +801,15 @@ fn same_server(a: &McpServerConfig, b: &McpServerConfig) -> bool {
     a == *b
 }
 
-/// One `[[mcp_servers]]` block.
-fn render(server: &ImportedServer, name: &str) -> String {
+/// One `[[mcp_servers]]` block, under `# {comment}` when given (import names the file the server
+/// came from).
+pub(crate) fn render(server: &ImportedServer, name: &str, comment: Option<&str>) -> String {
     use toml_text::{comment_text, inline_table, string, string_array};
-    let mut out = format!(
-        "# Imported from {}\n[[mcp_servers]]\nname = {}\n",
-        comment_text(&server.origin),
-        string(name)
-    );
+    let mut out = match comment {
+        Some(comment) => format!("# {}\n", comment_text(comment)),
+        None => String::new(),
+    };
+    out.push_str(&format!("[[mcp_servers]]\nname = {}\n", string(name)));
     if !server.enabled {
         out.push_str("enabled = false                # disabled where it was imported from\n");
     }
@@ -913,7 +918,7 @@ fn is_env_name(name: &str) -> bool {
 
 /// Loopback, private ranges and `localhost` names: what Portico refuses without
 /// `allow_private_network`.
-fn is_private_url(url: &str) -> bool {
+pub(crate) fn is_private_url(url: &str) -> bool {
     let Ok(url) = url::Url::parse(url) else {
         return false;
     };

@@ -10,7 +10,8 @@
 //!
 //! [`import`] turns Claude Desktop's, Cursor's and VS Code's MCP server configs into entries of this
 //! format; [`export`] edits those clients' files to start `portico mcp` instead of the servers Portico
-//! now serves; [`STARTER_CONFIG`] is the commented file `portico init` writes.
+//! now serves; [`edit`] adds, removes, enables and disables one entry of a file's text, every other
+//! byte kept; [`STARTER_CONFIG`] is the commented file `portico init` writes.
 //!
 //! This crate does not start anything and does not read the environment except in [`expand`],
 //! [`locate`] and [`import::Places::current`]; [`environment_findings`] (what `config check` warns
@@ -19,6 +20,7 @@
 
 mod check;
 mod clients;
+pub mod edit;
 mod environment;
 mod expand;
 pub mod export;

@@ -55,7 +55,7 @@ pub(crate) fn routes(engine: &Engine, shutdown: CancellationToken) -> Router {
 
 /// Open streams, in all and per client.
 #[derive(Clone, Default)]
-struct StreamCounts {
+pub(crate) struct StreamCounts {
     inner: Arc<Mutex<Counts>>,
 }
 
@@ -66,7 +66,7 @@ struct Counts {
 }
 
 /// One stream's place; given back when dropped (with its stream).
-struct StreamPermit {
+pub(crate) struct StreamPermit {
     counts: StreamCounts,
     client: String,
 }
@@ -77,17 +77,17 @@ impl StreamCounts {
     }
 
     /// A place for one more stream of `client`'s, or why there is none.
-    fn reserve(&self, client: &str) -> Result<StreamPermit, String> {
+    pub(crate) fn reserve(&self, client: &str) -> Result<StreamPermit, String> {
         let mut counts = self.lock();
         if counts.total >= MAX_STREAMS {
             return Err(format!(
-                "the daemon already serves {MAX_STREAMS} event streams (its limit); close a dashboard tab and try again"
+                "the daemon already serves {MAX_STREAMS} event streams (its limit); close one (a dashboard tab, a `portico logs -f`) and try again"
             ));
         }
         let mine = counts.per_client.get(client).copied().unwrap_or(0);
         if mine >= MAX_STREAMS_PER_CLIENT {
             return Err(format!(
-                "`{client}` already has {MAX_STREAMS_PER_CLIENT} event streams open (the limit per client); close a dashboard tab and try again"
+                "`{client}` already has {MAX_STREAMS_PER_CLIENT} event streams open (the limit per client); close one (a dashboard tab, a `portico logs -f`) and try again"
             ));
         }
         counts.total += 1;

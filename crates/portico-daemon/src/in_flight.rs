@@ -102,7 +102,8 @@ pub(crate) async fn count_calls(
     request: Request,
     next: Next,
 ) -> Response {
-    if request.method() != Method::POST {
+    // The request that stops the daemon is no call to wait for: it would be waiting for itself.
+    if request.method() != Method::POST || request.uri().path() == crate::lifecycle_api::SHUTDOWN {
         return next.run(request).await;
     }
     let max_body = in_flight.1;

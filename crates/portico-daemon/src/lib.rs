@@ -1,7 +1,8 @@
 //! Portico's HTTP door: one axum [`app`] with the REST API (`/api/health`, `/api/mcp/servers`,
 //! `/api/servers`, `/api/tools`, `/api/agents`, `/api/conversations`, `/api/audit`; for the
 //! dashboard also `/api/events` (live changes as server-sent events), server restart, disable and
-//! enable, trying a tool through the pipeline, `/api/approvals/decisions` and the A2A task and
+//! enable; for `portico stop` and `portico logs`, `/api/shutdown` and a server's stderr at
+//! `/api/mcp/servers/{name}/logs`, trying a tool through the pipeline, `/api/approvals/decisions` and the A2A task and
 //! remote agent lists), MCP over Streamable HTTP (`/mcp`) and over the
 //! legacy HTTP+SSE transport (`/sse`, `/message`), Prometheus metrics (`/metrics`, the engine's
 //! `portico-metrics` handle with this moment's state), and, when `[a2a]` is enabled, `portico-a2a`'s
@@ -40,6 +41,7 @@ mod events_api;
 mod in_flight;
 mod info;
 mod legacy_sse;
+mod lifecycle_api;
 mod listener;
 mod metrics;
 mod oauth;
@@ -70,8 +72,11 @@ pub use info::{
     ConfigIdentity, DaemonInfo, IdentityError, IdentityKey, InfoFile, MAX_CHALLENGE_CHARS,
     new_challenge,
 };
+pub use lifecycle_api::{
+    LOG_LINE_EVENT, LOG_MISSED_EVENT, LOG_REMOVED_EVENT, LogRecord, ServerLogs, Stopping,
+};
 pub use oauth::{OAuthConfigError, OAuthResource};
-pub use reload::LiveConfig;
+pub use reload::{ConfigLoad, ConfigStatus, LiveConfig};
 pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
 
 /// How long shutdown waits for calls in progress.
@@ -255,10 +260,11 @@ pub fn app_with_server(
     server: PorticoServer,
     shutdown: CancellationToken,
 ) -> Router {
-    router(engine, config, door, server, shutdown, None)
+    router(engine, config, door, server, shutdown, None, None)
 }
 
-/// The router, counting calls in `in_flight` when given (`serve` lets them finish on shutdown).
+/// The router, counting calls in `in_flight` when given (`serve` lets them finish on shutdown),
+/// with `POST /api/shutdown` cancelling `stop` when given (`serve` stops on it).
 fn router(
     engine: Engine,
     config: &Config,
@@ -266,6 +272,7 @@ fn router(
     server: PorticoServer,
     shutdown: CancellationToken,
     in_flight: Option<InFlight>,
+    stop: Option<CancellationToken>,
 ) -> Router {
     // Host and Origin are enforced by the door policy for every route, so rmcp's own checks are
     // configured to agree with it rather than to second-guess it.
@@ -279,6 +286,7 @@ fn router(
     // The legacy HTTP+SSE door for 2024-11-05 clients; inside the router so the same layer checks it.
     let events = events_api::routes(&engine, shutdown.clone());
     let dashboard_api = dashboard_api::routes(&engine, config, shutdown.clone());
+    let (lifecycle_engine, shutdown_streams) = (engine.clone(), shutdown.clone());
     let replica = engine.replica();
     let (legacy, legacy_sessions) = legacy_sse::routes(
         server.clone(),
@@ -332,6 +340,11 @@ fn router(
                 .unwrap_or_default(),
         )
         .merge(session_stats)
+        .merge(lifecycle_api::routes(
+            &lifecycle_engine,
+            stop,
+            shutdown_streams,
+        ))
         .merge(metrics)
         .merge(legacy)
         .merge(dashboard::routes())
@@ -454,6 +467,8 @@ pub async fn serve_with_server(
         tokio::spawn(reload::follow(live, engine.clone(), streams.clone()));
     }
     let in_flight = InFlight::new(config.server.max_message_bytes);
+    // `POST /api/shutdown` (`portico stop`): the same graceful stop as the first signal.
+    let stop = CancellationToken::new();
     let router = router(
         engine,
         config,
@@ -461,10 +476,14 @@ pub async fn serve_with_server(
         server,
         streams.clone(),
         Some(in_flight.clone()),
+        Some(stop.clone()),
     );
     let limits = listener::ConnectionLimits::from_config(&config.server);
     listener::serve(listener, router, limits, async move {
-        shutdown.await;
+        tokio::select! {
+            () = shutdown => {}
+            () = stop.cancelled() => {}
+        }
         let calls = in_flight.count();
         if calls > 0 {
             tracing::info!(

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use portico_config::{Config, ConfigSource};
 use portico_engine::Engine;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +28,34 @@ use crate::info::{ConfigIdentity, DaemonInfo, InfoFile};
 
 /// How often the config file and agents directory are read for changes.
 const POLL_EVERY: Duration = Duration::from_millis(500);
+
+/// The `config` object of `/api/health` and `/api/mcp/servers`, as the CLI reads it back (without the
+/// door's token, `/api/health` shows only `status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigStatus {
+    pub status: ConfigLoad,
+    /// The file the daemon follows, or `<embedded default>`.
+    #[serde(default)]
+    pub file: String,
+    /// How many reloads were applied since the daemon started.
+    #[serde(default)]
+    pub reloads: u64,
+    /// Why the last reload was refused (the running config was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Sections of the file that wait for a restart to take effect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart_needed: Vec<String>,
+}
+
+/// Whether the file as it is now runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigLoad {
+    Loaded,
+    /// The last reload failed; the config before it still runs.
+    Refused,
+}
 
 /// The config the daemon runs, where it comes from, and whether the last attempt to reload it
 /// was refused. Cheap to clone.
@@ -119,19 +148,22 @@ impl LiveConfig {
     /// The `config` object of `/api/health` and `/api/mcp/servers`: `loaded` or `refused` (with the
     /// error), the file, and how many reloads were applied.
     pub(crate) fn status_json(&self) -> Value {
+        serde_json::to_value(self.status()).unwrap_or(Value::Null)
+    }
+
+    pub(crate) fn status(&self) -> ConfigStatus {
         let state = self.state();
-        let mut status = json!({
-            "status": if state.refused.is_some() { "refused" } else { "loaded" },
-            "file": state.source.to_string(),
-            "reloads": state.reloads,
-        });
-        if let Some(error) = &state.refused {
-            status["error"] = Value::String(error.clone());
+        ConfigStatus {
+            status: if state.refused.is_some() {
+                ConfigLoad::Refused
+            } else {
+                ConfigLoad::Loaded
+            },
+            file: state.source.to_string(),
+            reloads: state.reloads,
+            error: state.refused.clone(),
+            restart_needed: state.restart_needed.iter().map(|s| s.to_string()).collect(),
         }
-        if !state.restart_needed.is_empty() {
-            status["restart_needed"] = json!(state.restart_needed);
-        }
-        status
     }
 
     /// A fingerprint of what a reload would read: the located config file and the agents
@@ -358,6 +390,7 @@ pub(crate) async fn follow(live: LiveConfig, engine: Engine, stop: CancellationT
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_fingerprint_follows_the_file_and_the_agents_directory() {

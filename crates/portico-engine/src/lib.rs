@@ -36,6 +36,8 @@ mod upstreams;
 
 pub use events::{ApprovalChange, EVENT_CAPACITY, EngineEvent, Events, TaskChange};
 pub use portico_hub::{ListKind, ServerChanges};
+/// A server's stderr log (`Upstreams::server_log`), for `/api/mcp/servers/{name}/logs`.
+pub use portico_hub::{LogLine, ServerLog};
 pub use replica::{Replica, StoreView};
 pub use tool_sources::ToolOriginKind;
 pub use upstreams::{ServerActionError, Upstreams, UpstreamsError};

@@ -133,6 +133,12 @@ impl Upstreams {
         Ok(self.hub.enable_server(server).await?)
     }
 
+    /// What the server's stdio child wrote to stderr, kept across its restarts and bounded (see
+    /// [`Hub::server_log`]); none for a server not in the config.
+    pub fn server_log(&self, server: &str) -> Option<portico_hub::ServerLog> {
+        self.hub.server_log(server)
+    }
+
     /// Notifies on every state or catalog change.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.hub.subscribe()

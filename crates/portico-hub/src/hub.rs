@@ -498,7 +498,8 @@ impl Hub {
                 oauth: self.shared.oauth.as_ref(),
                 disabled: &disabled,
             };
-            let fresh = Slot::with_prefix(&old.config, old.prefixed, context);
+            let mut fresh = Slot::with_prefix(&old.config, old.prefixed, context);
+            fresh.log = old.log.clone();
             {
                 let before = old.state.lock().expect("slot lock");
                 let mut state = fresh.state.lock().expect("slot lock");
@@ -555,7 +556,7 @@ impl Hub {
             let mut slots = self.shared.slots.write().expect("slots lock");
             let mut next = Vec::with_capacity(config.mcp_servers.len());
             for server in &config.mcp_servers {
-                match slots.iter().find(|slot| slot.config.name == server.name) {
+                let log = match slots.iter().find(|slot| slot.config.name == server.name) {
                     Some(old) if old.same_as(server, &config.expose) => {
                         changes.unchanged.push(server.name.clone());
                         next.push(old.clone());
@@ -564,11 +565,20 @@ impl Hub {
                     Some(old) => {
                         changes.restarted.push(server.name.clone());
                         stopped.push(old.clone());
+                        // A changed entry is the same server: its stderr log goes on.
+                        Some(old.log.clone())
                     }
-                    None => changes.added.push(server.name.clone()),
-                }
+                    None => {
+                        changes.added.push(server.name.clone());
+                        None
+                    }
+                };
                 started.push(server.name.clone());
-                next.push(Arc::new(Slot::new(server, &config.expose, context)));
+                let mut slot = Slot::new(server, &config.expose, context);
+                if let Some(log) = log {
+                    slot.log = log;
+                }
+                next.push(Arc::new(slot));
             }
             for old in slots.iter() {
                 if !config.mcp_servers.iter().any(|s| s.name == old.config.name) {

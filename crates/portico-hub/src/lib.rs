@@ -27,4 +27,6 @@ mod tools;
 pub use hub::{Hub, HubError, HubSettings, ListKind, ServerChanges};
 pub use portico_mcp::StopGrace;
 pub use portico_mcp::oauth::OAuthHome;
+/// A server's stderr log, as [`Hub::server_log`] hands it out.
+pub use portico_mcp::{LogLine, ServerLog};
 pub use tools::HubTools;

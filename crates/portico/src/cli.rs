@@ -129,6 +129,21 @@ pub enum Command {
     /// Point an IDE (claude, cursor, vscode) at `portico mcp`: print the JSON to add, or with
     /// --write edit the IDE's config file (a backup first, the diff shown).
     Export(crate::export_cli::ExportArgs),
+    /// Add an MCP server to the config (`portico add NAME -- COMMAND [ARGS...]` for stdio,
+    /// `portico add NAME URL` for a remote one), then wait for it and say what it offers.
+    Add(crate::lifecycle_cli::AddArgs),
+    /// Remove a server from the config; a running daemon stops it.
+    Remove(crate::lifecycle_cli::NameArg),
+    /// Set `enabled = true` in a server's entry, then wait for it and say what it offers.
+    Enable(crate::lifecycle_cli::NameArg),
+    /// Set `enabled = false` in a server's entry; a running daemon stops it.
+    Disable(crate::lifecycle_cli::NameArg),
+    /// Restart a server in the running daemon and wait for it.
+    Restart(crate::lifecycle_cli::NameArg),
+    /// Show what a server wrote to stderr, as the running daemon kept it (-f to follow).
+    Logs(crate::lifecycle_cli::LogsArgs),
+    /// Stop the running daemon (calls in progress finish first) and wait until it has exited.
+    Stop,
     /// Print a shell completion script (bash, zsh, fish, ...).
     Completions(crate::onramp_cli::CompletionsArgs),
     /// Configuration commands.
@@ -172,6 +187,37 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => crate::import_cli::run(cli.config.as_deref(), args),
         Command::Search(args) => crate::registry_cli::search(cli.config.as_deref(), args).await,
         Command::Export(args) => crate::export_cli::run(cli.config.as_deref(), args),
+        Command::Add(args) => {
+            crate::lifecycle_cli::add(cli.config.as_deref(), cli.oneview.standalone, args).await
+        }
+        Command::Remove(server) => {
+            crate::lifecycle_cli::remove(
+                cli.config.as_deref(),
+                cli.oneview.standalone,
+                &server.name,
+            )
+            .await
+        }
+        Command::Enable(server) => {
+            let standalone = cli.oneview.standalone;
+            crate::lifecycle_cli::set_enabled(cli.config.as_deref(), standalone, &server.name, true)
+                .await
+        }
+        Command::Disable(server) => {
+            let standalone = cli.oneview.standalone;
+            crate::lifecycle_cli::set_enabled(
+                cli.config.as_deref(),
+                standalone,
+                &server.name,
+                false,
+            )
+            .await
+        }
+        Command::Restart(server) => {
+            crate::lifecycle_cli::restart(cli.oneview.standalone, &server.name).await
+        }
+        Command::Logs(args) => crate::lifecycle_cli::logs(cli.oneview.standalone, &args).await,
+        Command::Stop => crate::lifecycle_cli::stop(cli.oneview.standalone).await,
         Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
@@ -304,7 +350,10 @@ pub(crate) async fn start_engine(explicit: Option<&std::path::Path>) -> anyhow::
 /// before anything starts, when the config has no such server), else every server; shows progress
 /// until each first attempt is done. Its children are stopped briefly at shutdown: the answer is out by
 /// then.
-async fn start_hub(explicit: Option<&std::path::Path>, only: Option<&str>) -> anyhow::Result<Hub> {
+pub(crate) async fn start_hub(
+    explicit: Option<&std::path::Path>,
+    only: Option<&str>,
+) -> anyhow::Result<Hub> {
     let (config, _source) = portico_config::load(explicit)?;
     if let Some(name) = only
         && !config.mcp_servers.iter().any(|s| s.name == name)

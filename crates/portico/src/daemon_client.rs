@@ -135,6 +135,38 @@ impl Daemon {
         }
     }
 
+    /// `method path` with the token, answered with its status and body text, whatever they are:
+    /// for callers that tell the statuses apart themselves.
+    pub(crate) async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+    ) -> anyhow::Result<(u16, String)> {
+        let request = self
+            .client
+            .http()
+            .request(method, format!("{}{path}", self.base));
+        let request = match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("the daemon at {} did not answer {path}", self.base))?;
+        let status = response.status().as_u16();
+        let body = response.text().await.with_context(|| {
+            format!("the daemon at {} broke off its answer to {path}", self.base)
+        })?;
+        if status == 401 {
+            bail!(
+                "the daemon at {} refused the token; check PORTICO_CLIENT_TOKEN against [[server.clients]], or restart the daemon so daemon.json has the current token",
+                self.base
+            );
+        }
+        Ok((status, error_text(&body)))
+    }
+
     async fn answer(
         &self,
         request: reqwest::RequestBuilder,
@@ -157,7 +189,7 @@ impl Daemon {
             .and_then(Value::as_str)
             .map(str::to_string);
         match (status, error, body) {
-            (200, _, Some(body)) => Ok(body),
+            (200..=299, _, Some(body)) => Ok(body),
             (404, Some(error), _) => match id {
                 Some(id) => bail!(
                     "no approval request `{id}` ({error}); `portico approvals list --status all` shows the ones the daemon has"
@@ -196,6 +228,14 @@ impl Daemon {
             ),
         }
     }
+}
+
+/// An API answer's `error` text, else the body as it came.
+fn error_text(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| body.to_string())
 }
 
 /// As `portico mcp` does: a `[[server.clients]]` token in `PORTICO_CLIENT_TOKEN` answers as that

@@ -12,6 +12,7 @@ mod daemon_client;
 mod doctor_cli;
 mod export_cli;
 mod import_cli;
+mod lifecycle_cli;
 mod log_filters;
 mod logging;
 mod oneview_cli;

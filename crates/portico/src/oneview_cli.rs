@@ -160,7 +160,7 @@ async fn warn_other_config(daemon: &Daemon, explicit: Option<&std::path::Path>) 
 
 /// Which config the daemon says it runs: `daemon.json`'s `config.source`, else `/api/health`'s
 /// `config.file`; `None` from a daemon that says neither.
-async fn daemon_config_source(daemon: &Daemon) -> Option<String> {
+pub(crate) async fn daemon_config_source(daemon: &Daemon) -> Option<String> {
     let file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
     let published = std::fs::read(file.path())
         .ok()
@@ -174,7 +174,7 @@ async fn daemon_config_source(daemon: &Daemon) -> Option<String> {
 }
 
 /// Whether the daemon's config (as it names it) is the file `ours` would read.
-fn same_config(theirs: &str, ours: &ConfigSource) -> bool {
+pub(crate) fn same_config(theirs: &str, ours: &ConfigSource) -> bool {
     match ours {
         ConfigSource::Embedded => theirs == ours.to_string(),
         ConfigSource::File(path) => {
@@ -186,7 +186,7 @@ fn same_config(theirs: &str, ours: &ConfigSource) -> bool {
     }
 }
 
-async fn daemon_servers(daemon: &Daemon) -> anyhow::Result<Vec<ServerStatus>> {
+pub(crate) async fn daemon_servers(daemon: &Daemon) -> anyhow::Result<Vec<ServerStatus>> {
     let listed = daemon.get("/api/servers", None).await?;
     serde_json::from_value(listed["servers"].clone())
         .context("the daemon's /api/servers answer is not a list of server statuses")
