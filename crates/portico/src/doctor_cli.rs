@@ -3,6 +3,7 @@
 //! `FAIL` with the fix; and `portico config check`, which reports the file's problems and warns of
 //! what this environment lacks.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -367,7 +368,8 @@ pub fn config_identity(source: &ConfigSource) -> Option<ConfigIdentity> {
     ConfigIdentity::read(source)
 }
 
-/// Each enabled server's handshake and listing, all at once, each within its `timeout_secs`.
+/// Each enabled server's handshake and listing, all at once, each within its
+/// `startup_timeout_secs`.
 /// Servers whose command is missing are left out: their line is above.
 async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
     let missing = |server: &McpServerConfig| {
@@ -375,17 +377,29 @@ async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
             matches!(&f.kind, FindingKind::MissingCommand { server: name, .. } if *name == server.name)
         })
     };
+    let started = Instant::now();
     let running: Vec<_> = config
         .mcp_servers
         .iter()
         .filter(|server| !missing(server))
         .map(|server| {
+            let log = portico_mcp::ServerLog::default();
             let task = server
                 .enabled
-                .then(|| tokio::spawn(handshake(server.clone())));
-            (server.name.clone(), task)
+                .then(|| tokio::spawn(handshake(server.clone(), log.clone())));
+            (server.name.clone(), task, log)
         })
         .collect();
+    let progress = show_starting(
+        running
+            .iter()
+            .filter_map(|(name, task, log)| {
+                let task = task.as_ref()?;
+                Some((name.clone(), task.abort_handle(), log.clone()))
+            })
+            .collect(),
+        started,
+    );
     let mut checks = Vec::new();
     if config.mcp_servers.is_empty() {
         checks.push(
@@ -395,7 +409,7 @@ async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
             )),
         );
     }
-    for (name, task) in running {
+    for (name, task, _) in running {
         checks.push(match task {
             None => Check::new("server", Status::Ok, format!("server `{name}`: disabled")),
             Some(task) => task.await.unwrap_or_else(|error| {
@@ -407,10 +421,47 @@ async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
             }),
         });
     }
+    progress.abort();
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
+    }
     checks
 }
 
-async fn handshake(server: McpServerConfig) -> Check {
+/// On a terminal, which servers are still starting, for how long, and the last line the slowest
+/// one wrote to stderr (a cold `npx -y` downloading), redrawn each second until every handshake is
+/// done: a start that takes a minute is visibly busy, not hung.
+fn show_starting(
+    servers: Vec<(String, tokio::task::AbortHandle, portico_mcp::ServerLog)>,
+    started: Instant,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if !std::io::stderr().is_terminal() || crate::oneview_cli::quiet() {
+            return;
+        }
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let waiting: Vec<&(String, tokio::task::AbortHandle, portico_mcp::ServerLog)> =
+                servers.iter().filter(|(_, task, _)| !task.is_finished()).collect();
+            let Some((_, _, slowest)) = waiting.first() else {
+                return;
+            };
+            let names: Vec<&str> = waiting.iter().map(|(name, _, _)| name.as_str()).collect();
+            let doing = slowest
+                .last_line()
+                .map(|line| format!(": {}", crate::output::printable(&line)))
+                .unwrap_or_default();
+            let line = format!(
+                "starting {} ({}s){doing}",
+                names.join(", "),
+                started.elapsed().as_secs()
+            );
+            eprint!("\r\x1b[2K{}", crate::progress::fit_to_terminal(&line));
+        }
+    })
+}
+
+async fn handshake(server: McpServerConfig, log: portico_mcp::ServerLog) -> Check {
     let started = Instant::now();
     let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
     // With the stored OAuth token, if any; doctor never opens a browser.
@@ -419,7 +470,8 @@ async fn handshake(server: McpServerConfig) -> Check {
         ..portico_mcp::oauth::OAuthHome::in_data_dir(&portico_config::data_dir())
     };
     let auth = portico_mcp::oauth::UpstreamAuth::for_server(&server, &home);
-    let connected = Upstream::connect_with_auth(&server, events, StopGrace::BRIEF, auth).await;
+    let connected =
+        Upstream::connect_logged(&server, events, StopGrace::BRIEF, auth, &log).await;
     let (upstream, exit) = match connected {
         Ok(pair) => pair,
         Err(error) => {

@@ -57,7 +57,7 @@ pub async fn until_settled(hub: &Upstreams) {
 }
 
 /// Cut to the terminal's width, so the line redraws in place instead of wrapping.
-fn fit_to_terminal(line: &str) -> String {
+pub fn fit_to_terminal(line: &str) -> String {
     let width = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.parse::<usize>().ok())
