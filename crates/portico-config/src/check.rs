@@ -250,6 +250,7 @@ impl Checker<'_> {
                 "builtins" | "policy" | "a2a" => self.policy_section(key.get_ref(), value),
                 "telemetry" => self.telemetry_section(value),
                 "store" => self.store_section(value),
+                "secrets" => self.secrets_section(value),
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
             }
@@ -279,6 +280,20 @@ impl Checker<'_> {
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
             }
+        }
+    }
+
+    fn secrets_section(&mut self, value: &Spanned<DeValue<'_>>) {
+        let Some(table) = self.expect_table(value, "[secrets]") else {
+            return;
+        };
+        if let Some(value) = table.get("store") {
+            self.one_of(
+                value,
+                "[secrets] store",
+                &["auto", "keyring", "file"],
+                "use \"auto\" (the OS keyring where one is usable, else a file), \"keyring\" or \"file\"",
+            );
         }
     }
 

@@ -29,7 +29,7 @@ pub enum FindingKind {
 }
 
 /// The environment's findings for config text `config check` accepts (on other text, whatever
-/// can be found). `var` reads Portico's environment.
+/// can be found). `var` reads Portico's environment, then its secret store.
 pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Vec<Finding> {
     let Ok(root) = DeTable::parse(text) else {
         return Vec::new();
@@ -55,8 +55,12 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
             push(
                 FindingKind::UnsetVariable { name: name.clone() },
                 span.clone(),
-                format!("{path} references ${{{name}}}, which is not set in this environment"),
-                Some(format!("export {name} before starting Portico")),
+                format!(
+                    "{path} references ${{{name}}}, which is set neither in this environment nor in the secret store"
+                ),
+                Some(format!(
+                    "run `portico secret set {name}`, or export {name} before starting Portico"
+                )),
             );
         }
     }
@@ -279,8 +283,8 @@ mod tests {
         assert_eq!(
             rendered(text),
             vec![
-                "2:9: server.token references ${PORTICO_TOKEN}, which is not set in this environment (hint: export PORTICO_TOKEN before starting Portico)",
-                "11:29: mcp_servers.transport.headers.Authorization references ${GH_TOKEN}, which is not set in this environment (hint: export GH_TOKEN before starting Portico)",
+                "2:9: server.token references ${PORTICO_TOKEN}, which is set neither in this environment nor in the secret store (hint: run `portico secret set PORTICO_TOKEN`, or export PORTICO_TOKEN before starting Portico)",
+                "11:29: mcp_servers.transport.headers.Authorization references ${GH_TOKEN}, which is set neither in this environment nor in the secret store (hint: run `portico secret set GH_TOKEN`, or export GH_TOKEN before starting Portico)",
             ]
         );
     }

@@ -33,7 +33,7 @@ pub use clients::{
     token_sha256_hex,
 };
 pub use environment::{Finding, FindingKind, environment_findings, find_program};
-pub use expand::{ExpandError, expand_vars};
+pub use expand::{ExpandError, expand_vars, is_variable_name};
 pub use import::json_config_hint;
 pub use listen::listen_address;
 pub use locate::{
@@ -47,8 +47,8 @@ pub use model::{
     ExternalAgentConfig, MAX_APPROVAL_TTL_SECS, MAX_APPROVAL_WAIT_SECS, MAX_REPLICA_NAME,
     MAX_STORE_POOL_SIZE, McpServerConfig, ModelConfig, POLICY_ACTIONS, PROTOCOL_VERSIONS,
     PROVIDERS, PolicyAction, PolicyCondition, PolicyDefault, PolicySection, RateLimitSection,
-    ServerSection, StoreSection, TelemetrySection, ToolPolicyConfig, ToolSearchMode, Transport,
-    replica_name_problem,
+    SecretStoreChoice, SecretsSection, ServerSection, StoreSection, TelemetrySection,
+    ToolPolicyConfig, ToolSearchMode, Transport, replica_name_problem,
 };
 pub use server_oauth::{
     MAX_OAUTH_LEEWAY_SECS, SERVER_OAUTH_ALGORITHMS, ServerOAuthConfig, is_scope_token,

@@ -10,6 +10,7 @@ use portico_core::{
     ServerCatalog, ToolDef, ToolResult, to_object,
 };
 use portico_net::{CredentialScope, NetPolicy, SafeClient};
+use portico_secrets::Vars;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, CompleteRequestParams, GetExtensions,
     GetPromptRequestParams, InputRequest, InputRequests, InputResponses, ProtocolVersion,
@@ -98,6 +99,14 @@ pub enum UpstreamError {
     /// An OAuth-protected server with no usable token, in a process that may not open a browser.
     #[error("server `{server}` needs login ({reason}); run `portico auth login {server}`")]
     NeedsLogin { server: String, reason: String },
+    /// `${NAME}`s in the server's `env` or `headers` that neither Portico's environment nor its
+    /// secret store has: the server cannot start until they are set.
+    #[error(
+        "server `{server}` needs {}: set neither in Portico's environment nor in its secret store; run {}",
+        secret_words(.names),
+        set_commands(.names)
+    )]
+    NeedsSecret { server: String, names: Vec<String> },
     #[error("server `{server}`: {what} timed out after {secs}s")]
     Timeout {
         server: String,
@@ -130,6 +139,59 @@ fn spawn_cause(error: &std::io::Error) -> String {
             "permission denied (is it an executable file?)".into()
         }
         _ => portico_net::root_cause(error),
+    }
+}
+
+/// `secret A` or `secrets A, B`.
+fn secret_words(names: &[String]) -> String {
+    match names {
+        [one] => format!("secret {one}"),
+        _ => format!("secrets {}", names.join(", ")),
+    }
+}
+
+/// The commands that set each of `names`.
+fn set_commands(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| format!("`portico secret set {name}`"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// Expands `${VAR}`s, noting the names the lookup does not know instead of stopping at the first,
+/// so one error can name every secret a server needs.
+#[derive(Default)]
+pub(crate) struct MissingVars(std::cell::RefCell<Vec<String>>);
+
+impl MissingVars {
+    /// `value` expanded, a missing variable as empty text (the value is not used when one is
+    /// missing: [`MissingVars::into_result`] fails).
+    pub(crate) fn expand(
+        &self,
+        value: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<String, portico_config::ExpandError> {
+        expand_vars(value, |name| {
+            Some(lookup(name).unwrap_or_else(|| {
+                let mut missing = self.0.borrow_mut();
+                if !missing.iter().any(|n| n == name) {
+                    missing.push(name.to_string());
+                }
+                String::new()
+            }))
+        })
+    }
+
+    pub(crate) fn into_result(self, server: &str) -> Result<(), UpstreamError> {
+        let names = self.0.into_inner();
+        if names.is_empty() {
+            return Ok(());
+        }
+        Err(UpstreamError::NeedsSecret {
+            server: server.to_string(),
+            names,
+        })
     }
 }
 
@@ -173,6 +235,7 @@ impl UpstreamError {
             UpstreamError::HandshakeTimeout { .. } => "handshake_timeout",
             UpstreamError::Busy { .. } => "busy",
             UpstreamError::NeedsLogin { .. } => "needs_login",
+            UpstreamError::NeedsSecret { .. } => "needs_secret",
             UpstreamError::Timeout { .. } => "timeout",
             UpstreamError::Closed { .. } => "closed",
             UpstreamError::Remote { .. } => "remote",
@@ -204,7 +267,8 @@ impl From<UpstreamError> for CallError {
             | UpstreamError::ChildFailed { .. }
             | UpstreamError::Config { .. }
             | UpstreamError::Refused { .. }
-            | UpstreamError::NeedsLogin { .. } => CallError::UpstreamGone(message),
+            | UpstreamError::NeedsLogin { .. }
+            | UpstreamError::NeedsSecret { .. } => CallError::UpstreamGone(message),
             UpstreamError::Remote { .. } => CallError::UpstreamFailed(message),
         }
     }
@@ -317,28 +381,32 @@ const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
 impl Upstream {
     /// Connects and completes the handshake within the server's `timeout_secs`. A stdio child is
-    /// stopped with `grace` when the session ends.
+    /// stopped with `grace` when the session ends. `${VAR}`s are read from Portico's environment
+    /// only.
     pub async fn connect(
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
-        Self::connect_with_auth(config, events, grace, None).await
+        Self::connect_with_auth(config, events, grace, None, &Vars::environment()).await
     }
 
-    /// [`Upstream::connect`], authorizing an HTTP server with `auth` when it requires OAuth. The
-    /// handshake's deadline does not count the time a login waits for the browser.
+    /// [`Upstream::connect`], authorizing an HTTP server with `auth` when it requires OAuth, and
+    /// reading `env` names and `${VAR}`s through `vars` (Portico's environment, then its secret
+    /// store; [`UpstreamError::NeedsSecret`] names those it has not). The handshake's deadline
+    /// does not count the time a login waits for the browser.
     pub async fn connect_with_auth(
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
         auth: Option<Arc<UpstreamAuth>>,
+        vars: &Vars,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let timeout = config.timeout();
         let server = config.name.clone();
         let tail = StderrTail::default();
         let refusals_before = auth.as_ref().map(|a| a.refusals());
-        let connecting = Self::connect_inner(config, events, grace, &tail, auth.as_ref());
+        let connecting = Self::connect_inner(config, events, grace, &tail, auth.as_ref(), vars);
         let mut connecting = std::pin::pin!(connecting);
         let mut deadline = tokio::time::Instant::now() + timeout;
         let mut waited_for_login = false;
@@ -400,6 +468,7 @@ impl Upstream {
         grace: StopGrace,
         tail: &StderrTail,
         auth: Option<&Arc<UpstreamAuth>>,
+        vars: &Vars,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let server = config.name.as_str();
         let active = Arc::new(ActiveCalls::default());
@@ -419,6 +488,7 @@ impl Upstream {
                         args,
                         cwd: cwd.as_deref(),
                         env: &config.env,
+                        vars,
                     },
                     grace,
                     tail,
@@ -443,7 +513,7 @@ impl Upstream {
             Transport::Http { url, headers } => {
                 let client = safe_client(config, url, headers)?;
                 let url = check_url(server, &client, url)?;
-                let headers = expand_headers(server, headers)?;
+                let headers = expand_headers(server, headers, vars)?;
                 let service = serve_streamable(
                     handler, &client, &url, &headers, config, &active, &lifecycle, auth,
                 )
@@ -460,7 +530,7 @@ impl Upstream {
             Transport::Sse { url, headers } => {
                 let client = safe_client(config, url, headers)?;
                 let url = check_url(server, &client, url)?;
-                let headers = expand_headers(server, headers)?;
+                let headers = expand_headers(server, headers, vars)?;
                 // Many URLs labelled "sse" really speak Streamable HTTP; the spec's backwards-compatibility
                 // rule is to try that first and fall back to the legacy GET stream when it fails.
                 let streamable_error = match serve_streamable(
@@ -1550,19 +1620,29 @@ fn check_url(server: &str, client: &SafeClient, url: &str) -> Result<url::Url, U
     })
 }
 
+/// The configured headers with their `${VAR}`s read through `vars`; every variable it has not is
+/// named in one [`UpstreamError::NeedsSecret`].
 fn expand_headers(
     server: &str,
     headers: &BTreeMap<String, String>,
+    vars: &Vars,
 ) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, UpstreamError> {
     let config_error = |message: String| UpstreamError::Config {
         server: server.to_string(),
         message,
     };
-    headers
-        .iter()
+    let missing = MissingVars::default();
+    let mut expanded = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let value = missing
+            .expand(value, |var| vars.get(var))
+            .map_err(|e| config_error(format!("header `{name}`: {e}")))?;
+        expanded.push((name, value));
+    }
+    missing.into_result(server)?;
+    expanded
+        .into_iter()
         .map(|(name, value)| {
-            let value = expand_vars(value, |var| std::env::var(var).ok())
-                .map_err(|e| config_error(format!("header `{name}`: {e}")))?;
             let name = http::HeaderName::try_from(name.as_str())
                 .map_err(|e| config_error(format!("header name `{name}` is invalid: {e}")))?;
             let mut value = http::HeaderValue::try_from(value)

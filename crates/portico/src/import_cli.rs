@@ -2,7 +2,7 @@
 //! config. The translation is `portico_config::import`; this finds and reads the files, writes the
 //! config (or prints it with `--dry-run`) and says what the user has to do next.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -126,13 +126,16 @@ pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode
         ));
     }
     if !imported.exports.is_empty() {
-        report.push_str("Set these in Portico's environment before starting it:\n");
-        for export in &imported.exports {
-            report.push_str(&format!(
-                "  export {}=...   # {}\n",
-                export.variable, export.reason
-            ));
-        }
+        // Offered only once the servers are written, and only to someone at a terminal.
+        let offer = !args.dry_run
+            && !merged.added.is_empty()
+            && std::io::stdin().is_terminal()
+            && std::io::stderr().is_terminal();
+        let store = offer
+            .then(|| portico_config::parse(&shown, &merged.text).ok())
+            .flatten()
+            .map(|config| portico_secrets::SecretStore::for_config(&config));
+        report.push_str(&secrets_report(&imported.exports, store.as_deref()));
     }
     if !imported.warnings.is_empty() {
         report.push_str("Not imported as it was:\n");
@@ -152,6 +155,87 @@ pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode
         crate::cli::print_now(report)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to do about the variables the imported servers refer to. With a store (on a terminal),
+/// each literal secret the source held is offered for the store first (y/N, or all).
+fn secrets_report(
+    exports: &[import::Export],
+    store: Option<&portico_secrets::SecretStore>,
+) -> String {
+    let mut stored = Vec::new();
+    let mut failed = Vec::new();
+    if let Some(store) = store {
+        let mut all = false;
+        for export in exports {
+            let Some(literal) = &export.literal else {
+                continue;
+            };
+            if !all {
+                match ask(&format!(
+                    "Move {} into Portico's secret store, so an IDE-started Portico has it too? ({}) [y/N/a=all] ",
+                    export.variable, export.reason
+                )) {
+                    Answer::Yes => {}
+                    Answer::All => all = true,
+                    Answer::No => continue,
+                }
+            }
+            match store.set(&export.variable, literal.expose()) {
+                Ok(place) => stored.push((
+                    export.variable.clone(),
+                    crate::secret_cli::place_words(store, place),
+                )),
+                Err(error) => failed.push(format!("  {}: {error}\n", export.variable)),
+            }
+        }
+    }
+    let mut report = String::new();
+    for (variable, place) in &stored {
+        report.push_str(&format!("Stored {variable} in {place}\n"));
+    }
+    if !failed.is_empty() {
+        report.push_str("Could not store:\n");
+        report.extend(failed);
+    }
+    let left: Vec<&import::Export> = exports
+        .iter()
+        .filter(|e| !stored.iter().any(|(v, _)| v == &e.variable))
+        .collect();
+    if !left.is_empty() {
+        report.push_str(
+            "Set these before starting Portico (the secret store keeps them where an IDE-started Portico finds them too; an exported variable works as well):\n",
+        );
+        for export in left {
+            report.push_str(&format!(
+                "  portico secret set {}   # {}\n",
+                export.variable, export.reason
+            ));
+        }
+    }
+    report
+}
+
+enum Answer {
+    Yes,
+    No,
+    All,
+}
+
+/// A question on stderr, its answer read from the terminal; anything but yes or all is no.
+fn ask(question: &str) -> Answer {
+    use std::io::BufRead;
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return Answer::No;
+    }
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Answer::Yes,
+        "a" | "all" => Answer::All,
+        _ => Answer::No,
+    }
 }
 
 /// The files to read, and whether the user named them (rather than Portico looking).

@@ -17,6 +17,7 @@ mod oneview_cli;
 mod onramp_cli;
 mod output;
 mod progress;
+mod secret_cli;
 mod serve_signals;
 mod stdio_door;
 mod stdio_transport;

@@ -25,7 +25,7 @@ pub fn servers_table(servers: &[ServerStatus]) -> String {
         rows.push([
             s.name.clone(),
             transport,
-            s.state.to_string(),
+            s.state_label(),
             s.protocol_version.clone().unwrap_or_else(|| "-".into()),
             s.tools.to_string(),
             (s.resources + s.resource_templates).to_string(),
@@ -57,7 +57,19 @@ pub fn warn_unready(servers: &[ServerStatus]) {
         return;
     }
     for s in servers {
-        if !matches!(
+        if s.state == ServerState::NeedsSecret {
+            // Its tools are missing from the list: say why, and what brings them.
+            eprintln!(
+                "warning: server `{}` lists no tools: it {}; run {}",
+                s.name,
+                s.state_label(),
+                s.missing_secrets
+                    .iter()
+                    .map(|name| format!("`portico secret set {name}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            );
+        } else if !matches!(
             s.state,
             ServerState::Ready | ServerState::Disabled | ServerState::Idle
         ) {

@@ -59,9 +59,16 @@ export function serversPage(section, context) {
       name.append(el('div', { class: 'muted' }, `${server.server_name}${server.server_version ? ' ' + server.server_version : ''}`));
     }
     const resources = (server.resources || 0) + (server.resource_templates || 0);
+    const state = el('td', { 'data-field': 'state' }, chip(server.state));
+    // A server waiting for secrets says which, and the command that sets each.
+    if (server.state === 'needs_secret' && Array.isArray(server.missing_secrets)) {
+      for (const secret of server.missing_secrets) {
+        state.append(el('div', { class: 'muted', 'data-field': 'set-secret' }, el('code', {}, `portico secret set ${secret}`)));
+      }
+    }
     return el('tr', { 'data-server': server.name },
       name,
-      el('td', { 'data-field': 'state' }, chip(server.state)),
+      state,
       el('td', { 'data-field': 'transport' }, transport || ''),
       el('td', { 'data-field': 'era' }, server.protocol_version || '—'),
       el('td', { 'data-field': 'tools', class: 'num' }, server.tools ?? 0),
