@@ -83,10 +83,10 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
                 },
                 span,
                 format!(
-                    "server `{name}`: oauth.client_secret_env names `{variable}`, which is not set in this environment"
+                    "server `{name}`: oauth.client_secret_env names `{variable}`, which is set neither in this environment nor in the secret store"
                 ),
                 Some(format!(
-                    "export {variable} (the client's secret) before `portico auth login {name}` and before starting Portico"
+                    "run `portico secret set {variable}` (the client's secret), or export it before `portico auth login {name}` and before starting Portico"
                 )),
             );
         }
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(
             rendered(text),
             vec![
-                "8:21: server `linear`: oauth.client_secret_env names `LINEAR_SECRET`, which is not set in this environment (hint: export LINEAR_SECRET (the client's secret) before `portico auth login linear` and before starting Portico)",
+                "8:21: server `linear`: oauth.client_secret_env names `LINEAR_SECRET`, which is set neither in this environment nor in the secret store (hint: run `portico secret set LINEAR_SECRET` (the client's secret), or export it before `portico auth login linear` and before starting Portico)",
             ]
         );
     }

@@ -135,7 +135,11 @@ pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode
             .then(|| portico_config::parse(&shown, &merged.text).ok())
             .flatten()
             .map(|config| portico_secrets::SecretStore::for_config(&config));
-        report.push_str(&secrets_report(&imported.exports, store.as_deref()));
+        report.push_str(&secrets_report(
+            &imported.exports,
+            store.as_deref(),
+            &mut ask,
+        ));
     }
     if !imported.warnings.is_empty() {
         report.push_str("Not imported as it was:\n");
@@ -162,6 +166,7 @@ pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode
 fn secrets_report(
     exports: &[import::Export],
     store: Option<&portico_secrets::SecretStore>,
+    ask: &mut dyn FnMut(&str) -> Answer,
 ) -> String {
     let mut stored = Vec::new();
     let mut failed = Vec::new();
@@ -216,6 +221,7 @@ fn secrets_report(
     report
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
     Yes,
     No,
@@ -317,4 +323,106 @@ fn write_config(target: &Path, text: &str, exists: bool) -> anyhow::Result<()> {
         return Err(e).with_context(|| format!("cannot write {}", target.display()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SENTINEL: &str = "ghp_import-sentinel-31d9";
+
+    fn exports() -> Vec<import::Export> {
+        let text = format!(
+            r#"{{"mcpServers": {{
+                "one": {{"command": "a", "env": {{"ONE_TOKEN": "{SENTINEL}-1"}}}},
+                "two": {{"command": "b", "env": {{"TWO_TOKEN": "{SENTINEL}-2"}}}},
+                "three": {{"command": "c", "env": {{"THREE_TOKEN": "{SENTINEL}-3"}}}}
+            }}}}"#
+        );
+        let file = import::SourceFile {
+            origin: "claude.json",
+            text: &text,
+            workspace: None,
+            home: None,
+        };
+        import::translate(&file).unwrap().exports
+    }
+
+    fn store() -> (
+        tempfile::TempDir,
+        std::sync::Arc<portico_secrets::SecretStore>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            portico_secrets::SecretStore::open(dir.path(), portico_config::SecretStoreChoice::File);
+        (dir, store)
+    }
+
+    #[test]
+    fn each_literal_secret_is_offered_and_stored_only_when_the_user_says_so() {
+        let (_dir, store) = store();
+        let mut answers = vec![Answer::No, Answer::Yes, Answer::No].into_iter();
+        let mut asked = Vec::new();
+        let report = secrets_report(&exports(), Some(&store), &mut |question| {
+            asked.push(question.to_string());
+            answers.next().unwrap()
+        });
+        assert_eq!(asked.len(), 3);
+        assert!(
+            asked[0].starts_with("Move ONE_TOKEN into Portico's secret store"),
+            "{asked:?}"
+        );
+        assert_eq!(
+            store.names().unwrap(),
+            vec![("TWO_TOKEN".to_string(), portico_secrets::Place::File)]
+        );
+        assert_eq!(
+            store.get("TWO_TOKEN").unwrap().unwrap(),
+            format!("{SENTINEL}-2")
+        );
+        assert!(report.contains("Stored TWO_TOKEN in "), "{report}");
+        assert!(
+            report.contains("  portico secret set ONE_TOKEN   # server `one`"),
+            "{report}"
+        );
+        assert!(
+            report.contains("  portico secret set THREE_TOKEN   # server `three`"),
+            "{report}"
+        );
+        assert!(!report.contains("portico secret set TWO_TOKEN"), "{report}");
+        assert!(
+            !report.contains(SENTINEL) && !asked.concat().contains(SENTINEL),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn all_stores_this_secret_and_every_one_after_it_without_asking_again() {
+        let (_dir, store) = store();
+        let mut asked = 0;
+        let report = secrets_report(&exports(), Some(&store), &mut |_| {
+            asked += 1;
+            if asked == 1 { Answer::No } else { Answer::All }
+        });
+        assert_eq!(asked, 2);
+        let names: Vec<String> = store.names().unwrap().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["THREE_TOKEN", "TWO_TOKEN"]);
+        assert!(report.contains("portico secret set ONE_TOKEN"), "{report}");
+        assert!(!report.contains(SENTINEL), "{report}");
+    }
+
+    #[test]
+    fn off_a_terminal_nothing_is_asked_and_the_commands_are_printed() {
+        let report = secrets_report(&exports(), None, &mut |_| panic!("asked off a terminal"));
+        assert!(
+            report.starts_with("Set these before starting Portico"),
+            "{report}"
+        );
+        assert_eq!(
+            report.matches("  portico secret set ").count(),
+            3,
+            "{report}"
+        );
+        assert!(!report.contains(SENTINEL), "{report}");
+    }
 }

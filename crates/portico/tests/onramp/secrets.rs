@@ -87,7 +87,7 @@ fn a_stdio_server_needs_its_secret_until_it_is_set_then_gets_it_through_env() {
     // Its tools are missing, and `tools` says why.
     let (code, stdout, stderr) = home.run(&["tools", "--server", "dump"], &[]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout, "");
+    assert_eq!(stdout, "no tools\n");
     assert!(
         stderr.contains(
             "warning: server `dump` lists no tools: it needs secret DUMP_TOKEN; run `portico secret set DUMP_TOKEN`"
