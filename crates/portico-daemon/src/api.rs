@@ -473,7 +473,7 @@ async fn servers(
                     json!({"name": t.name, "description": format!("[MCP:{}] {description}", s.name), "available": s.state == ServerState::Ready})
                 })
                 .collect();
-            json!({
+            let mut server = json!({
                 "name": s.name,
                 "tools_count": tools.len(),
                 "tools": tools,
@@ -486,7 +486,12 @@ async fn servers(
                 "last_error": s.last_error,
                 // A stdio child's last stderr lines when it failed at start (empty otherwise).
                 "stderr_tail": s.stderr_tail,
-            })
+            });
+            // `needs_secret`: the names to set (`portico secret set NAME`), never a value.
+            if !s.missing_secrets.is_empty() {
+                server["missing_secrets"] = json!(s.missing_secrets);
+            }
+            server
         })
         .collect();
     Json(json!({

@@ -273,3 +273,28 @@ fn auto_falls_back_to_the_file_quickly_where_no_keyring_answers() {
         Backend::Unusable { why } => panic!("auto is never unusable: {why}"),
     }
 }
+
+/// The keyring for real. Run it where one answers, e.g. on Linux:
+/// `dbus-run-session -- sh -c 'printf pw | gnome-keyring-daemon --unlock --components=secrets
+/// >/dev/null; cargo test -p portico-secrets -- --ignored'`.
+#[test]
+#[ignore = "needs an OS keyring that answers (a Secret Service on Linux)"]
+fn the_keyring_keeps_a_value_the_file_only_names() {
+    let dir = TempDir::new();
+    let store = SecretStore::open(&dir.0, SecretStoreChoice::Keyring);
+    assert!(matches!(store.backend(), Backend::Keyring { .. }));
+    let name = format!("PORTICO_TEST_{}", std::process::id());
+    assert_eq!(store.set(&name, SENTINEL).unwrap(), Place::Keyring);
+    let text = std::fs::read_to_string(store.path()).unwrap();
+    assert!(!text.contains(SENTINEL), "{text}");
+    assert_eq!(store.names().unwrap(), vec![(name.clone(), Place::Keyring)]);
+    assert_eq!(store.get(&name).unwrap().as_deref(), Some(SENTINEL));
+    // Moved to the file: the keyring's entry goes.
+    let file = SecretStore::open(&dir.0, SecretStoreChoice::File);
+    assert_eq!(file.set(&name, "in-the-file").unwrap(), Place::File);
+    assert_eq!(keyring::get(&name).unwrap(), None);
+    assert_eq!(store.set(&name, SENTINEL).unwrap(), Place::Keyring);
+    assert!(store.remove(&name).unwrap());
+    assert_eq!(keyring::get(&name).unwrap(), None);
+    assert_eq!(store.get(&name).unwrap(), None);
+}

@@ -306,6 +306,12 @@ fn a_running_daemon_connects_a_header_server_once_its_secret_is_set_without_a_re
     // Through the daemon: the API and the CLI say so.
     let servers = wait_for_state(&home, "needs_secret");
     assert_eq!(servers[0]["missing_secrets"], json!(["REMOTE_TOKEN"]));
+    let answer = http_get(&daemon.base, "/api/mcp/servers");
+    assert!(
+        answer.contains("\"state\":\"needs_secret\"")
+            && answer.contains("\"missing_secrets\":[\"REMOTE_TOKEN\"]"),
+        "{answer}"
+    );
     let (_, stdout, stderr) = home.run(&["tools"], &[]);
     assert!(
         stderr.contains("warning: server `remote` lists no tools: it needs secret REMOTE_TOKEN"),
@@ -325,6 +331,12 @@ fn a_running_daemon_connects_a_header_server_once_its_secret_is_set_without_a_re
     assert!(
         stdout.contains("mcp_remote_system_time"),
         "{stdout}{stderr}"
+    );
+
+    let answer = http_get(&daemon.base, "/api/mcp/servers");
+    assert!(
+        answer.contains("\"state\":\"ready\"") && !answer.contains("missing_secrets"),
+        "{answer}"
     );
 
     // Nothing the daemon says or serves shows the value: its API, its metrics, its log.
