@@ -175,8 +175,20 @@ pub(crate) fn read_hidden(prompt: &str) -> anyhow::Result<String> {
     let _ = stderr.flush();
     tcsetattr(&stdin, OptionalActions::Flush, &hidden)
         .context("cannot turn the terminal's echo off")?;
+    // Ctrl-C while the line is read must not leave the terminal without echo.
+    let interrupted = {
+        let original = original.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, &original);
+                eprintln!();
+                std::process::exit(130);
+            }
+        })
+    };
     let mut line = String::new();
     let read = stdin.lock().read_line(&mut line);
+    interrupted.abort();
     let restored = tcsetattr(&stdin, OptionalActions::Now, &original);
     read.context("cannot read the value from the terminal")?;
     restored.context("cannot restore the terminal's settings")?;
