@@ -49,6 +49,15 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
     expanded_strings(root, &mut Vec::new(), &mut strings);
     for (path, value, span) in strings {
         for name in referenced_vars(&value) {
+            if !crate::is_variable_name(&name) {
+                push(
+                    FindingKind::UnsetVariable { name: name.clone() },
+                    span.clone(),
+                    format!("{path} refers to ${{{name}}}, which does not name a variable"),
+                    Some("write ${NAME} with letters, digits and `_`".into()),
+                );
+                continue;
+            }
             if var(&name).is_some() {
                 continue;
             }

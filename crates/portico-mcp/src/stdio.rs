@@ -413,6 +413,14 @@ mod tests {
             err.to_string(),
             "server `s` needs secrets NOPE, ALSO_NOT: set neither in Portico's environment nor in its secret store; run `portico secret set NOPE` and `portico secret set ALSO_NOT`"
         );
+        let malformed = vec![EnvEntry::Literal {
+            name: "X".into(),
+            value: "${input:token} ${NOPE}".into(),
+        }];
+        assert_eq!(
+            child_env("s", &malformed, outer).unwrap_err().to_string(),
+            "server `s`: `${input:token}` does not name a variable: write `${NAME}` with letters, digits and `_`"
+        );
     }
 
     #[tokio::test]

@@ -162,7 +162,11 @@ fn set_commands(names: &[String]) -> String {
 /// Expands `${VAR}`s, noting the names the lookup does not know instead of stopping at the first,
 /// so one error can name every secret a server needs.
 #[derive(Default)]
-pub(crate) struct MissingVars(std::cell::RefCell<Vec<String>>);
+pub(crate) struct MissingVars {
+    names: std::cell::RefCell<Vec<String>>,
+    /// The first `${...}` whose text cannot be a variable's name: no secret can be set for it.
+    malformed: std::cell::RefCell<Option<String>>,
+}
 
 impl MissingVars {
     /// `value` expanded, a missing variable as empty text (the value is not used when one is
@@ -174,7 +178,13 @@ impl MissingVars {
     ) -> Result<String, portico_config::ExpandError> {
         expand_vars(value, |name| {
             Some(lookup(name).unwrap_or_else(|| {
-                let mut missing = self.0.borrow_mut();
+                if !portico_config::is_variable_name(name) {
+                    self.malformed
+                        .borrow_mut()
+                        .get_or_insert_with(|| name.to_string());
+                    return String::new();
+                }
+                let mut missing = self.names.borrow_mut();
                 if !missing.iter().any(|n| n == name) {
                     missing.push(name.to_string());
                 }
@@ -184,7 +194,15 @@ impl MissingVars {
     }
 
     pub(crate) fn into_result(self, server: &str) -> Result<(), UpstreamError> {
-        let names = self.0.into_inner();
+        if let Some(text) = self.malformed.into_inner() {
+            return Err(UpstreamError::Config {
+                server: server.to_string(),
+                message: format!(
+                    "`${{{text}}}` does not name a variable: write `${{NAME}}` with letters, digits and `_`"
+                ),
+            });
+        }
+        let names = self.names.into_inner();
         if names.is_empty() {
             return Ok(());
         }
