@@ -252,6 +252,7 @@ impl Checker<'_> {
                 "telemetry" => self.telemetry_section(value),
                 "store" => self.store_section(value),
                 "registry" => self.registry_section(value),
+                "secrets" => self.secrets_section(value),
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
             }
@@ -281,6 +282,20 @@ impl Checker<'_> {
                 // Unknown keys: `unknown_keys`, from the model.
                 _ => {}
             }
+        }
+    }
+
+    fn secrets_section(&mut self, value: &Spanned<DeValue<'_>>) {
+        let Some(table) = self.expect_table(value, "[secrets]") else {
+            return;
+        };
+        if let Some(value) = table.get("store") {
+            self.one_of(
+                value,
+                "[secrets] store",
+                &["auto", "keyring", "file"],
+                "use \"auto\" (the OS keyring where one is usable, else a file), \"keyring\" or \"file\"",
+            );
         }
     }
 

@@ -29,7 +29,7 @@ pub enum FindingKind {
 }
 
 /// The environment's findings for config text `config check` accepts (on other text, whatever
-/// can be found). `var` reads Portico's environment.
+/// can be found). `var` reads Portico's environment, then its secret store.
 pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Vec<Finding> {
     let Ok(root) = DeTable::parse(text) else {
         return Vec::new();
@@ -49,14 +49,27 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
     expanded_strings(root, &mut Vec::new(), &mut strings);
     for (path, value, span) in strings {
         for name in referenced_vars(&value) {
+            if !crate::is_variable_name(&name) {
+                push(
+                    FindingKind::UnsetVariable { name: name.clone() },
+                    span.clone(),
+                    format!("{path} refers to ${{{name}}}, which does not name a variable"),
+                    Some("write ${NAME} with letters, digits and `_`".into()),
+                );
+                continue;
+            }
             if var(&name).is_some() {
                 continue;
             }
             push(
                 FindingKind::UnsetVariable { name: name.clone() },
                 span.clone(),
-                format!("{path} references ${{{name}}}, which is not set in this environment"),
-                Some(format!("export {name} before starting Portico")),
+                format!(
+                    "{path} references ${{{name}}}, which is set neither in this environment nor in the secret store"
+                ),
+                Some(format!(
+                    "run `portico secret set {name}`, or export {name} before starting Portico"
+                )),
             );
         }
     }
@@ -79,10 +92,10 @@ pub fn environment_findings(text: &str, var: &dyn Fn(&str) -> Option<String>) ->
                 },
                 span,
                 format!(
-                    "server `{name}`: oauth.client_secret_env names `{variable}`, which is not set in this environment"
+                    "server `{name}`: oauth.client_secret_env names `{variable}`, which is set neither in this environment nor in the secret store"
                 ),
                 Some(format!(
-                    "export {variable} (the client's secret) before `portico auth login {name}` and before starting Portico"
+                    "run `portico secret set {variable}` (the client's secret), or export it before `portico auth login {name}` and before starting Portico"
                 )),
             );
         }
@@ -268,7 +281,7 @@ mod tests {
         assert_eq!(
             rendered(text),
             vec![
-                "8:21: server `linear`: oauth.client_secret_env names `LINEAR_SECRET`, which is not set in this environment (hint: export LINEAR_SECRET (the client's secret) before `portico auth login linear` and before starting Portico)",
+                "8:21: server `linear`: oauth.client_secret_env names `LINEAR_SECRET`, which is set neither in this environment nor in the secret store (hint: run `portico secret set LINEAR_SECRET` (the client's secret), or export it before `portico auth login linear` and before starting Portico)",
             ]
         );
     }
@@ -279,8 +292,8 @@ mod tests {
         assert_eq!(
             rendered(text),
             vec![
-                "2:9: server.token references ${PORTICO_TOKEN}, which is not set in this environment (hint: export PORTICO_TOKEN before starting Portico)",
-                "11:29: mcp_servers.transport.headers.Authorization references ${GH_TOKEN}, which is not set in this environment (hint: export GH_TOKEN before starting Portico)",
+                "2:9: server.token references ${PORTICO_TOKEN}, which is set neither in this environment nor in the secret store (hint: run `portico secret set PORTICO_TOKEN`, or export PORTICO_TOKEN before starting Portico)",
+                "11:29: mcp_servers.transport.headers.Authorization references ${GH_TOKEN}, which is set neither in this environment nor in the secret store (hint: run `portico secret set GH_TOKEN`, or export GH_TOKEN before starting Portico)",
             ]
         );
     }

@@ -4,11 +4,19 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpandError {
     #[error(
-        "environment variable `{0}` is referenced as ${{{0}}} but is not set; export it before starting Portico"
+        "`${{{0}}}` is set neither in Portico's environment nor in its secret store; run `portico secret set {0}` (or export {0} before starting Portico)"
     )]
     Missing(String),
     #[error("unterminated `${{` in `{0}`; write `${{NAME}}`")]
     Unterminated(String),
+}
+
+/// Whether `name` can be an environment variable's name, as `${NAME}` and the secret store take
+/// them: a letter or `_`, then letters, digits and `_`.
+pub fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Replaces each `${NAME}` in `input` with `lookup(NAME)`. A `$` not followed by `{` is kept as is.
@@ -39,6 +47,16 @@ mod tests {
 
     fn env(name: &str) -> Option<String> {
         (name == "TOKEN").then(|| "s3cret".to_string())
+    }
+
+    #[test]
+    fn variable_names_are_those_a_shell_exports() {
+        for good in ["A", "_", "GITHUB_TOKEN", "a1_b2"] {
+            assert!(is_variable_name(good), "{good}");
+        }
+        for bad in ["", "1A", "A-B", "A B", "A=B", "É", "${A}"] {
+            assert!(!is_variable_name(bad), "{bad}");
+        }
     }
 
     #[test]

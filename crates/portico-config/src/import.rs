@@ -188,6 +188,26 @@ pub struct Export {
     pub variable: String,
     /// Why: which server and setting, e.g. "server `github`: env GITHUB_TOKEN had a literal value".
     pub reason: String,
+    /// The literal value the source file held, when it held one: what `portico import` offers to
+    /// move into the secret store. Never shown.
+    pub literal: Option<Literal>,
+}
+
+/// A secret value read from another client's config. Its `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Literal(String);
+
+impl Literal {
+    /// The value itself, for the secret store.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Literal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Literal(..)")
+    }
 }
 
 /// What to do when an imported server's name is taken by a different server.
@@ -635,6 +655,14 @@ impl Reader<'_> {
                 self.file.origin
             ),
         );
+        if let Some(export) = self
+            .import
+            .exports
+            .iter_mut()
+            .find(|e| e.variable == variable && e.literal.is_none())
+        {
+            export.literal = Some(Literal(secret.to_string()));
+        }
         format!("{scheme}${{{variable}}}")
     }
 
@@ -643,6 +671,7 @@ impl Reader<'_> {
             self.import.exports.push(Export {
                 variable: variable.to_string(),
                 reason,
+                literal: None,
             });
         }
     }
@@ -911,9 +940,7 @@ fn env_var_name(raw: &str) -> String {
 }
 
 fn is_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    crate::is_variable_name(name)
 }
 
 /// Loopback, private ranges and `localhost` names: what Portico refuses without

@@ -37,7 +37,7 @@ pub use clients::{
     token_sha256_hex,
 };
 pub use environment::{Finding, FindingKind, environment_findings, find_program};
-pub use expand::{ExpandError, expand_vars};
+pub use expand::{ExpandError, expand_vars, is_variable_name};
 pub use import::json_config_hint;
 pub use listen::listen_address;
 pub use locate::{
@@ -51,8 +51,8 @@ pub use model::{
     DEFAULT_STORE_POOL_SIZE, DEFAULT_TIMEOUT_SECS, EnvEntry, ExposeSection, ExternalAgentConfig,
     MAX_APPROVAL_TTL_SECS, MAX_APPROVAL_WAIT_SECS, MAX_REPLICA_NAME, MAX_STORE_POOL_SIZE,
     McpServerConfig, ModelConfig, POLICY_ACTIONS, PROTOCOL_VERSIONS, PROVIDERS, PolicyAction,
-    PolicyCondition, PolicyDefault, PolicySection, RateLimitSection, RegistrySection, ServerSection,
-    StoreSection, TelemetrySection,
+    PolicyCondition, PolicyDefault, PolicySection, RateLimitSection, RegistrySection,
+    SecretStoreChoice, SecretsSection, ServerSection, StoreSection, TelemetrySection,
     ToolPolicyConfig, ToolSearchMode, Transport, replica_name_problem,
 };
 pub use server_oauth::{

@@ -51,6 +51,10 @@ pub struct Config {
     /// The MCP registry `portico search` and `portico add NAME` read.
     #[serde(default)]
     pub registry: RegistrySection,
+    /// Where `portico secret set` keeps secrets; `${VAR}`s the environment does not set are looked
+    /// up there.
+    #[serde(default)]
+    pub secrets: SecretsSection,
 }
 
 /// The official MCP registry, what `[registry] url` is when not set.
@@ -76,6 +80,27 @@ impl RegistrySection {
     pub fn url(&self) -> &str {
         self.url.as_deref().unwrap_or(DEFAULT_REGISTRY_URL)
     }
+}
+
+/// `[secrets]`: where the secret store keeps what `portico secret set` is given.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsSection {
+    /// `auto` (the default): the OS keyring where one is usable (Secret Service on Linux, the
+    /// Keychain on macOS), else a file in the data dir readable by its owner only. `keyring` or
+    /// `file` choose one.
+    #[serde(default)]
+    pub store: SecretStoreChoice,
+}
+
+/// Which secret store `[secrets] store` asks for.
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretStoreChoice {
+    #[default]
+    Auto,
+    Keyring,
+    File,
 }
 
 /// `[store]`: where the state lives (A2A tasks, conversations, memory, the audit log, approvals,

@@ -21,6 +21,10 @@ pub enum ServerState {
     /// An OAuth-protected server with no usable token: it connects again as soon as a login (`portico
     /// auth login`, or a browser login this process started) stores one.
     NeedsLogin,
+    /// Its `env` or `headers` refer to `${NAME}`s that neither Portico's environment nor its secret
+    /// store has (`ServerStatus::missing_secrets`): it connects as soon as `portico secret set`
+    /// stores them.
+    NeedsSecret,
     /// Gave up (only when the hub is shutting down or the server cannot be started at all, such as a
     /// refused command).
     Failed,
@@ -35,6 +39,7 @@ impl std::fmt::Display for ServerState {
             ServerState::Ready => "ready",
             ServerState::Restarting => "restarting",
             ServerState::NeedsLogin => "needs login",
+            ServerState::NeedsSecret => "needs secret",
             ServerState::Failed => "failed",
         })
     }
@@ -62,6 +67,9 @@ pub struct ServerStatus {
     /// once it is ready, and for other transports).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stderr_tail: Vec<String>,
+    /// While `needs secret`: the names to set, each with `portico secret set NAME`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_secrets: Vec<String>,
     /// How many times the connection was (re)established.
     pub connects: u32,
     /// False while the server is off: `enabled = false` in the config, or disabled at run time
@@ -83,6 +91,18 @@ pub struct ServerStatus {
     /// is not ready: a package runner's download lines say what a slow start is doing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_stderr: Option<String>,
+}
+
+impl ServerStatus {
+    /// The state as `portico servers` shows it: `needs secret GITHUB_TOKEN` names what to set.
+    pub fn state_label(&self) -> String {
+        match self.state {
+            ServerState::NeedsSecret if !self.missing_secrets.is_empty() => {
+                format!("needs secret {}", self.missing_secrets.join(", "))
+            }
+            state => state.to_string(),
+        }
+    }
 }
 
 fn enabled_by_default() -> bool {

@@ -473,7 +473,7 @@ async fn servers(
                     json!({"name": t.name, "description": format!("[MCP:{}] {description}", s.name), "available": s.state == ServerState::Ready})
                 })
                 .collect();
-            json!({
+            let mut server = json!({
                 "name": s.name,
                 "tools_count": tools.len(),
                 "tools": tools,
@@ -490,7 +490,12 @@ async fn servers(
                 // saying (a package runner's download lines).
                 "starting_secs": s.starting_secs,
                 "last_stderr": s.last_stderr,
-            })
+            });
+            // `needs_secret`: the names to set (`portico secret set NAME`), never a value.
+            if !s.missing_secrets.is_empty() {
+                server["missing_secrets"] = json!(s.missing_secrets);
+            }
+            server
         })
         .collect();
     Json(json!({

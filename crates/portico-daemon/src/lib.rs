@@ -137,11 +137,14 @@ impl DoorConfig {
     /// without one.
     pub fn from_config(config: &Config) -> Result<Self, DaemonError> {
         let section = &config.server;
+        // Tokens may be kept in the secret store, like every other `${VAR}`.
+        let vars =
+            portico_secrets::Vars::with_store(portico_secrets::SecretStore::for_config(config));
         let listen = portico_config::listen_address(&section.listen)
             .ok_or_else(|| DaemonError::BadListen(section.listen.clone()))?;
         let token = match &section.token {
             Some(raw) => {
-                let token = portico_config::expand_vars(raw, |v| std::env::var(v).ok())
+                let token = portico_config::expand_vars(raw, |v| vars.get(v))
                     .map_err(|e| DaemonError::Token(e.to_string()))?;
                 if token.trim().is_empty() {
                     return Err(DaemonError::Token("expands to an empty value".into()));
@@ -153,7 +156,7 @@ impl DoorConfig {
         let clients = section
             .clients
             .iter()
-            .map(door_client)
+            .map(|client| door_client(client, &vars))
             .collect::<Result<Vec<_>, _>>()?;
         if !listen.ip().is_loopback()
             && token.is_none()
@@ -209,14 +212,17 @@ impl DoorConfig {
 
 /// One `[[server.clients]]` entry as the door knows it: its token's digest (a `token` expanded from
 /// the environment and hashed at once) and its compiled scope.
-fn door_client(client: &portico_config::ClientConfig) -> Result<DoorClient, DaemonError> {
+fn door_client(
+    client: &portico_config::ClientConfig,
+    vars: &portico_secrets::Vars,
+) -> Result<DoorClient, DaemonError> {
     let problem = |problem: String| DaemonError::Client {
         client: client.name.clone(),
         problem,
     };
     let digest = match (&client.token, &client.token_sha256) {
         (Some(raw), None) => {
-            let token = portico_config::expand_vars(raw, |v| std::env::var(v).ok())
+            let token = portico_config::expand_vars(raw, |v| vars.get(v))
                 .map_err(|e| problem(format!("token: {e}")))?;
             if token.trim().is_empty() {
                 return Err(problem("token expands to an empty value".into()));
@@ -534,9 +540,10 @@ mod tests {
 
     #[test]
     fn a_client_entry_is_its_tokens_digest_and_its_compiled_scope() {
+        let vars = portico_secrets::Vars::environment();
         let sha = portico_config::token_sha256_hex("s3cret");
-        let literal = door_client(&client(Some("s3cret"), None, Some(&["time_*"]))).unwrap();
-        let hashed = door_client(&client(None, Some(&sha.to_uppercase()), None)).unwrap();
+        let literal = door_client(&client(Some("s3cret"), None, Some(&["time_*"])), &vars).unwrap();
+        let hashed = door_client(&client(None, Some(&sha.to_uppercase()), None), &vars).unwrap();
         assert!(format!("{literal:?}").contains("time_*"));
         // The same secret, written either way, is the same digest.
         assert_eq!(
@@ -544,7 +551,7 @@ mod tests {
             hashed.digest_for_test()
         );
         assert_eq!(literal.digest_for_test(), hashed.digest_for_test());
-        let problem = |entry| door_client(&entry).unwrap_err().to_string();
+        let problem = |entry| door_client(&entry, &vars).unwrap_err().to_string();
         assert_eq!(
             problem(client(Some("a"), Some(&sha), None)),
             "[[server.clients]] `laptop`: give exactly one of `token` and `token_sha256` (`portico clients add NAME` prints both)"

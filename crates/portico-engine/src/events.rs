@@ -189,6 +189,7 @@ mod tests {
             prompts: 0,
             last_error: None,
             stderr_tail: Vec::new(),
+            missing_secrets: Vec::new(),
             connects: 0,
             enabled: true,
             connected_at: None,

@@ -27,6 +27,7 @@ use portico_pipeline::{
     Pipeline, PipelineSettings, RuleAction, RuleSpec, TaintMode, TaintPolicy, ToolPatterns,
     ToolRules,
 };
+use portico_secrets::{SecretStore, Vars};
 use portico_store::{AuditWriter, Store};
 
 mod events;
@@ -106,7 +107,9 @@ const APPROVAL_SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Where the engine keeps its data, and how it reads the environment.
 pub struct EngineOptions {
     pub data_dir: PathBuf,
-    /// Reads Portico's environment (API keys for model providers, `${VAR}` in A2A headers).
+    /// Reads Portico's environment (API keys for model providers, `${VAR}` in A2A headers and in
+    /// servers' `env` and `headers`); what it does not have is looked up in the secret store of
+    /// `data_dir` (`[secrets]`).
     pub env: EnvLookup,
     /// Whether every server connects at start (the daemon, `portico mcp`, `portico chat`), or none
     /// until asked with [`Hub::connect`]: one-shot commands connect only what they need (see
@@ -199,12 +202,18 @@ impl Engine {
     /// usable at once. Must be called inside a tokio runtime.
     pub fn start(config: &Config, options: EngineOptions) -> Result<Engine, EngineError> {
         let metrics = Metrics::new();
-        let (store, replica) = replica::open_store(
-            &config.store,
-            &options.data_dir,
-            &options.env,
-            options.replica,
-        )?;
+        // The one lookup of every `${VAR}` and passed-through name (servers' env and headers,
+        // model keys, A2A headers, the store's URL): the environment, then the secret store.
+        let vars = Vars::from_fn(
+            options.env,
+            Some(SecretStore::open(&options.data_dir, config.secrets.store)),
+        );
+        let env: EnvLookup = {
+            let vars = vars.clone();
+            Box::new(move |name| vars.get(name))
+        };
+        let (store, replica) =
+            replica::open_store(&config.store, &options.data_dir, &env, options.replica)?;
         store.set_metrics(metrics.clone());
         let audit = store.audit_writer();
         let events = Events::default();
@@ -218,6 +227,7 @@ impl Engine {
             child_stop: options.child_stop,
             oauth: Some(OAuthHome::in_data_dir(&options.data_dir)),
             metrics: metrics.clone(),
+            vars,
             ..HubSettings::default()
         };
         let hub = if options.connect_at_start {
@@ -298,7 +308,7 @@ impl Engine {
             NetPolicy::allow_private_network(),
             CredentialScope::Everywhere,
         );
-        let env: Arc<EnvLookup> = Arc::new(options.env);
+        let env: Arc<EnvLookup> = Arc::new(env);
         let agents = config
             .agents
             .iter()

@@ -246,7 +246,7 @@ pub(crate) fn open_store(
             // The expansion's own error could quote the URL, password and all.
             let url = portico_config::expand_vars(raw, env).map_err(|error| match error {
                 portico_config::ExpandError::Missing(var) => EngineError::Replica(format!(
-                    "[store] url refers to ${{{var}}}, which is not set; export it before starting Portico"
+                    "[store] url refers to ${{{var}}}, which is set neither in the environment nor in the secret store; run `portico secret set {var}` (or export it) before starting Portico"
                 )),
                 _ => EngineError::Replica(
                     "[store] url has an unterminated `${`; write `${NAME}`".to_string(),

@@ -12,6 +12,7 @@ use portico_core::{
 use portico_mcp::oauth::{OAuthHome, UpstreamAuth};
 use portico_mcp::{ServerLog, StopGrace, Upstream, UpstreamError, UpstreamEvent};
 use portico_metrics::{ConnectOutcome, Metrics};
+use portico_secrets::Vars;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -196,6 +197,7 @@ impl Slot {
                     prompts: 0,
                     last_error: None,
                     stderr_tail: Vec::new(),
+                    missing_secrets: Vec::new(),
                     connects: 0,
                     enabled,
                     connected_at: None,
@@ -278,6 +280,9 @@ pub struct HubSettings {
     /// Where upstream calls and connects are timed and restarts counted (`/metrics`); by default
     /// a handle of the hub's own that nobody reads.
     pub metrics: Metrics,
+    /// Where servers' `env` names and `${VAR}`s are read: Portico's environment (the default),
+    /// then, when given one, its secret store.
+    pub vars: Vars,
 }
 
 impl Default for HubSettings {
@@ -288,6 +293,7 @@ impl Default for HubSettings {
             child_stop: StopGrace::default(),
             oauth: None,
             metrics: Metrics::new(),
+            vars: Vars::environment(),
         }
     }
 }
@@ -303,6 +309,7 @@ struct Shared {
     child_stop: StopGrace,
     oauth: Option<OAuthHome>,
     metrics: Metrics,
+    vars: Vars,
     /// Exposed URIs of subscribed resources that changed upstream.
     resource_updates: broadcast::Sender<String>,
     /// List changes the passed-through server announced although its lists read the same.
@@ -390,6 +397,7 @@ impl Hub {
             child_stop: settings.child_stop,
             oauth: settings.oauth.clone(),
             metrics: settings.metrics,
+            vars: settings.vars,
             resource_updates: broadcast::channel(256).0,
             announced: broadcast::channel(64).0,
             rebuilding: Mutex::new(()),
@@ -1118,16 +1126,19 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
     loop {
         let (events_tx, mut events_rx) = mpsc::unbounded_channel();
         let refusals_before = slot.auth.as_ref().map(|a| a.refusals());
+        // Taken before the secrets are read, so a secret set during the attempt is noticed.
+        let secrets_before = shared.vars.stamp();
         let connecting = Instant::now();
         shared.update(slot, |s| s.attempt_started = Some(connecting));
         let connected = tokio::select! {
-            result = Upstream::connect_logged(&config, events_tx, shared.child_stop, slot.auth.clone(), &slot.log) => result,
+            result = Upstream::connect_logged(&config, events_tx, shared.child_stop, slot.auth.clone(), &shared.vars, &slot.log) => result,
             _ = slot.stop.cancelled() => return,
         };
         shared.update(slot, |s| s.attempt_started = None);
         let outcome = match &connected {
             Ok(_) => ConnectOutcome::Ok,
             Err(UpstreamError::NeedsLogin { .. }) => ConnectOutcome::NeedsLogin,
+            Err(UpstreamError::NeedsSecret { .. }) => ConnectOutcome::NeedsSecret,
             Err(_) => ConnectOutcome::Failed,
         };
         shared
@@ -1137,6 +1148,13 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
             Ok(pair) => pair,
             Err(error @ UpstreamError::NeedsLogin { .. }) => {
                 if !wait_for_login(&shared, slot, &error).await {
+                    return;
+                }
+                attempt = 0;
+                continue;
+            }
+            Err(error @ UpstreamError::NeedsSecret { .. }) => {
+                if !wait_for_secret(&shared, slot, &error, secrets_before).await {
                     return;
                 }
                 attempt = 0;
@@ -1224,6 +1242,7 @@ async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, att
         };
         s.status.last_error = Some(error.to_string());
         s.status.stderr_tail = error.stderr_tail().to_vec();
+        s.status.missing_secrets.clear();
         s.settled = true;
         if permanent {
             // It will not come back: its tools go.
@@ -1240,6 +1259,43 @@ async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, att
     sleep_backoff(shared, slot, attempt).await
 }
 
+/// How often a server waiting for a secret looks whether the secret store changed (a `stat`).
+const SECRET_POLL: Duration = Duration::from_millis(500);
+
+/// The server's `${VAR}`s name secrets nobody has set: it waits, marked `needs secret`, until the
+/// secret store changes from `before` (a `portico secret set` in any process), then connects
+/// again; the attempt says whether anything is still missing. False when it was stopped first.
+async fn wait_for_secret(
+    shared: &Shared,
+    slot: &Slot,
+    error: &UpstreamError,
+    before: Option<portico_secrets::FileStamp>,
+) -> bool {
+    let server = slot.config.name.as_str();
+    tracing::warn!(server, "{error}");
+    let names = match error {
+        UpstreamError::NeedsSecret { names, .. } => names.clone(),
+        _ => Vec::new(),
+    };
+    shared.update(slot, |s| {
+        s.status.state = ServerState::NeedsSecret;
+        s.status.last_error = Some(error.to_string());
+        s.status.missing_secrets = names;
+        s.status.stderr_tail.clear();
+        s.restart = None;
+        s.settled = true;
+    });
+    loop {
+        if !sleep(slot, SECRET_POLL).await {
+            return false;
+        }
+        if shared.vars.stamp() != before {
+            tracing::info!(server, "the secret store changed; connecting");
+            return true;
+        }
+    }
+}
+
 /// The server needs an OAuth login nobody here can start: it waits, marked `needs login`, until its
 /// credentials file changes. False when it was stopped first.
 async fn wait_for_login(shared: &Shared, slot: &Slot, error: &UpstreamError) -> bool {
@@ -1249,6 +1305,7 @@ async fn wait_for_login(shared: &Shared, slot: &Slot, error: &UpstreamError) -> 
         s.status.state = ServerState::NeedsLogin;
         s.status.last_error = Some(error.to_string());
         s.status.stderr_tail.clear();
+        s.status.missing_secrets.clear();
         s.restart = None;
         s.settled = true;
     });
@@ -1291,6 +1348,7 @@ fn mark_ready(shared: &Shared, slot: &Slot, upstream: &Arc<Upstream>, catalog: S
         s.status.server_version = info.server_version.clone();
         s.status.last_error = None;
         s.status.stderr_tail.clear();
+        s.status.missing_secrets.clear();
         s.status.connects += 1;
         s.status.restarts = s.status.connects.saturating_sub(1);
         s.status.connected_at = Some(portico_core::time::rfc3339(portico_core::time::now_ms()));

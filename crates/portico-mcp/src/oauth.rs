@@ -158,6 +158,9 @@ pub struct UpstreamAuth {
     file: Arc<TokenFile>,
     browser: Option<Browser>,
     print_url: bool,
+    /// Where `client_secret_env` is read: Portico's environment, then the secret store of the
+    /// data dir that holds the credentials.
+    vars: portico_secrets::Vars,
     /// The last login's manager, or one built from the file when a refresh first needs it; rebuilt
     /// when the file names another client. Held across a refresh.
     manager: tokio::sync::Mutex<Option<CachedManager>>,
@@ -217,6 +220,13 @@ impl UpstreamAuth {
             file: Arc::new(TokenFile::new(&home.dir, &config.name, url)),
             browser,
             print_url: home.print_url,
+            vars: match home.dir.parent() {
+                // A store is only read here, and reading does not depend on `[secrets] store`.
+                Some(data_dir) => portico_secrets::Vars::with_store(
+                    portico_secrets::SecretStore::open(data_dir, Default::default()),
+                ),
+                None => portico_secrets::Vars::environment(),
+            },
             manager: tokio::sync::Mutex::new(None),
             logging_in: tokio::sync::Mutex::new(VecDeque::new()),
             login_running: AtomicBool::new(false),
@@ -616,10 +626,12 @@ impl UpstreamAuth {
         if let Some(client_id) = &self.settings.client_id {
             request = request.with_preregistered_client(client_id);
             if let Some(variable) = &self.settings.client_secret_env {
-                let secret = std::env::var(variable).map_err(|_| {
+                let secret = self.vars.get(variable).ok_or_else(|| {
                     self.login_error(
                         "reading the client secret",
-                        format!("`{variable}` (its `client_secret_env`) is not set"),
+                        format!(
+                            "`{variable}` (its `client_secret_env`) is set neither in Portico's environment nor in its secret store; run `portico secret set {variable}`"
+                        ),
                     )
                 })?;
                 request = request.with_client_secret(secret);

@@ -4,7 +4,7 @@ use std::path::{Component, Path};
 use std::process::Stdio;
 use std::time::Duration;
 
-use portico_config::{EnvEntry, expand_vars};
+use portico_config::EnvEntry;
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -41,10 +41,13 @@ pub(crate) struct StdioSpec<'a> {
     pub args: &'a [String],
     pub cwd: Option<&'a str>,
     pub env: &'a [EnvEntry],
+    /// Where `env`'s names and `${VAR}`s are looked up: Portico's environment, then its secrets.
+    pub vars: &'a portico_secrets::Vars,
 }
 
 /// Builds the child's environment: the base variables and the whitelisted ones from `lookup`, plus
-/// literal values with `${VAR}` expanded.
+/// literal values with `${VAR}` expanded. `${VAR}`s that `lookup` does not know are all named in
+/// one [`UpstreamError::NeedsSecret`].
 pub(crate) fn child_env(
     server: &str,
     env: &[EnvEntry],
@@ -56,26 +59,32 @@ pub(crate) fn child_env(
             vars.push((name.to_string(), value));
         }
     }
+    let missing = crate::upstream::MissingVars::default();
+    let mut unset = Vec::new();
     for entry in env {
         match entry {
-            EnvEntry::PassThrough(name) => {
-                if let Some(value) = lookup(name) {
-                    vars.push((name.clone(), value));
-                } else {
-                    tracing::warn!(
-                        server,
-                        "env `{name}` is whitelisted but not set in Portico's environment"
-                    );
-                }
-            }
+            EnvEntry::PassThrough(name) => match lookup(name) {
+                Some(value) => vars.push((name.clone(), value)),
+                None => unset.push(name),
+            },
             EnvEntry::Literal { name, value } => {
-                let value = expand_vars(value, &lookup).map_err(|e| UpstreamError::Config {
-                    server: server.to_string(),
-                    message: format!("env `{name}`: {e}"),
-                })?;
+                let value = missing
+                    .expand(value, &lookup)
+                    .map_err(|e| UpstreamError::Config {
+                        server: server.to_string(),
+                        message: format!("env `{name}`: {e}"),
+                    })?;
                 vars.push((name.clone(), value));
             }
         }
+    }
+    missing.into_result(server)?;
+    // Said only of a child that starts: one that needs a secret says so instead.
+    for name in unset {
+        tracing::warn!(
+            server,
+            "env `{name}` is passed through but set neither in Portico's environment nor in its secret store; the server starts without it (`portico secret set {name}` stores it)"
+        );
     }
     Ok(vars)
 }
@@ -233,7 +242,7 @@ pub(crate) fn spawn(
     tail: &StderrTail,
 ) -> Result<(ChildTransport, Option<u32>), UpstreamError> {
     refuse_parent_dir(spec.server, spec.command)?;
-    let vars = child_env(spec.server, spec.env, |name| std::env::var(name).ok())?;
+    let vars = child_env(spec.server, spec.env, |name| spec.vars.get(name))?;
     let mut command = tokio::process::Command::new(spec.command);
     command
         .args(spec.args)
@@ -384,12 +393,34 @@ mod tests {
                 ("AUTH".into(), "Bearer t0k".into()),
             ]
         );
-        let missing = vec![EnvEntry::Literal {
+        let missing = vec![
+            EnvEntry::Literal {
+                name: "X".into(),
+                value: "${NOPE} and ${TOKEN} and ${ALSO_NOT}".into(),
+            },
+            EnvEntry::Literal {
+                name: "Y".into(),
+                value: "${NOPE}".into(),
+            },
+        ];
+        let err = child_env("s", &missing, outer).unwrap_err();
+        assert!(
+            matches!(&err, UpstreamError::NeedsSecret { server, names }
+                if server == "s" && names == &["NOPE".to_string(), "ALSO_NOT".to_string()]),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "server `s` needs secrets NOPE, ALSO_NOT: set neither in Portico's environment nor in its secret store; run `portico secret set NOPE` and `portico secret set ALSO_NOT`"
+        );
+        let malformed = vec![EnvEntry::Literal {
             name: "X".into(),
-            value: "${NOPE}".into(),
+            value: "${input:token} ${NOPE}".into(),
         }];
-        let err = child_env("s", &missing, outer).unwrap_err().to_string();
-        assert!(err.contains("NOPE") && err.contains("`s`"), "{err}");
+        assert_eq!(
+            child_env("s", &malformed, outer).unwrap_err().to_string(),
+            "server `s`: `${input:token}` does not name a variable: write `${NAME}` with letters, digits and `_`"
+        );
     }
 
     #[tokio::test]

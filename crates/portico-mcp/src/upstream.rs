@@ -10,6 +10,7 @@ use portico_core::{
     ServerCatalog, ToolDef, ToolResult, to_object,
 };
 use portico_net::{CredentialScope, NetPolicy, SafeClient};
+use portico_secrets::Vars;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, CompleteRequestParams, GetExtensions,
     GetPromptRequestParams, InputRequest, InputRequests, InputResponses, ProtocolVersion,
@@ -100,6 +101,14 @@ pub enum UpstreamError {
     /// An OAuth-protected server with no usable token, in a process that may not open a browser.
     #[error("server `{server}` needs login ({reason}); run `portico auth login {server}`")]
     NeedsLogin { server: String, reason: String },
+    /// `${NAME}`s in the server's `env` or `headers` that neither Portico's environment nor its
+    /// secret store has: the server cannot start until they are set.
+    #[error(
+        "server `{server}` needs {}: set neither in Portico's environment nor in its secret store; run {}",
+        secret_words(.names),
+        set_commands(.names)
+    )]
+    NeedsSecret { server: String, names: Vec<String> },
     #[error("server `{server}`: {what} timed out after {secs}s")]
     Timeout {
         server: String,
@@ -132,6 +141,77 @@ fn spawn_cause(error: &std::io::Error) -> String {
             "permission denied (is it an executable file?)".into()
         }
         _ => portico_net::root_cause(error),
+    }
+}
+
+/// `secret A` or `secrets A, B`.
+fn secret_words(names: &[String]) -> String {
+    match names {
+        [one] => format!("secret {one}"),
+        _ => format!("secrets {}", names.join(", ")),
+    }
+}
+
+/// The commands that set each of `names`.
+fn set_commands(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| format!("`portico secret set {name}`"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// Expands `${VAR}`s, noting the names the lookup does not know instead of stopping at the first,
+/// so one error can name every secret a server needs.
+#[derive(Default)]
+pub(crate) struct MissingVars {
+    names: std::cell::RefCell<Vec<String>>,
+    /// The first `${...}` whose text cannot be a variable's name: no secret can be set for it.
+    malformed: std::cell::RefCell<Option<String>>,
+}
+
+impl MissingVars {
+    /// `value` expanded, a missing variable as empty text (the value is not used when one is
+    /// missing: [`MissingVars::into_result`] fails).
+    pub(crate) fn expand(
+        &self,
+        value: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<String, portico_config::ExpandError> {
+        expand_vars(value, |name| {
+            Some(lookup(name).unwrap_or_else(|| {
+                if !portico_config::is_variable_name(name) {
+                    self.malformed
+                        .borrow_mut()
+                        .get_or_insert_with(|| name.to_string());
+                    return String::new();
+                }
+                let mut missing = self.names.borrow_mut();
+                if !missing.iter().any(|n| n == name) {
+                    missing.push(name.to_string());
+                }
+                String::new()
+            }))
+        })
+    }
+
+    pub(crate) fn into_result(self, server: &str) -> Result<(), UpstreamError> {
+        if let Some(text) = self.malformed.into_inner() {
+            return Err(UpstreamError::Config {
+                server: server.to_string(),
+                message: format!(
+                    "`${{{text}}}` does not name a variable: write `${{NAME}}` with letters, digits and `_`"
+                ),
+            });
+        }
+        let names = self.names.into_inner();
+        if names.is_empty() {
+            return Ok(());
+        }
+        Err(UpstreamError::NeedsSecret {
+            server: server.to_string(),
+            names,
+        })
     }
 }
 
@@ -175,6 +255,7 @@ impl UpstreamError {
             UpstreamError::HandshakeTimeout { .. } => "handshake_timeout",
             UpstreamError::Busy { .. } => "busy",
             UpstreamError::NeedsLogin { .. } => "needs_login",
+            UpstreamError::NeedsSecret { .. } => "needs_secret",
             UpstreamError::Timeout { .. } => "timeout",
             UpstreamError::Closed { .. } => "closed",
             UpstreamError::Remote { .. } => "remote",
@@ -206,7 +287,8 @@ impl From<UpstreamError> for CallError {
             | UpstreamError::ChildFailed { .. }
             | UpstreamError::Config { .. }
             | UpstreamError::Refused { .. }
-            | UpstreamError::NeedsLogin { .. } => CallError::UpstreamGone(message),
+            | UpstreamError::NeedsLogin { .. }
+            | UpstreamError::NeedsSecret { .. } => CallError::UpstreamGone(message),
             UpstreamError::Remote { .. } => CallError::UpstreamFailed(message),
         }
     }
@@ -319,24 +401,28 @@ const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
 impl Upstream {
     /// Connects and completes the handshake within the server's `timeout_secs`. A stdio child is
-    /// stopped with `grace` when the session ends.
+    /// stopped with `grace` when the session ends. `${VAR}`s are read from Portico's environment
+    /// only.
     pub async fn connect(
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
-        Self::connect_with_auth(config, events, grace, None).await
+        Self::connect_with_auth(config, events, grace, None, &Vars::environment()).await
     }
 
-    /// [`Upstream::connect`], authorizing an HTTP server with `auth` when it requires OAuth. The
-    /// handshake's deadline does not count the time a login waits for the browser.
+    /// [`Upstream::connect`], authorizing an HTTP server with `auth` when it requires OAuth, and
+    /// reading `env` names and `${VAR}`s through `vars` (Portico's environment, then its secret
+    /// store; [`UpstreamError::NeedsSecret`] names those it has not). The handshake's deadline
+    /// does not count the time a login waits for the browser.
     pub async fn connect_with_auth(
         config: &McpServerConfig,
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
         auth: Option<Arc<UpstreamAuth>>,
+        vars: &Vars,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
-        Self::connect_logged(config, events, grace, auth, &ServerLog::default()).await
+        Self::connect_logged(config, events, grace, auth, vars, &ServerLog::default()).await
     }
 
     /// [`Upstream::connect_with_auth`], with a stdio child's stderr going to `log` as well (the
@@ -347,13 +433,14 @@ impl Upstream {
         events: mpsc::UnboundedSender<UpstreamEvent>,
         grace: StopGrace,
         auth: Option<Arc<UpstreamAuth>>,
+        vars: &Vars,
         log: &ServerLog,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let timeout = config.startup_timeout();
         let server = config.name.clone();
         let tail = StderrTail::logging_to(log);
         let refusals_before = auth.as_ref().map(|a| a.refusals());
-        let connecting = Self::connect_inner(config, events, grace, &tail, auth.as_ref());
+        let connecting = Self::connect_inner(config, events, grace, &tail, auth.as_ref(), vars);
         let mut connecting = std::pin::pin!(connecting);
         let mut deadline = tokio::time::Instant::now() + timeout;
         let mut waited_for_login = false;
@@ -415,6 +502,7 @@ impl Upstream {
         grace: StopGrace,
         tail: &StderrTail,
         auth: Option<&Arc<UpstreamAuth>>,
+        vars: &Vars,
     ) -> Result<(Upstream, UpstreamExit), UpstreamError> {
         let server = config.name.as_str();
         let active = Arc::new(ActiveCalls::default());
@@ -434,6 +522,7 @@ impl Upstream {
                         args,
                         cwd: cwd.as_deref(),
                         env: &config.env,
+                        vars,
                     },
                     grace,
                     tail,
@@ -509,7 +598,7 @@ impl Upstream {
             Transport::Http { url, headers } => {
                 let client = safe_client(config, url, headers)?;
                 let url = check_url(server, &client, url)?;
-                let headers = expand_headers(server, headers)?;
+                let headers = expand_headers(server, headers, vars)?;
                 let service = serve_streamable(
                     handler, &client, &url, &headers, config, &active, &lifecycle, auth,
                 )
@@ -526,7 +615,7 @@ impl Upstream {
             Transport::Sse { url, headers } => {
                 let client = safe_client(config, url, headers)?;
                 let url = check_url(server, &client, url)?;
-                let headers = expand_headers(server, headers)?;
+                let headers = expand_headers(server, headers, vars)?;
                 // Many URLs labelled "sse" really speak Streamable HTTP; the spec's backwards-compatibility
                 // rule is to try that first and fall back to the legacy GET stream when it fails.
                 let streamable_error = match serve_streamable(
@@ -1675,19 +1764,29 @@ fn check_url(server: &str, client: &SafeClient, url: &str) -> Result<url::Url, U
     })
 }
 
+/// The configured headers with their `${VAR}`s read through `vars`; every variable it has not is
+/// named in one [`UpstreamError::NeedsSecret`].
 fn expand_headers(
     server: &str,
     headers: &BTreeMap<String, String>,
+    vars: &Vars,
 ) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, UpstreamError> {
     let config_error = |message: String| UpstreamError::Config {
         server: server.to_string(),
         message,
     };
-    headers
-        .iter()
+    let missing = MissingVars::default();
+    let mut expanded = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let value = missing
+            .expand(value, |var| vars.get(var))
+            .map_err(|e| config_error(format!("header `{name}`: {e}")))?;
+        expanded.push((name, value));
+    }
+    missing.into_result(server)?;
+    expanded
+        .into_iter()
         .map(|(name, value)| {
-            let value = expand_vars(value, |var| std::env::var(var).ok())
-                .map_err(|e| config_error(format!("header `{name}`: {e}")))?;
             let name = http::HeaderName::try_from(name.as_str())
                 .map_err(|e| config_error(format!("header name `{name}` is invalid: {e}")))?;
             let mut value = http::HeaderValue::try_from(value)

@@ -139,6 +139,8 @@ pub enum ConnectOutcome {
     Failed,
     /// The server wants an OAuth login nobody has done yet.
     NeedsLogin,
+    /// The server's `${VAR}`s name secrets nobody has set yet.
+    NeedsSecret,
 }
 
 impl ConnectOutcome {
@@ -147,6 +149,7 @@ impl ConnectOutcome {
             ConnectOutcome::Ok => "ok",
             ConnectOutcome::Failed => "failed",
             ConnectOutcome::NeedsLogin => "needs_login",
+            ConnectOutcome::NeedsSecret => "needs_secret",
         }
     }
 }
@@ -482,13 +485,14 @@ pub struct UpstreamState {
 }
 
 /// Every state an upstream can be in, for the one-series-per-state gauge.
-const SERVER_STATES: [ServerState; 7] = [
+const SERVER_STATES: [ServerState; 8] = [
     ServerState::Disabled,
     ServerState::Idle,
     ServerState::Starting,
     ServerState::Ready,
     ServerState::Restarting,
     ServerState::NeedsLogin,
+    ServerState::NeedsSecret,
     ServerState::Failed,
 ];
 
@@ -500,6 +504,7 @@ fn server_state_label(state: ServerState) -> &'static str {
         ServerState::Ready => "ready",
         ServerState::Restarting => "restarting",
         ServerState::NeedsLogin => "needs_login",
+        ServerState::NeedsSecret => "needs_secret",
         ServerState::Failed => "failed",
     }
 }

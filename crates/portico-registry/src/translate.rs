@@ -205,6 +205,8 @@ impl Translation {
                         self.registry_name,
                         self.version
                     ),
+                    // Values the user gave for secrets go to the store by `portico add` itself.
+                    literal: None,
                 });
             }
         }

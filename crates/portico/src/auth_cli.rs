@@ -41,7 +41,10 @@ pub async fn run(explicit: Option<&Path>, command: AuthCommand) -> anyhow::Resul
     match command {
         AuthCommand::Login { server } => {
             let server = find(&config.mcp_servers, &server)?;
-            login(server, &dir).await
+            let vars = portico_secrets::Vars::with_store(portico_secrets::SecretStore::for_config(
+                &config,
+            ));
+            login(server, &dir, &vars).await
         }
         AuthCommand::Status { json } => {
             let home = quiet_home(&dir);
@@ -112,7 +115,11 @@ fn auth_for(server: &McpServerConfig, home: &OAuthHome) -> anyhow::Result<Arc<Up
 /// Connects to the server without its stored token and lists its catalog, so whatever the server
 /// challenges (on the handshake or on a listing) starts the login; a server that challenges nothing
 /// gets a login from its published metadata.
-async fn login(server: &McpServerConfig, data_dir: &Path) -> anyhow::Result<ExitCode> {
+async fn login(
+    server: &McpServerConfig,
+    data_dir: &Path,
+    vars: &portico_secrets::Vars,
+) -> anyhow::Result<ExitCode> {
     let home = OAuthHome {
         browser: Some(Browser::from_env().unwrap_or(Browser::Desktop)),
         every_server: true,
@@ -123,7 +130,8 @@ async fn login(server: &McpServerConfig, data_dir: &Path) -> anyhow::Result<Exit
     auth.start_fresh();
     let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
     let connected =
-        Upstream::connect_with_auth(server, events, StopGrace::BRIEF, Some(auth.clone())).await;
+        Upstream::connect_with_auth(server, events, StopGrace::BRIEF, Some(auth.clone()), vars)
+            .await;
     let outcome = match connected {
         Ok((upstream, exit)) => {
             let listed = upstream.list_catalog().await;

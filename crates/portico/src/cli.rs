@@ -121,6 +121,12 @@ pub enum Command {
     /// Write a commented starter config (with the default agent) to the data dir's config.toml, or
     /// --config PATH; never over an existing file.
     Init,
+    /// The secret store: `${NAME}`s the environment does not set are read from it. Set one (value
+    /// from the terminal, not echoed, or from stdin), list the names, remove one.
+    Secret {
+        #[command(subcommand)]
+        command: crate::secret_cli::SecretCommand,
+    },
     /// Add the MCP servers of Claude Desktop, Cursor or VS Code (or of a file) to the config.
     Import(crate::import_cli::ImportArgs),
     /// Search the MCP registry ([registry] url) for servers: name, version, what it runs as
@@ -222,6 +228,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
+        Command::Secret { command } => crate::secret_cli::run(cli.config.as_deref(), command),
         Command::Auth { command } => crate::auth_cli::run(cli.config.as_deref(), command).await,
         Command::Approvals { command } => {
             crate::oneview_cli::refuse_standalone(&cli.oneview, "approvals")?;
@@ -355,6 +362,7 @@ pub(crate) async fn start_hub(
     only: Option<&str>,
 ) -> anyhow::Result<Hub> {
     let (config, _source) = portico_config::load(explicit)?;
+    let vars = portico_secrets::Vars::with_store(portico_secrets::SecretStore::for_config(&config));
     if let Some(name) = only
         && !config.mcp_servers.iter().any(|s| s.name == name)
     {
@@ -372,6 +380,7 @@ pub(crate) async fn start_hub(
                 browser: None,
                 ..OAuthHome::in_data_dir(&portico_config::data_dir())
             }),
+            vars,
             ..HubSettings::default()
         },
     );

@@ -122,9 +122,14 @@ async fn checks(explicit: Option<&Path>) -> Vec<Check> {
     let config = text
         .as_deref()
         .and_then(|text| config_checks(explicit, &source, text, &mut checks));
-    let findings = match (&config, &text) {
-        (Some(_), Some(text)) => {
-            portico_config::environment_findings(text, &|name| std::env::var(name).ok())
+    let vars = config.as_ref().map(|config| {
+        let store = portico_secrets::SecretStore::for_config(config);
+        checks.push(secrets_check(&store));
+        portico_secrets::Vars::with_store(store)
+    });
+    let findings = match (&vars, &text) {
+        (Some(vars), Some(text)) => {
+            portico_config::environment_findings(text, &|name| vars.get(name))
         }
         _ => Vec::new(),
     };
@@ -139,8 +144,8 @@ async fn checks(explicit: Option<&Path>) -> Vec<Check> {
     }
     checks.push(daemon_check);
 
-    if let Some(config) = &config {
-        checks.extend(server_checks(config, &findings).await);
+    if let (Some(config), Some(vars)) = (&config, &vars) {
+        checks.extend(server_checks(config, &findings, vars).await);
     }
     portico_mcp::reap_dropped_children(Duration::from_secs(2)).await;
     checks
@@ -199,6 +204,32 @@ fn config_checks(
             ));
             None
         }
+    }
+}
+
+/// Where secrets are kept, and how many: a line of its own.
+fn secrets_check(store: &portico_secrets::SecretStore) -> Check {
+    use portico_secrets::Backend;
+    let stored = match store.names() {
+        Ok(names) => names.len(),
+        Err(error) => {
+            return Check::new("secrets", Status::Fail, format!("secrets: {error}"));
+        }
+    };
+    match store.backend() {
+        Backend::Unusable { why } => Check::new(
+            "secrets",
+            Status::Fail,
+            format!("secrets: [secrets] store = \"keyring\", but the OS keyring cannot be used here: {why}"),
+        )
+        .fix(Some(
+            "set [secrets] store = \"auto\" (the keyring where usable, else a file) or \"file\"".into(),
+        )),
+        backend => Check::new(
+            "secrets",
+            Status::Ok,
+            format!("secrets: kept in {backend}; {stored} stored"),
+        ),
     }
 }
 
@@ -371,7 +402,11 @@ pub fn config_identity(source: &ConfigSource) -> Option<ConfigIdentity> {
 /// Each enabled server's handshake and listing, all at once, each within its
 /// `startup_timeout_secs`.
 /// Servers whose command is missing are left out: their line is above.
-async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
+async fn server_checks(
+    config: &Config,
+    findings: &[Finding],
+    vars: &portico_secrets::Vars,
+) -> Vec<Check> {
     let missing = |server: &McpServerConfig| {
         findings.iter().any(|f| {
             matches!(&f.kind, FindingKind::MissingCommand { server: name, .. } if *name == server.name)
@@ -386,7 +421,7 @@ async fn server_checks(config: &Config, findings: &[Finding]) -> Vec<Check> {
             let log = portico_mcp::ServerLog::default();
             let task = server
                 .enabled
-                .then(|| tokio::spawn(handshake(server.clone(), log.clone())));
+                .then(|| tokio::spawn(handshake(server.clone(), vars.clone(), log.clone())));
             (server.name.clone(), task, log)
         })
         .collect();
@@ -441,8 +476,10 @@ fn show_starting(
         }
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let waiting: Vec<&(String, tokio::task::AbortHandle, portico_mcp::ServerLog)> =
-                servers.iter().filter(|(_, task, _)| !task.is_finished()).collect();
+            let waiting: Vec<&(String, tokio::task::AbortHandle, portico_mcp::ServerLog)> = servers
+                .iter()
+                .filter(|(_, task, _)| !task.is_finished())
+                .collect();
             let Some((_, _, slowest)) = waiting.first() else {
                 return;
             };
@@ -461,7 +498,11 @@ fn show_starting(
     })
 }
 
-async fn handshake(server: McpServerConfig, log: portico_mcp::ServerLog) -> Check {
+async fn handshake(
+    server: McpServerConfig,
+    vars: portico_secrets::Vars,
+    log: portico_mcp::ServerLog,
+) -> Check {
     let started = Instant::now();
     let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
     // With the stored OAuth token, if any; doctor never opens a browser.
@@ -471,7 +512,7 @@ async fn handshake(server: McpServerConfig, log: portico_mcp::ServerLog) -> Chec
     };
     let auth = portico_mcp::oauth::UpstreamAuth::for_server(&server, &home);
     let connected =
-        Upstream::connect_logged(&server, events, StopGrace::BRIEF, auth, &log).await;
+        Upstream::connect_logged(&server, events, StopGrace::BRIEF, auth, &vars, &log).await;
     let (upstream, exit) = match connected {
         Ok(pair) => pair,
         Err(error) => {
@@ -527,7 +568,14 @@ pub fn config_check(explicit: Option<&Path>) -> anyhow::Result<ExitCode> {
         println!("{} problem(s) found", problems.len());
         return Ok(ExitCode::from(2));
     }
-    let findings = portico_config::environment_findings(&text, &|name| std::env::var(name).ok());
+    // Unset variables the secret store has are no warning: a server finds them there.
+    let vars = match portico_config::parse(&origin, &text) {
+        Ok(config) => {
+            portico_secrets::Vars::with_store(portico_secrets::SecretStore::for_config(&config))
+        }
+        Err(_) => portico_secrets::Vars::environment(),
+    };
+    let findings = portico_config::environment_findings(&text, &|name| vars.get(name));
     for finding in &findings {
         let problem = &finding.problem;
         let hint = problem

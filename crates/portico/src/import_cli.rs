@@ -2,7 +2,7 @@
 //! config. The translation is `portico_config::import`; this finds and reads the files, writes the
 //! config (or prints it with `--dry-run`) and says what the user has to do next.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -126,13 +126,20 @@ pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode
         ));
     }
     if !imported.exports.is_empty() {
-        report.push_str("Set these in Portico's environment before starting it:\n");
-        for export in &imported.exports {
-            report.push_str(&format!(
-                "  export {}=...   # {}\n",
-                export.variable, export.reason
-            ));
-        }
+        // Offered only once the servers are written, and only to someone at a terminal.
+        let offer = !args.dry_run
+            && !merged.added.is_empty()
+            && std::io::stdin().is_terminal()
+            && std::io::stderr().is_terminal();
+        let store = offer
+            .then(|| portico_config::parse(&shown, &merged.text).ok())
+            .flatten()
+            .map(|config| portico_secrets::SecretStore::for_config(&config));
+        report.push_str(&secrets_report(
+            &imported.exports,
+            store.as_deref(),
+            &mut ask,
+        ));
     }
     if !imported.warnings.is_empty() {
         report.push_str("Not imported as it was:\n");
@@ -152,6 +159,89 @@ pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode
         crate::cli::print_now(report)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to do about the variables the imported servers refer to. With a store (on a terminal),
+/// each literal secret the source held is offered for the store first (y/N, or all).
+fn secrets_report(
+    exports: &[import::Export],
+    store: Option<&portico_secrets::SecretStore>,
+    ask: &mut dyn FnMut(&str) -> Answer,
+) -> String {
+    let mut stored = Vec::new();
+    let mut failed = Vec::new();
+    if let Some(store) = store {
+        let mut all = false;
+        for export in exports {
+            let Some(literal) = &export.literal else {
+                continue;
+            };
+            if !all {
+                match ask(&format!(
+                    "Move {} into Portico's secret store, so an IDE-started Portico has it too? ({}) [y/N/a=all] ",
+                    export.variable, export.reason
+                )) {
+                    Answer::Yes => {}
+                    Answer::All => all = true,
+                    Answer::No => continue,
+                }
+            }
+            match store.set(&export.variable, literal.expose()) {
+                Ok(place) => stored.push((
+                    export.variable.clone(),
+                    crate::secret_cli::place_words(store, place),
+                )),
+                Err(error) => failed.push(format!("  {}: {error}\n", export.variable)),
+            }
+        }
+    }
+    let mut report = String::new();
+    for (variable, place) in &stored {
+        report.push_str(&format!("Stored {variable} in {place}\n"));
+    }
+    if !failed.is_empty() {
+        report.push_str("Could not store:\n");
+        report.extend(failed);
+    }
+    let left: Vec<&import::Export> = exports
+        .iter()
+        .filter(|e| !stored.iter().any(|(v, _)| v == &e.variable))
+        .collect();
+    if !left.is_empty() {
+        report.push_str(
+            "Set these before starting Portico (the secret store keeps them where an IDE-started Portico finds them too; an exported variable works as well):\n",
+        );
+        for export in left {
+            report.push_str(&format!(
+                "  portico secret set {}   # {}\n",
+                export.variable, export.reason
+            ));
+        }
+    }
+    report
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Yes,
+    No,
+    All,
+}
+
+/// A question on stderr, its answer read from the terminal; anything but yes or all is no.
+fn ask(question: &str) -> Answer {
+    use std::io::BufRead;
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return Answer::No;
+    }
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Answer::Yes,
+        "a" | "all" => Answer::All,
+        _ => Answer::No,
+    }
 }
 
 /// The files to read, and whether the user named them (rather than Portico looking).
@@ -234,4 +324,106 @@ pub(crate) fn write_file(target: &Path, text: &str, exists: bool) -> anyhow::Res
         return Err(e).with_context(|| format!("cannot write {}", target.display()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SENTINEL: &str = "ghp_import-sentinel-31d9";
+
+    fn exports() -> Vec<import::Export> {
+        let text = format!(
+            r#"{{"mcpServers": {{
+                "one": {{"command": "a", "env": {{"ONE_TOKEN": "{SENTINEL}-1"}}}},
+                "two": {{"command": "b", "env": {{"TWO_TOKEN": "{SENTINEL}-2"}}}},
+                "three": {{"command": "c", "env": {{"THREE_TOKEN": "{SENTINEL}-3"}}}}
+            }}}}"#
+        );
+        let file = import::SourceFile {
+            origin: "claude.json",
+            text: &text,
+            workspace: None,
+            home: None,
+        };
+        import::translate(&file).unwrap().exports
+    }
+
+    fn store() -> (
+        tempfile::TempDir,
+        std::sync::Arc<portico_secrets::SecretStore>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            portico_secrets::SecretStore::open(dir.path(), portico_config::SecretStoreChoice::File);
+        (dir, store)
+    }
+
+    #[test]
+    fn each_literal_secret_is_offered_and_stored_only_when_the_user_says_so() {
+        let (_dir, store) = store();
+        let mut answers = vec![Answer::No, Answer::Yes, Answer::No].into_iter();
+        let mut asked = Vec::new();
+        let report = secrets_report(&exports(), Some(&store), &mut |question| {
+            asked.push(question.to_string());
+            answers.next().unwrap()
+        });
+        assert_eq!(asked.len(), 3);
+        assert!(
+            asked[0].starts_with("Move ONE_TOKEN into Portico's secret store"),
+            "{asked:?}"
+        );
+        assert_eq!(
+            store.names().unwrap(),
+            vec![("TWO_TOKEN".to_string(), portico_secrets::Place::File)]
+        );
+        assert_eq!(
+            store.get("TWO_TOKEN").unwrap().unwrap(),
+            format!("{SENTINEL}-2")
+        );
+        assert!(report.contains("Stored TWO_TOKEN in "), "{report}");
+        assert!(
+            report.contains("  portico secret set ONE_TOKEN   # server `one`"),
+            "{report}"
+        );
+        assert!(
+            report.contains("  portico secret set THREE_TOKEN   # server `three`"),
+            "{report}"
+        );
+        assert!(!report.contains("portico secret set TWO_TOKEN"), "{report}");
+        assert!(
+            !report.contains(SENTINEL) && !asked.concat().contains(SENTINEL),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn all_stores_this_secret_and_every_one_after_it_without_asking_again() {
+        let (_dir, store) = store();
+        let mut asked = 0;
+        let report = secrets_report(&exports(), Some(&store), &mut |_| {
+            asked += 1;
+            if asked == 1 { Answer::No } else { Answer::All }
+        });
+        assert_eq!(asked, 2);
+        let names: Vec<String> = store.names().unwrap().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["THREE_TOKEN", "TWO_TOKEN"]);
+        assert!(report.contains("portico secret set ONE_TOKEN"), "{report}");
+        assert!(!report.contains(SENTINEL), "{report}");
+    }
+
+    #[test]
+    fn off_a_terminal_nothing_is_asked_and_the_commands_are_printed() {
+        let report = secrets_report(&exports(), None, &mut |_| panic!("asked off a terminal"));
+        assert!(
+            report.starts_with("Set these before starting Portico"),
+            "{report}"
+        );
+        assert_eq!(
+            report.matches("  portico secret set ").count(),
+            3,
+            "{report}"
+        );
+        assert!(!report.contains(SENTINEL), "{report}");
+    }
 }

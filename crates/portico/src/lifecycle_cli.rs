@@ -642,6 +642,15 @@ fn report(status: &ServerStatus, daemon: Option<&Daemon>, file: Option<&Path>) -
             );
             ExitCode::SUCCESS
         }
+        ServerState::NeedsSecret => {
+            // Set later, it connects without a restart (the daemon watches the store).
+            for secret in &status.missing_secrets {
+                println!(
+                    "`{name}` needs secret {secret}: `portico secret set {secret}` stores it, and it starts"
+                );
+            }
+            ExitCode::SUCCESS
+        }
         ServerState::Disabled => {
             println!("`{name}` is disabled{place_name}");
             ExitCode::SUCCESS

@@ -20,6 +20,7 @@ mod onramp_cli;
 mod output;
 mod progress;
 mod registry_cli;
+mod secret_cli;
 mod serve_signals;
 mod stdio_door;
 mod stdio_transport;

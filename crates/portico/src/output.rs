@@ -53,8 +53,8 @@ pub fn servers_table(servers: &[ServerStatus]) -> String {
 /// The state, with how long the connection attempt in progress has taken.
 fn state_cell(s: &ServerStatus) -> String {
     match s.starting_secs {
-        Some(secs) => format!("{} ({secs}s)", s.state),
-        None => s.state.to_string(),
+        Some(secs) => format!("{} ({secs}s)", s.state_label()),
+        None => s.state_label(),
     }
 }
 
@@ -73,7 +73,19 @@ pub fn warn_unready(servers: &[ServerStatus]) {
         return;
     }
     for s in servers {
-        if !matches!(
+        if s.state == ServerState::NeedsSecret {
+            // Its tools are missing from the list: say why, and what brings them.
+            eprintln!(
+                "warning: server `{}` lists no tools: it {}; run {}",
+                s.name,
+                s.state_label(),
+                s.missing_secrets
+                    .iter()
+                    .map(|name| format!("`portico secret set {name}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            );
+        } else if !matches!(
             s.state,
             ServerState::Ready | ServerState::Disabled | ServerState::Idle
         ) {

@@ -11,6 +11,8 @@ mod client;
 
 #[path = "onramp/machine.rs"]
 mod machine;
+#[path = "onramp/secrets.rs"]
+mod secrets;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -140,9 +142,9 @@ fn a_claude_desktop_config_is_imported_from_its_place_and_served() {
         stdout,
         format!(
             "portico: wrote a new config, {}: 2 server(s): everything, remote\n\
-             Set these in Portico's environment before starting it:\n\
-             \x20 export EVERYTHING_TOKEN=...   # server `everything`: env EVERYTHING_TOKEN had a literal value (still in {source}; not copied)\n\
-             \x20 export REMOTE_TOKEN=...   # server `remote`: header Authorization had a literal value (still in {source}; not copied)\n\
+             Set these before starting Portico (the secret store keeps them where an IDE-started Portico finds them too; an exported variable works as well):\n\
+             \x20 portico secret set EVERYTHING_TOKEN   # server `everything`: env EVERYTHING_TOKEN had a literal value (still in {source}; not copied)\n\
+             \x20 portico secret set REMOTE_TOKEN   # server `remote`: header Authorization had a literal value (still in {source}; not copied)\n\
              Next: `portico servers` shows them connect; `portico serve` serves them to your IDEs.\n",
             config.display()
         )
@@ -374,8 +376,8 @@ fn a_vs_code_mcp_json_with_inputs_is_previewed_then_written_and_served() {
         remote.url("/mcp"),
     );
     assert_eq!(stdout, expected);
-    let report = "Set these in Portico's environment before starting it:\n\
-         \x20 export EVERYTHING_KEY=...   # server `everything`: env EVERYTHING_KEY was VS Code's input `everything-key` (The everything key)\n";
+    let report = "Set these before starting Portico (the secret store keeps them where an IDE-started Portico finds them too; an exported variable works as well):\n\
+         \x20 portico secret set EVERYTHING_KEY   # server `everything`: env EVERYTHING_KEY was VS Code's input `everything-key` (The everything key)\n";
     assert_eq!(
         stderr,
         format!(

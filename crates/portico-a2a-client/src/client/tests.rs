@@ -639,8 +639,9 @@ async fn configured_headers_are_expanded_and_sent() {
     let missing = A2aClient::for_agent(&config, &|_| None).unwrap_err();
     assert_eq!(
         missing.to_string(),
-        "header `Authorization`: environment variable `FAKE_TOKEN` is referenced as ${FAKE_TOKEN} \
-         but is not set; export it before starting Portico"
+        "header `Authorization`: `${FAKE_TOKEN}` is set neither in Portico's environment nor in \
+         its secret store; run `portico secret set FAKE_TOKEN` (or export FAKE_TOKEN before \
+         starting Portico)"
     );
 }
 

@@ -70,6 +70,13 @@ url = "http://127.0.0.1:3001/mcp"
 "#
     );
     assert!(!merged.text.contains("ghp_s3cret") && !merged.text.contains("abc123"));
+    // The literal is kept for the secret store, and never shown.
+    let github = &import.exports[0];
+    assert_eq!(
+        github.literal.as_ref().map(|l| l.expose()),
+        Some("ghp_s3cret")
+    );
+    assert!(!format!("{import:?}").contains("ghp_s3cret"));
     assert_eq!(merged.added, ["github", "remote", "local"]);
     assert_eq!(
         exports(&import),

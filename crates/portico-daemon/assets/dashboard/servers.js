@@ -63,10 +63,19 @@ export function serversPage(section, context) {
       name.append(el('div', { class: 'muted' }, `${server.server_name}${server.server_version ? ' ' + server.server_version : ''}`));
     }
     const resources = (server.resources || 0) + (server.resource_templates || 0);
+    const state = el('td', { 'data-field': 'state' }, chip(server.state));
+    if (typeof server.starting_secs === 'number') {
+      state.append(el('span', { class: 'muted', 'data-field': 'starting-secs' }, ` ${server.starting_secs}s`));
+    }
+    // A server waiting for secrets says which, and the command that sets each.
+    if (server.state === 'needs_secret' && Array.isArray(server.missing_secrets)) {
+      for (const secret of server.missing_secrets) {
+        state.append(el('div', { class: 'muted', 'data-field': 'set-secret' }, el('code', {}, `portico secret set ${secret}`)));
+      }
+    }
     return el('tr', { 'data-server': server.name },
       name,
-      el('td', { 'data-field': 'state' }, chip(server.state),
-        typeof server.starting_secs === 'number' ? el('span', { class: 'muted', 'data-field': 'starting-secs' }, ` ${server.starting_secs}s`) : ''),
+      state,
       el('td', { 'data-field': 'transport' }, transport || ''),
       el('td', { 'data-field': 'era' }, server.protocol_version || '—'),
       el('td', { 'data-field': 'tools', class: 'num' }, server.tools ?? 0),

@@ -178,7 +178,7 @@ export function since(value) {
 }
 
 const GOOD = new Set(['ready', 'ok', 'approved', 'completed', 'done', 'consumed', 'task_state_completed']);
-const BAD = new Set(['failed', 'error', 'denied', 'invalid', 'timeout', 'rejected', 'canceled', 'cancelled', 'task_state_failed', 'task_state_rejected', 'task_state_canceled', 'disabled', 'gave_up', 'needs_login']);
+const BAD = new Set(['failed', 'error', 'denied', 'invalid', 'timeout', 'rejected', 'canceled', 'cancelled', 'task_state_failed', 'task_state_rejected', 'task_state_canceled', 'disabled', 'gave_up', 'needs_login', 'needs_secret']);
 const WAITING = new Set(['pending', 'approval_requested', 'starting', 'restarting', 'working', 'submitted', 'input_required', 'auth_required', 'expired', 'task_state_working', 'task_state_submitted', 'task_state_input_required', 'task_state_auth_required']);
 
 /// A coloured chip naming a state.

@@ -25,6 +25,14 @@ impl Home {
     }
 
     /// The config's path as the daemon publishes it (canonical).
+    /// `portico doctor`'s line on the secret store of this home, with `stored` secrets.
+    pub fn secrets_line(&self, stored: usize) -> String {
+        format!(
+            "ok    secrets: kept in the file {}, as no OS keyring is usable here (no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is not set); {stored} stored",
+            self.dir.path().join("secrets.json").display()
+        )
+    }
+
     pub fn canonical_config(&self) -> String {
         std::fs::canonicalize(self.config())
             .unwrap()
@@ -61,7 +69,10 @@ impl Home {
             .args(args)
             .env("PORTICO_HOME", self.dir.path())
             .env_remove("PORTICO_CONFIG")
-            .env_remove("PORTICO_LOG");
+            .env_remove("PORTICO_LOG")
+            // No D-Bus session bus, wherever the tests run: the secret store is the file.
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env("XDG_RUNTIME_DIR", self.dir.path());
         for name in unset {
             command.env_remove(name);
         }
@@ -131,10 +142,11 @@ fn a_clean_setup_passes_every_check_and_exits_0() {
         lines,
         vec![
             format!("ok    config: {}: no problems", home.config().display()),
+            home.secrets_line(0),
             format!("ok    port: 127.0.0.1:{port} is free"),
             "ok    daemon: not running".to_string(),
             "ok    server `envy`: ready in N ms (stdio, 2025-11-25, 3 tool(s))".to_string(),
-            "all 4 checks passed".to_string(),
+            "all 5 checks passed".to_string(),
         ],
         "{stderr}"
     );
@@ -203,8 +215,9 @@ fn doctor_finds_a_missing_command_an_unset_variable_a_taken_port_a_dead_url_and_
         lines,
         vec![
             format!("ok    config: {path}: no problems"),
+            home.secrets_line(0),
             format!(
-                "FAIL  env: {path}:3:9: server.token references ${{PORTICO_DOCTOR_UNSET_TOKEN}}, which is not set in this environment; fix: export PORTICO_DOCTOR_UNSET_TOKEN before starting Portico"
+                "FAIL  env: {path}:3:9: server.token references ${{PORTICO_DOCTOR_UNSET_TOKEN}}, which is set neither in this environment nor in the secret store; fix: run `portico secret set PORTICO_DOCTOR_UNSET_TOKEN`, or export PORTICO_DOCTOR_UNSET_TOKEN before starting Portico"
             ),
             missing_line.to_string(),
             format!(
@@ -217,7 +230,7 @@ fn doctor_finds_a_missing_command_an_unset_variable_a_taken_port_a_dead_url_and_
                 "FAIL  server `crashy`: `{python}` exited or closed its stdout before answering the handshake; its stderr ended with:"
             ),
             "    fatal: cannot start".to_string(),
-            "8 checks: 5 failed, 0 warning(s)".to_string(),
+            "9 checks: 5 failed, 0 warning(s)".to_string(),
         ],
         "{stderr}"
     );
@@ -246,6 +259,7 @@ fn doctor_finds_a_missing_command_an_unset_variable_a_taken_port_a_dead_url_and_
         .collect();
     let expected: Vec<(String, String)> = [
         ("config", "ok"),
+        ("secrets", "ok"),
         ("env", "fail"),
         ("command", "fail"),
         ("port", "fail"),
@@ -258,15 +272,15 @@ fn doctor_finds_a_missing_command_an_unset_variable_a_taken_port_a_dead_url_and_
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
     assert_eq!(summary, expected);
-    let dead_check = &report["checks"][6];
+    let dead_check = &report["checks"][7];
     assert_eq!(
         dead_check["message"],
         format!("server `dead`: cannot reach {dead}: connection refused")
     );
     assert!(dead_check["millis"].is_u64(), "{dead_check}");
     assert_eq!(
-        report["checks"][1]["fix"],
-        "export PORTICO_DOCTOR_UNSET_TOKEN before starting Portico"
+        report["checks"][2]["fix"],
+        "run `portico secret set PORTICO_DOCTOR_UNSET_TOKEN`, or export PORTICO_DOCTOR_UNSET_TOKEN before starting Portico"
     );
     drop(squatter);
     assert!(marked.processes().is_empty(), "{:#?}", marked.processes());
@@ -316,8 +330,9 @@ fn doctor_tells_whether_the_running_daemon_runs_this_config() {
     assert_eq!(
         stdout,
         format!(
-            "ok    config: {}: no problems\nok    port: 127.0.0.1:{port} is in use by the running daemon (pid {pid})\nok    daemon: running ({at}) with this config ({}, unchanged)\nwarn  servers: none configured; fix: add [[mcp_servers]] entries to the config (see the README's Configure section)\n4 checks: 0 failed, 1 warning(s)\n",
+            "ok    config: {}: no problems\n{}\nok    port: 127.0.0.1:{port} is in use by the running daemon (pid {pid})\nok    daemon: running ({at}) with this config ({}, unchanged)\nwarn  servers: none configured; fix: add [[mcp_servers]] entries to the config (see the README's Configure section)\n5 checks: 0 failed, 1 warning(s)\n",
             home.config().display(),
+            home.secrets_line(0),
             home.canonical_config()
         )
     );

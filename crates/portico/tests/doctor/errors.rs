@@ -146,7 +146,7 @@ fn config_check_warns_of_what_this_environment_lacks_and_hints_right() {
     assert_eq!(
         stdout,
         format!(
-            "{path}:6:29: warning: mcp_servers.transport.headers.Authorization references ${{PORTICO_DOCTOR_UNSET_GH}}, which is not set in this environment (hint: export PORTICO_DOCTOR_UNSET_GH before starting Portico)\n\
+            "{path}:6:29: warning: mcp_servers.transport.headers.Authorization references ${{PORTICO_DOCTOR_UNSET_GH}}, which is set neither in this environment nor in the secret store (hint: run `portico secret set PORTICO_DOCTOR_UNSET_GH`, or export PORTICO_DOCTOR_UNSET_GH before starting Portico)\n\
              {path}:12:11: warning: server `local`: command `no-such-portico-test-program` is not on PATH (hint: install it, or give its full path (Portico searches the PATH it was started with))\n\
              {path}: ok, with 2 warning(s) about this environment (`portico doctor` checks more)\n"
         )
@@ -170,7 +170,7 @@ fn config_check_warns_of_what_this_environment_lacks_and_hints_right() {
     assert_eq!(code, 0);
     assert!(
         stdout.starts_with(&format!(
-            "{}:2:9: warning: server.token references ${{PORTICO_TOKEN}}, which is not set in this environment",
+            "{}:2:9: warning: server.token references ${{PORTICO_TOKEN}}, which is set neither in this environment nor in the secret store",
             home.config().display()
         )),
         "{stdout}"

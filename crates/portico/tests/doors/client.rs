@@ -109,9 +109,14 @@ impl StdioSession {
     }
 
     pub fn start_with_env(home: &Home, args: &[&str], envs: &[(&str, &str)]) -> StdioSession {
-        let mut child = home
-            .command(&[&["mcp"], args].concat())
-            .envs(envs.iter().copied())
+        let mut command = home.command(&[&["mcp"], args].concat());
+        command.envs(envs.iter().copied());
+        Self::spawn(command)
+    }
+
+    /// `command` (a `portico mcp` made by the caller, as an IDE would start it) started and spoken to.
+    pub fn spawn(mut command: Command) -> StdioSession {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

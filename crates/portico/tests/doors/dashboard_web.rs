@@ -42,6 +42,13 @@ fn config(token: Option<&str>) -> String {
     let token = token.map_or(String::new(), |token| format!("token = {token:?}\n"));
     let everything = everything_js().display().to_string();
     let upstream = stdio_entry("everything", &node(), &[everything.as_str(), "stdio"], "");
+    // A server whose secret nobody set: the servers page names it and the command that sets it.
+    let vault = stdio_entry(
+        "vault",
+        &python3(),
+        &[python_peer("env_dump.py").to_str().unwrap()],
+        "env = [\"VAULT_KEY=${DASHBOARD_TOUR_UNSET_SECRET}\"]",
+    );
     format!(
         r#"
 [server]
@@ -71,7 +78,7 @@ rules = [
   {{ when = {{}}, steps = [ {{ reply = "Hello from the scripted helper, you said: {{{{message}}}}" }} ] }},
 ]
 
-{upstream}"#
+{upstream}{vault}"#
     )
 }
 
@@ -247,6 +254,11 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
     let servers = page_text(report, "servers");
     assert!(
         servers.contains("everything") && servers.contains("ready"),
+        "{servers}"
+    );
+    assert!(
+        servers.contains("needs_secret")
+            && servers.contains("portico secret set DASHBOARD_TOUR_UNSET_SECRET"),
         "{servers}"
     );
     let tools = page_text(report, "tools");
