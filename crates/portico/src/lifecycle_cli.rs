@@ -63,6 +63,18 @@ pub struct AddArgs {
     /// Write the entry and return, without waiting for the server to start.
     #[arg(long)]
     pub no_wait: bool,
+    /// A server from the MCP registry (NAME is a registry name such as io.github.owner/server):
+    /// name its entry this instead of the registry name's last part.
+    #[arg(long = "as", value_name = "ENTRY")]
+    pub entry_name: Option<String>,
+    /// A server from the MCP registry: run it this way when it offers several (npm, pypi, oci,
+    /// remote).
+    #[arg(long, value_name = "npm|pypi|oci|remote")]
+    pub prefer: Option<String>,
+    /// A registry server whose URL is on this machine or a private network (a company's own
+    /// server): let Portico reach it (`allow_private_network = true` in its entry).
+    #[arg(long)]
+    pub allow_private_network: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -95,6 +107,14 @@ pub async fn add(
     standalone: bool,
     args: AddArgs,
 ) -> anyhow::Result<ExitCode> {
+    if args.url.is_none() && args.command.is_empty() && args.name.contains('/') {
+        return crate::registry_cli::add(explicit, standalone, &args).await;
+    }
+    if args.entry_name.is_some() || args.prefer.is_some() || args.allow_private_network {
+        bail!(
+            "--as, --prefer and --allow-private-network are for a server from the MCP registry (`portico add io.github.owner/server`)"
+        );
+    }
     let server = new_entry(&args)?;
     add_entry(
         explicit,
@@ -883,6 +903,9 @@ mod tests {
             headers: Vec::new(),
             env: Vec::new(),
             no_wait: false,
+            entry_name: None,
+            prefer: None,
+            allow_private_network: false,
         }
     }
 

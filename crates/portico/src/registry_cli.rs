@@ -3,7 +3,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use portico_registry::{Found, ListQuery, MAX_LIMIT, Registry};
+use std::io::{BufRead, IsTerminal, Write};
+
+use anyhow::bail;
+use portico_registry::{
+    Found, InputNeed, ListQuery, MAX_LIMIT, Options, Registry, RunsAs, Translation,
+};
+
+use crate::lifecycle_cli::AddArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct SearchArgs {
@@ -155,4 +162,152 @@ fn cut(text: &str, max: usize) -> String {
         cut.push('…');
         cut
     }
+}
+
+/// `portico add REGISTRY_NAME`: the server's latest `server.json` from the registry, as an entry
+/// (its version pinned, nothing run through a shell), with the values it needs: from `--env`,
+/// else asked on a terminal (secret ones without echo, into the secret store, never the file),
+/// else named with the command that sets them; then written and started as `portico add` does.
+pub async fn add(
+    explicit: Option<&Path>,
+    standalone: bool,
+    args: &AddArgs,
+) -> anyhow::Result<ExitCode> {
+    if !args.headers.is_empty() || args.transport.is_some() {
+        bail!(
+            "--header and --transport are for a server at a URL you give; a registry server's headers come from its server.json, their values from --env NAME=value"
+        );
+    }
+    let (config, _source) = portico_config::load(explicit)?;
+    let registry = Registry::from_config(&config.registry)?;
+    let mut values = std::collections::BTreeMap::new();
+    for item in &args.env {
+        let Some((name, value)) = item.split_once('=') else {
+            bail!(
+                "--env `{item}`: a registry server takes its values as --env NAME=value (the names are in `portico add {}`'s list of what it needs)",
+                args.name
+            );
+        };
+        values.insert(name.trim().to_string(), value.to_string());
+    }
+    let prefer = match args.prefer.as_deref() {
+        None => None,
+        Some(wanted) => Some(
+            RunsAs::ALL
+                .into_iter()
+                .find(|r| r.label() == wanted)
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--prefer `{wanted}`: one of npm, pypi, oci, remote")
+                })?,
+        ),
+    };
+    let options = Options {
+        name: args.entry_name.clone(),
+        prefer,
+        values,
+        ..Options::default()
+    };
+    let mut translation = registry.resolve(&args.name, &options).await?;
+    if std::io::stdin().is_terminal() {
+        let answers = ask_missing(&translation)?;
+        if !answers.is_empty() {
+            translation = translation.with_values(answers)?;
+        }
+    }
+    if !translation.writable() {
+        let missing: Vec<String> = translation.missing().map(describe_need).collect();
+        bail!(
+            "`{}` needs values Portico cannot leave for later; give them with --env NAME=value:\n  {}",
+            translation.registry_name,
+            missing.join("\n  ")
+        );
+    }
+    let mut server = translation.server.clone();
+    server.allow_private_network = args.allow_private_network;
+    let stored = store_secrets(&config, &translation)?;
+    println!(
+        "{} {} from {}: runs as {}",
+        translation.registry_name,
+        translation.version,
+        registry.url(),
+        translation.runs_as.label()
+    );
+    for note in &translation.notes {
+        println!("note: {note}");
+    }
+    for name in &stored {
+        println!("stored secret {name} in the secret store (not in the config file)");
+    }
+    let mut warnings = Vec::new();
+    for need in translation.missing() {
+        if let Some(variable) = &need.variable {
+            warnings.push(format!(
+                "{} has no value yet: `portico secret set {variable}` (or export {variable}) before it can start",
+                describe_need(need)
+            ));
+        }
+    }
+    crate::lifecycle_cli::add_entry(explicit, standalone, &server, &warnings, args.no_wait).await
+}
+
+/// One missing value, in words: `WEATHER_API_KEY (secret environment variable): API key from ...`.
+fn describe_need(need: &InputNeed) -> String {
+    let secret = if need.secret { "secret " } else { "" };
+    let about = need
+        .description
+        .as_deref()
+        .map(|d| format!(": {}", crate::output::printable(d)))
+        .unwrap_or_default();
+    format!("{} ({secret}{}){about}", need.name, need.place.label())
+}
+
+/// Asks a person at a terminal for each missing value: defaults offered, secrets without echo.
+fn ask_missing(translation: &Translation) -> anyhow::Result<Vec<(String, String)>> {
+    let mut answers = Vec::new();
+    let needs: Vec<&InputNeed> = translation.missing().collect();
+    if needs.is_empty() {
+        return Ok(answers);
+    }
+    println!("{} needs:", translation.registry_name);
+    for need in needs {
+        let prompt = match (&need.default, need.choices.is_empty()) {
+            (Some(default), _) if !need.secret => format!("{} [{default}]: ", describe_need(need)),
+            (_, false) => format!("{} ({}): ", describe_need(need), need.choices.join("|")),
+            _ => format!("{}: ", describe_need(need)),
+        };
+        let value = if need.secret {
+            crate::secret_cli::read_hidden(&prompt)?
+        } else {
+            print!("{prompt}");
+            std::io::stdout().flush()?;
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line)?;
+            line.trim_end_matches(['\n', '\r']).to_string()
+        };
+        let value = match (value.is_empty(), &need.default) {
+            (true, Some(default)) if !need.secret => default.clone(),
+            (true, _) => continue,
+            (false, _) => value,
+        };
+        answers.push((need.name.clone(), value));
+    }
+    Ok(answers)
+}
+
+/// Puts the secret values the user gave into the secret store; the entry refers to each as
+/// `${VAR}`. The names stored.
+fn store_secrets(
+    config: &portico_config::Config,
+    translation: &Translation,
+) -> anyhow::Result<Vec<String>> {
+    if translation.secrets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let store = portico_secrets::SecretStore::for_config(config);
+    let mut stored = Vec::new();
+    for secret in &translation.secrets {
+        store.set(&secret.variable, &secret.value)?;
+        stored.push(secret.variable.clone());
+    }
+    Ok(stored)
 }
