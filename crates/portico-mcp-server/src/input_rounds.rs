@@ -37,7 +37,7 @@ use rmcp::model::{CallToolResponse, InputRequest, InputRequiredResult, InputResp
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
-use tokio_util::sync::DropGuard;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// How long a parked call waits for the client to come back with answers.
 pub const PARKED_FOR: Duration = Duration::from_secs(300);
@@ -218,11 +218,15 @@ impl ParkedCalls {
         events: mpsc::Sender<CallEvent>,
         mut receiver: mpsc::Receiver<CallEvent>,
         cancel: DropGuard,
+        client_gone: CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
         let first = tokio::select! {
             biased;
             result = &mut call => return result,
             first = receiver.recv() => first,
+            // The client cancelled or hung up before anything was asked of it: the call is
+            // dropped, which cancels it upstream.
+            () = client_gone.cancelled() => return Err(cancelled_by_the_client()),
         };
         tokio::spawn(async move {
             let result = call.await;
@@ -480,6 +484,11 @@ fn gone() -> RelayError {
     }
 }
 
+/// What a call the client cancelled (or hung up on) answers, to nobody.
+pub(crate) fn cancelled_by_the_client() -> McpError {
+    McpError::internal_error("cancelled by the client", None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,8 +555,18 @@ mod tests {
         let call = call(silent_caller(&events));
         tokio::spawn(async move {
             let place = parked.admit(OWNER).unwrap();
-            let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
-            let answer = parked.run("t", place, call, events, receiver, cancel).await;
+            let cancel = CancellationToken::new().drop_guard();
+            let answer = parked
+                .run(
+                    "t",
+                    place,
+                    call,
+                    events,
+                    receiver,
+                    cancel,
+                    CancellationToken::new(),
+                )
+                .await;
             (tokio::task::id(), answer)
         })
     }
