@@ -198,9 +198,22 @@ pub async fn complete_sampling(
                 input: call.arguments,
             })
             .collect(),
-        stop_reason: turn.stop_reason,
+        stop_reason: turn.stop_reason.map(|reason| mcp_stop_reason(&reason)),
         model: Some(driver.describe()),
     })
+}
+
+/// A provider's stop reason as MCP spells it (`end_turn`, `stop` → `endTurn`, ...); one MCP does
+/// not name is kept as it is.
+fn mcp_stop_reason(reason: &str) -> String {
+    match reason {
+        "end_turn" | "stop" => "endTurn",
+        "tool_use" | "tool_calls" => "toolUse",
+        "max_tokens" | "length" => "maxTokens",
+        "stop_sequence" => "stopSequence",
+        other => other,
+    }
+    .to_owned()
 }
 
 /// A sampling request as the conversation a driver takes: text blocks joined per message, each
@@ -272,6 +285,7 @@ fn chat_request(request: &SamplingRequest) -> ChatRequest {
 #[cfg(test)]
 mod answering_tests {
     use super::*;
+    use crate::JsonObject;
 
     #[tokio::test]
     async fn a_sampling_request_is_answered_by_the_driver_over_the_same_conversation() {
@@ -334,8 +348,13 @@ mod answering_tests {
             when: crate::RuleMatch::default(),
             steps: vec![crate::Step::Reply("three docs".into())],
         }]);
-        let answer = complete_sampling(&driver, &asked).await.unwrap();
+        let just_asked = SamplingRequest {
+            messages: asked.messages[..1].to_vec(),
+            ..asked
+        };
+        let answer = complete_sampling(&driver, &just_asked).await.unwrap();
         assert_eq!(answer.text, "three docs");
+        assert_eq!(answer.stop_reason.as_deref(), Some("endTurn"));
         assert!(answer.tool_uses.is_empty());
         assert_eq!(answer.model, Some(driver.describe()));
     }
