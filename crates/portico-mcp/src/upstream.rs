@@ -780,6 +780,22 @@ impl Upstream {
         }
     }
 
+    /// Lists the server's tools (following pagination), each definition verbatim. Over Streamable
+    /// HTTP from 2026-07-28 on, the listing is also where the transport learns which arguments a
+    /// call sends as `Mcp-Param-*` headers (SEP-2243): a session that calls a tool with such
+    /// arguments lists first.
+    pub async fn list_tools(&self) -> Result<Vec<ToolDef>, UpstreamError> {
+        Ok(self
+            .request("tools/list", self.peer.list_all_tools())
+            .await?
+            .into_iter()
+            .map(|tool| ToolDef {
+                name: tool.name.to_string(),
+                definition: to_object(&tool),
+            })
+            .collect())
+    }
+
     /// Lists everything the server offers (following pagination), keeping each definition verbatim.
     pub async fn list_catalog(&self) -> Result<ServerCatalog, UpstreamError> {
         let caps = self
@@ -792,16 +808,7 @@ impl Upstream {
             ..Default::default()
         };
         if caps.tools.is_some() {
-            for tool in self
-                .request("tools/list", self.peer.list_all_tools())
-                .await?
-            {
-                let definition = to_object(&tool);
-                catalog.tools.push(ToolDef {
-                    name: tool.name.to_string(),
-                    definition,
-                });
-            }
+            catalog.tools = self.list_tools().await?;
         }
         if caps.prompts.is_some() {
             for prompt in self

@@ -123,9 +123,18 @@ pub async fn through_daemon(
         )
     })?;
     let context = relay(&caller);
-    let called = interrupt
-        .run(upstream.call_tool_with(&args.tool, Some(arguments), &context))
-        .await;
+    let call = async {
+        // The daemon checks the `Mcp-Param-*` headers a tool's schema asks for, which the
+        // transport learns from a listing: a session that has not listed cannot send them.
+        let standard_headers = rmcp::model::ProtocolVersion::STANDARD_HEADERS;
+        if upstream.info().protocol_version.as_str() >= standard_headers.as_str() {
+            upstream.list_tools().await?;
+        }
+        upstream
+            .call_tool_with(&args.tool, Some(arguments), &context)
+            .await
+    };
+    let called = interrupt.run(call).await;
     caller.screen().clear();
     let answered = match called {
         None => Ok(cancelled(&args.tool)),
