@@ -1091,7 +1091,17 @@ impl PorticoServer {
             );
             return self
                 .parked
-                .run(&name, place, call, events, receiver, cancel, context.ct)
+                .run(
+                    &name,
+                    place,
+                    call,
+                    events,
+                    receiver,
+                    crate::input_rounds::CallCancel {
+                        guard: cancel,
+                        client_gone: context.ct,
+                    },
+                )
                 .await;
         }
         let call_context = self.call_context(&context);
