@@ -68,12 +68,18 @@ impl TerminalCaller {
                 ElicitationAnswer::Cancel
             }
             (ElicitMode::Defaults, _) => from_defaults(&ask),
-            (ElicitMode::Ask, true) => tokio::task::spawn_blocking(move || {
-                let stdin = std::io::stdin();
-                ask_on(&mut stdin.lock(), &mut std::io::stderr(), &ask)
-            })
-            .await
-            .unwrap_or(ElicitationAnswer::Cancel),
+            (ElicitMode::Ask, true) => {
+                // Progress and logs would land in the middle of the questions: none meanwhile.
+                self.screen.pause(true);
+                let answer = tokio::task::spawn_blocking(move || {
+                    let stdin = std::io::stdin();
+                    ask_on(&mut stdin.lock(), &mut std::io::stderr(), &ask)
+                })
+                .await
+                .unwrap_or(ElicitationAnswer::Cancel);
+                self.screen.pause(false);
+                answer
+            }
             (ElicitMode::Ask, false) => {
                 note(&format!(
                     "declined the tool's question ({}): stdin is not a terminal to ask it on; pass --elicit defaults to accept the form's defaults, or run the call on a terminal",
@@ -293,15 +299,36 @@ fn field_prompt(field: &FormField) -> String {
     if let Some(hint) = hint {
         prompt.push_str(&format!(", {hint}"));
     }
-    match &field.default {
-        Some(Value::String(text)) => prompt.push_str(&format!(" [{text}]")),
-        Some(Value::Bool(yes)) => prompt.push_str(if *yes { " [y]" } else { " [n]" }),
-        Some(other) => prompt.push_str(&format!(" [{other}]")),
+    match field
+        .default
+        .as_ref()
+        .map(|default| shown_default(field, default))
+    {
+        Some(default) => prompt.push_str(&format!(" [{default}]")),
         None if field.required => prompt.push_str(" *"),
         None => {}
     }
     prompt.push_str(": ");
     prompt
+}
+
+/// A default as the person reads it: a choice by its label, several joined, `y`/`n`, text as is.
+fn shown_default(field: &FormField, default: &Value) -> String {
+    let label = |value: &Value| match (&field.kind, value) {
+        (FieldKind::Choice(choices) | FieldKind::MultiChoice(choices), Value::String(value)) => {
+            choices
+                .iter()
+                .find(|choice| &choice.value == value)
+                .map_or_else(|| value.clone(), |choice| choice.label.clone())
+        }
+        (_, Value::String(text)) => text.clone(),
+        (_, Value::Bool(yes)) => if *yes { "y" } else { "n" }.to_string(),
+        (_, other) => other.to_string(),
+    };
+    match default {
+        Value::Array(values) => values.iter().map(label).collect::<Vec<_>>().join(", "),
+        one => label(one),
+    }
 }
 
 /// Writes `question` and reads one line; `None` at the end of input.
@@ -361,6 +388,8 @@ pub(crate) fn log_line(params: &JsonObject) -> String {
 /// with `-q`.
 pub(crate) struct Screen {
     live: bool,
+    /// A question is being asked: nothing else is written meanwhile.
+    paused: std::sync::atomic::AtomicBool,
     status: Mutex<Option<String>>,
 }
 
@@ -368,12 +397,22 @@ impl Screen {
     fn new() -> Screen {
         Screen {
             live: std::io::stderr().is_terminal() && !crate::oneview_cli::quiet(),
+            paused: std::sync::atomic::AtomicBool::new(false),
             status: Mutex::new(None),
         }
     }
 
+    fn pause(&self, paused: bool) {
+        self.paused
+            .store(paused, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn shows(&self) -> bool {
+        self.live && !self.paused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn status(&self, text: String) {
-        if !self.live {
+        if !self.shows() {
             return;
         }
         let mut stderr = std::io::stderr().lock();
@@ -383,7 +422,7 @@ impl Screen {
     }
 
     fn line(&self, text: &str) {
-        if !self.live {
+        if !self.shows() {
             return;
         }
         let status = self.status.lock().expect("status line lock");
@@ -503,7 +542,8 @@ fn sampling_driver(
             "agent `{name}`'s model is the calling client's (provider = \"sampling\"), and portico call has no client above it; pass --sample-with naming an agent with a model"
         )),
         portico_agents::DriverChoice::Unavailable(why) => Err(match agent {
-            Some(_) => why,
+            // Written for the daemon's agents; this command reads the environment afresh.
+            Some(_) => why.trim_end_matches(", then restart Portico").to_string(),
             None => "no model is configured: the config has no agent, and Portico's environment names no model (set OPENAI_API_KEY, ANTHROPIC_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server), or pass --sample-with naming an agent with a model".to_string(),
         }),
     }
@@ -558,6 +598,29 @@ mod tests {
              \x20 1) active  2) inactive\n\
              \x20 status, a number or a value [active]: \
              \x20 verified, y/n [y]: "
+        );
+    }
+
+    #[test]
+    fn defaults_are_offered_as_the_person_reads_them() {
+        let asked = ask(
+            json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
+                "hero": {"type": "string", "oneOf": [{"const": "h1", "title": "Superman"},
+                                                     {"const": "h2", "title": "Batman"}], "default": "h2"},
+                "fish": {"type": "array", "items": {"anyOf": [{"const": "f1", "title": "Tuna"},
+                         {"const": "f2", "title": "Trout"}]}, "default": ["f1", "f2"]},
+            }}}),
+        );
+        let ElicitationAsk::Form { fields, .. } = asked else {
+            panic!("a form")
+        };
+        let prompts: Vec<String> = fields.iter().map(field_prompt).collect();
+        assert_eq!(
+            prompts,
+            [
+                "  hero, a number or a value [Batman]: ",
+                "  fish, numbers or values, separated by commas [Tuna, Trout]: "
+            ]
         );
     }
 
