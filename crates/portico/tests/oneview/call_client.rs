@@ -254,6 +254,35 @@ fn sampling_without_a_model_is_refused_with_the_reason() {
 }
 
 #[test]
+fn sampling_without_a_model_is_refused_with_the_reason_through_the_daemon() {
+    let (home, _record) = features_home();
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let output = home
+        .command(&["call", "mcp_feat_sample"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // A 2026-07-28 client answers the daemon's input round; one it cannot answer fails the call.
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "portico: refused the tool's request for a model completion: {NO_MODEL}"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("error: the client did not answer sampling/createMessage: portico call refused the sampling request: {NO_MODEL}")),
+        "{stderr}"
+    );
+    daemon.stop();
+}
+
+#[test]
 fn a_scripted_agents_model_answers_sampling() {
     let (home, _record) = features_home();
     let config = std::fs::read_to_string(home.config()).unwrap();
