@@ -318,6 +318,11 @@ fn a_scripted_agents_model_answers_sampling() {
 /// `portico call ARGS…` on a pseudo-terminal (stdin and stderr; stdout a pipe), typing `answers`
 /// ((what the terminal shows, what to type) in order): the report of `pty_run.py`.
 fn on_a_terminal(home: &Home, args: &[&str], answers: &[(&str, &str)]) -> Value {
+    on_a_terminal_via(home, &["--standalone"], args, answers)
+}
+
+/// [`on_a_terminal`] with `via` (`--standalone`, or nothing: through the running daemon).
+fn on_a_terminal_via(home: &Home, via: &[&str], args: &[&str], answers: &[(&str, &str)]) -> Value {
     let mut command = Command::new(python3());
     command.arg(python_peer("pty_run.py"));
     for (expect, send) in answers {
@@ -326,7 +331,9 @@ fn on_a_terminal(home: &Home, args: &[&str], answers: &[(&str, &str)]) -> Value 
     command
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_portico"))
-        .args(["call", "--standalone", "--config"])
+        .arg("call")
+        .args(via)
+        .arg("--config")
         .arg(home.config())
         .args(args)
         .env("PORTICO_HOME", home.dir.path())
@@ -376,4 +383,26 @@ fn on_a_terminal_progress_shows_and_questions_are_asked_field_by_field() {
         "{terminal}"
     );
     assert!(terminal.contains("1) red  2) green"), "{terminal}");
+}
+
+#[test]
+fn on_a_terminal_progress_through_the_daemon_shows_too() {
+    let (home, _record) = features_home();
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let report = on_a_terminal_via(
+        &home,
+        &[],
+        &["mcp_feat_slow", "--args", r#"{"seconds": 0.5}"#],
+        &[],
+    );
+    let terminal = report["terminal"].as_str().unwrap();
+    assert_eq!(
+        (&report["exit"], &report["stdout"]),
+        (&Value::from(0), &Value::from("slept\n")),
+        "{report}"
+    );
+    assert!(terminal.contains("log info (slow): working"), "{terminal}");
+    assert!(terminal.contains("progress 5/5: step 5"), "{terminal}");
+    daemon.stop();
 }
