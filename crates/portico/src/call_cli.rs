@@ -72,11 +72,13 @@ pub async fn standalone(explicit: Option<&Path>, args: &CallArgs) -> anyhow::Res
         Models::loaded(config, args.sample_with.clone()),
     ));
     let context = ToolContext::client("cli").with_relay(relay(&caller));
+    let started = std::sync::atomic::AtomicBool::new(false);
     let call = async {
         engine
             .upstreams()
             .connect(&engine.servers_for_call(&args.tool));
         crate::progress::until_settled(engine.upstreams()).await;
+        started.store(true, std::sync::atomic::Ordering::Relaxed);
         engine
             .pipeline()
             .call(&args.tool, Some(arguments), &context)
@@ -88,7 +90,10 @@ pub async fn standalone(explicit: Option<&Path>, args: &CallArgs) -> anyhow::Res
         Some(called) => called
             .map_err(anyhow::Error::from)
             .and_then(|outcome| print_call_result(outcome.result, args.json)),
-        None => Ok(cancelled(&args.tool)),
+        None => Ok(cancelled(
+            &args.tool,
+            started.load(std::sync::atomic::Ordering::Relaxed),
+        )),
     };
     // Sends what the cancellation left to send and writes every audit record before exit.
     engine.shutdown().await;
@@ -114,7 +119,7 @@ pub async fn through_daemon(
     let connecting =
         portico_mcp::Upstream::connect(&session, events, portico_mcp::StopGrace::BRIEF);
     let Some(connected) = interrupt.run(connecting).await else {
-        return Ok(cancelled(&args.tool));
+        return Ok(cancelled(&args.tool, false));
     };
     let (upstream, exit) = connected.with_context(|| {
         format!(
@@ -137,7 +142,7 @@ pub async fn through_daemon(
     let called = interrupt.run(call).await;
     caller.screen().clear();
     let answered = match called {
-        None => Ok(cancelled(&args.tool)),
+        None => Ok(cancelled(&args.tool, true)),
         Some(Ok(result)) => print_call_result(result, args.json),
         Some(Err(portico_mcp::UpstreamError::Remote { message, .. })) => Err(anyhow::anyhow!(
             "{message} (answered by {})",
@@ -168,9 +173,16 @@ fn relay(caller: &Arc<TerminalCaller>) -> CallContext {
     }
 }
 
-/// Says the call was cancelled; the exit status a shell expects of Ctrl-C.
-fn cancelled(tool: &str) -> ExitCode {
-    eprintln!("portico: cancelled the call to `{tool}` (Ctrl-C); its server was told to stop it");
+/// Says the call was cancelled (`sent`: after it went out, so its server was told); the exit
+/// status a shell expects of Ctrl-C.
+fn cancelled(tool: &str, sent: bool) -> ExitCode {
+    if sent {
+        eprintln!(
+            "portico: cancelled the call to `{tool}` (Ctrl-C); its server was told to stop it"
+        );
+    } else {
+        eprintln!("portico: cancelled the call to `{tool}` (Ctrl-C) before it was made");
+    }
     ExitCode::from(CANCELLED)
 }
 
