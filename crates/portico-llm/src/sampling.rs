@@ -198,22 +198,9 @@ pub async fn complete_sampling(
                 input: call.arguments,
             })
             .collect(),
-        stop_reason: turn.stop_reason.map(|reason| mcp_stop_reason(&reason)),
+        stop_reason: turn.stop_reason,
         model: Some(driver.describe()),
     })
-}
-
-/// A provider's stop reason as MCP spells it (`end_turn`, `stop` → `endTurn`, ...); one MCP does
-/// not name is kept as it is.
-fn mcp_stop_reason(reason: &str) -> String {
-    match reason {
-        "end_turn" | "stop" => "endTurn",
-        "tool_use" | "tool_calls" => "toolUse",
-        "max_tokens" | "length" => "maxTokens",
-        "stop_sequence" => "stopSequence",
-        other => other,
-    }
-    .to_owned()
 }
 
 /// A sampling request as the conversation a driver takes: text blocks joined per message, each
@@ -354,7 +341,6 @@ mod answering_tests {
         };
         let answer = complete_sampling(&driver, &just_asked).await.unwrap();
         assert_eq!(answer.text, "three docs");
-        assert_eq!(answer.stop_reason.as_deref(), Some("endTurn"));
         assert!(answer.tool_uses.is_empty());
         assert_eq!(answer.model, Some(driver.describe()));
     }

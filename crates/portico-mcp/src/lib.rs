@@ -14,10 +14,12 @@
 //! `traceparent` header ([`trace_context`]).
 //!
 //! A client that answers an upstream's requests itself (`portico call`) reads them as typed values
-//! here too: [`elicitation_form`] for forms and URLs, [`sampling_request`] for completions.
+//! here too: [`elicitation_form`] for forms and URLs, [`sampling_request`] for completions,
+//! [`call_notices`] for progress and log messages.
 //!
 //! This crate does not supervise or restart anything (that is the hub's job) and does not serve MCP.
 
+pub mod call_notices;
 mod client_handler;
 mod confirm;
 mod elicitation;

@@ -256,8 +256,9 @@ fn request_block(block: &Value) -> Result<SamplingContent, String> {
     }
 }
 
-/// A `CreateMessageResult` of `answer`: its text, then its tool uses, as content blocks (one block
-/// as an object, as clients without tools send it).
+/// A `CreateMessageResult` of `answer` (a model driver's: its stop reason in the provider's
+/// spelling is written in MCP's): its text, then its tool uses, as content blocks (one block as an
+/// object, as clients without tools send it).
 pub fn sampling_result(answer: &SamplingAnswer) -> JsonObject {
     let mut blocks = Vec::new();
     if !answer.text.is_empty() || answer.tool_uses.is_empty() {
@@ -281,15 +282,25 @@ pub fn sampling_result(answer: &SamplingAnswer) -> JsonObject {
         "model".into(),
         json!(answer.model.as_deref().unwrap_or("unknown")),
     );
-    let stop_reason = answer.stop_reason.clone().unwrap_or_else(|| {
-        if answer.tool_uses.is_empty() {
-            "endTurn".to_owned()
-        } else {
-            "toolUse".to_owned()
-        }
-    });
+    let stop_reason = match answer.stop_reason.as_deref() {
+        Some(reason) => mcp_stop_reason(reason),
+        None if answer.tool_uses.is_empty() => "endTurn",
+        None => "toolUse",
+    };
     result.insert("stopReason".into(), json!(stop_reason));
     result
+}
+
+/// A model provider's stop reason as MCP spells it (`end_turn`, `stop` → `endTurn`, ...); one MCP
+/// does not name is kept as it is.
+fn mcp_stop_reason(reason: &str) -> &str {
+    match reason {
+        "end_turn" | "stop" => "endTurn",
+        "tool_use" | "tool_calls" => "toolUse",
+        "max_tokens" | "length" => "maxTokens",
+        "stop_sequence" => "stopSequence",
+        other => other,
+    }
 }
 
 /// At most `max` characters of `text`, marked when cut.
@@ -501,6 +512,11 @@ mod tests {
             text: "hi".into(),
             ..SamplingAnswer::default()
         });
+        let provider_spelled = sampling_result(&SamplingAnswer {
+            stop_reason: Some("length".into()),
+            ..SamplingAnswer::default()
+        });
+        assert_eq!(provider_spelled["stopReason"], "maxTokens");
         assert_eq!(
             Value::Object(plain),
             json!({"role": "assistant", "content": {"type": "text", "text": "hi"},

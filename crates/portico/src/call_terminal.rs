@@ -15,6 +15,7 @@ use portico_core::relay::{
     SamplingRequest,
 };
 use portico_llm::ModelDriver;
+use portico_mcp::call_notices::{LogNotice, ProgressNotice, log_notice, progress_notice};
 use portico_mcp::elicitation_form::{
     ElicitationAnswer, ElicitationAsk, FieldKind, FormField, elicitation_ask, elicitation_result,
     form_defaults,
@@ -137,10 +138,11 @@ impl Caller for TerminalCaller {
             match request {
                 RelayRequest::Elicitation => self.elicit(params).await,
                 RelayRequest::Sampling => self.sample_request(params).await,
-                RelayRequest::Roots => Ok(JsonObject::from_iter([(
-                    "roots".to_string(),
-                    Value::Array(Vec::new()),
-                )])),
+                // Not declared (see `accepts`), so not asked.
+                RelayRequest::Roots => Err(RelayError {
+                    code: -32601,
+                    message: "portico call offers no roots".into(),
+                }),
             }
         })
     }
@@ -158,8 +160,10 @@ impl Caller for TerminalCaller {
         params: JsonObject,
     ) -> BoxFuture<'a, ()> {
         match notification {
-            RelayNotification::Progress => self.screen.status(progress_line(&params)),
-            RelayNotification::Log => self.screen.line(&log_line(&params)),
+            RelayNotification::Progress => {
+                self.screen.status(progress_line(&progress_notice(&params)))
+            }
+            RelayNotification::Log => self.screen.line(&log_line(&log_notice(&params))),
         }
         Box::pin(std::future::ready(()))
     }
@@ -345,14 +349,13 @@ fn prompt(input: &mut impl BufRead, out: &mut impl Write, question: &str) -> Opt
     }
 }
 
-/// `progress 3/10: copying` from a progress notification's params.
-pub(crate) fn progress_line(params: &JsonObject) -> String {
-    let number = |key: &str| params.get(key).and_then(Value::as_f64).map(shown_number);
-    let mut line = format!("progress {}", number("progress").unwrap_or_default());
-    if let Some(total) = number("total") {
-        line.push_str(&format!("/{total}"));
+/// `progress 3/10: copying`.
+pub(crate) fn progress_line(notice: &ProgressNotice) -> String {
+    let mut line = format!("progress {}", shown_number(notice.progress));
+    if let Some(total) = notice.total {
+        line.push_str(&format!("/{}", shown_number(total)));
     }
-    if let Some(message) = params.get("message").and_then(Value::as_str) {
+    if let Some(message) = &notice.message {
         line.push_str(&format!(": {message}"));
     }
     line
@@ -366,20 +369,15 @@ fn shown_number(n: f64) -> String {
     }
 }
 
-/// `log warning (db): disk almost full` from a log notification's params.
-pub(crate) fn log_line(params: &JsonObject) -> String {
-    let level = params
-        .get("level")
-        .and_then(Value::as_str)
-        .unwrap_or("info");
-    let data = match params.get("data") {
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => other.to_string(),
-        None => String::new(),
+/// `log warning (db): disk almost full`.
+pub(crate) fn log_line(notice: &LogNotice) -> String {
+    let data = match &notice.data {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
     };
-    match params.get("logger").and_then(Value::as_str) {
-        Some(logger) => format!("log {level} ({logger}): {data}"),
-        None => format!("log {level}: {data}"),
+    match &notice.logger {
+        Some(logger) => format!("log {} ({logger}): {data}", notice.level),
+        None => format!("log {}: {data}", notice.level),
     }
 }
 
@@ -552,21 +550,50 @@ fn sampling_driver(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use portico_mcp::elicitation_form::Choice;
     use serde_json::json;
 
-    fn ask(params: Value) -> ElicitationAsk {
-        elicitation_ask(params.as_object().unwrap()).unwrap()
+    fn field(name: &str, kind: FieldKind, default: Option<Value>) -> FormField {
+        FormField {
+            name: name.into(),
+            label: name.into(),
+            description: None,
+            kind,
+            default,
+            required: false,
+        }
+    }
+
+    fn choices(pairs: &[(&str, &str)]) -> Vec<Choice> {
+        pairs
+            .iter()
+            .map(|(value, label)| Choice {
+                value: (*value).into(),
+                label: (*label).into(),
+            })
+            .collect()
     }
 
     fn form() -> ElicitationAsk {
-        ask(
-            json!({"message": "About you", "requestedSchema": {"type": "object", "properties": {
-            "name": {"type": "string", "description": "User name", "default": "John Doe"},
-            "age": {"type": "integer"},
-            "status": {"type": "string", "enum": ["active", "inactive"], "default": "active"},
-            "verified": {"type": "boolean", "default": true},
-        }, "required": ["age"]}}),
-        )
+        ElicitationAsk::Form {
+            message: "About you".into(),
+            fields: vec![
+                FormField {
+                    description: Some("User name".into()),
+                    ..field("name", FieldKind::Text, Some(json!("John Doe")))
+                },
+                FormField {
+                    required: true,
+                    ..field("age", FieldKind::Integer, None)
+                },
+                field(
+                    "status",
+                    FieldKind::Choice(choices(&[("active", "active"), ("inactive", "inactive")])),
+                    Some(json!("active")),
+                ),
+                field("verified", FieldKind::Boolean, Some(json!(true))),
+            ],
+        }
     }
 
     fn answer(typed: &str, asked: &ElicitationAsk) -> (ElicitationAnswer, String) {
@@ -575,17 +602,18 @@ mod tests {
         (answer, String::from_utf8(out).unwrap())
     }
 
+    fn object(value: Value) -> JsonObject {
+        value.as_object().cloned().unwrap()
+    }
+
     #[test]
     fn a_form_is_asked_field_by_field_with_defaults_offered_and_required_checked() {
         let (answered, shown) = answer("y\n\nold\n41\n2\nn\n", &form());
         assert_eq!(
             answered,
-            ElicitationAnswer::Accept(
+            ElicitationAnswer::Accept(object(
                 json!({"name": "John Doe", "age": 41, "status": "inactive", "verified": false})
-                    .as_object()
-                    .cloned()
-                    .unwrap()
-            )
+            ))
         );
         assert_eq!(
             shown,
@@ -603,17 +631,18 @@ mod tests {
 
     #[test]
     fn defaults_are_offered_as_the_person_reads_them() {
-        let asked = ask(
-            json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
-                "hero": {"type": "string", "oneOf": [{"const": "h1", "title": "Superman"},
-                                                     {"const": "h2", "title": "Batman"}], "default": "h2"},
-                "fish": {"type": "array", "items": {"anyOf": [{"const": "f1", "title": "Tuna"},
-                         {"const": "f2", "title": "Trout"}]}, "default": ["f1", "f2"]},
-            }}}),
-        );
-        let ElicitationAsk::Form { fields, .. } = asked else {
-            panic!("a form")
-        };
+        let fields = [
+            field(
+                "hero",
+                FieldKind::Choice(choices(&[("h1", "Superman"), ("h2", "Batman")])),
+                Some(json!("h2")),
+            ),
+            field(
+                "fish",
+                FieldKind::MultiChoice(choices(&[("f1", "Tuna"), ("f2", "Trout")])),
+                Some(json!(["f1", "f2"])),
+            ),
+        ];
         let prompts: Vec<String> = fields.iter().map(field_prompt).collect();
         assert_eq!(
             prompts,
@@ -634,10 +663,10 @@ mod tests {
 
     #[test]
     fn a_url_is_shown_and_enter_accepts() {
-        let url = ask(
-            json!({"mode": "url", "message": "Log in", "url": "https://example.com/a",
-            "elicitationId": "e"}),
-        );
+        let url = ElicitationAsk::Url {
+            message: "Log in".into(),
+            url: "https://example.com/a".into(),
+        };
         let (answered, shown) = answer("\n", &url);
         assert_eq!(answered, ElicitationAnswer::Accept(JsonObject::new()));
         assert_eq!(
@@ -650,36 +679,40 @@ mod tests {
     #[test]
     fn defaults_answer_what_they_can_and_decline_the_rest() {
         assert_eq!(from_defaults(&form()), ElicitationAnswer::Decline);
-        let all_defaults = ask(json!({"message": "m", "requestedSchema": {"type": "object",
-            "properties": {"n": {"type": "number", "default": 95.5}}}}));
+        let all_defaults = ElicitationAsk::Form {
+            message: "m".into(),
+            fields: vec![field("n", FieldKind::Number, Some(json!(95.5)))],
+        };
         assert_eq!(
             from_defaults(&all_defaults),
-            ElicitationAnswer::Accept(json!({"n": 95.5}).as_object().cloned().unwrap())
+            ElicitationAnswer::Accept(object(json!({"n": 95.5})))
         );
     }
 
     #[test]
     fn progress_and_log_lines_say_what_the_server_sent() {
-        let params = |v: Value| v.as_object().cloned().unwrap();
+        let progress = |progress: f64, total: Option<f64>, message: Option<&str>| ProgressNotice {
+            progress,
+            total,
+            message: message.map(str::to_owned),
+        };
         assert_eq!(
-            progress_line(&params(
-                json!({"progress": 3.0, "total": 10.0, "message": "copying"})
-            )),
+            progress_line(&progress(3.0, Some(10.0), Some("copying"))),
             "progress 3/10: copying"
         );
+        assert_eq!(progress_line(&progress(0.5, None, None)), "progress 0.5");
+        let log = |logger: Option<&str>, data: Value| LogNotice {
+            level: "warning".into(),
+            logger: logger.map(str::to_owned),
+            data,
+        };
         assert_eq!(
-            progress_line(&params(json!({"progress": 0.5}))),
-            "progress 0.5"
-        );
-        assert_eq!(
-            log_line(&params(
-                json!({"level": "warning", "logger": "db", "data": "disk almost full"})
-            )),
+            log_line(&log(Some("db"), json!("disk almost full"))),
             "log warning (db): disk almost full"
         );
         assert_eq!(
-            log_line(&params(json!({"level": "info", "data": {"n": 1}}))),
-            "log info: {\"n\":1}"
+            log_line(&log(None, json!({"n": 1}))),
+            "log warning: {\"n\":1}"
         );
     }
 
