@@ -85,6 +85,7 @@ pub async fn standalone(explicit: Option<&Path>, args: &CallArgs) -> anyhow::Res
             .await
     };
     let called = interrupt.run(call).await;
+    caller.hang_up();
     caller.screen().clear();
     let answered = match called {
         Some(called) => called
@@ -140,6 +141,7 @@ pub async fn through_daemon(
             .await
     };
     let called = interrupt.run(call).await;
+    caller.hang_up();
     caller.screen().clear();
     let answered = match called {
         None => Ok(cancelled(&args.tool, true)),

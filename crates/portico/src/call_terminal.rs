@@ -35,6 +35,8 @@ pub(crate) struct TerminalCaller {
     models: Models,
     /// One question on the terminal at a time (a round may bring several).
     asking: tokio::sync::Mutex<()>,
+    /// Cancelled when the call is: what is still being asked or sampled ends then.
+    gone: tokio_util::sync::CancellationToken,
 }
 
 impl TerminalCaller {
@@ -45,7 +47,14 @@ impl TerminalCaller {
             screen: Screen::new(),
             models,
             asking: tokio::sync::Mutex::new(()),
+            gone: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// The call was cancelled: a question still open, or a model still answering, ends now, so
+    /// the sessions that wait on them close at once.
+    pub(crate) fn hang_up(&self) {
+        self.gone.cancel();
     }
 
     pub(crate) fn screen(&self) -> &Screen {
@@ -72,12 +81,14 @@ impl TerminalCaller {
             (ElicitMode::Ask, true) => {
                 // Progress and logs would land in the middle of the questions: none meanwhile.
                 self.screen.pause(true);
-                let answer = tokio::task::spawn_blocking(move || {
+                // A thread of its own, not the runtime's blocking pool: a Ctrl-C leaves it waiting
+                // on the terminal, and the runtime would wait for it at exit.
+                let (answered, answer) = tokio::sync::oneshot::channel();
+                std::thread::spawn(move || {
                     let stdin = std::io::stdin();
-                    ask_on(&mut stdin.lock(), &mut std::io::stderr(), &ask)
-                })
-                .await
-                .unwrap_or(ElicitationAnswer::Cancel);
+                    let _ = answered.send(ask_on(&mut stdin.lock(), &mut std::io::stderr(), &ask));
+                });
+                let answer = answer.await.unwrap_or(ElicitationAnswer::Cancel);
                 self.screen.pause(false);
                 answer
             }
@@ -135,14 +146,20 @@ impl Caller for TerminalCaller {
         params: JsonObject,
     ) -> BoxFuture<'a, Result<JsonObject, RelayError>> {
         Box::pin(async move {
-            match request {
-                RelayRequest::Elicitation => self.elicit(params).await,
-                RelayRequest::Sampling => self.sample_request(params).await,
-                // Not declared (see `accepts`), so not asked.
-                RelayRequest::Roots => Err(RelayError {
-                    code: -32601,
-                    message: "portico call offers no roots".into(),
-                }),
+            let answer = async {
+                match request {
+                    RelayRequest::Elicitation => self.elicit(params).await,
+                    RelayRequest::Sampling => self.sample_request(params).await,
+                    // Not declared (see `accepts`), so not asked.
+                    RelayRequest::Roots => Err(RelayError {
+                        code: -32601,
+                        message: "portico call offers no roots".into(),
+                    }),
+                }
+            };
+            tokio::select! {
+                answer = answer => answer,
+                () = self.gone.cancelled() => Err(hung_up()),
             }
         })
     }
@@ -166,6 +183,14 @@ impl Caller for TerminalCaller {
             RelayNotification::Log => self.screen.line(&log_line(&log_notice(&params))),
         }
         Box::pin(std::future::ready(()))
+    }
+}
+
+/// What a request still open when the call was cancelled answers.
+fn hung_up() -> RelayError {
+    RelayError {
+        code: -32800,
+        message: "the call was cancelled".into(),
     }
 }
 
@@ -432,8 +457,12 @@ impl Screen {
         let _ = stderr.flush();
     }
 
-    /// Takes the status line away, before a question or the result.
+    /// Takes the status line away, before a question or the result; ends the line of a question
+    /// left unanswered (the call was cancelled meanwhile).
     pub(crate) fn clear(&self) {
+        if self.live && self.paused.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!();
+        }
         if self
             .status
             .lock()

@@ -3,10 +3,11 @@
 pipe, as a person at a terminal runs it with the result redirected, and types answers when the
 terminal shows what it waits for.
 
-Usage: pty_run.py [--expect TEXT --send LINE]... -- COMMAND [ARGS...]
+Usage: pty_run.py [--expect TEXT --send LINE]... [--interrupt TEXT] -- COMMAND [ARGS...]
 
 Each --expect/--send pair, in order: once TEXT has appeared on the terminal (after the previous
-pair's), LINE and a newline are typed. Prints one JSON object: {"exit": the exit status,
+pair's), LINE and a newline are typed. With --interrupt, once TEXT has appeared (after the pairs'),
+the command is sent SIGINT, as Ctrl-C would. Prints one JSON object: {"exit": the exit status,
 "stdout": what it wrote to stdout, "terminal": everything the terminal showed}. Gives up (exit
 status null) after 60 s. Standard library only.
 """
@@ -14,6 +15,7 @@ status null) after 60 s. Standard library only.
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -22,9 +24,12 @@ argv = sys.argv[1:]
 split = argv.index("--")
 options, command = argv[:split], argv[split + 1 :]
 pairs = []
+interrupt = None
 while options:
     flag, value, *options = options
-    if flag == "--expect":
+    if flag == "--interrupt":
+        interrupt = value
+    elif flag == "--expect":
         pairs.append([value, None])
     elif flag == "--send":
         pairs[-1][1] = value
@@ -61,6 +66,9 @@ while open_fds and time.monotonic() < deadline:
             seen_up_to = found + len(expect)
             os.write(master, (send or "").encode() + b"\n")
             pairs.pop(0)
+    elif interrupt is not None and terminal.find(interrupt.encode(), seen_up_to) >= 0:
+        child.send_signal(signal.SIGINT)
+        interrupt = None
     if child.poll() is not None and child.stdout.fileno() not in open_fds:
         break
 if child.poll() is None:

@@ -321,12 +321,41 @@ fn on_a_terminal(home: &Home, args: &[&str], answers: &[(&str, &str)]) -> Value 
     on_a_terminal_via(home, &["--standalone"], args, answers)
 }
 
+#[test]
+fn ctrl_c_while_a_question_waits_on_the_terminal_cancels_at_once() {
+    let (home, record) = features_home();
+    let started = Instant::now();
+    let report = on_a_terminal(
+        &home,
+        &["mcp_feat_ask"],
+        &[("Answer? [Y]es, [d]ecline, [c]ancel: ", "--interrupt")],
+    );
+    assert_eq!(report["exit"], 130, "{report}");
+    // The question's reader, still waiting on the terminal, does not hold the exit up.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    let terminal = report["terminal"].as_str().unwrap();
+    // The unanswered question's line is ended before the one that says why.
+    assert!(
+        terminal.contains("Answer? [Y]es, [d]ecline, [c]ancel: \r\nportico: cancelled the call to `mcp_feat_ask` (Ctrl-C); its server was told to stop it"),
+        "{terminal:?}"
+    );
+    wait_for_record(&record, "cancelled ");
+}
+
 /// [`on_a_terminal`] with `via` (`--standalone`, or nothing: through the running daemon).
 fn on_a_terminal_via(home: &Home, via: &[&str], args: &[&str], answers: &[(&str, &str)]) -> Value {
     let mut command = Command::new(python3());
     command.arg(python_peer("pty_run.py"));
     for (expect, send) in answers {
-        command.args(["--expect", expect, "--send", send]);
+        match *send {
+            // (TEXT, "--interrupt"): Ctrl-C once TEXT shows.
+            "--interrupt" => command.args(["--interrupt", expect]),
+            _ => command.args(["--expect", expect, "--send", send]),
+        };
     }
     command
         .arg("--")
