@@ -56,6 +56,13 @@ pub enum ElicitMode {
 /// The exit status of a call cancelled with Ctrl-C: 128 + SIGINT, as a shell reports it.
 const CANCELLED: u8 = 130;
 
+/// How long the daemon may take to accept the CLI's MCP session.
+const HANDSHAKE_BOUND: Duration = Duration::from_secs(portico_config::DEFAULT_TIMEOUT_SECS);
+
+/// How long a call through the daemon is waited for: the daemon's own bounds (the tool's timeout,
+/// an agent's) end it sooner; Ctrl-C ends it at any time.
+const CALL_THROUGH_DAEMON_BOUND: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How long the CLI waits for its session with the daemon to close (and the cancellation it sends
 /// to go out) once the answer is in.
 const SESSION_CLOSE_BOUND: Duration = Duration::from_secs(3);
@@ -116,18 +123,26 @@ pub async fn through_daemon(
         Models::from_config_file(explicit, args.sample_with.clone()),
     ));
     let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
-    let session = daemon.mcp_server();
-    let connecting =
-        portico_mcp::Upstream::connect(&session, events, portico_mcp::StopGrace::BRIEF);
+    let mut session = daemon.mcp_server();
+    // The daemon bounds the call (the tool's timeout, an agent's); this side waits as long.
+    session.timeout_secs = CALL_THROUGH_DAEMON_BOUND.as_secs();
+    let connecting = tokio::time::timeout(
+        HANDSHAKE_BOUND,
+        portico_mcp::Upstream::connect(&session, events, portico_mcp::StopGrace::BRIEF),
+    );
     let Some(connected) = interrupt.run(connecting).await else {
         return Ok(cancelled(&args.tool, false));
     };
-    let (upstream, exit) = connected.with_context(|| {
+    let not_accepted = || {
         format!(
             "{} did not accept an MCP session at /mcp",
             daemon.describe()
         )
-    })?;
+    };
+    let (upstream, exit) = connected
+        .map_err(|_| anyhow::anyhow!("no answer within {}s", HANDSHAKE_BOUND.as_secs()))
+        .with_context(not_accepted)?
+        .with_context(not_accepted)?;
     let context = relay(&caller);
     let call = async {
         // The daemon checks the `Mcp-Param-*` headers a tool's schema asks for, which the
