@@ -19,14 +19,24 @@ is Portico's own: `portico auth login scenario` first, then `portico mcp --stand
 redirect back to Portico's loopback listener as a user's browser would. Step-up and re-authorization
 later in the session are Portico's to start (the table's `open_browser = true` lets it).
 
+With CLIENT_DRIVER_MODE=call (or call-daemon), a non-auth scenario is driven with `portico call`
+as the client instead, as a script would use it: `portico tools --json` lists what Portico offers
+of the upstream, then one `portico call TOOL --args JSON --json --elicit defaults` per tool the
+scenario asks to be called, with the arguments it asks for (questions the tool asks are answered
+from the form's defaults, SEP-1034, which is what the scenarios that ask expect). `call` runs each
+command standalone (the call in the command's own process); `call-daemon` starts `portico serve`
+first and each command goes through the daemon's `/mcp`, as `portico call` does when a daemon runs.
+
 Standard library only. Environment: PORTICO_BIN (the binary; required), CLIENT_DRIVER_TIMEOUT
 (seconds for one answer from Portico, default 20), CLIENT_DRIVER_LOG (a file to append this
-script's and Portico's stderr to, instead of stderr). Exits non-zero when a step fails, saying which.
+script's and Portico's stderr to, instead of stderr), CLIENT_DRIVER_MODE (door, the default; call;
+call-daemon). Exits non-zero when a step fails, saying which.
 """
 
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +50,7 @@ BROWSER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser-foll
 CLIENT_SECRET_VAR = "CONFORMANCE_CLIENT_SECRET"
 CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 TIMEOUT = float(os.environ.get("CLIENT_DRIVER_TIMEOUT", "20"))
+MODE = os.environ.get("CLIENT_DRIVER_MODE", "door")
 LOG = open(os.environ["CLIENT_DRIVER_LOG"], "a") if os.environ.get("CLIENT_DRIVER_LOG") else sys.stderr
 
 
@@ -50,6 +61,8 @@ def note(message):
 def portico_config(url):
     return f"""[server]
 rate_limit = {{ enabled = false }}
+# For call-daemon: the daemon on a free loopback port.
+listen = "127.0.0.1:0"
 
 # Only the scenario's tools are listed, under their own names.
 [builtins]
@@ -257,6 +270,92 @@ def run(door):
             door.request("prompts/get", {"name": prompt["name"]})
 
 
+def portico_command(binary, home, args):
+    """`portico ARGS` (standalone in mode `call`) to its end; its stdout, or the step fails."""
+    config = os.path.join(home, "config.toml")
+    standalone = ["--standalone"] if MODE == "call" else []
+    command = [binary, *args, *standalone, "--config", config]
+    try:
+        outcome = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=portico_env(home),
+            timeout=TIMEOUT * 2,
+        )
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"`portico {' '.join(args[:2])}` did not finish within {TIMEOUT * 2}s")
+    if outcome.stderr:
+        LOG.write(outcome.stderr)
+        LOG.flush()
+    if outcome.returncode != 0:
+        raise SystemExit(f"`portico {' '.join(args[:2])}` exited {outcome.returncode}: {outcome.stderr.strip()[-500:]}")
+    return outcome.stdout
+
+
+class Serving:
+    """`portico serve` for mode call-daemon, stopped when the scenario is done."""
+
+    def __init__(self, binary, home):
+        config = os.path.join(home, "config.toml")
+        self.child = subprocess.Popen(
+            [binary, "serve", "--config", config],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=portico_env(home),
+        )
+        ready = queue.Queue()
+
+        def read():
+            for line in self.child.stderr:
+                LOG.write(line)
+                LOG.flush()
+                if line.startswith("portico: ready"):
+                    ready.put(True)
+            ready.put(False)
+
+        threading.Thread(target=read, daemon=True).start()
+        try:
+            if not ready.get(timeout=TIMEOUT * 2):
+                raise SystemExit("portico serve exited before it was ready")
+        except queue.Empty:
+            self.close()
+            raise SystemExit(f"portico serve was not ready within {TIMEOUT * 2}s")
+
+    def close(self):
+        self.child.send_signal(signal.SIGTERM)
+        try:
+            self.child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.wait()
+
+
+def run_with_call(binary, home):
+    """The scenario with `portico call` as the client: list, then call what the scenario asks."""
+    tools = json.loads(portico_command(binary, home, ["tools", "--json"]))
+    note(f"portico lists {[t['name'] for t in tools]}")
+    calls = CONTEXT.get("toolCalls")
+    if calls is None:
+        calls = []
+        for tool in tools:
+            arguments = arguments_for(tool, tools)
+            if arguments is not None:
+                calls.append({"name": tool["name"], "arguments": arguments})
+    for call in calls:
+        # As in the door's run: `null` stands for an argument not provided.
+        arguments = {k: v for k, v in call.get("arguments", {}).items() if v is not None}
+        result = portico_command(
+            binary,
+            home,
+            ["call", call["name"], "--args", json.dumps(arguments), "--json", "--elicit", "defaults"],
+        )
+        note(f"{call['name']}: {result.strip()[:300]}")
+
+
 def suite_process():
     """The conformance suite's node process, which serves the scenario: this script's nearest
     ancestor named `node` (the suite runs the command through a shell)."""
@@ -294,6 +393,14 @@ def main():
     with tempfile.TemporaryDirectory(prefix="portico-client-driver.") as home:
         with open(os.path.join(home, "config.toml"), "w") as config:
             config.write(portico_config(sys.argv[-1]))
+        if MODE in ("call", "call-daemon") and not AUTH:
+            serving = Serving(binary, home) if MODE == "call-daemon" else None
+            try:
+                run_with_call(binary, home)
+            finally:
+                if serving:
+                    serving.close()
+            return
         if AUTH:
             login(binary, home)
         door = Door(binary, home)

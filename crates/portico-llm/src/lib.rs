@@ -34,7 +34,7 @@ pub use anthropic::{ANTHROPIC_VERSION, Anthropic, AnthropicSettings, DEFAULT_MAX
 pub use error::LlmError;
 pub use openai::{OpenAiCompatible, OpenAiSettings};
 pub use retry::RetryPolicy;
-pub use sampling::{DEFAULT_SAMPLING_MAX_TOKENS, Sampling};
+pub use sampling::{DEFAULT_SAMPLING_MAX_TOKENS, Sampling, complete_sampling};
 pub use scripted::{PartStep, RuleMatch, ScriptRule, Scripted, Step};
 pub use types::{
     ArtifactPart, ChatMessage, ChatRequest, EventSink, JsonObject, ModelDriver, ModelTurn,

@@ -178,3 +178,170 @@ fn model_turn(answer: SamplingAnswer) -> ModelTurn {
         ..ModelTurn::default()
     }
 }
+
+/// Answers a sampling request with `driver`: the other direction of [`Sampling`], for an MCP client
+/// whose upstream asks it for a completion (`portico call` answering with a configured model).
+pub async fn complete_sampling(
+    driver: &dyn ModelDriver,
+    request: &SamplingRequest,
+) -> Result<SamplingAnswer, LlmError> {
+    let events: EventSink = Arc::new(|_| {});
+    let turn = driver.complete(&chat_request(request), &events).await?;
+    Ok(SamplingAnswer {
+        text: turn.text,
+        tool_uses: turn
+            .tool_calls
+            .into_iter()
+            .map(|call| SamplingToolUse {
+                id: call.id,
+                name: call.name,
+                input: call.arguments,
+            })
+            .collect(),
+        stop_reason: turn.stop_reason,
+        model: Some(driver.describe()),
+    })
+}
+
+/// A sampling request as the conversation a driver takes: text blocks joined per message, each
+/// tool result a tool message named after the tool use it answers.
+fn chat_request(request: &SamplingRequest) -> ChatRequest {
+    let mut messages = Vec::new();
+    let mut tool_names = std::collections::HashMap::new();
+    for message in &request.messages {
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        let mut results = Vec::new();
+        for content in &message.content {
+            match content {
+                SamplingContent::Text(more) => text.push_str(more),
+                SamplingContent::ToolUse(call) => {
+                    tool_names.insert(call.id.clone(), call.name.clone());
+                    tool_calls.push(ToolCall {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.input.clone(),
+                    });
+                }
+                SamplingContent::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } => results.push(ChatMessage::Tool {
+                    call_id: tool_use_id.clone(),
+                    name: tool_names.get(tool_use_id).cloned().unwrap_or_default(),
+                    text: content
+                        .iter()
+                        .filter_map(|block| block["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    is_error: *is_error,
+                }),
+            }
+        }
+        match message.role {
+            SamplingRole::Assistant => messages.push(ChatMessage::Assistant { text, tool_calls }),
+            SamplingRole::User => {
+                messages.extend(results);
+                if !text.is_empty() {
+                    messages.push(ChatMessage::User {
+                        text,
+                        message_id: None,
+                    });
+                }
+            }
+        }
+    }
+    ChatRequest {
+        system: request.system_prompt.clone(),
+        messages,
+        tools: request
+            .tools
+            .iter()
+            .map(|tool| crate::types::ToolSpec {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                input_schema: tool.input_schema.clone(),
+            })
+            .collect(),
+        temperature: request.temperature,
+        max_tokens: Some(request.max_tokens),
+    }
+}
+
+#[cfg(test)]
+mod answering_tests {
+    use super::*;
+    use crate::JsonObject;
+
+    #[tokio::test]
+    async fn a_sampling_request_is_answered_by_the_driver_over_the_same_conversation() {
+        let asked = SamplingRequest {
+            messages: vec![
+                SamplingMessage {
+                    role: SamplingRole::User,
+                    content: vec![SamplingContent::Text("Find docs".into())],
+                },
+                SamplingMessage {
+                    role: SamplingRole::Assistant,
+                    content: vec![SamplingContent::ToolUse(SamplingToolUse {
+                        id: "t1".into(),
+                        name: "search".into(),
+                        input: JsonObject::new(),
+                    })],
+                },
+                SamplingMessage {
+                    role: SamplingRole::User,
+                    content: vec![SamplingContent::ToolResult {
+                        tool_use_id: "t1".into(),
+                        content: vec![text_block("found 3")],
+                        is_error: false,
+                    }],
+                },
+            ],
+            system_prompt: Some("Be brief.".into()),
+            max_tokens: 64,
+            ..SamplingRequest::default()
+        };
+        let conversation = chat_request(&asked);
+        assert_eq!(
+            conversation.messages,
+            vec![
+                ChatMessage::User {
+                    text: "Find docs".into(),
+                    message_id: None
+                },
+                ChatMessage::Assistant {
+                    text: String::new(),
+                    tool_calls: vec![ToolCall {
+                        id: "t1".into(),
+                        name: "search".into(),
+                        arguments: JsonObject::new()
+                    }]
+                },
+                ChatMessage::Tool {
+                    call_id: "t1".into(),
+                    name: "search".into(),
+                    text: "found 3".into(),
+                    is_error: false
+                },
+            ]
+        );
+        assert_eq!(
+            (conversation.system.as_deref(), conversation.max_tokens),
+            (Some("Be brief."), Some(64))
+        );
+        let driver = crate::Scripted::new(vec![crate::ScriptRule {
+            when: crate::RuleMatch::default(),
+            steps: vec![crate::Step::Reply("three docs".into())],
+        }]);
+        let just_asked = SamplingRequest {
+            messages: asked.messages[..1].to_vec(),
+            ..asked
+        };
+        let answer = complete_sampling(&driver, &just_asked).await.unwrap();
+        assert_eq!(answer.text, "three docs");
+        assert!(answer.tool_uses.is_empty());
+        assert_eq!(answer.model, Some(driver.describe()));
+    }
+}

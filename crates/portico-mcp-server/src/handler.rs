@@ -307,7 +307,7 @@ impl PorticoServer {
         let result = tokio::select! {
             result = self.backend.call_tool(principal, name, arguments, call_context) => result,
             _ = cancelled.cancelled() => {
-                return Err(McpError::internal_error("cancelled by the client", None));
+                return Err(crate::input_rounds::cancelled_by_the_client());
             }
         };
         let result = match result {
@@ -1091,7 +1091,17 @@ impl PorticoServer {
             );
             return self
                 .parked
-                .run(&name, place, call, events, receiver, cancel)
+                .run(
+                    &name,
+                    place,
+                    call,
+                    events,
+                    receiver,
+                    crate::input_rounds::CallCancel {
+                        guard: cancel,
+                        client_gone: context.ct,
+                    },
+                )
                 .await;
         }
         let call_context = self.call_context(&context);

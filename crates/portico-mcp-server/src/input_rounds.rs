@@ -37,7 +37,7 @@ use rmcp::model::{CallToolResponse, InputRequest, InputRequiredResult, InputResp
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
-use tokio_util::sync::DropGuard;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// How long a parked call waits for the client to come back with answers.
 pub const PARKED_FOR: Duration = Duration::from_secs(300);
@@ -217,12 +217,16 @@ impl ParkedCalls {
         mut call: BoxFuture<'static, Result<CallToolResponse, McpError>>,
         events: mpsc::Sender<CallEvent>,
         mut receiver: mpsc::Receiver<CallEvent>,
-        cancel: DropGuard,
+        cancel: CallCancel,
     ) -> Result<CallToolResponse, McpError> {
+        let CallCancel { guard, client_gone } = cancel;
         let first = tokio::select! {
             biased;
             result = &mut call => return result,
             first = receiver.recv() => first,
+            // The client cancelled or hung up before anything was asked of it: the call is
+            // dropped, which cancels it upstream.
+            () = client_gone.cancelled() => return Err(cancelled_by_the_client()),
         };
         tokio::spawn(async move {
             let result = call.await;
@@ -234,7 +238,7 @@ impl ParkedCalls {
             pending: BTreeMap::new(),
             next_key: 0,
             expiry: None,
-            _cancel: cancel,
+            _cancel: guard,
             place,
         };
         self.drive(parked, first).await
@@ -480,6 +484,19 @@ fn gone() -> RelayError {
     }
 }
 
+/// How a call run by [`ParkedCalls::run`] ends early: `guard` cancels the call's own token when
+/// dropped (with the call once parked, or when the request ends before that), and `client_gone`
+/// is the request's: the client cancelled it or hung up.
+pub(crate) struct CallCancel {
+    pub(crate) guard: DropGuard,
+    pub(crate) client_gone: CancellationToken,
+}
+
+/// What a call the client cancelled (or hung up on) answers, to nobody.
+pub(crate) fn cancelled_by_the_client() -> McpError {
+    McpError::internal_error("cancelled by the client", None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,7 +563,10 @@ mod tests {
         let call = call(silent_caller(&events));
         tokio::spawn(async move {
             let place = parked.admit(OWNER).unwrap();
-            let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
+            let cancel = CallCancel {
+                guard: CancellationToken::new().drop_guard(),
+                client_gone: CancellationToken::new(),
+            };
             let answer = parked.run("t", place, call, events, receiver, cancel).await;
             (tokio::task::id(), answer)
         })
@@ -576,6 +596,30 @@ mod tests {
         assert_eq!(first_text(answer.unwrap()), handler_task.to_string());
         assert_eq!(parked.counts(), (0, 0));
         assert!(parked.admit(OWNER).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_client_hangs_up_before_it_asks_anything_is_dropped() {
+        let parked = ParkedCalls::with_limits(1, 1);
+        let (events, receiver) = mpsc::channel(MAX_REQUESTS_PER_ROUND);
+        let (dropped, call_dropped) = oneshot::channel::<()>();
+        // Never finishes; tells when it is dropped (the upstream call it stands for is cancelled).
+        let call: BoxFuture<'static, Result<CallToolResponse, McpError>> = Box::pin(async move {
+            let _dropped = dropped;
+            std::future::pending().await
+        });
+        let client_gone = CancellationToken::new();
+        let cancel = CallCancel {
+            guard: CancellationToken::new().drop_guard(),
+            client_gone: client_gone.clone(),
+        };
+        let place = parked.admit(OWNER).unwrap();
+        let running = parked.run("t", place, call, events, receiver, cancel);
+        client_gone.cancel();
+        let error = running.await.unwrap_err();
+        assert_eq!(error.message, "cancelled by the client");
+        assert!(call_dropped.await.is_err(), "the call was dropped");
+        assert_eq!(parked.counts(), (0, 0), "its place is given back");
     }
 
     #[tokio::test]

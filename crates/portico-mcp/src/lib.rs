@@ -13,11 +13,17 @@
 //! A call's trace context goes to the server in the request's `_meta` and, over HTTP, as the
 //! `traceparent` header ([`trace_context`]).
 //!
+//! A client that answers an upstream's requests itself (`portico call`) reads them as typed values
+//! here too: [`elicitation_form`] for forms and URLs, [`sampling_request`] for completions,
+//! [`call_notices`] for progress and log messages.
+//!
 //! This crate does not supervise or restart anything (that is the hub's job) and does not serve MCP.
 
+pub mod call_notices;
 mod client_handler;
 mod confirm;
 mod elicitation;
+pub mod elicitation_form;
 mod era_probe;
 pub mod legacy_sse;
 mod methods;
@@ -36,7 +42,9 @@ pub use client_handler::UpstreamEvent;
 pub use confirm::{confirm_params, confirm_through, confirmation};
 pub use methods::{notification_method, request_method};
 pub use results::{tool_result_from_object, tool_result_into_object};
-pub use sampling::{sample_through, sampling_answer, sampling_params};
+pub use sampling::{
+    sample_through, sampling_answer, sampling_params, sampling_request, sampling_result,
+};
 pub use server_log::{LogLine, SERVER_LOG_BYTES, SERVER_LOG_LINES, ServerLog};
 pub use stderr_tail::{CA_BUNDLE_VARS, STDERR_TAIL_BYTES, STDERR_TAIL_LINES};
 pub use stdio::{StopGrace, kill_child_group_now, reap_dropped_children};

@@ -1,7 +1,9 @@
 //! MCP sampling as JSON: a [`SamplingRequest`] written as `sampling/createMessage` params in the MCP
 //! 2025-11-25 shape (sampling with tools), and the client's `CreateMessageResult` read into a
 //! [`SamplingAnswer`]. Shared with the server edge, whose callers send it (as [`crate::request_method`]
-//! is).
+//! is). The other way round, for a client that answers sampling itself (`portico call` with a
+//! model): an upstream's params read by [`sampling_request`], the answer written by
+//! [`sampling_result`].
 
 use portico_core::relay::{
     BoxFuture, Caller, RelayRequest, SamplingAnswer, SamplingContent, SamplingError,
@@ -156,6 +158,149 @@ pub fn sampling_answer(result: &JsonObject) -> Result<SamplingAnswer, String> {
         }
     }
     Ok(answer)
+}
+
+/// Reads `sampling/createMessage` params an upstream sent (a message's `content` is one block or an
+/// array of them). Text, tool use and tool result blocks are kept; a block of another kind (an
+/// image, audio) is refused, since the models Portico drives read text. The error says what is
+/// wrong with the params.
+pub fn sampling_request(params: &JsonObject) -> Result<SamplingRequest, String> {
+    let Some(Value::Array(messages)) = params.get("messages") else {
+        return Err("the request has no `messages` list".to_owned());
+    };
+    let mut request = SamplingRequest {
+        system_prompt: params
+            .get("systemPrompt")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        max_tokens: params
+            .get("maxTokens")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or("the request has no `maxTokens` (a positive integer)")?,
+        temperature: params
+            .get("temperature")
+            .and_then(Value::as_f64)
+            .map(|t| t as f32),
+        ..SamplingRequest::default()
+    };
+    for (n, message) in messages.iter().enumerate() {
+        let role = match message["role"].as_str() {
+            Some("user") => SamplingRole::User,
+            Some("assistant") => SamplingRole::Assistant,
+            other => {
+                return Err(format!(
+                    "message {} has role {}, not user or assistant",
+                    n + 1,
+                    other.map_or("(none)".to_owned(), |r| format!("{r:?}"))
+                ));
+            }
+        };
+        let blocks: Vec<&Value> = match &message["content"] {
+            Value::Array(blocks) => blocks.iter().collect(),
+            block @ Value::Object(_) => vec![block],
+            _ => return Err(format!("message {} has no content", n + 1)),
+        };
+        let content = blocks
+            .into_iter()
+            .map(|block| request_block(block).map_err(|e| format!("message {}: {e}", n + 1)))
+            .collect::<Result<Vec<_>, _>>()?;
+        request.messages.push(SamplingMessage { role, content });
+    }
+    for tool in params
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = tool["name"].as_str().unwrap_or_default();
+        if name.is_empty() {
+            return Err("a tool in the request has no name".to_owned());
+        }
+        request.tools.push(portico_core::relay::SamplingTool {
+            name: name.to_owned(),
+            description: tool["description"].as_str().unwrap_or_default().to_owned(),
+            input_schema: tool["inputSchema"].as_object().cloned().unwrap_or_default(),
+        });
+    }
+    if !request.tools.is_empty() {
+        request.tool_choice = Some(SamplingToolChoice::Auto);
+    }
+    Ok(request)
+}
+
+fn request_block(block: &Value) -> Result<SamplingContent, String> {
+    match block["type"].as_str() {
+        Some("text") => Ok(SamplingContent::Text(
+            block["text"].as_str().unwrap_or_default().to_owned(),
+        )),
+        Some("tool_use") => Ok(SamplingContent::ToolUse(SamplingToolUse {
+            id: block["id"].as_str().unwrap_or_default().to_owned(),
+            name: block["name"].as_str().unwrap_or_default().to_owned(),
+            input: block["input"].as_object().cloned().unwrap_or_default(),
+        })),
+        Some("tool_result") => Ok(SamplingContent::ToolResult {
+            tool_use_id: block["toolUseId"].as_str().unwrap_or_default().to_owned(),
+            content: match &block["content"] {
+                Value::Array(content) => content.clone(),
+                Value::Null => Vec::new(),
+                one => vec![one.clone()],
+            },
+            is_error: block["isError"].as_bool().unwrap_or(false),
+        }),
+        other => Err(format!(
+            "a {} block, which the model cannot be given (only text, tool_use and tool_result)",
+            other.unwrap_or("(untyped)")
+        )),
+    }
+}
+
+/// A `CreateMessageResult` of `answer` (a model driver's: its stop reason in the provider's
+/// spelling is written in MCP's): its text, then its tool uses, as content blocks (one block as an
+/// object, as clients without tools send it).
+pub fn sampling_result(answer: &SamplingAnswer) -> JsonObject {
+    let mut blocks = Vec::new();
+    if !answer.text.is_empty() || answer.tool_uses.is_empty() {
+        blocks.push(SamplingContent::Text(answer.text.clone()));
+    }
+    blocks.extend(
+        answer
+            .tool_uses
+            .iter()
+            .cloned()
+            .map(SamplingContent::ToolUse),
+    );
+    let content = match blocks.as_slice() {
+        [one] => block(one),
+        many => Value::Array(many.iter().map(block).collect()),
+    };
+    let mut result = JsonObject::new();
+    result.insert("role".into(), json!("assistant"));
+    result.insert("content".into(), content);
+    result.insert(
+        "model".into(),
+        json!(answer.model.as_deref().unwrap_or("unknown")),
+    );
+    let stop_reason = match answer.stop_reason.as_deref() {
+        Some(reason) => mcp_stop_reason(reason),
+        None if answer.tool_uses.is_empty() => "endTurn",
+        None => "toolUse",
+    };
+    result.insert("stopReason".into(), json!(stop_reason));
+    result
+}
+
+/// A model provider's stop reason as MCP spells it (`end_turn`, `stop` → `endTurn`, ...); one MCP
+/// does not name is kept as it is.
+fn mcp_stop_reason(reason: &str) -> &str {
+    match reason {
+        "end_turn" | "stop" => "endTurn",
+        "tool_use" | "tool_calls" => "toolUse",
+        "max_tokens" | "length" => "maxTokens",
+        "stop_sequence" => "stopSequence",
+        other => other,
+    }
 }
 
 /// At most `max` characters of `text`, marked when cut.
@@ -318,6 +463,64 @@ mod tests {
                 // No id: one is made up, so results still link back.
                 tool_use("call_2", json!({})),
             ]
+        );
+    }
+
+    #[test]
+    fn params_read_back_are_the_request_that_wrote_them() {
+        let request = conversation();
+        assert_eq!(sampling_request(&sampling_params(&request)), Ok(request));
+    }
+
+    #[test]
+    fn params_the_model_cannot_read_are_refused_with_the_reason() {
+        let error = sampling_request(&object(json!({"messages": [{"role": "user",
+            "content": {"type": "image", "data": "", "mimeType": "image/png"}}], "maxTokens": 5})))
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "message 1: a image block, which the model cannot be given (only text, tool_use and tool_result)"
+        );
+        let error = sampling_request(&object(json!({"messages": []}))).unwrap_err();
+        assert_eq!(error, "the request has no `maxTokens` (a positive integer)");
+    }
+
+    #[test]
+    fn an_answer_is_written_as_a_result_and_read_back_alike() {
+        let answer = SamplingAnswer {
+            text: "Let me look.".into(),
+            tool_uses: vec![tool_use("u1", json!({"q": "x"}))],
+            stop_reason: None,
+            model: Some("gpt-test".into()),
+        };
+        let result = sampling_result(&answer);
+        assert_eq!(
+            Value::Object(result.clone()),
+            json!({"role": "assistant", "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "u1", "name": "search", "input": {"q": "x"}},
+            ], "model": "gpt-test", "stopReason": "toolUse"})
+        );
+        assert_eq!(
+            sampling_answer(&result).unwrap(),
+            SamplingAnswer {
+                stop_reason: Some("toolUse".into()),
+                ..answer
+            }
+        );
+        let plain = sampling_result(&SamplingAnswer {
+            text: "hi".into(),
+            ..SamplingAnswer::default()
+        });
+        let provider_spelled = sampling_result(&SamplingAnswer {
+            stop_reason: Some("length".into()),
+            ..SamplingAnswer::default()
+        });
+        assert_eq!(provider_spelled["stopReason"], "maxTokens");
+        assert_eq!(
+            Value::Object(plain),
+            json!({"role": "assistant", "content": {"type": "text", "text": "hi"},
+                   "model": "unknown", "stopReason": "endTurn"})
         );
     }
 

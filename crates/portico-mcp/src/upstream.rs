@@ -375,6 +375,10 @@ pub struct Upstream {
     /// Requests waiting for a place now.
     waiting_for_place: std::sync::atomic::AtomicUsize,
     stop: CancellationToken,
+    /// The `notifications/cancelled` being sent for calls dropped mid-flight: the session waits
+    /// for them (briefly) before it closes, so a command that stops right after cancelling a call
+    /// (Ctrl-C on `portico call`) still tells the server.
+    cancels: tokio_util::task::TaskTracker,
     /// Where the session's events go: list changes, resource updates.
     events: mpsc::UnboundedSender<UpstreamEvent>,
     /// On a 2026-07-28 session, the update stream of each subscribed resource.
@@ -728,12 +732,15 @@ impl Upstream {
         let stop = CancellationToken::new();
         let service_stop = service.cancellation_token();
         let task_stop = stop.clone();
+        let cancels = tokio_util::task::TaskTracker::new();
+        let pending_cancels = cancels.clone();
         let exit = tokio::spawn(async move {
             let waiting = service.waiting();
             tokio::pin!(waiting);
             let reason = tokio::select! {
                 reason = &mut waiting => quit_reason(reason),
                 _ = task_stop.cancelled() => {
+                    send_pending_cancels(&pending_cancels).await;
                     service_stop.cancel();
                     quit_reason(waiting.await)
                 }
@@ -753,6 +760,7 @@ impl Upstream {
             max_in_flight: config.max_concurrent_calls.max(1),
             waiting_for_place: std::sync::atomic::AtomicUsize::new(0),
             stop,
+            cancels,
             events: events.clone(),
             resource_streams: Default::default(),
             handshake_subscriptions: Default::default(),
@@ -927,6 +935,22 @@ impl Upstream {
         }
     }
 
+    /// Lists the server's tools (following pagination), each definition verbatim. Over Streamable
+    /// HTTP from 2026-07-28 on, the listing is also where the transport learns which arguments a
+    /// call sends as `Mcp-Param-*` headers (SEP-2243): a session that calls a tool with such
+    /// arguments lists first.
+    pub async fn list_tools(&self) -> Result<Vec<ToolDef>, UpstreamError> {
+        Ok(self
+            .request("tools/list", self.peer.list_all_tools())
+            .await?
+            .into_iter()
+            .map(|tool| ToolDef {
+                name: tool.name.to_string(),
+                definition: to_object(&tool),
+            })
+            .collect())
+    }
+
     /// Lists everything the server offers (following pagination), keeping each definition verbatim.
     pub async fn list_catalog(&self) -> Result<ServerCatalog, UpstreamError> {
         let caps = self
@@ -939,16 +963,7 @@ impl Upstream {
             ..Default::default()
         };
         if caps.tools.is_some() {
-            for tool in self
-                .request("tools/list", self.peer.list_all_tools())
-                .await?
-            {
-                let definition = to_object(&tool);
-                catalog.tools.push(ToolDef {
-                    name: tool.name.to_string(),
-                    definition,
-                });
-            }
+            catalog.tools = self.list_tools().await?;
         }
         if caps.prompts.is_some() {
             for prompt in self
@@ -1081,6 +1096,7 @@ impl Upstream {
                 .map_err(|e| service_error(&self.server, what(), e))?;
             let mut cancel = CancelOnDrop {
                 peer: self.peer.clone(),
+                sending: self.cancels.clone(),
                 id: Some(handle.id.clone()),
             };
             let deadline = tokio::time::Instant::now() + self.timeout;
@@ -1533,9 +1549,20 @@ fn from_params<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// How long a closing session waits for the `notifications/cancelled` still being sent.
+const CANCEL_SEND_BOUND: Duration = Duration::from_secs(1);
+
+/// Waits, within [`CANCEL_SEND_BOUND`], for the cancellations already being sent.
+async fn send_pending_cancels(cancels: &tokio_util::task::TaskTracker) {
+    cancels.close();
+    let _ = tokio::time::timeout(CANCEL_SEND_BOUND, cancels.wait()).await;
+}
+
 /// Tells the upstream to stop working on a request the caller no longer waits for.
 struct CancelOnDrop {
     peer: Peer<RoleClient>,
+    /// The session's cancellations in flight, which its shutdown waits for.
+    sending: tokio_util::task::TaskTracker,
     id: Option<rmcp::model::RequestId>,
 }
 
@@ -1544,13 +1571,14 @@ impl Drop for CancelOnDrop {
         let Some(id) = self.id.take() else { return };
         let peer = self.peer.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
+            let notify = async move {
                 let params = rmcp::model::CancelledNotificationParam::new(
                     Some(id),
                     Some("the client cancelled or the call timed out".into()),
                 );
                 let _ = peer.notify_cancelled(params).await;
-            });
+            };
+            self.sending.spawn_on(notify, &runtime);
         }
     }
 }

@@ -10,7 +10,6 @@ use portico_config::ConfigSource;
 use portico_core::ToolResult;
 use portico_engine::{Engine, EngineOptions, Upstreams};
 use portico_hub::{Hub, HubSettings, OAuthHome, StopGrace};
-use portico_pipeline::ToolContext;
 
 use crate::{output, progress};
 
@@ -62,17 +61,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Call a tool by its catalog name and print the result.
-    Call {
-        /// The tool's name as `portico tools` shows it, e.g. mcp_github_create_issue.
-        tool: String,
-        /// Arguments as a JSON object.
-        #[arg(long, value_name = "JSON", default_value = "{}")]
-        args: String,
-        /// Print the raw MCP result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Call a tool by its catalog name and print the result. Progress shows on a terminal; the
+    /// tool's questions are asked there (or answered per --elicit); Ctrl-C cancels the call.
+    Call(crate::call_cli::CallArgs),
     /// List the configured agents: name, the MCP tool each is served as, model, description.
     Agents {
         /// Print the agents as JSON.
@@ -276,23 +267,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             agent,
             conversation,
         } => crate::chat::run(cli.config.as_deref(), &agent, conversation).await,
-        Command::Call { tool, args, json } => {
-            let arguments = call_arguments(&args)?;
-            let (config, source) = portico_config::load(cli.config.as_deref())?;
-            let engine = Engine::start(&config, engine_options_for(&config, &source).one_shot())?;
-            engine.upstreams().connect(&engine.servers_for_call(&tool));
-            progress::until_settled(engine.upstreams()).await;
-            let context = ToolContext::client("cli");
-            let called = engine
-                .pipeline()
-                .call(&tool, Some(arguments), &context)
-                .await;
-            let answered = called
-                .map_err(anyhow::Error::from)
-                .and_then(|outcome| print_call_result(outcome.result, json));
-            engine.shutdown().await;
-            answered
-        }
+        Command::Call(args) => crate::call_cli::standalone(cli.config.as_deref(), &args).await,
     }
 }
 

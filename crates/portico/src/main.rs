@@ -5,6 +5,8 @@ mod a2a_cli;
 mod approvals_cli;
 mod audit_cli;
 mod auth_cli;
+mod call_cli;
+mod call_terminal;
 mod chat;
 mod cli;
 mod clients_cli;
@@ -81,7 +83,9 @@ fn init_logging(
         // logs a failed connection as an ERROR in Rust debug form; Portico's own error says the
         // same in words (`cannot reach URL: connection refused`), so that one is kept for -vv too.
         (0, true) => "info,rmcp=warn,rmcp::transport::worker=off",
-        (0, false) => "warn,rmcp::transport::worker=off",
+        // A one-shot command's refusals of what a server asks (`portico call` declining sampling)
+        // are its own, said in words; rmcp's warning repeats them in Rust debug form.
+        (0, false) => "warn,rmcp::transport::worker=off,rmcp::service=error",
         (1, _) => "info,rmcp=warn,rmcp::transport::worker=off",
         (2, _) => "debug",
         _ => "trace",

@@ -95,7 +95,7 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
         &cli.command,
         Command::Servers { .. }
             | Command::Tools { .. }
-            | Command::Call { .. }
+            | Command::Call(_)
             | Command::Agents { .. }
             | Command::Chat { .. }
             | Command::Conversations { .. }
@@ -124,7 +124,9 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
             }
             print_tools(&listed, server.as_deref(), *json, &servers)?
         }
-        Command::Call { tool, args, json } => call(&daemon, tool, args, *json).await?,
+        Command::Call(args) => {
+            crate::call_cli::through_daemon(&daemon, cli.config.as_deref(), args).await?
+        }
         Command::Agents { json } => {
             let listed = daemon.get("/api/agents", None).await?;
             let agents: Vec<portico_agents::AgentInfo> =
@@ -318,32 +320,6 @@ pub fn print_agents(agents: &[portico_agents::AgentInfo], json: bool) -> anyhow:
         output::agents_table(agents)
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// A call through the daemon's `/mcp`, as an IDE makes it: the daemon's pipeline runs it (its
-/// policies, its audit, its upstream sessions), under the client its token names.
-async fn call(daemon: &Daemon, tool: &str, args: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let arguments = crate::cli::call_arguments(args)?;
-    let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
-    let (upstream, _exit) =
-        portico_mcp::Upstream::connect(&daemon.mcp_server(), events, portico_mcp::StopGrace::BRIEF)
-            .await
-            .with_context(|| {
-                format!(
-                    "{} did not accept an MCP session at /mcp",
-                    daemon.describe()
-                )
-            })?;
-    let called = upstream.call_tool(tool, Some(arguments)).await;
-    upstream.shutdown();
-    match called {
-        Ok(result) => crate::cli::print_call_result(result, json),
-        Err(portico_mcp::UpstreamError::Remote { message, .. }) => {
-            bail!("{message} (answered by {})", daemon.describe())
-        }
-        Err(error) => Err(anyhow::Error::new(error)
-            .context(format!("calling `{tool}` through {}", daemon.describe()))),
-    }
 }
 
 /// `portico audit` through the daemon's `/api/audit`, which writes out its queued records first.

@@ -8,6 +8,8 @@ mod support;
 #[path = "doors/client.rs"]
 mod client;
 
+#[path = "oneview/call_client.rs"]
+mod call_client;
 #[path = "oneview/daemon_view.rs"]
 mod daemon_view;
 #[path = "oneview/papercuts.rs"]
