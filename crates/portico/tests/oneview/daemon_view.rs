@@ -1,7 +1,7 @@
 //! The CLI through a running daemon, and the same commands with `--standalone`.
 
 use std::io::Write;
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
@@ -164,8 +164,9 @@ async fn the_cli_through_the_daemon_shows_what_mcp_serves() {
     let only = json_of(&home, &["tools", "--server", "cat", "--json"]);
     assert_eq!(names(&only), ["mcp_cat_t1"]);
 
-    // The daemon's view, not the file's: a server added to the file after it started is only in
-    // the standalone answer.
+    // The daemon's view, not the file's: a server only in the file the command reads is only in
+    // the standalone answer. (Another file than the daemon's: the daemon follows its own and would
+    // soon serve an edit of it too.)
     let edited = std::fs::read_to_string(home.config()).unwrap()
         + &crate::support::stdio_entry(
             "late",
@@ -179,15 +180,29 @@ async fn the_cli_through_the_daemon_shows_what_mcp_serves() {
             ],
             "",
         );
-    std::fs::write(home.config(), edited).unwrap();
-    let servers = json_of(&home, &["servers", "--json"]);
+    let other = home.dir.path().join("other.toml");
+    std::fs::write(&other, edited).unwrap();
+    let with_other = |args: &[&str]| -> Value {
+        let output = Command::new(env!("CARGO_BIN_EXE_portico"))
+            .args(args)
+            .arg("--config")
+            .arg(&other)
+            .env("PORTICO_HOME", home.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{args:?}: {stdout}");
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+    };
+    let servers = with_other(&["servers", "--json"]);
     assert_eq!(names(&servers), ["cat"]);
     assert_eq!(servers[0]["state"], "ready");
-    let standalone = json_of(&home, &["--standalone", "servers", "--json"]);
+    let standalone = with_other(&["--standalone", "servers", "--json"]);
     assert_eq!(names(&standalone), ["cat", "late"]);
-    let standalone_tools = json_of(&home, &["tools", "--json", "--standalone"]);
+    let standalone_tools = with_other(&["tools", "--json", "--standalone"]);
     assert!(names(&standalone_tools).contains(&"mcp_late_t9".to_string()));
-    assert!(!names(&json_of(&home, &["tools", "--json"])).contains(&"mcp_late_t9".to_string()));
+    assert!(!names(&with_other(&["tools", "--json"])).contains(&"mcp_late_t9".to_string()));
 
     let agents = json_of(&home, &["agents", "--json"]);
     assert_eq!(names(&agents), ["echoer"]);
@@ -343,8 +358,9 @@ async fn the_cli_through_the_daemon_shows_what_mcp_serves() {
         "{stderr}"
     );
 
-    // With the daemon gone, the same commands run in this process.
+    // With the daemon gone, the same commands run in this process, on the file with `late`.
     assert!(daemon.stop().success());
+    std::fs::copy(&other, home.config()).unwrap();
     let tools = json_of(&home, &["tools", "--json"]);
     assert!(names(&tools).contains(&"mcp_late_t9".to_string()));
     assert!(names(&tools).contains(&"system_time".to_string()));
