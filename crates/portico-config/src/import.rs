@@ -921,7 +921,7 @@ pub fn looks_like_secret_value(value: &str) -> bool {
 }
 
 /// `github-token` → `GITHUB_TOKEN`: upper case, `_` for anything else, never starting with a digit.
-fn env_var_name(raw: &str) -> String {
+pub fn env_var_name(raw: &str) -> String {
     let name: String = raw
         .chars()
         .map(|c| {

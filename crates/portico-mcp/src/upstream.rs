@@ -535,52 +535,35 @@ impl Upstream {
                 let (client, lifecycle) = match lifecycle {
                     ClientLifecycleMode::Auto {
                         preferred_versions, ..
-                    } => {
-                        let preferred = preferred_versions
-                            .first()
-                            .cloned()
-                            .unwrap_or(ProtocolVersion::V_2026_07_28);
-                        let probed = era_probe::probe(
-                            &mut child,
-                            &rmcp::ClientHandler::get_info(&handler()),
-                            &preferred,
-                            server,
-                            Pings::Send,
-                        )
-                        .await;
-                        match probed {
-                            Ok(Era::Discover) => (
-                                handler(),
-                                ClientLifecycleMode::Discover { preferred_versions },
-                            ),
-                            Ok(Era::Handshake(_)) => {
-                                let mut client = handler();
-                                client.protocol_version =
-                                    Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
-                                (client, ClientLifecycleMode::Initialize)
-                            }
-                            Err(ProbeError::Closed) => {
-                                return Err(child_failed(
-                                    server,
-                                    command,
-                                    ClientInitializeError::ConnectionClosed(
-                                        "before answering".into(),
-                                    ),
-                                    tail,
-                                )
-                                .await);
-                            }
-                            Err(ProbeError::Send(error)) => {
-                                return Err(child_failed_with(
-                                    server,
-                                    command,
-                                    format!("could not be written to: {error}"),
-                                    tail,
-                                )
-                                .await);
-                            }
+                    } => match probed_lifecycle(
+                        &mut child,
+                        &handler,
+                        preferred_versions,
+                        server,
+                        Pings::Send,
+                    )
+                    .await
+                    {
+                        Ok((client, lifecycle, _)) => (client, lifecycle),
+                        Err(ProbeError::Closed) => {
+                            return Err(child_failed(
+                                server,
+                                command,
+                                ClientInitializeError::ConnectionClosed("before answering".into()),
+                                tail,
+                            )
+                            .await);
                         }
-                    }
+                        Err(ProbeError::Send(error)) => {
+                            return Err(child_failed_with(
+                                server,
+                                command,
+                                format!("could not be written to: {error}"),
+                                tail,
+                            )
+                            .await);
+                        }
+                    },
                     pinned => (handler(), pinned),
                 };
                 let transport =
@@ -1602,6 +1585,37 @@ fn lifecycle_for(config: &McpServerConfig) -> ClientLifecycleMode {
     }
 }
 
+/// Asks the server on `transport` which era it speaks ([`era_probe`]) and returns the client and the
+/// lifecycle that fit: `server/discover` for the stateless era, else `initialize` (with what the
+/// probe was answered with, for an error if that fails too).
+async fn probed_lifecycle<T: rmcp::transport::Transport<RoleClient>>(
+    transport: &mut T,
+    handler: &impl Fn() -> PorticoClient,
+    preferred_versions: Vec<ProtocolVersion>,
+    server: &str,
+    pings: Pings,
+) -> Result<(PorticoClient, ClientLifecycleMode, Option<String>), ProbeError> {
+    let preferred = preferred_versions
+        .first()
+        .cloned()
+        .unwrap_or(ProtocolVersion::V_2026_07_28);
+    let client_info = rmcp::ClientHandler::get_info(&handler());
+    Ok(
+        match era_probe::probe(transport, &client_info, &preferred, server, pings).await? {
+            Era::Discover => (
+                handler(),
+                ClientLifecycleMode::Discover { preferred_versions },
+                None,
+            ),
+            Era::Handshake(answered) => {
+                let mut legacy = handler();
+                legacy.protocol_version = Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
+                (legacy, ClientLifecycleMode::Initialize, Some(answered))
+            }
+        },
+    )
+}
+
 /// Serves `handler` over rmcp's Streamable HTTP client. In the `Auto` lifecycle, a handshake-era
 /// server that answers `server/discover` with a result of another kind is connected again, on a
 /// fresh transport, with `initialize`.
@@ -1656,32 +1670,20 @@ async fn serve_streamable_over<C: StreamableHttpClient + Sync>(
             // Asked on a connection of its own, so that nothing of the probe (a late answer
             // above all) can reach the lifecycle's. A probe that fails at the transport leaves the
             // server to rmcp's own automatic lifecycle, whose errors say what failed.
-            let preferred = preferred_versions
-                .first()
-                .cloned()
-                .unwrap_or(ProtocolVersion::V_2026_07_28);
             let mut probing = streamable_transport(http.clone(), url, headers, config)?;
-            let probed = era_probe::probe(
+            let probed = probed_lifecycle(
                 &mut probing,
-                &rmcp::ClientHandler::get_info(&handler()),
-                &preferred,
+                &handler,
+                preferred_versions.clone(),
                 server,
                 Pings::None,
             )
             .await;
             let _ = rmcp::transport::Transport::<RoleClient>::close(&mut probing).await;
             match probed {
-                Ok(Era::Discover) => (
-                    handler(),
-                    ClientLifecycleMode::Discover {
-                        preferred_versions: preferred_versions.clone(),
-                    },
-                ),
-                Ok(Era::Handshake(answered)) => {
-                    let mut legacy = handler();
-                    legacy.protocol_version = Some(ProtocolVersion::LATEST_WITH_INITIALIZE);
-                    discover_answer = Some(answered);
-                    (legacy, ClientLifecycleMode::Initialize)
+                Ok((client, lifecycle, answered)) => {
+                    discover_answer = answered;
+                    (client, lifecycle)
                 }
                 Err(error) => {
                     tracing::debug!(server, "the era probe failed ({error:?}); rmcp decides");

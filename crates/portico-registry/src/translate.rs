@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use portico_config::import::{Export, Import, ImportedServer, ImportedTransport};
+use portico_config::import::{Export, Import, ImportedServer, ImportedTransport, env_var_name};
 
 use crate::server_json::{
     Argument, Input, KeyValueInput, Package, RegistryType, ServerJson, Transport, TransportKind,
@@ -1026,25 +1026,6 @@ pub(crate) fn printable(text: &str) -> String {
         out.push('…');
     }
     out
-}
-
-/// `github-token` → `GITHUB_TOKEN`: upper case, `_` for anything else, never starting with a digit.
-fn env_var_name(raw: &str) -> String {
-    let name: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if name.chars().next().is_none_or(|c| c.is_ascii_digit()) {
-        format!("MCP_{name}")
-    } else {
-        name
-    }
 }
 
 fn env_name_problem(name: &str) -> Option<&'static str> {
