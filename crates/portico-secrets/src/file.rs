@@ -7,7 +7,7 @@
 //! at once both land.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -166,37 +166,12 @@ impl SecretsFile {
         }
     }
 
-    /// Writes `contents` to a new 0600 file beside the old one, synced, and renames it over.
+    /// Replaces the file with `contents` (owner-only, whole or not at all).
     fn replace(&self, contents: &Contents) -> Result<(), SecretError> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
-        let dir = self.dir();
-        std::fs::create_dir_all(&dir).map_err(|e| self.write_error(e))?;
-        let text = serde_json::to_vec_pretty(contents)
+        let mut text = serde_json::to_vec_pretty(contents)
             .map_err(|e| self.write_error(std::io::Error::other(e)))?;
-        let temp = self.path.with_extension(format!(
-            "json.{}.{}.tmp",
-            std::process::id(),
-            NEXT_TEMP.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)?;
-            file.write_all(&text)?;
-            file.write_all(b"\n")?;
-            file.sync_all()?;
-            std::fs::rename(&temp, &self.path)?;
-            // The rename is durable once the directory is.
-            std::fs::File::open(&dir).and_then(|d| d.sync_all())
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(self.write_error(e));
-        }
-        Ok(())
+        text.push(b'\n');
+        portico_config::write_private_file(&self.path, &text).map_err(|e| self.write_error(e))
     }
 
     fn dir(&self) -> PathBuf {

@@ -10,7 +10,6 @@
 //! the configured URL is treated as absent, so editing a server's URL never sends its old tokens to
 //! the new address.
 
-use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -226,8 +225,6 @@ impl TokenFile {
     /// Writes `record` to a new file (0600, created new, so nothing planted at its name is
     /// followed) and renames it over the old one.
     fn replace(&self, record: Record) -> Result<(), StoreError> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
         let path = self.path.display().to_string();
         let failed = |source| StoreError::Write {
             path: path.clone(),
@@ -238,25 +235,7 @@ impl TokenFile {
         restrict_dir(dir).map_err(failed)?;
         let text =
             serde_json::to_vec_pretty(&record).map_err(|e| failed(std::io::Error::other(e)))?;
-        let temp = self.path.with_extension(format!(
-            "json.{}.{}.tmp",
-            std::process::id(),
-            NEXT_TEMP.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)?;
-            file.write_all(&text)?;
-            file.sync_all()?;
-            std::fs::rename(&temp, &self.path)
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(failed(e));
-        }
+        portico_config::write_private_file(&self.path, &text).map_err(failed)?;
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(Cached {
             stamp: self.stamp(),
             record: Some(record),
