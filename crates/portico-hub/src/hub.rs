@@ -1134,7 +1134,8 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
             result = Upstream::connect_logged(&config, events_tx, shared.child_stop, slot.auth.clone(), &shared.vars, &slot.log) => result,
             _ = slot.stop.cancelled() => return,
         };
-        shared.update(slot, |s| s.attempt_started = None);
+        // Quietly: whatever the attempt ended in updates the state next, and notifies then.
+        slot.state.lock().expect("slot lock").attempt_started = None;
         let outcome = match &connected {
             Ok(_) => ConnectOutcome::Ok,
             Err(UpstreamError::NeedsLogin { .. }) => ConnectOutcome::NeedsLogin,
