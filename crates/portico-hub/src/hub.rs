@@ -678,7 +678,7 @@ impl Hub {
     }
 
     /// True once every connected server has finished its first connection attempt (each attempt is
-    /// bounded by that server's `timeout_secs`).
+    /// bounded by that server's `startup_timeout_secs`).
     pub fn settled(&self) -> bool {
         // Under the rebuild lock: a server marked settled by `update_catalog` is in the catalog by
         // the time the lock is free, so whoever sees every server settled also sees every catalog.

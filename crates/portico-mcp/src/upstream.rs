@@ -404,7 +404,7 @@ const LOGIN_POLL: Duration = Duration::from_millis(250);
 const PREFERRED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
 impl Upstream {
-    /// Connects and completes the handshake within the server's `timeout_secs`. A stdio child is
+    /// Connects and completes the handshake within the server's `startup_timeout_secs`. A stdio child is
     /// stopped with `grace` when the session ends. `${VAR}`s are read from Portico's environment
     /// only.
     pub async fn connect(
