@@ -165,17 +165,18 @@ impl Store {
         conversation_id: &str,
         message: &NewMessage,
     ) -> Result<StoredMessage, StoreError> {
-        self.in_immediate_transaction("appending a message", |db| {
+        self.in_row_locked_transaction("appending a message", |db| {
             self.insert_message(db, conversation_id, message)
                 .map(|(stored, _)| stored)
         })
     }
 
     /// [`Store::append_message`] inside the caller's transaction, which must be `IMMEDIATE` on SQLite
-    /// or `SERIALIZABLE` on PostgreSQL (so that another writer cannot slip in between reading the next
-    /// seq and inserting it: on PostgreSQL the second of two concurrent appends to one conversation
-    /// fails its update of the conversation's row and is run again). Also returns the conversation
-    /// as it is after the message.
+    /// and any transaction on PostgreSQL, so that another writer cannot slip in between reading the
+    /// next seq and inserting it. On PostgreSQL the first statement, the update of the
+    /// conversation's row, locks that row until the commit: a concurrent append waits for it
+    /// (`READ COMMITTED`, then numbering after this one's message) or fails and is run again
+    /// (`SERIALIZABLE`). Also returns the conversation as it is after the message.
     pub(crate) fn insert_message(
         &self,
         db: &Db<'_>,
@@ -473,8 +474,9 @@ pub(crate) mod tests {
         }
     }
 
-    /// Two replicas (two stores on one PostgreSQL schema) appending to one conversation at once:
-    /// every message gets its own seq, and the totals count each once.
+    /// Three replicas (three stores on one PostgreSQL schema), twelve writers in all, appending to
+    /// one conversation at once: none runs out of retries, every message gets its own seq, and the
+    /// totals count each once.
     #[test]
     fn replicas_appending_to_one_conversation_number_messages_once() {
         let Some(url) = crate::testing::postgres_test_url() else {
@@ -483,14 +485,15 @@ pub(crate) mod tests {
         let replicas = [
             Store::open_postgres(&url, 4).unwrap(),
             Store::open_postgres(&url, 4).unwrap(),
+            Store::open_postgres(&url, 4).unwrap(),
         ];
         let conversation = replicas[0].create_conversation("x").unwrap();
         std::thread::scope(|scope| {
             for (r, replica) in replicas.iter().enumerate() {
-                for t in 0..2 {
+                for t in 0..4 {
                     let id = &conversation.id;
                     scope.spawn(move || {
-                        for i in 0..15 {
+                        for i in 0..25 {
                             replica
                                 .append_message(id, &message("user", &format!("{r}/{t}/{i}"), 1, 2))
                                 .unwrap();
@@ -505,7 +508,7 @@ pub(crate) mod tests {
             .iter()
             .map(|m| m.seq)
             .collect();
-        assert_eq!(seqs, (1..=60).collect::<Vec<_>>());
+        assert_eq!(seqs, (1..=300).collect::<Vec<_>>());
         let totals = replicas[1].conversation(&conversation.id).unwrap().unwrap();
         assert_eq!(
             (
@@ -513,7 +516,7 @@ pub(crate) mod tests {
                 totals.output_tokens,
                 totals.message_count
             ),
-            (60, 120, 60)
+            (300, 600, 300)
         );
     }
 

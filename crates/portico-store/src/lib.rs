@@ -392,7 +392,27 @@ impl Store {
                 self.committed();
                 Ok(value)
             }
-            Backend::Postgres { pool, .. } => self.serializable(pool, operation, work),
+            Backend::Postgres { pool, .. } => {
+                self.retried(pool, db::pg::PgConn::begin, operation, work)
+            }
+        }
+    }
+
+    /// [`Store::in_immediate_transaction`] for work whose first statement locks the one row that
+    /// every concurrent writer of the same data locks first (an `UPDATE` of a conversation's row,
+    /// before its messages are numbered). On PostgreSQL concurrent writers then wait for that lock
+    /// in turn rather than fail and retry (see [`db::pg::PgConn::begin_row_locked`]), so a burst
+    /// of appends to one conversation never runs out of retries.
+    fn in_row_locked_transaction<T>(
+        &self,
+        operation: &'static str,
+        work: impl FnMut(&db::Db<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.inner.backend {
+            Backend::Postgres { pool, .. } => {
+                self.retried(pool, db::pg::PgConn::begin_row_locked, operation, work)
+            }
+            Backend::Sqlite(_) => self.in_immediate_transaction(operation, work),
         }
     }
 
@@ -404,15 +424,19 @@ impl Store {
         work: impl FnMut(&db::Db<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         match &self.inner.backend {
-            Backend::Postgres { beats, .. } => self.serializable(beats, operation, work),
+            Backend::Postgres { beats, .. } => {
+                self.retried(beats, db::pg::PgConn::begin, operation, work)
+            }
             Backend::Sqlite(_) => self.in_immediate_transaction(operation, work),
         }
     }
 
-    /// A `SERIALIZABLE` transaction on a connection of `pool`, run again when it loses a race.
-    fn serializable<T>(
+    /// A transaction on a connection of `pool`, started by `begin`, run again when it loses a race
+    /// (a serialization failure or a deadlock).
+    fn retried<T>(
         &self,
         pool: &db::pg::Pool,
+        begin: fn(&db::pg::PgConn) -> Result<(), DbError>,
         operation: &'static str,
         mut work: impl FnMut(&db::Db<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -420,8 +444,7 @@ impl Store {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let result = conn
-                .begin()
+            let result = begin(&conn)
                 .map_err(self.sql_error(operation))
                 .and_then(|()| work(&db::Db::postgres(&conn)))
                 .and_then(|value| {

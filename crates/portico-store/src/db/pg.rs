@@ -106,17 +106,26 @@ impl PgConn {
         Ok(result?)
     }
 
-    /// Starts a transaction in which every read and write behaves as if the store's transactions ran
-    /// one at a time, as SQLite's do: a transaction that would break that fails with a serialization
-    /// error at its next statement or at its commit, and is run again (`Store::in_transaction`).
     /// Has the pool close this connection when it comes back instead of keeping it: its session
     /// holds something (a session lock) that could not be released, and only its end releases it.
     pub(crate) fn discard(&self) {
         self.discarded.set(true);
     }
 
+    /// Starts a transaction in which every read and write behaves as if the store's transactions ran
+    /// one at a time, as SQLite's do: a transaction that would break that fails with a serialization
+    /// error at its next statement or at its commit, and is run again (`Store::in_transaction`).
     pub(crate) fn begin(&self) -> Result<(), DbError> {
         self.execute_batch("BEGIN ISOLATION LEVEL SERIALIZABLE")
+    }
+
+    /// Starts a `READ COMMITTED` transaction, for work whose first statement locks the one row that
+    /// every writer of the same data locks first (a conversation's row, for its messages). Writers
+    /// then queue on that lock instead of failing one another as `SERIALIZABLE` ones do (where all
+    /// but one of N concurrent writers fail, and under steady contention one can keep losing), and
+    /// each later statement reads everything committed before the lock was granted.
+    pub(crate) fn begin_row_locked(&self) -> Result<(), DbError> {
+        self.execute_batch("BEGIN ISOLATION LEVEL READ COMMITTED")
     }
 
     pub(crate) fn commit(&self) -> Result<(), DbError> {
