@@ -60,6 +60,31 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../assets/dashboard/audit.js"),
         JAVASCRIPT,
     ),
+    (
+        "live.js",
+        include_str!("../assets/dashboard/live.js"),
+        JAVASCRIPT,
+    ),
+    (
+        "raw.js",
+        include_str!("../assets/dashboard/raw.js"),
+        JAVASCRIPT,
+    ),
+    (
+        "content.js",
+        include_str!("../assets/dashboard/content.js"),
+        JAVASCRIPT,
+    ),
+    (
+        "resources.js",
+        include_str!("../assets/dashboard/resources.js"),
+        JAVASCRIPT,
+    ),
+    (
+        "prompts.js",
+        include_str!("../assets/dashboard/prompts.js"),
+        JAVASCRIPT,
+    ),
 ];
 
 pub(crate) fn routes() -> Router {

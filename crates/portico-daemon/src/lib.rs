@@ -34,6 +34,7 @@ mod approval_page;
 mod approvals_api;
 mod body_limit;
 mod catalog_api;
+mod content_api;
 mod dashboard;
 mod dashboard_api;
 mod door_span;
@@ -333,6 +334,7 @@ fn router(
         .unwrap_or_else(|| reload::LiveConfig::fixed(config.clone()));
     let mut router = router
         .merge(catalog_api::routes(&engine, config.expose.tools))
+        .merge(content_api::routes(&engine, &config.expose))
         .merge(approvals_api::routes(&engine))
         .merge(dashboard_api)
         .merge(api::routes(engine, live, door.identity.clone()))

@@ -1,6 +1,7 @@
 // The dashboard's entry module: the session (login form or not), the hash router between the pages,
-// the pending-approvals badge and the live event stream (/api/events) that keeps every page current
-// without a reload. The daemon serves it with a CSP that allows only its own files and API.
+// the pending-approvals badge and the live event stream (/api/events, one for all tabs: live.js)
+// that keeps every page current without a reload. The daemon serves it with a CSP that allows only
+// its own files and API.
 //
 // Authentication: on a door that needs a token the page posts it once to /ui/login, which answers
 // with an HttpOnly, SameSite=Strict session cookie and, in its body, the session's page key, which
@@ -8,20 +9,21 @@
 // (browsers send the cookie to every port of the host; the key stays with this one). The token
 // itself is never stored by the page. On an open loopback door (no token at all) there is no login.
 
-import { api, apiError, el, errorText, onUnauthorized, pageKey, readEvents, sessionHeaders } from './util.js';
+import { api, el, errorText, onUnauthorized, pageKey } from './util.js';
+import { liveStream } from './live.js';
 import { serversPage } from './servers.js';
 import { toolsPage } from './tools.js';
+import { resourcesPage } from './resources.js';
+import { promptsPage } from './prompts.js';
 import { agentsPage } from './agents.js';
 import { a2aPage } from './a2a.js';
 import { approvalsPage } from './approvals.js';
 import { auditPage } from './audit.js';
 
-const PAGES = ['servers', 'tools', 'agents', 'a2a', 'approvals', 'audit'];
+const PAGES = ['servers', 'tools', 'resources', 'prompts', 'agents', 'a2a', 'approvals', 'audit'];
 const DEFAULT_PAGE = 'servers';
 /// How often the pages re-read what they show while the event stream is down.
 const POLL_MS = 10000;
-/// Waits before opening the event stream again after it failed for good, growing to the last.
-const RETRY_MS = [2000, 5000, 15000, 30000, 60000];
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -29,11 +31,6 @@ const state = {
   session: null,
   pages: {},
   current: null,
-  events: null,
-  retries: 0,
-  /// Whether a live stream was ever open (a new one then re-reads what it missed).
-  everOpened: false,
-  retryTimer: null,
   pollTimer: null,
   started: false,
 };
@@ -97,7 +94,7 @@ function showPage(name) {
 }
 
 function createPages() {
-  const makers = { servers: serversPage, tools: toolsPage, agents: agentsPage, a2a: a2aPage, approvals: approvalsPage, audit: auditPage };
+  const makers = { servers: serversPage, tools: toolsPage, resources: resourcesPage, prompts: promptsPage, agents: agentsPage, a2a: a2aPage, approvals: approvalsPage, audit: auditPage };
   for (const name of PAGES) {
     state.pages[name] = makers[name]($(`section[data-page="${name}"]`), context);
   }
@@ -132,63 +129,31 @@ function stopPolling() {
   state.pollTimer = null;
 }
 
-/// The live stream, read with fetch (an EventSource cannot send the page key): while it is open the
-/// page follows its events; when it ends or fails the page polls and tries again, ever more slowly.
+/// The live stream, shared with this origin's other tabs (live.js): while it is open the page
+/// follows its events; while it is not, the page polls.
+const stream = liveStream({
+  onOpen(reconnected) {
+    setLive(true);
+    stopPolling();
+    // Whatever happened while no stream was open is read again.
+    if (reconnected) resyncAll();
+  },
+  onEvent(type, data) {
+    if (type === 'resync') resyncAll();
+    else dispatch(type, data);
+  },
+  onClosed() {
+    setLive(false);
+    startPolling();
+  },
+});
+
 function openEvents() {
-  if (state.events) return;
-  const controller = new AbortController();
-  state.events = controller;
-  (async () => {
-    try {
-      const response = await fetch('/api/events', {
-        credentials: 'same-origin',
-        cache: 'no-store',
-        headers: { Accept: 'text/event-stream', ...sessionHeaders() },
-        signal: controller.signal,
-      });
-      if (!response.ok) {
-        // A 401 shows the login form; any other refusal (too many streams) is retried.
-        apiError(response.status, null, 'The live stream');
-        return;
-      }
-      // Whatever happened while the stream was down is read again.
-      const reconnected = state.retries > 0 || state.everOpened;
-      state.everOpened = true;
-      state.retries = 0;
-      setLive(true);
-      stopPolling();
-      if (reconnected) resyncAll();
-      await readEvents(response, (type, data) => {
-        if (type === 'resync') resyncAll();
-        else if (LIVE_EVENTS.includes(type) && data && typeof data === 'object') dispatch(type, data);
-      });
-    } catch {
-      // A dropped connection: retried below, unless the page closed the stream itself.
-    } finally {
-      if (!controller.signal.aborted && state.events === controller) retryEvents();
-    }
-  })();
-}
-
-const LIVE_EVENTS = ['server', 'approval', 'audit', 'task'];
-
-function retryEvents() {
-  state.events = null;
-  setLive(false);
-  startPolling();
-  const wait = RETRY_MS[Math.min(state.retries, RETRY_MS.length - 1)];
-  state.retries += 1;
-  state.retryTimer = setTimeout(() => {
-    state.retryTimer = null;
-    if (state.started) openEvents();
-  }, wait);
+  stream.start();
 }
 
 function closeEvents() {
-  if (state.events) state.events.abort();
-  state.events = null;
-  if (state.retryTimer !== null) clearTimeout(state.retryTimer);
-  state.retryTimer = null;
+  stream.stop();
   stopPolling();
   setLive(false);
 }

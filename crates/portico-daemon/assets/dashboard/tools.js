@@ -2,6 +2,7 @@
 // it comes from and its policy mark; a tool's schema shown readably, and a form to try it.
 
 import { api, chip, el, errorText, note } from './util.js';
+import { rawJson } from './raw.js';
 
 const HOST_POLICY = 'portico/hostPolicy';
 
@@ -235,9 +236,11 @@ function tryForm(tool, properties, required) {
   const submit = el('button', { type: 'submit', class: 'primary', 'data-testid': 'try-submit' }, 'Call');
   const result = el('pre', { 'data-testid': 'try-result', hidden: true });
   const meta = el('p', { class: 'muted' });
+  // What the daemon answered, exactly: the MCP result, or the refusal.
+  const exact = el('div', { 'data-testid': 'try-raw' });
   form.append(
     el('label', { class: 'raw-label' }, 'Arguments (JSON; edits here win over the fields)'), raw,
-    el('div', { class: 'actions' }, submit), problem, meta, result);
+    el('div', { class: 'actions' }, submit), problem, meta, result, exact);
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -255,16 +258,19 @@ function tryForm(tool, properties, required) {
     result.dataset.outcome = 'pending';
     result.textContent = 'Calling… (if a policy holds the call, approve it on the Approvals page)';
     meta.textContent = '';
+    exact.replaceChildren();
     try {
       const answer = await api(`/api/tools/${encodeURIComponent(tool.name)}/call`, { method: 'POST', body: { arguments: args }, what: 'Trying a tool' });
       const called = answer.result || {};
       result.dataset.outcome = called.isError ? 'error' : 'ok';
       result.textContent = resultText(called);
       meta.textContent = `${called.isError ? 'The tool reported an error' : 'Done'}${typeof answer.duration_ms === 'number' ? ` in ${answer.duration_ms} ms` : ''}.`;
+      exact.replaceChildren(rawJson(called));
     } catch (error) {
       result.dataset.outcome = 'error';
       const kind = error.body && error.body.kind ? ` (${error.body.kind})` : '';
       result.textContent = `${errorText(error)}${kind}`;
+      if (error.body) exact.replaceChildren(rawJson(error.body));
     } finally {
       submit.disabled = false;
     }
