@@ -198,7 +198,7 @@ async function contentPages(context) {
   await detail.waitFor({ state: 'visible' });
   await settled();
   report.resources.outcome = await detail.locator(tid('resource-result')).getAttribute('data-outcome');
-  report.resources.text = await detail.locator(tid('resource-text')).first().innerText();
+  report.resources.text = await detail.locator(tid('resource-text')).first().textContent();
   report.resources.inViewport = await detail.evaluate((node) => {
     const box = node.getBoundingClientRect();
     return box.top < window.innerHeight && box.bottom > 0;
@@ -214,7 +214,7 @@ async function contentPages(context) {
   await form.locator(tid('template-read')).click();
   await settled();
   report.resources.templateOutcome = await detail.locator(tid('resource-result')).getAttribute('data-outcome');
-  report.resources.templateText = await detail.locator(tid('resource-text')).first().innerText();
+  report.resources.templateText = await detail.locator(tid('resource-text')).first().textContent();
   report.resources.raw = await openRaw(detail);
   await screenshot(page, 'resources');
 
