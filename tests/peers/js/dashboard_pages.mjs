@@ -7,10 +7,14 @@
 //
 // --tabs N: N tabs (pages) of ONE browser context open the dashboard on the Servers page; each
 // must load (`data-loaded`). Then every tab waits, without a reload, until CSS's text contains
-// TEXT; then the last tab tries tool TRY with JSON TRY_ARGS (a POST that must complete). Counts the
+// TEXT; then the last tab tries tool TRY with JSON TRY_ARGS (a POST that must complete). With
+// --then-text, the first tab (the stream's holder) then closes, and once the others are live again
+// (`{"event":"leader-closed"}` on stdout) each waits until CSS's text contains THEN_TEXT. Counts the
 // /api/events requests the browser made:
 //   {"ok", "error"?, "tabs": [{"loaded", "changed", "live", "reloaded"}], "loaded": N,
-//    "eventStreams": N, "tryIt": {"outcome", "text"} | null, "consoleErrors": [...]}
+//    "eventStreams": N, "tryIt": {"outcome", "text", "raw"} | null,
+//    "handover": {"changed": <tabs that saw it without a reload>, "live": [...], "newStreams"} | null,
+//    "consoleErrors": [...]}
 //
 // --pages: the Resources page reads resource RESOURCE (its text), fills template TEMPLATE's
 // variables from VARS (JSON) and reads it, opens the raw JSON view; the Prompts page gets prompt
@@ -22,6 +26,7 @@
 //    "blocked": [...]}
 //
 //   node js/dashboard_pages.mjs --url BASE --tabs N --selector CSS --text TEXT --try TOOL --try-args JSON
+//        [--then-text THEN_TEXT]
 //   node js/dashboard_pages.mjs --url BASE --pages --screenshots DIR --resource URI --template URI_TEMPLATE
 //        --vars JSON --prompt NAME --args JSON
 //   [--token TOKEN] (logs in through the form, in the first tab) [--timeout-ms N]
@@ -41,7 +46,7 @@ function usage(message) {
 function parseArgs(argv) {
   const options = { timeoutMs: 20000 };
   const flags = new Set(['--pages']);
-  const known = new Set(['--url', '--tabs', '--selector', '--text', '--try', '--try-args', '--screenshots', '--resource',
+  const known = new Set(['--url', '--tabs', '--selector', '--text', '--then-text', '--try', '--try-args', '--screenshots', '--resource',
     '--template', '--vars', '--prompt', '--args', '--token', '--timeout-ms']);
   for (let i = 0; i < argv.length; i += 1) {
     const flag = argv[i];
@@ -159,6 +164,25 @@ async function tabs(context) {
   const raw = detail.locator(`${tid('try-raw')} ${tid('raw-json')}`);
   await raw.locator('summary').click();
   report.tryIt.raw = JSON.parse(await raw.locator('pre').innerText());
+  if (options.thenText === undefined) return;
+  // The first tab, which holds the stream, closes: another takes it over, and the rest see the
+  // next change too.
+  phase = 'handover';
+  const streamsBefore = report.eventStreams;
+  await pages[0].close();
+  const rest = pages.slice(1);
+  await Promise.all(rest.map((page) => page.locator(`${tid('live')}[data-state="open"]`).waitFor({ state: 'attached' })));
+  process.stdout.write(`${JSON.stringify({ event: 'leader-closed' })}\n`);
+  report.handover = { changed: 0 };
+  await Promise.all(rest.map(async (page) => {
+    await page.waitForFunction(({ selector, text }) => {
+      const node = document.querySelector(selector);
+      return node && node.textContent.includes(text);
+    }, { selector: options.selector, text: options.thenText }, { timeout: options.timeoutMs * 3 });
+    if ((await page.evaluate(() => window.__pagesMark)) === 'still here') report.handover.changed += 1;
+  }));
+  report.handover.live = await Promise.all(rest.map((page) => page.locator(tid('live')).getAttribute('data-state')));
+  report.handover.newStreams = report.eventStreams - streamsBefore;
 }
 
 async function screenshot(page, name) {

@@ -91,9 +91,10 @@ fn server_state(servers: &Value, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Runs `dashboard_pages.mjs` with `args`: its `tabs-ready` line is handed to `on_ready` (which
-/// makes the change every tab must show), then its report is returned. The whole run is bounded.
-fn drive(chromium: &Path, args: &[&str], on_ready: impl FnOnce()) -> Value {
+/// Runs `dashboard_pages.mjs` with `args`: each `{"event"}` line it prints is handed to `on_event`
+/// (which makes the change every tab must show), then its report is returned. The whole run is
+/// bounded.
+fn drive(chromium: &Path, args: &[&str], mut on_event: impl FnMut(&str)) -> Value {
     let mut child = Command::new(node())
         .arg(peers_dir().join("js/dashboard_pages.mjs"))
         .args(["--timeout-ms", "20000"])
@@ -123,15 +124,14 @@ fn drive(chromium: &Path, args: &[&str], on_ready: impl FnOnce()) -> Value {
         text
     });
     let deadline = Instant::now() + Duration::from_secs(240);
-    let mut on_ready = Some(on_ready);
     let mut report = None;
     while report.is_none() {
         match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(line) => {
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("dashboard_pages.mjs printed {line:?}: {e}"));
-                if value["event"] == "tabs-ready" {
-                    (on_ready.take().expect("one tabs-ready line"))();
+                if let Some(event) = value["event"].as_str() {
+                    on_event(event);
                 } else {
                     report = Some(value);
                 }
@@ -449,7 +449,7 @@ async fn the_resources_and_prompts_pages_read_and_get_from_a_real_upstream() {
                 "--args",
                 r#"{"city": "Lyon", "state": "Rhône"}"#,
             ],
-            || {},
+            |event| panic!("unexpected {event}"),
         )
     })
     .await
@@ -545,7 +545,8 @@ async fn the_resources_and_prompts_pages_read_and_get_from_a_real_upstream() {
 /// Ten tabs of one browser on a token door (logged in once, in the first): all load, although a
 /// browser keeps at most 6 connections per host, because they share ONE event stream; each shows
 /// a change made from outside (a server disabled) without a reload, and says it is live; then a
-/// tool tried in the tenth completes.
+/// tool tried in the tenth completes. When the first tab (the stream's holder) closes, another
+/// opens the stream and the nine left see the next change (the server enabled) too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_tabs_share_one_live_stream_and_all_stay_live() {
     let Some(chromium) = chromium() else {
@@ -573,17 +574,24 @@ async fn ten_tabs_share_one_live_stream_and_all_stay_live() {
                     "tr[data-server=\"spare\"] [data-field=\"state\"]",
                     "--text",
                     "disabled",
+                    "--then-text",
+                    "ready",
                     "--try",
                     "mcp_everything_get_sum",
                     "--try-args",
                     r#"{"a": 2, "b": 3}"#,
                 ],
-                || {
+                |event| {
+                    let action = match event {
+                        "tabs-ready" => "disable",
+                        "leader-closed" => "enable",
+                        other => panic!("unexpected {other}"),
+                    };
                     let (status, body) = runtime.block_on(call(
                         &base,
                         Some(TOKEN),
                         "POST",
-                        "/api/servers/spare/disable",
+                        &format!("/api/servers/spare/{action}"),
                         None,
                     ));
                     assert_eq!(status, 202, "{body:#}");
@@ -606,9 +614,16 @@ async fn ten_tabs_share_one_live_stream_and_all_stay_live() {
             i + 1
         );
     }
-    // One stream for all ten tabs (a second only if the first had to reconnect).
+    // One stream for all ten tabs, and one more when its tab closed (a third only if one had to
+    // reconnect).
     let streams = report["eventStreams"].as_u64().unwrap();
-    assert!((1..=2).contains(&streams), "{streams} streams: {report:#}");
+    assert!((2..=3).contains(&streams), "{streams} streams: {report:#}");
+    let handover = &report["handover"];
+    assert_eq!(handover["newStreams"], 1, "{report:#}");
+    // The other nine took over: live again, and the next change (the server enabled) reached
+    // each without a reload.
+    assert_eq!(handover["live"], json!(vec!["open"; 9]), "{report:#}");
+    assert_eq!(handover["changed"], 9, "{report:#}");
     // The POST from the tenth tab completed, with the tool's answer and its raw JSON.
     assert_eq!(report["tryIt"]["outcome"], "ok", "{report:#}");
     assert_eq!(
