@@ -7,7 +7,6 @@
 //! A read or get answers `{"result": <the MCP result as the upstream sent it>, "duration_ms"}`, or an
 //! error in words with a `kind` (`not_found`, `invalid_arguments`, `unavailable`, `failed`).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use axum::extract::{Path, State};
@@ -17,7 +16,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use portico_core::{JsonObject, ServerState};
 use portico_engine::{Engine, UpstreamsError};
-use portico_mcp_server::{Backend, BackendError};
+use portico_mcp_server::{Backend, BackendError, asks_for_input};
 use portico_pipeline::Principal;
 use serde_json::{Value, json};
 
@@ -98,51 +97,12 @@ async fn listed(state: &ContentState, principal: &Principal, which: Listed) -> R
         Ok(listing) => listing,
         Err(error) => return refused(StatusCode::BAD_GATEWAY, "failed", error.to_string()),
     };
-    let catalog = state.engine.catalog();
-    // The exposed names the listing carries, to the server each comes from.
-    let (items, field, servers): (Vec<JsonObject>, &str, HashMap<&str, &str>) = match which {
-        Listed::Resources => (
-            listing.resources,
-            "uri",
-            catalog
-                .resources()
-                .iter()
-                .map(|r| (r.uri.as_str(), r.server.as_str()))
-                .collect(),
-        ),
-        Listed::Templates => (
-            listing.resource_templates,
-            "uriTemplate",
-            catalog
-                .resource_templates()
-                .iter()
-                .map(|t| (t.uri_template.as_str(), t.server.as_str()))
-                .collect(),
-        ),
-        Listed::Prompts => (
-            listing.prompts,
-            "name",
-            catalog
-                .prompts()
-                .iter()
-                .map(|p| (p.name.as_str(), p.server.as_str()))
-                .collect(),
-        ),
+    let listing = listing.with_servers(&state.engine.catalog());
+    let items = match which {
+        Listed::Resources => listing.resources,
+        Listed::Templates => listing.resource_templates,
+        Listed::Prompts => listing.prompts,
     };
-    let items: Vec<Value> = items
-        .into_iter()
-        .map(|mut item| {
-            let server = item
-                .get(field)
-                .and_then(Value::as_str)
-                .and_then(|name| servers.get(name))
-                .map(|server| server.to_string());
-            if let Some(server) = server {
-                item.insert("server".into(), Value::String(server));
-            }
-            Value::Object(item)
-        })
-        .collect();
     Json(json!({key: items, "exposed": true})).into_response()
 }
 
@@ -337,7 +297,7 @@ async fn get_prompt(
         Ok(result) => result,
         Err(error) => return gone_or(&state.engine, error, Asked::Prompt, &name),
     };
-    if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+    if asks_for_input(&result) {
         return refused(
             StatusCode::BAD_GATEWAY,
             "failed",

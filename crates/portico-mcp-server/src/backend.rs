@@ -99,6 +99,53 @@ pub struct Listing {
 }
 
 impl Listing {
+    /// The same listing with each resource, resource template and prompt marked with the
+    /// configured server it comes from (`server`, beside the MCP keys), as the dashboard shows them.
+    pub fn with_servers(mut self, catalog: &portico_core::Catalog) -> Listing {
+        fn mark<'a>(
+            items: &mut [JsonObject],
+            key: &str,
+            servers: impl Iterator<Item = (&'a str, &'a str)>,
+        ) {
+            let servers: std::collections::HashMap<&str, &str> = servers.collect();
+            for item in items {
+                let server = item
+                    .get(key)
+                    .and_then(|v| v.as_str())
+                    .and_then(|exposed| servers.get(exposed))
+                    .map(|server| server.to_string());
+                if let Some(server) = server {
+                    item.insert("server".into(), server.into());
+                }
+            }
+        }
+        mark(
+            &mut self.resources,
+            "uri",
+            catalog
+                .resources()
+                .iter()
+                .map(|r| (r.uri.as_str(), r.server.as_str())),
+        );
+        mark(
+            &mut self.resource_templates,
+            "uriTemplate",
+            catalog
+                .resource_templates()
+                .iter()
+                .map(|t| (t.uri_template.as_str(), t.server.as_str())),
+        );
+        mark(
+            &mut self.prompts,
+            "name",
+            catalog
+                .prompts()
+                .iter()
+                .map(|p| (p.name.as_str(), p.server.as_str())),
+        );
+        self
+    }
+
     /// A fingerprint of each list, for telling later whether it changed.
     pub(crate) fn digest(&self) -> ListingDigest {
         ListingDigest {
@@ -340,6 +387,12 @@ impl Backend {
             Backend::Daemon(link) => link.changes.clone(),
         }
     }
+}
+
+/// Whether a `prompts/get` answer is a 2026-07-28 input round (the upstream asks its client
+/// questions first) rather than the prompt's messages.
+pub fn asks_for_input(result: &JsonObject) -> bool {
+    result.get("resultType").and_then(|t| t.as_str()) == Some("input_required")
 }
 
 /// Right after start, servers are still connecting. An IDE lists tools once, at once (and not every

@@ -28,7 +28,7 @@ mod subscriptions;
 pub mod task_routes;
 pub mod tool_search;
 
-pub use backend::{Backend, BackendError, DaemonLink, Listing};
+pub use backend::{Backend, BackendError, DaemonLink, Listing, asks_for_input};
 pub use handler::{DEFAULT_MAX_RESPONSE_BYTES, Exposure, PorticoServer, ServerOptions};
 pub use input_rounds::{
     ClientKey, MAX_LIVE_CALLS, MAX_LIVE_CALLS_PER_CLIENT, MAX_REQUESTS_PER_ROUND, PARKED_FOR,
