@@ -238,7 +238,11 @@ async function contentPages(context) {
   await form.locator(tid('template-read')).click();
   await settled();
   report.resources.templateOutcome = await detail.locator(tid('resource-result')).getAttribute('data-outcome');
-  report.resources.templateText = await detail.locator(tid('resource-text')).first().textContent();
+  // Text content as it is; a blob as the page describes it.
+  const texts = detail.locator(tid('resource-text'));
+  report.resources.templateText = await texts.count() > 0
+    ? await texts.first().textContent()
+    : await detail.locator(`${tid('resource-result')} .content-item`).first().innerText();
   report.resources.raw = await openRaw(detail);
   await screenshot(page, 'resources');
 

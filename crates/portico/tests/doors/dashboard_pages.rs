@@ -638,3 +638,55 @@ async fn ten_tabs_share_one_live_stream_and_all_stay_live() {
     assert_only_the_login_refused(&report, "open");
     assert!(daemon.stop().success());
 }
+
+/// With `[expose] resources = false` and `prompts = false` the doors serve neither, and the
+/// dashboard's routes say so: empty lists marked `exposed: false`, and a read or get refused with
+/// the setting to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_resources_and_prompts_are_neither_listed_nor_read() {
+    let config = config().replace(
+        "[server]\n",
+        "[expose]\nresources = false\nprompts = false\n\n[server]\n",
+    );
+    let home = Home::new(&config);
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    let token = Some(TOKEN);
+    for (path, key) in [
+        ("/api/resources", "resources"),
+        ("/api/resource-templates", "resourceTemplates"),
+        ("/api/prompts", "prompts"),
+    ] {
+        let (status, listed) = call(&base, token, "GET", path, None).await;
+        assert_eq!(status, 200, "{listed:#}");
+        assert_eq!(listed, json!({key: [], "exposed": false}), "{path}");
+    }
+    let (status, refused) = call(
+        &base,
+        token,
+        "POST",
+        "/api/resources/read",
+        Some(json!({"uri": FEATURES})),
+    )
+    .await;
+    assert_eq!(status, 404, "{refused:#}");
+    assert_eq!(
+        refused,
+        json!({"error": "this Portico does not expose resources to MCP clients ([expose] resources = false in its config); set it to true to see them here", "kind": "not_found"})
+    );
+    let (status, refused) = call(
+        &base,
+        token,
+        "POST",
+        &format!("/api/prompts/{ARGS_PROMPT}/get"),
+        Some(json!({"arguments": {"city": "Lyon"}})),
+    )
+    .await;
+    assert_eq!(status, 404, "{refused:#}");
+    assert_eq!(
+        refused["error"],
+        "this Portico does not expose prompts to MCP clients ([expose] prompts = false in its config); set it to true to see them here"
+    );
+    assert!(daemon.stop().success());
+}
