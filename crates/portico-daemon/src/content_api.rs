@@ -461,5 +461,13 @@ mod tests {
             assert_eq!(body["kind"], kind);
             assert_eq!(body["error"], message);
         }
+        // An upstream of the 2025 protocols says "invalid params" for a URI it does not have.
+        let unknown_uri = UpstreamsError::Remote {
+            code: INVALID_PARAMS,
+            message: "Resource demo://x not found".into(),
+            data: None,
+        };
+        let response = failure(BackendError::Upstreams(unknown_uri), Asked::Resource);
+        assert_eq!(response.status().as_u16(), 404);
     }
 }
