@@ -5,7 +5,8 @@
 //! `prompts/list` and `prompts/get` on `/mcp` do (the same names, the same `portico://` URIs, the
 //! same `[expose] resources|prompts` switches), behind the door's checks like every `/api` route.
 //! A read or get answers `{"result": <the MCP result as the upstream sent it>, "duration_ms"}`, or an
-//! error in words with a `kind` (`not_found`, `invalid_arguments`, `unavailable`, `failed`).
+//! error in words with a `kind` (`not_found`, `invalid_arguments`, `unavailable`, `failed`,
+//! `too_large` past `[server] max_response_bytes`).
 
 use std::time::Instant;
 
@@ -34,9 +35,11 @@ struct ContentState {
     resources: bool,
     /// `[expose] prompts`: with it off the doors serve no prompts.
     prompts: bool,
+    /// `[server] max_response_bytes`: the MCP doors' bound on one answer, kept here too.
+    max_response_bytes: usize,
 }
 
-pub(crate) fn routes(engine: &Engine, expose: &portico_config::ExposeSection) -> Router {
+pub(crate) fn routes(engine: &Engine, config: &portico_config::Config) -> Router {
     Router::new()
         .route("/api/resources", get(resources))
         .route("/api/resource-templates", get(resource_templates))
@@ -45,8 +48,9 @@ pub(crate) fn routes(engine: &Engine, expose: &portico_config::ExposeSection) ->
         .route("/api/prompts/{name}/get", post(get_prompt))
         .with_state(ContentState {
             engine: engine.clone(),
-            resources: expose.resources,
-            prompts: expose.prompts,
+            resources: config.expose.resources,
+            prompts: config.expose.prompts,
+            max_response_bytes: config.server.max_response_bytes,
         })
 }
 
@@ -213,8 +217,19 @@ fn owns(server: &str, asked: Asked, wanted: &str) -> bool {
     }
 }
 
-/// The MCP result, and how long it took.
-fn answered(result: JsonObject, started: Instant) -> Response {
+/// The MCP result of `what`, and how long it took; refused past the MCP doors' response bound.
+fn answered(state: &ContentState, what: &str, result: JsonObject, started: Instant) -> Response {
+    let size = portico_core::json_size(&result);
+    if size > state.max_response_bytes {
+        return refused(
+            StatusCode::BAD_GATEWAY,
+            "too_large",
+            format!(
+                "{what} is {size} bytes, over Portico's response limit of {} bytes; raise [server] max_response_bytes to read it",
+                state.max_response_bytes
+            ),
+        );
+    }
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     Json(json!({"result": result, "duration_ms": duration_ms})).into_response()
 }
@@ -252,7 +267,7 @@ async fn read_resource(State(state): State<ContentState>, body: axum::body::Byte
         .read_resource(&uri)
         .await
     {
-        Ok(result) => answered(result, started),
+        Ok(result) => answered(&state, &format!("resource `{uri}`"), result, started),
         Err(error) => gone_or(&state.engine, error, Asked::Resource, &uri),
     }
 }
@@ -306,7 +321,7 @@ async fn get_prompt(
             ),
         );
     }
-    answered(result, started)
+    answered(&state, &format!("prompt `{name}`"), result, started)
 }
 
 /// The names of the required arguments of a prompt `definition` that `given` lacks or leaves empty.

@@ -334,7 +334,7 @@ fn router(
         .unwrap_or_else(|| reload::LiveConfig::fixed(config.clone()));
     let mut router = router
         .merge(catalog_api::routes(&engine, config.expose.tools))
-        .merge(content_api::routes(&engine, &config.expose))
+        .merge(content_api::routes(&engine, config))
         .merge(approvals_api::routes(&engine))
         .merge(dashboard_api)
         .merge(api::routes(engine, live, door.identity.clone()))

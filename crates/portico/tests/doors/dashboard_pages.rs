@@ -690,3 +690,43 @@ async fn hidden_resources_and_prompts_are_neither_listed_nor_read() {
     );
     assert!(daemon.stop().success());
 }
+
+/// A resource larger than `[server] max_response_bytes` is refused as the MCP doors refuse it,
+/// with the bound and the setting that raises it; a small one still reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_past_the_response_bound_is_refused_in_words() {
+    let config = config().replace("[server]\n", "[server]\nmax_response_bytes = 2000\n");
+    let home = Home::new(&config);
+    let mut daemon = Daemon::start(&home);
+    daemon.wait_for_line("portico: ready");
+    let base = daemon.base.clone();
+    assert!(features_text().len() > 2000);
+    let (status, refused) = call(
+        &base,
+        Some(TOKEN),
+        "POST",
+        "/api/resources/read",
+        Some(json!({"uri": FEATURES})),
+    )
+    .await;
+    assert_eq!(status, 502, "{refused:#}");
+    assert_eq!(refused["kind"], "too_large", "{refused:#}");
+    let message = refused["error"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("resource `{FEATURES}` is "))
+            && message.ends_with(
+                " bytes, over Portico's response limit of 2000 bytes; raise [server] max_response_bytes to read it"
+            ),
+        "{message}"
+    );
+    let (status, read) = call(
+        &base,
+        Some(TOKEN),
+        "POST",
+        "/api/resources/read",
+        Some(json!({"uri": TEXT_TEMPLATE.replace("{resourceId}", "1")})),
+    )
+    .await;
+    assert_eq!(status, 200, "{read:#}");
+    assert!(daemon.stop().success());
+}
