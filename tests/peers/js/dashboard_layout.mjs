@@ -7,6 +7,8 @@
 //   below the previous one's starts a new line). A new line may start only after a space or after
 //   `_ - . /`, or where the text moves to another block (a chip, a div); in a th never. Text in
 //   <pre> (logs) is not measured. The tools page is measured again with --tool's detail open.
+//   Inputs whose placeholder does not fit are listed too ("cutPlaceholders"), and tables wider than
+//   their container ("overflowing").
 // - The tool detail in view: after a click on the tools list's first and last rows (at each viewport, and at
 //   1000x800 where the detail goes below the list), after loading `#/tools/NAME` in a fresh page,
 //   and after reloading that page: the detail's bounding box against the viewport.
@@ -15,7 +17,9 @@
 //
 // Prints ONE JSON line on stdout:
 //
-//   {"ok", "error"?, "viewports": {"WxH": {PAGE: {"cells": N, "breaks": [{cell, tag, at}]}}},
+//   {"ok", "error"?, "viewports": {"WxH": {PAGE: {"cells": N, "breaks": [{cell, tag, at}],
+//                                          "cutPlaceholders": [{placeholder, needed, available}],
+//                                          "overflowing": [{table: <its first header>, by: px}]}}},
 //    "clicks": {"WxH": {"first"|"last": {"tool", "hash", "reloaded", "box", "viewport",
 //                                         "intersects", "heading", "focused"}}},
 //    "direct": {"hash", "box", "viewport", "intersects", "heading"}, "reloaded": {same},
@@ -121,7 +125,25 @@ function measureBreaks() {
       }
     }
   }
-  return { cells, breaks };
+  // Placeholders cut off: the text, in the input's font, wider than the input's content box.
+  const context = document.createElement('canvas').getContext('2d');
+  const cutPlaceholders = [];
+  for (const input of document.querySelectorAll('section[data-page]:not([hidden]) input[placeholder]')) {
+    if (input.getClientRects().length === 0 || input.value !== '') continue;
+    const style = getComputedStyle(input);
+    context.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+    const needed = Math.ceil(context.measureText(input.placeholder).width);
+    const available = Math.floor(input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight));
+    if (needed > available) cutPlaceholders.push({ placeholder: input.placeholder, needed, available });
+  }
+  // Tables wider than their page (words kept whole must not push a column out of sight).
+  const overflowing = [];
+  for (const table of document.querySelectorAll('section[data-page]:not([hidden]) table')) {
+    if (table.getClientRects().length === 0) continue;
+    const by = Math.round(table.getBoundingClientRect().right - table.parentElement.getBoundingClientRect().right);
+    if (by > 1) overflowing.push({ table: table.querySelector('th')?.textContent ?? '', by });
+  }
+  return { cells, breaks, cutPlaceholders, overflowing };
 }
 
 /// Runs in the page: the tool detail's box against the viewport.

@@ -361,11 +361,19 @@ async fn the_dashboard_keeps_words_whole_shows_the_open_tool_and_says_what_a_ret
             for cell in measured["breaks"].as_array().unwrap() {
                 offending.push(format!("{viewport} {page}: {cell}"));
             }
+            for input in measured["cutPlaceholders"].as_array().unwrap() {
+                offending.push(format!("{viewport} {page}: placeholder cut off: {input}"));
+            }
+            for table in measured["overflowing"].as_array().unwrap() {
+                offending.push(format!(
+                    "{viewport} {page}: table wider than the page: {table}"
+                ));
+            }
         }
     }
     assert!(
         offending.is_empty(),
-        "words broken inside:\n{}",
+        "words broken inside, placeholders cut off, tables too wide:\n{}",
         offending.join("\n")
     );
 
