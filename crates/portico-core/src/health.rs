@@ -91,6 +91,13 @@ pub struct ServerStatus {
     /// is not ready: a package runner's download lines say what a slow start is doing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_stderr: Option<String>,
+    /// While `restarting`: how many connection attempts in a row have failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_attempts: Option<u32>,
+    /// While `restarting`: when the next connection attempt is due (Unix time, milliseconds); in
+    /// the past once it is under way (`starting_secs` then says for how long).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry_at_ms: Option<u64>,
 }
 
 impl ServerStatus {
@@ -103,8 +110,67 @@ impl ServerStatus {
             state => state.to_string(),
         }
     }
+
+    /// A restarting server's retries in words, `retrying (3 failed attempts, next in 8s)`, as of
+    /// `now_ms` (Unix time, milliseconds); none when it is not retrying.
+    pub fn retry_words(&self, now_ms: u64) -> Option<String> {
+        if self.state != ServerState::Restarting {
+            return None;
+        }
+        let failed = self.failed_attempts?;
+        let plural = if failed == 1 { "" } else { "s" };
+        let next = match (self.starting_secs, self.next_retry_at_ms) {
+            (Some(secs), _) => format!("trying again for {secs}s"),
+            (None, Some(at)) if at > now_ms => format!("next in {}s", (at - now_ms).div_ceil(1000)),
+            _ => "trying again now".to_string(),
+        };
+        Some(format!(
+            "retrying ({failed} failed attempt{plural}, {next})"
+        ))
+    }
 }
 
 fn enabled_by_default() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn restarting(failed: u32, starting_secs: Option<u64>) -> ServerStatus {
+        let mut status: ServerStatus = serde_json::from_value(serde_json::json!({
+            "name": "api", "transport": "http", "transport_detail": null, "state": "restarting",
+            "protocol_version": null, "server_name": null, "server_version": null, "tools": 0,
+            "resources": 0, "resource_templates": 0, "prompts": 0, "last_error": "connection refused",
+            "connects": 0,
+        }))
+        .unwrap();
+        status.failed_attempts = Some(failed);
+        status.next_retry_at_ms = Some(10_000);
+        status.starting_secs = starting_secs;
+        status
+    }
+
+    #[test]
+    fn a_retrying_server_says_how_often_it_failed_and_when_it_tries_next() {
+        let one = restarting(1, None);
+        assert_eq!(
+            one.retry_words(2_500).as_deref(),
+            Some("retrying (1 failed attempt, next in 8s)")
+        );
+        let four = restarting(4, None);
+        assert_eq!(
+            four.retry_words(10_000).as_deref(),
+            Some("retrying (4 failed attempts, trying again now)")
+        );
+        let trying = restarting(4, Some(3));
+        assert_eq!(
+            trying.retry_words(12_000).as_deref(),
+            Some("retrying (4 failed attempts, trying again for 3s)")
+        );
+        let mut ready = restarting(4, None);
+        ready.state = ServerState::Ready;
+        assert_eq!(ready.retry_words(0), None);
+    }
 }

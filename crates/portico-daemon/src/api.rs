@@ -490,6 +490,10 @@ async fn servers(
                 // saying (a package runner's download lines).
                 "starting_secs": s.starting_secs,
                 "last_stderr": s.last_stderr,
+                // While restarting: failed attempts in a row, and when the next one is due
+                // (Unix milliseconds).
+                "failed_attempts": s.failed_attempts,
+                "next_retry_at_ms": s.next_retry_at_ms,
             });
             // `needs_secret`: the names to set (`portico secret set NAME`), never a value.
             if !s.missing_secrets.is_empty() {

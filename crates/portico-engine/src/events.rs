@@ -25,7 +25,8 @@ pub const EVENT_CAPACITY: usize = 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
     /// A server's status, whole, after it changed.
-    Server(ServerStatus),
+    /// (Boxed: a status is several times the size of the other events.)
+    Server(Box<ServerStatus>),
     /// An approval request was made, answered or expired.
     Approval(ApprovalChange),
     /// An audit record was made (it is stored shortly after, with its id).
@@ -127,7 +128,7 @@ impl Events {
                     _ = stopped.cancelled() => return,
                 }
                 for status in changed_servers(&mut last, hub.servers()) {
-                    events.publish(EngineEvent::Server(status));
+                    events.publish(EngineEvent::Server(Box::new(status)));
                 }
             }
         });
@@ -196,6 +197,8 @@ mod tests {
             restarts: 0,
             starting_secs: None,
             last_stderr: None,
+            failed_attempts: None,
+            next_retry_at_ms: None,
         }
     }
 

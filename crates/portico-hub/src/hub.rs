@@ -116,14 +116,21 @@ fn next_try(next_in: Option<Duration>) -> String {
 struct Restart {
     attempt: u32,
     next_at: Instant,
+    /// `next_at` as Unix time in milliseconds, for the status (taken once, so the status stays
+    /// the same between changes).
+    next_at_unix_ms: u64,
 }
 
 impl Restart {
     /// After backoff attempt `attempt` (0-based), the next try in `delay`.
     fn after(attempt: u32, delay: Duration) -> Self {
+        let unix_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         Restart {
             attempt: attempt.saturating_add(1),
             next_at: Instant::now() + delay,
+            next_at_unix_ms: u64::try_from((unix_now + delay).as_millis()).unwrap_or(u64::MAX),
         }
     }
 }
@@ -204,6 +211,8 @@ impl Slot {
                     restarts: 0,
                     starting_secs: None,
                     last_stderr: None,
+                    failed_attempts: None,
+                    next_retry_at_ms: None,
                 },
                 upstream: None,
                 catalog: None,
@@ -223,6 +232,12 @@ impl Slot {
         let state = self.state.lock().expect("slot lock");
         let mut status = state.status.clone();
         status.starting_secs = state.attempt_started.map(|at| at.elapsed().as_secs());
+        if let Some(restart) = state.restart
+            && status.state == ServerState::Restarting
+        {
+            status.failed_attempts = Some(restart.attempt);
+            status.next_retry_at_ms = Some(restart.next_at_unix_ms);
+        }
         if !matches!(
             status.state,
             ServerState::Ready | ServerState::Disabled | ServerState::Idle
@@ -1235,7 +1250,12 @@ async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, att
     let server = slot.config.name.as_str();
     tracing::warn!(server, "{error}");
     let permanent = error.is_permanent();
+    let delay = shared.backoff.backoff(attempt);
     let change = |s: &mut SlotState| {
+        if !permanent {
+            // In the same change, so whoever sees `restarting` sees when the next try comes.
+            s.restart = Some(Restart::after(attempt, delay));
+        }
         s.status.state = if permanent {
             ServerState::Failed
         } else {
@@ -1257,7 +1277,7 @@ async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, att
     // Counted before the state says so, so whoever sees `restarting` sees the count.
     shared.metrics.count_restart(server);
     shared.update(slot, change);
-    sleep_backoff(shared, slot, attempt).await
+    sleep(slot, delay).await
 }
 
 /// How often a server waiting for a secret looks whether the secret store changed (a `stat`).
@@ -1364,12 +1384,14 @@ fn mark_ready(shared: &Shared, slot: &Slot, upstream: &Arc<Upstream>, catalog: S
 /// after the backoff. False when shutdown came first.
 async fn listing_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, attempt: u32) -> bool {
     shared.metrics.count_restart(&slot.config.name);
+    let delay = shared.backoff.backoff(attempt);
     shared.update(slot, |s| {
         s.status.state = ServerState::Restarting;
         s.status.last_error = Some(error.to_string());
         s.settled = true;
+        s.restart = Some(Restart::after(attempt, delay));
     });
-    sleep_backoff(shared, slot, attempt).await
+    sleep(slot, delay).await
 }
 
 /// Serves a session until it ends (its reason) or we are told to stop (`None`, the session closed).
@@ -1487,13 +1509,6 @@ fn forget_catalog(state: &mut SlotState) {
     state.status.prompts = 0;
     state.status.resources = 0;
     state.status.resource_templates = 0;
-}
-
-/// Sleeps for the backoff delay, saying when the next attempt comes; false when shutdown came first.
-async fn sleep_backoff(shared: &Shared, slot: &Slot, attempt: u32) -> bool {
-    let delay = shared.backoff.backoff(attempt);
-    shared.update(slot, |s| s.restart = Some(Restart::after(attempt, delay)));
-    sleep(slot, delay).await
 }
 
 /// False when the server was stopped first.

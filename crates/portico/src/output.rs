@@ -50,8 +50,15 @@ pub fn servers_table(servers: &[ServerStatus]) -> String {
     out
 }
 
-/// The state, with how long the connection attempt in progress has taken.
+/// The state, with how long the connection attempt in progress has taken; a restarting server's
+/// failed attempts and when it tries next.
 fn state_cell(s: &ServerStatus) -> String {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |now| u64::try_from(now.as_millis()).unwrap_or(u64::MAX));
+    if let Some(words) = s.retry_words(now_ms) {
+        return words;
+    }
     match s.starting_secs {
         Some(secs) => format!("{} ({secs}s)", s.state_label()),
         None => s.state_label(),

@@ -21,6 +21,8 @@ mod clients;
 mod daemon;
 #[path = "doors/dashboard_api.rs"]
 mod dashboard_api;
+#[path = "doors/dashboard_layout.rs"]
+mod dashboard_layout;
 #[path = "doors/dashboard_pages.rs"]
 mod dashboard_pages;
 #[path = "doors/dashboard_web.rs"]

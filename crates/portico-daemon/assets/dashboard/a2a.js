@@ -1,7 +1,7 @@
 // A2A: the tasks this daemon's A2A door holds (state, agent, last change; one task's history and
 // artifacts on click) and the external agents it is configured to reach, with their cards.
 
-import { api, chip, el, errorText, note, timeCell } from './util.js';
+import { api, breakable, chip, el, errorText, note, timeCell } from './util.js';
 
 export function a2aPage(section, context) {
   let loaded = false;
@@ -24,9 +24,9 @@ export function a2aPage(section, context) {
 
   function row(task) {
     const tr = el('tr', { 'data-task': task.id, class: `clickable${selected === task.id ? ' selected' : ''}`, tabindex: '0' },
-      el('td', {}, el('code', {}, task.id)),
+      el('td', {}, el('code', {}, breakable(task.id))),
       el('td', { 'data-field': 'state' }, chip(task.state)),
-      el('td', { 'data-field': 'agent' }, task.agent || ''),
+      el('td', { 'data-field': 'agent' }, breakable(task.agent || '')),
       timeCell(task.createdAt, { 'data-field': 'created' }),
       timeCell(task.updatedAt || task.createdAt, { 'data-field': 'updated' }));
     tr.addEventListener('click', () => open(task.id));

@@ -31,6 +31,8 @@ const state = {
   session: null,
   pages: {},
   current: null,
+  /// What the address names within the current page (`#/tools/NAME`: `NAME`, still encoded).
+  sub: null,
   pollTimer: null,
   started: false,
 };
@@ -63,12 +65,14 @@ function setLive(open) {
   live.title = open ? 'Live: changes appear as they happen' : 'Not live: the page re-reads every 10 s';
 }
 
+/// The page the address names, and what within it: `#/tools/NAME` is the tools page with NAME open.
 function pageFromHash() {
-  const match = /^#\/([a-z0-9]+)/.exec(location.hash);
-  return match && PAGES.includes(match[1]) ? match[1] : DEFAULT_PAGE;
+  const match = /^#\/([a-z0-9]+)(?:\/(.*))?$/.exec(location.hash);
+  if (!match || !PAGES.includes(match[1])) return { name: DEFAULT_PAGE, sub: null };
+  return { name: match[1], sub: match[2] || null };
 }
 
-function show(name) {
+function show({ name, sub }) {
   for (const page of PAGES) {
     const section = $(`section[data-page="${page}"]`);
     section.hidden = page !== name;
@@ -78,6 +82,7 @@ function show(name) {
     else link.removeAttribute('aria-current');
   }
   state.current = name;
+  state.sub = sub;
   document.title = `Portico: ${$(`nav a[data-nav="${name}"]`).firstChild.textContent.trim()}`;
   showPage(name);
 }
@@ -86,7 +91,7 @@ function show(name) {
 /// worked or not: a failure is shown in the page).
 function showPage(name) {
   const section = $(`section[data-page="${name}"]`);
-  Promise.resolve(state.pages[name].show())
+  Promise.resolve(state.pages[name].show(name === state.current ? state.sub : null))
     .catch(() => {})
     .finally(() => {
       section.dataset.loaded = 'true';

@@ -2,7 +2,7 @@
 // Approve / Deny, and the most recent decisions. The same API as the /approvals page, from the
 // dashboard's session.
 
-import { api, chip, el, errorText, note, timeCell, localTime } from './util.js';
+import { api, breakable, chip, el, errorText, note, timeCell, localTime } from './util.js';
 
 export function approvalsPage(section, context) {
   let loaded = false;
@@ -76,11 +76,11 @@ export function approvalsPage(section, context) {
   function decisionRow(decision) {
     return el('tr', { 'data-decision': decision.id },
       timeCell(decision.decided_at, { 'data-field': 'decided' }),
-      el('td', { 'data-field': 'tool' }, el('code', {}, decision.tool || '')),
-      el('td', { 'data-field': 'caller' }, decision.caller || ''),
+      el('td', { 'data-field': 'tool' }, el('code', {}, breakable(decision.tool || ''))),
+      el('td', { 'data-field': 'caller' }, breakable(decision.caller || '')),
       el('td', { 'data-field': 'state' }, chip(decision.state)),
       el('td', { 'data-field': 'via' }, decision.via || ''),
-      el('td', {}, el('code', { class: 'muted' }, decision.id)));
+      el('td', {}, el('code', { class: 'muted' }, breakable(decision.id))));
   }
 
   async function loadDecisions() {

@@ -1,7 +1,7 @@
 // Audit: the daemon's audit records (newest first), filtered by tool, principal, outcome and time,
 // with new records added as they are written, and an export of the filtered records as JSON lines.
 
-import { api, chip, el, errorText, note, timeCell } from './util.js';
+import { api, breakable, chip, el, errorText, note, timeCell } from './util.js';
 
 const LIMIT = 200;
 
@@ -57,11 +57,11 @@ export function auditPage(section, context) {
 
   function row(record) {
     const outcome = chip(record.outcome);
-    const detail = el('td', { class: 'muted', 'data-field': 'detail' }, record.detail || '');
+    const detail = el('td', { class: 'muted', 'data-field': 'detail' }, breakable(record.detail || ''));
     return el('tr', { 'data-audit': String(record.id ?? record.seq ?? '') },
       timeCell(record.time || record.at_ms, { 'data-field': 'time' }),
-      el('td', { 'data-field': 'tool' }, el('code', {}, record.tool || '')),
-      el('td', { 'data-field': 'principal' }, record.caller || record.principal || ''),
+      el('td', { 'data-field': 'tool' }, el('code', {}, breakable(record.tool || ''))),
+      el('td', { 'data-field': 'principal' }, breakable(record.caller || record.principal || '')),
       el('td', { 'data-field': 'outcome' }, outcome),
       el('td', { 'data-field': 'duration', class: 'num' }, `${record.duration_ms ?? 0} ms`),
       detail);

@@ -1,7 +1,7 @@
 // Servers: every upstream MCP server's state, catalog counts, restarts and last error, with
 // restart / disable / enable. Rows change in place on `server` events.
 
-import { api, chip, el, errorText, note, since } from './util.js';
+import { api, breakable, chip, el, errorText, note, since } from './util.js';
 
 export function serversPage(section, context) {
   let loaded = false;
@@ -15,7 +15,8 @@ export function serversPage(section, context) {
   );
   const table = el('table', {},
     el('thead', {}, el('tr', {},
-      ['Name', 'State', 'Transport', 'Protocol', 'Tools', 'Resources', 'Prompts', 'Restarts', 'Uptime', 'Last error', ''].map((h) => el('th', {}, h)))),
+      ['Name', 'State', 'Transport', 'Protocol', 'Catalog', 'Uptime', 'Last error', '']
+        .map((h) => el('th', { class: COLUMN_CLASS[h] || '' }, h)))),
     body);
   const empty = note('No upstream MCP servers are configured ([[mcp_servers]] in the config).', { hidden: true });
   section.append(table, empty);
@@ -46,25 +47,36 @@ export function serversPage(section, context) {
     };
     if (enabled) actions.append(act('restart', 'Restart'), act('disable', 'Disable', 'danger'));
     else actions.append(act('enable', 'Enable'));
-    const lastError = el('td', { 'data-field': 'last-error' }, server.last_error || '');
+    const lastError = el('td', { 'data-field': 'last-error', class: 'wide' }, breakable(server.last_error || ''));
     if (!server.last_error && server.last_stderr) {
       // While it starts: what the child is saying (a package runner's download lines).
-      lastError.append(el('span', { class: 'muted', 'data-field': 'last-stderr' }, server.last_stderr));
+      lastError.append(el('span', { class: 'muted', 'data-field': 'last-stderr' }, breakable(server.last_stderr)));
     }
     if (Array.isArray(server.stderr_tail) && server.stderr_tail.length > 0) {
       lastError.append(el('pre', { 'data-field': 'stderr' }, server.stderr_tail.join('\n')));
     }
-    const transport = server.transport_detail ? `${server.transport} (${server.transport_detail})` : server.transport;
+    const transport = transportWords(server);
     const up = server.state === 'ready' && server.connected_at ? since(server.connected_at) : '';
-    const uptime = el('td', { 'data-field': 'uptime' }, up || '—');
+    const uptime = el('td', { 'data-field': 'uptime', class: 'tight' }, up || '—');
     if (server.connected_at) uptime.title = `Connected at ${server.connected_at}`;
-    const name = el('td', {}, el('strong', {}, server.name));
+    const restarted = restarts(server);
+    uptime.append(el('div', { class: 'muted', 'data-field': 'restarts', 'data-count': restarted },
+      `${restarted} restart${restarted === 1 ? '' : 's'}`));
+    const name = el('td', { class: 'name' }, el('strong', {}, breakable(server.name)));
     if (server.server_name) {
-      name.append(el('div', { class: 'muted' }, `${server.server_name}${server.server_version ? ' ' + server.server_version : ''}`));
+      name.append(el('div', { class: 'muted' }, breakable(server.server_name), server.server_version ? ` ${server.server_version}` : ''));
     }
     const resources = (server.resources || 0) + (server.resource_templates || 0);
-    const state = el('td', { 'data-field': 'state' }, chip(server.state));
-    if (typeof server.starting_secs === 'number') {
+    const retrying = server.state === 'restarting' && typeof server.failed_attempts === 'number';
+    const state = el('td', { 'data-field': 'state' }, chip(retrying ? 'retrying' : server.state));
+    if (retrying) {
+      // What is true of a server that cannot be reached: how often it failed, when it tries next
+      // (counted down here, between the daemon's updates); the cause is under Last error.
+      const failed = server.failed_attempts;
+      state.append(el('div', { class: 'muted', 'data-field': 'retry' },
+        `${failed} failed attempt${failed === 1 ? '' : 's'}, `,
+        el('span', { 'data-field': 'next-retry', 'data-at': server.next_retry_at_ms ?? '' }, nextRetry(server))));
+    } else if (typeof server.starting_secs === 'number') {
       state.append(el('span', { class: 'muted', 'data-field': 'starting-secs' }, ` ${server.starting_secs}s`));
     }
     // A server waiting for secrets says which, and the command that sets each.
@@ -73,18 +85,20 @@ export function serversPage(section, context) {
         state.append(el('div', { class: 'muted', 'data-field': 'set-secret' }, el('code', {}, `portico secret set ${secret}`)));
       }
     }
+    const transportCell = el('td', { 'data-field': 'transport', class: 'tight' }, transport.words);
+    if (transport.title) transportCell.title = transport.title;
     return el('tr', { 'data-server': server.name },
       name,
       state,
-      el('td', { 'data-field': 'transport' }, transport || ''),
-      el('td', { 'data-field': 'era' }, server.protocol_version || '—'),
-      el('td', { 'data-field': 'tools', class: 'num' }, server.tools ?? 0),
-      el('td', { 'data-field': 'resources', class: 'num' }, resources),
-      el('td', { 'data-field': 'prompts', class: 'num' }, server.prompts ?? 0),
-      el('td', { 'data-field': 'restarts', class: 'num' }, restarts(server)),
+      transportCell,
+      el('td', { 'data-field': 'era', class: 'tight' }, server.protocol_version || '—'),
+      el('td', { class: 'tight' },
+        counted(server.tools ?? 0, 'tool', 'tools'),
+        counted(resources, 'resource', 'resources'),
+        counted(server.prompts ?? 0, 'prompt', 'prompts')),
       uptime,
       lastError,
-      el('td', {}, actions, result));
+      el('td', { class: 'actions-cell' }, actions, result));
   }
 
   // A start's elapsed time and last stderr line change without a server event: read them again
@@ -101,6 +115,21 @@ export function serversPage(section, context) {
     const starting = [...servers.values()].some((s) => typeof s.starting_secs === 'number');
     if (starting && refresh === null) {
       refresh = setTimeout(() => { refresh = null; load(); }, 2000);
+    }
+    const waiting = [...servers.values()].some((s) => typeof s.next_retry_at_ms === 'number');
+    if (waiting && countdown === null) countdown = setInterval(tick, 1000);
+    else if (!waiting && countdown !== null) {
+      clearInterval(countdown);
+      countdown = null;
+    }
+  }
+  // The next retry's "in 8 s", counted down without asking the daemon.
+  let countdown = null;
+  function tick() {
+    for (const span of body.querySelectorAll('[data-field="next-retry"]')) {
+      const tr = span.closest('tr[data-server]');
+      const server = tr && servers.get(tr.dataset.server);
+      if (server) span.textContent = nextRetry(server);
     }
   }
 
@@ -136,4 +165,29 @@ export function serversPage(section, context) {
       refreshWhileStarting();
     },
   };
+}
+
+/// The columns that keep to their content's width, and the one that takes what is left.
+const COLUMN_CLASS = { Name: 'name', Transport: 'tight', Protocol: 'tight', Catalog: 'tight', Uptime: 'tight', 'Last error': 'wide' };
+
+/// `17 tools`, one line of the catalog column.
+function counted(count, one, many) {
+  return el('div', { 'data-field': many, 'data-count': count }, `${count} ${count === 1 ? one : many}`);
+}
+
+/// How a server is reached, in words (`stdio`, `streamable HTTP`, `SSE`), and, when what the URL
+/// turned out to speak differs from the config's word, both.
+function transportWords(server) {
+  const words = { stdio: 'stdio', http: 'streamable HTTP', 'streamable-http': 'streamable HTTP', sse: 'SSE', 'legacy-sse': 'SSE' };
+  const configured = words[server.transport] || server.transport || '';
+  const spoken = server.transport_detail ? words[server.transport_detail] || server.transport_detail : configured;
+  if (spoken === configured) return { words: configured, title: '' };
+  return { words: spoken, title: `Configured as ${server.transport}; the URL speaks ${spoken}` };
+}
+
+/// "next try in 8 s", or "trying now" once the attempt is under way.
+function nextRetry(server) {
+  if (typeof server.starting_secs === 'number') return `trying now (${server.starting_secs} s)`;
+  const left = Math.ceil(((server.next_retry_at_ms ?? 0) - Date.now()) / 1000);
+  return left > 0 ? `next try in ${left} s` : 'trying now';
 }

@@ -1,7 +1,9 @@
 // Tools: the catalog this daemon serves (built-in, upstream, agents), filterable, each with where
-// it comes from and its policy mark; a tool's schema shown readably, and a form to try it.
+// it comes from and its policy mark; a tool's schema shown readably, and a form to try it. The open
+// tool has its own address, `#/tools/NAME`: its detail shows beside the list on a wide window (and
+// stays in view while the list scrolls), below it on a narrow one, scrolled to.
 
-import { api, chip, el, errorText, note } from './util.js';
+import { api, breakable, chip, el, errorText, note } from './util.js';
 import { rawJson } from './raw.js';
 
 const HOST_POLICY = 'portico/hostPolicy';
@@ -10,19 +12,22 @@ export function toolsPage(section, context) {
   let loaded = false;
   let tools = [];
   let selected = null;
+  /// The tool the address names but the list has not loaded yet.
+  let wanted = null;
   const filter = el('input', { type: 'search', 'data-testid': 'tool-filter', placeholder: 'Filter by name, description or source', 'aria-label': 'Filter tools' });
   const count = el('span', { class: 'muted' });
   const problem = el('p', { class: 'error', role: 'alert' });
   const body = el('tbody');
   const table = el('table', {},
-    el('thead', {}, el('tr', {}, ['Name', 'Source', 'Policy', 'Description'].map((h) => el('th', {}, h)))),
+    el('thead', {}, el('tr', {}, ['Name', 'Source', 'Policy', 'Description'].map((h) => el('th', { class: h === 'Name' ? 'name' : h === 'Description' ? 'wide' : '' }, h)))),
     body);
-  const detail = el('div', { class: 'panel', 'data-testid': 'tool-detail', hidden: true });
+  const detail = el('div', { class: 'panel tool-detail', 'data-testid': 'tool-detail', hidden: true });
+  const split = el('div', { class: 'tools-split' }, el('div', { class: 'tools-list' }, table), detail);
   section.append(
     el('h2', {}, 'Tools'),
     el('p', { class: 'intro' }, 'What this daemon serves to its clients. Click a tool for its schema and to try it.'),
     el('div', { class: 'toolbar' }, filter, count),
-    problem, table, detail);
+    problem, split);
   filter.addEventListener('input', render);
 
   function mark(tool) {
@@ -47,29 +52,56 @@ export function toolsPage(section, context) {
     });
     body.replaceChildren(...shown.map((tool) => {
       const tr = el('tr', { 'data-tool': tool.name, class: `clickable${selected === tool.name ? ' selected' : ''}`, tabindex: '0' },
-        el('td', {}, el('code', {}, tool.name)),
-        el('td', { 'data-field': 'source' }, source(tool)),
+        el('td', { class: 'name' }, el('code', {}, breakable(tool.name))),
+        el('td', { 'data-field': 'source' }, breakable(source(tool))),
         el('td', { 'data-field': 'marks' }, mark(tool)),
-        el('td', { class: 'muted' }, firstLine(tool.description)));
-      tr.addEventListener('click', () => select(tool.name));
+        el('td', { class: 'muted wide' }, breakable(firstLine(tool.description))));
+      tr.addEventListener('click', () => open(tool.name));
       tr.addEventListener('keydown', (event) => {
-        if (event.key === 'Enter') select(tool.name);
+        if (event.key === 'Enter') open(tool.name);
       });
       return tr;
     }));
     count.textContent = `${shown.length} of ${tools.length} tools`;
   }
 
+  /// Opens a tool from the list: its address becomes `#/tools/NAME` (a history entry, no reload).
+  function open(name) {
+    const hash = `#/tools/${encodeURIComponent(name)}`;
+    if (location.hash !== hash) history.pushState(null, '', hash);
+    select(name);
+  }
+
   function select(name) {
     selected = name;
     const tool = tools.find((t) => t.name === name);
     for (const tr of body.querySelectorAll('tr')) tr.classList.toggle('selected', tr.dataset.tool === name);
+    split.classList.toggle('open', Boolean(tool));
     if (!tool) {
       detail.hidden = true;
       return;
     }
     detail.replaceChildren(...toolDetail(tool));
     detail.hidden = false;
+    // Where the click was: beside the list it is in view already (sticky); below it, scrolled to.
+    const box = detail.getBoundingClientRect();
+    if (box.top >= window.innerHeight || box.bottom <= 0) detail.scrollIntoView({ block: 'start' });
+    detail.querySelector('h3')?.focus({ preventScroll: true });
+  }
+
+  /// Shows what the address names: `#/tools/NAME` that tool's detail, `#/tools` none.
+  function follow(sub) {
+    const name = sub ? safeDecode(sub) : null;
+    if (!loaded) {
+      wanted = name;
+      return;
+    }
+    if (name === null) {
+      if (selected !== null) select(null);
+    } else if (name !== selected || detail.hidden) {
+      select(name);
+      if (!tools.some((t) => t.name === name)) problem.textContent = `No tool named ${name} in this daemon's catalog.`;
+    }
   }
 
   async function load() {
@@ -81,14 +113,24 @@ export function toolsPage(section, context) {
       loaded = true;
       // The open detail (and a form being filled in, a call waiting) stays as it is.
       render();
+      if (wanted !== null) {
+        const name = wanted;
+        wanted = null;
+        follow(encodeURIComponent(name));
+      }
     } catch (error) {
       problem.textContent = errorText(error);
     }
   }
 
   return {
-    show() {
-      return loaded ? Promise.resolve() : load();
+    show(sub) {
+      if (loaded) {
+        follow(sub);
+        return Promise.resolve();
+      }
+      wanted = sub ? safeDecode(sub) : null;
+      return load();
     },
     poll() {
       load();
@@ -101,6 +143,14 @@ export function toolsPage(section, context) {
       if (type === 'server' && loaded) load();
     },
   };
+}
+
+function safeDecode(text) {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 function firstLine(text) {
@@ -144,7 +194,8 @@ function toolDetail(tool) {
   const schemaView = el('div', { class: 'schema', 'data-testid': 'tool-schema' },
     lines.length > 0 ? lines : note('This tool takes no arguments.'));
   const parts = [
-    el('h3', {}, tool.title ? `${tool.title} (${tool.name})` : tool.name),
+    el('h3', { tabindex: '-1' }, breakable(tool.title ? `${tool.title} (${tool.name})` : tool.name)),
+    el('p', { class: 'muted' }, el('a', { href: `#/tools/${encodeURIComponent(tool.name)}`, 'data-testid': 'tool-link' }, 'Link to this tool')),
     tool.description ? el('p', { class: 'description' }, tool.description) : '',
     el('h3', {}, 'Arguments'),
     schemaView,

@@ -179,7 +179,15 @@ export function since(value) {
 
 const GOOD = new Set(['ready', 'ok', 'approved', 'completed', 'done', 'consumed', 'task_state_completed']);
 const BAD = new Set(['failed', 'error', 'denied', 'invalid', 'timeout', 'rejected', 'canceled', 'cancelled', 'task_state_failed', 'task_state_rejected', 'task_state_canceled', 'disabled', 'gave_up', 'needs_login', 'needs_secret']);
-const WAITING = new Set(['pending', 'approval_requested', 'starting', 'restarting', 'working', 'submitted', 'input_required', 'auth_required', 'expired', 'task_state_working', 'task_state_submitted', 'task_state_input_required', 'task_state_auth_required']);
+const WAITING = new Set(['pending', 'retrying', 'approval_requested', 'starting', 'restarting', 'working', 'submitted', 'input_required', 'auth_required', 'expired', 'task_state_working', 'task_state_submitted', 'task_state_input_required', 'task_state_auth_required']);
+
+/// A name (a tool, server, principal, URL...) as text that may wrap only after `_`, `-`, `.` or
+/// `/` (a `<wbr>` there; the style sheet breaks no word anywhere else): `mcp_everything_get_sum`
+/// never becomes `mcp_everything_get_su m`. Children for `el`.
+export function breakable(text) {
+  const parts = String(text ?? '').split(/(?<=[_\-./])(?=.)/);
+  return parts.flatMap((part, i) => (i === 0 ? [part] : [el('wbr'), part]));
+}
 
 /// A coloured chip naming a state.
 export function chip(state, attributes = {}) {

@@ -358,7 +358,7 @@ fn progress_is_shown_on_a_terminal_and_not_when_piped() {
         "{stdout}{stderr}"
     );
     assert!(
-        stderr.contains("warning: server `mute` is restarting"),
+        stderr.contains("warning: server `mute` is retrying (1 failed attempt, "),
         "{stderr}"
     );
     assert!(marked.processes().is_empty(), "{:#?}", marked.processes());
