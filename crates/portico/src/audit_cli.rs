@@ -15,6 +15,8 @@ use portico_store::{AuditEntry, AuditQuery, AuditVerification, Store};
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
     #[command(subcommand)]
     pub command: Option<AuditCommand>,
     /// Only calls of this tool (its exposed name, e.g. mcp_github_create_issue).

@@ -24,6 +24,8 @@ use crate::daemon_client::Daemon;
 /// `portico call`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
     /// The tool's name as `portico tools` shows it, e.g. mcp_github_create_issue.
     pub tool: String,
     /// Arguments as a JSON object.

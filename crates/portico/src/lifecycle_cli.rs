@@ -39,6 +39,8 @@ const POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, clap::Args)]
 pub struct AddArgs {
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
     /// The server's name (letters, digits, `-`, `_`, `.`): its tools are served as mcp_{name}_*.
     pub name: String,
     /// The server's URL (Streamable HTTP; --transport sse for legacy HTTP+SSE). For a stdio server,
@@ -85,6 +87,8 @@ pub enum RemoteTransport {
 
 #[derive(Debug, clap::Args)]
 pub struct LogsArgs {
+    #[command(flatten)]
+    pub standalone: crate::cli::RefusedStandalone,
     /// The server's name, as `portico servers` shows it.
     pub name: String,
     /// Keep printing new lines as the server writes them, until Ctrl-C.
@@ -896,6 +900,7 @@ mod tests {
 
     fn args(name: &str, url: Option<&str>, command: &[&str]) -> AddArgs {
         AddArgs {
+            standalone: Default::default(),
             name: name.into(),
             url: url.map(Into::into),
             command: command.iter().map(|s| s.to_string()).collect(),
