@@ -119,6 +119,9 @@ pub async fn through_daemon(
     args: &CallArgs,
 ) -> anyhow::Result<ExitCode> {
     let arguments = call_arguments(&args.args)?;
+    if let Some(message) = crate::chat::daemon_agent_without_model(daemon, &args.tool).await {
+        anyhow::bail!("{message}");
+    }
     let mut interrupt = Interrupt::install()?;
     let caller = Arc::new(TerminalCaller::new(
         args,
