@@ -208,6 +208,51 @@ async fn a_daemon_without_a_model_publishes_no_card_and_says_its_environment_is_
         "{body}"
     );
 
+    let listed: Value = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!("{}/api/agents", daemon.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["agents"][0]["model"], "needs a model", "{listed}");
+    assert!(
+        listed["agents"][0]["needs_model"]
+            .as_str()
+            .is_some_and(|fix| fix.contains("PORTICO_MODEL")),
+        "{listed}"
+    );
+
+    // The dashboard's chat: refused before anything runs, in the daemon's terms.
+    let refused = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{}/api/agents/assistant/message", daemon.base))
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 409);
+    let body: Value = refused.json().await.unwrap();
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("agent `assistant` has no model: set OPENAI_API_KEY"),
+        "{body}"
+    );
+    assert!(
+        error.ends_with(&format!(
+            "This daemon (pid {}) has its own environment, read when it started: set the variable \
+             where `portico serve` runs, then restart the daemon (`portico stop`, then `portico serve`)",
+            daemon.child.id()
+        )),
+        "{body}"
+    );
+
     // This shell has a key the daemon started without: the daemon must be restarted, not the
     // key set again.
     let (code, stdout, stderr) = tokio::task::block_in_place(|| {
