@@ -15,8 +15,6 @@ use portico_store::{AuditEntry, AuditQuery, AuditVerification, Store};
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
-    #[command(flatten)]
-    pub standalone: crate::cli::Standalone,
     #[command(subcommand)]
     pub command: Option<AuditCommand>,
     /// Only calls of this tool (its exposed name, e.g. mcp_github_create_issue).
@@ -34,6 +32,8 @@ pub struct AuditArgs {
     /// One JSON object per record, one per line, as the store keeps it.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
 }
 
 #[derive(Debug, Subcommand)]

@@ -24,8 +24,6 @@ use crate::daemon_client::Daemon;
 /// `portico call`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
-    #[command(flatten)]
-    pub standalone: crate::cli::Standalone,
     /// The tool's name as `portico tools` shows it, e.g. mcp_github_create_issue.
     pub tool: String,
     /// Arguments as a JSON object.
@@ -44,6 +42,8 @@ pub struct CallArgs {
     /// (OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENAI_BASE_URL).
     #[arg(long, value_name = "AGENT")]
     pub sample_with: Option<String>,
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
 }
 
 /// `--elicit`.

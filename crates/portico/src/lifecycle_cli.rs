@@ -39,8 +39,6 @@ const POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, clap::Args)]
 pub struct AddArgs {
-    #[command(flatten)]
-    pub standalone: crate::cli::Standalone,
     /// The server's name (letters, digits, `-`, `_`, `.`): its tools are served as mcp_{name}_*.
     pub name: String,
     /// The server's URL (Streamable HTTP; --transport sse for legacy HTTP+SSE). For a stdio server,
@@ -77,6 +75,8 @@ pub struct AddArgs {
     /// server): let Portico reach it (`allow_private_network = true` in its entry).
     #[arg(long)]
     pub allow_private_network: bool,
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,8 +87,6 @@ pub enum RemoteTransport {
 
 #[derive(Debug, clap::Args)]
 pub struct LogsArgs {
-    #[command(flatten)]
-    pub standalone: crate::cli::RefusedStandalone,
     /// The server's name, as `portico servers` shows it.
     pub name: String,
     /// Keep printing new lines as the server writes them, until Ctrl-C.
@@ -97,6 +95,8 @@ pub struct LogsArgs {
     /// Only the last N kept lines.
     #[arg(short = 'n', long = "lines", value_name = "N")]
     pub lines: Option<usize>,
+    #[command(flatten)]
+    pub standalone: crate::cli::RefusedStandalone,
 }
 
 #[derive(Debug, clap::Args)]
