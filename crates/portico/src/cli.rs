@@ -494,6 +494,7 @@ async fn serve(
     let mut door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
     door.config = identity;
     let engine = Engine::start(&config, options)?;
+    warn_agents_without_a_model(&engine);
     let hub = engine.upstreams().clone();
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
     signals.follow(
@@ -535,6 +536,19 @@ async fn serve(
     engine.shutdown().await;
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// An agent without a model is offered to no client: the daemon says so once at start, since its
+/// environment (where a model comes from) is fixed from then on.
+fn warn_agents_without_a_model(engine: &Engine) {
+    for agent in engine.agents().infos() {
+        if agent.needs_model.is_some() {
+            tracing::warn!(
+                "agent `{}` has no model, so no IDE or A2A client is offered it: `portico agents` says what to set in this daemon's environment (then restart it)",
+                agent.name
+            );
+        }
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C. The handlers are installed when this is called, not when the future

@@ -197,6 +197,15 @@ async fn primary_card_status(base: &str) -> (u16, Value) {
 async fn a_daemon_without_a_model_publishes_no_card_and_says_its_environment_is_its_own() {
     let home = defaults_on_a_free_port();
     let mut daemon = start_daemon(&home, &[]);
+    let warned = tokio::task::block_in_place(|| {
+        daemon.wait_for_line_containing("agent `assistant` has no model")
+    });
+    assert!(
+        warned.ends_with(
+            " WARN agent `assistant` has no model, so no IDE or A2A client is offered it: `portico agents` says what to set in this daemon's environment (then restart it)"
+        ),
+        "{warned}"
+    );
 
     let (status, body) = primary_card_status(&daemon.base).await;
     assert_eq!(status, 404, "{body}");
@@ -316,6 +325,11 @@ async fn a_daemon_without_a_model_publishes_no_card_and_says_its_environment_is_
     );
     let (status, card) = primary_card_status(&daemon.base).await;
     assert_eq!(status, 200, "{card}");
+    let said = daemon.take_seen();
+    assert!(
+        !said.iter().any(|line| line.contains("has no model")),
+        "{said:#?}"
+    );
     assert_eq!(card["name"], "assistant");
     daemon.stop();
 }
