@@ -237,11 +237,14 @@ pub(crate) fn requested_version(headers: &HeaderMap) -> Result<Option<Version>, 
     }
 }
 
+/// Why there is no agent to serve: agents are published once they have a model.
+const NO_AGENT_PUBLISHED: &str = "no agent is published here: none is configured, or none has a model yet (`portico agents` says what to set)";
+
 impl A2aState {
     pub(crate) fn agent_name(&self, requested: &str) -> Result<String, A2aError> {
         self.engine
             .agents()
-            .agent(requested)
+            .published(requested)
             .map(|a| a.config.name.clone())
             .ok_or_else(|| A2aError::MethodNotFound(format!("no agent `{requested}` here")))
     }
@@ -249,13 +252,13 @@ impl A2aState {
     fn primary(&self) -> Option<String> {
         match &self.options.primary_agent {
             Some(name) => Some(name.clone()),
-            None => self.engine.agents().infos().first().map(|a| a.name.clone()),
+            None => self.engine.agents().first_published(),
         }
     }
 
     /// The card in `version`'s form.
     async fn card(&self, agent: &str, version: Version) -> Option<card::Card> {
-        let agent = self.engine.agents().agent(agent)?.clone();
+        let agent = self.engine.agents().published(agent)?.clone();
         let principal = Principal::agent(agent.config.name.clone(), agent.patterns.clone());
         let tools = self.engine.pipeline().list(&principal).await;
         let url = card::agent_url(
@@ -280,13 +283,13 @@ async fn serve_card(
         state
             .engine
             .agents()
-            .agent(name)
+            .published(name)
             .is_some_and(|a| caller.principal.may_use(&a.tool_name))
     });
     let Some(agent) = agent else {
         return (
             StatusCode::NOT_FOUND,
-            axum::Json(json!({"error": "no agents are configured"})),
+            axum::Json(json!({"error": NO_AGENT_PUBLISHED})),
         )
             .into_response();
     };
@@ -916,7 +919,7 @@ async fn legacy_send(State(state): State<A2aState>, caller: Caller, body: Bytes)
     let result = async {
         let agent = state
             .primary()
-            .ok_or_else(|| A2aError::Unsupported("no agents are configured".into()))?;
+            .ok_or_else(|| A2aError::Unsupported(NO_AGENT_PUBLISHED.into()))?;
         let draft: DraftSend = typed_value(params).map_err(|error| match error {
             A2aError::InvalidParams(why) => A2aError::InvalidParams(format!(
                 "{why}; a message is an object like {{\"role\": \"user\", \"parts\": [{{\"type\": \"text\", \"text\": \"…\"}}]}}"

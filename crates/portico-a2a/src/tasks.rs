@@ -848,7 +848,7 @@ impl Tasks {
         self.inner
             .engine
             .agents()
-            .agent(agent)
+            .published(agent)
             .map(|a| a.tool_name.clone())
             .ok_or_else(|| A2aError::InvalidParams(format!("no agent named `{agent}`")))
     }

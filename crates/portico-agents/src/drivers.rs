@@ -47,10 +47,26 @@ impl DriverChoice {
         match self {
             DriverChoice::Ready(driver) => driver.describe(),
             DriverChoice::Sampling => "the calling MCP client's model (sampling)".into(),
-            DriverChoice::Unavailable(_) => "no model configured".into(),
+            DriverChoice::Unavailable(_) => NEEDS_A_MODEL.into(),
+        }
+    }
+
+    /// What to set when there is no model (the agent is then neither a tool nor an A2A agent);
+    /// `None` when there is one.
+    pub fn missing(&self) -> Option<&str> {
+        match self {
+            DriverChoice::Unavailable(fix) => Some(fix),
+            DriverChoice::Ready(_) | DriverChoice::Sampling => None,
         }
     }
 }
+
+/// The environment variables from which the `auto` provider finds a model, in the order it tries
+/// them.
+pub const MODEL_VARIABLES: [&str; 3] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"];
+
+/// How an agent without a model is described in listings.
+pub const NEEDS_A_MODEL: &str = "needs a model";
 
 /// Defaults of the OpenAI-compatible providers: base URL, key variable (None: keyless local server),
 /// default model.
@@ -138,9 +154,9 @@ fn resolve_auto(
     } else {
         return Err(format!(
             "agent `{agent}` has no model: set OPENAI_API_KEY (OpenAI), ANTHROPIC_API_KEY \
-             (Anthropic), or OPENAI_BASE_URL to an OpenAI-compatible server such as Ollama \
-             (http://127.0.0.1:11434/v1, with PORTICO_MODEL naming the model) in Portico's \
-             environment, or give the agent a `model` in the config, then restart Portico"
+             (Anthropic), or OPENAI_BASE_URL and PORTICO_MODEL for an OpenAI-compatible server \
+             (e.g. `export OPENAI_BASE_URL=http://127.0.0.1:11434/v1 PORTICO_MODEL=llama3.2` for \
+             Ollama) in Portico's environment, or give the agent a `model` in the config"
         ));
     }
     if resolved.model.is_none() {

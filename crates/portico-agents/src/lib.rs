@@ -18,7 +18,7 @@ mod drivers;
 pub mod loop_guard;
 mod runtime;
 
-pub use drivers::{DriverChoice, choose};
+pub use drivers::{DriverChoice, MODEL_VARIABLES, NEEDS_A_MODEL, choose};
 pub use runtime::{
     AGENT_SEND, Agent, AgentChanges, AgentError, AgentInfo, AgentReply, AgentRuntime, AgentTools,
     RuntimeSettings, UNTRUSTED_META, UsageCounts, agent_tools,

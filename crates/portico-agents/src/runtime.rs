@@ -137,6 +137,10 @@ pub struct AgentInfo {
     pub description: String,
     pub model: String,
     pub tools: Vec<String>,
+    /// Set when the agent has no model: what to set for one. Until it has one the agent is not
+    /// offered as an MCP tool nor published as an A2A agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_model: Option<String>,
 }
 
 pub struct RuntimeSettings {
@@ -169,7 +173,12 @@ pub struct AgentRuntime {
 /// JSON schema, and listing happens on every call).
 struct AgentSet {
     agents: BTreeMap<String, Arc<Agent>>,
+    /// Every agent's entry: a call by name reaches an agent without a model too, and gets told
+    /// what to set.
     entries: Vec<ToolEntry>,
+    /// The entries listed to clients: an agent without a model would only fail, so it is not
+    /// offered until it has one.
+    offered: Vec<ToolEntry>,
 }
 
 impl AgentSet {
@@ -178,8 +187,18 @@ impl AgentSet {
             .into_iter()
             .map(|a| (a.config.name.clone(), a))
             .collect();
-        let entries = agents.values().map(|a| AgentTools::entry(a)).collect();
-        AgentSet { agents, entries }
+        let entries: Vec<ToolEntry> = agents.values().map(|a| AgentTools::entry(a)).collect();
+        let offered = agents
+            .values()
+            .zip(&entries)
+            .filter(|(agent, _)| agent.has_model())
+            .map(|(_, entry)| entry.clone())
+            .collect();
+        AgentSet {
+            agents,
+            entries,
+            offered,
+        }
     }
 }
 
@@ -229,6 +248,20 @@ impl AgentRuntime {
                     .find(|a| a.tool_name == name || a.config.name.replace('-', "_") == name)
             })
             .cloned()
+    }
+
+    /// [`AgentRuntime::agent`], if it may be offered to others (over A2A): one with a model.
+    pub fn published(&self, name: &str) -> Option<Arc<Agent>> {
+        self.agent(name).filter(|agent| agent.has_model())
+    }
+
+    /// The first agent (by name) with a model.
+    pub fn first_published(&self) -> Option<String> {
+        let set = self.set();
+        set.agents
+            .values()
+            .find(|agent| agent.has_model())
+            .map(|agent| agent.config.name.clone())
     }
 
     pub fn infos(&self) -> Vec<AgentInfo> {
@@ -683,6 +716,11 @@ enum ToolRun {
 }
 
 impl Agent {
+    /// Whether the agent can run: a model is configured, or it uses the caller's (sampling).
+    pub fn has_model(&self) -> bool {
+        self.driver.missing().is_none()
+    }
+
     pub fn info(&self) -> AgentInfo {
         AgentInfo {
             name: self.config.name.clone(),
@@ -690,6 +728,7 @@ impl Agent {
             description: self.config.description.clone(),
             model: self.driver.describe(),
             tools: self.config.tools.clone(),
+            needs_model: self.driver.missing().map(str::to_string),
         }
     }
 }
@@ -781,7 +820,7 @@ impl ToolSource for AgentTools {
     }
 
     fn entries(&self) -> Vec<ToolEntry> {
-        self.runtime.set().entries.clone()
+        self.runtime.set().offered.clone()
     }
 
     fn find(&self, name: &str) -> Option<ToolEntry> {

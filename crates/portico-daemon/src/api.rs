@@ -98,6 +98,17 @@ fn artifact_event(name: &str, part: ArtifactPart, last_chunk: bool) -> Value {
     event
 }
 
+/// An agent without a model, from a daemon: the daemon's environment is its own, read when it
+/// started, so a variable set since in a user's shell does not reach it.
+fn needs_a_model(fix: &str) -> String {
+    format!(
+        "{fix}. This daemon (pid {}) has its own environment, read when it started: set the \
+         variable where `portico serve` runs, then restart the daemon (`portico stop`, then \
+         `portico serve`)",
+        std::process::id()
+    )
+}
+
 fn api_error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({"error": message.into()}))).into_response()
 }
@@ -117,6 +128,9 @@ async fn agent_message(
             format!("no agent named `{name}`; GET /api/agents lists them"),
         );
     };
+    if let Some(fix) = agent.driver.missing() {
+        return api_error(StatusCode::CONFLICT, needs_a_model(fix));
+    }
     let tool = agent.tool_name.clone();
     let mut arguments = json!({"message": request.message});
     if let Some(id) = request.conversation_id {

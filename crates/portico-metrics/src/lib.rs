@@ -16,6 +16,9 @@
 //! at most [`MAX_SERIES`] label sets, past which new ones share an `(other)` series. No argument
 //! value, token or message text is ever a label.
 //!
+//! Beside Portico's own families, a scrape has the standard `process_*` ones (read from `/proc` at
+//! scrape time, [`ProcessSample`]) and `portico_build_info{version}`.
+//!
 //! What it is not: an exporter (no sockets; the daemon serves the text), or a tracer (spans are
 //! another matter).
 
@@ -34,6 +37,12 @@ use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+mod process;
+pub use process::ProcessSample;
+
+/// The version `portico_build_info` reports: the workspace's, which every Portico crate shares.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The `Content-Type` of what [`Metrics::encode`] writes: Prometheus text format 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
@@ -323,6 +332,15 @@ impl Metrics {
             "Writes the store's writer thread committed (task, conversation and audit writes)",
             store_writes.clone(),
         );
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels { version: VERSION })
+            .set(1);
+        registry.register(
+            "portico_build_info",
+            "1, labelled with the version of Portico that is running",
+            build,
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -425,6 +443,11 @@ impl Metrics {
         // Writing to a `String` cannot fail, and every name and label here is valid.
         let _ = prometheus_text::encode(&mut text, &self.inner.registry);
         let _ = prometheus_text::encode(&mut text, &state.registry());
+        if let Some(sample) = ProcessSample::read() {
+            let mut registry = Registry::default();
+            sample.register(&mut registry);
+            let _ = prometheus_text::encode(&mut text, &registry);
+        }
         text
     }
 }
@@ -513,6 +536,11 @@ fn server_state_label(state: ServerState) -> &'static str {
 struct UpstreamStateLabels {
     server: String,
     state: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -32,6 +32,8 @@ pub struct AuditArgs {
     /// One JSON object per record, one per line, as the store keeps it.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
 }
 
 #[derive(Debug, Subcommand)]

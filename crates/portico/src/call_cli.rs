@@ -42,6 +42,8 @@ pub struct CallArgs {
     /// (OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENAI_BASE_URL).
     #[arg(long, value_name = "AGENT")]
     pub sample_with: Option<String>,
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
 }
 
 /// `--elicit`.
@@ -117,6 +119,9 @@ pub async fn through_daemon(
     args: &CallArgs,
 ) -> anyhow::Result<ExitCode> {
     let arguments = call_arguments(&args.args)?;
+    if let Some(message) = crate::chat::daemon_agent_without_model(daemon, &args.tool).await {
+        anyhow::bail!("{message}");
+    }
     let mut interrupt = Interrupt::install()?;
     let caller = Arc::new(TerminalCaller::new(
         args,

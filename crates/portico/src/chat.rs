@@ -43,6 +43,11 @@ pub async fn run(
             listed(&known)
         );
     };
+    if let Some(fix) = found.driver.missing() {
+        let fix = fix.to_string();
+        engine.shutdown().await;
+        bail!("{fix}, then run `portico chat {agent}` again");
+    }
     let tool = found.tool_name.clone();
     let mut input = ChatInput::open();
     if input.interactive() {
@@ -103,18 +108,22 @@ pub async fn through_daemon(
     agent: &str,
     mut conversation: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let agents = daemon.get("/api/agents", None).await?;
-    let known: Vec<String> = agents["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["name"].as_str().map(str::to_string))
-        .collect();
-    if !known.iter().any(|name| name == agent) {
+    let listed_agents = daemon.get("/api/agents", None).await?;
+    let agents: Vec<portico_agents::AgentInfo> =
+        serde_json::from_value(listed_agents["agents"].clone())
+            .context("the daemon's /api/agents answer is not a list of agents")?;
+    let Some(found) = agents.iter().find(|a| a.name == agent) else {
+        let known: Vec<String> = agents.iter().map(|a| a.name.clone()).collect();
         bail!(
             "no agent named `{agent}` in {}; its agents: {}",
             daemon.describe(),
             listed(&known)
+        );
+    };
+    if let Some(fix) = &found.needs_model {
+        bail!(
+            "{}",
+            daemon_needs_a_model(daemon, agent, fix, &|name| std::env::var(name).ok())
         );
     }
     let mut input = ChatInput::open();
@@ -142,6 +151,51 @@ pub async fn through_daemon(
     }
     input.close();
     Ok(exit_code(failed))
+}
+
+/// When `tool` is the tool of one of the daemon's agents that has no model: why it cannot answer, in
+/// the daemon's terms (see [`daemon_needs_a_model`]). `None` for any other tool, or when the daemon
+/// does not say.
+pub(crate) async fn daemon_agent_without_model(daemon: &Daemon, tool: &str) -> Option<String> {
+    if !tool.starts_with("portico_agent_") {
+        return None;
+    }
+    let listed = daemon.get("/api/agents", None).await.ok()?;
+    let agents: Vec<portico_agents::AgentInfo> =
+        serde_json::from_value(listed["agents"].clone()).ok()?;
+    let agent = agents.iter().find(|agent| agent.tool == tool)?;
+    let fix = agent.needs_model.as_deref()?;
+    Some(daemon_needs_a_model(daemon, &agent.name, fix, &|name| {
+        std::env::var(name).ok()
+    }))
+}
+
+/// Why `agent` in the daemon cannot answer: it has no model. When this shell has what would give it
+/// one, the daemon lacks it only because it keeps the environment it started with.
+fn daemon_needs_a_model(
+    daemon: &Daemon,
+    agent: &str,
+    fix: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> String {
+    let here: Vec<&str> = portico_agents::MODEL_VARIABLES
+        .into_iter()
+        .filter(|name| env(name).is_some_and(|value| !value.is_empty()))
+        .collect();
+    let restart = "restart it from a shell that has it: `portico stop`, then `portico serve`";
+    match here.as_slice() {
+        [] => format!(
+            "{fix}. {} has its own environment, read when it started: set the variable where it \
+             runs, then {restart}",
+            daemon.describe()
+        ),
+        set => format!(
+            "agent `{agent}` has no model in {}: this shell sets {}, but the daemon keeps the \
+             environment it started with; {restart}",
+            daemon.describe(),
+            set.join(" and ")
+        ),
+    }
 }
 
 /// Sends one message and prints the streamed answer; `false` when the agent failed.

@@ -21,15 +21,53 @@ use crate::{output, progress};
 )]
 pub struct Cli {
     /// Config file (default: $PORTICO_CONFIG, then config.toml in Portico's data dir, else built-in defaults).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     pub config: Option<PathBuf>,
     /// More log output on stderr (-v info, -vv debug). PORTICO_LOG overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = GLOBAL)]
     pub verbose: u8,
     #[command(flatten)]
     pub oneview: crate::oneview_cli::GlobalFlags,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The heading the flags every command takes are listed under, apart from the command's own.
+pub(crate) const GLOBAL: &str = "Global options";
+
+/// `--standalone` on a command that can run either through the running daemon or in this process.
+/// Not a global flag: on the other commands it would mean nothing.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct Standalone {
+    /// Never use a running daemon: run this in this process, from this config.
+    #[arg(long)]
+    pub standalone: bool,
+}
+
+/// [`Standalone`] for a command group whose subcommands all take it (`portico conversations list
+/// --standalone`).
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct StandaloneAll {
+    /// Never use a running daemon: run this in this process, from this config.
+    #[arg(long, global = true)]
+    pub standalone: bool,
+}
+
+/// `--standalone` on a config edit (add, remove, enable, disable).
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct EditStandalone {
+    /// Edit this config's file even when a running daemon follows another, and tell no daemon.
+    #[arg(long)]
+    pub standalone: bool,
+}
+
+/// `--standalone` on a command only the running daemon can answer: not shown, and refused in words
+/// when given.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct RefusedStandalone {
+    /// Refused: this command acts on the running daemon.
+    #[arg(long, global = true, hide = true)]
+    pub standalone: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,12 +82,17 @@ pub enum Command {
     /// Serve MCP on stdin/stdout for an IDE (newline JSON or Content-Length framing). Proxies to a running
     /// daemon when there is one, else runs the hub in-process.
     /// With --standalone, never proxies to a daemon.
-    Mcp,
+    Mcp {
+        #[command(flatten)]
+        standalone: Standalone,
+    },
     /// Show each configured server: transport, state, protocol version, catalog counts, last error.
     Servers {
         /// Print the statuses as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        standalone: Standalone,
     },
     /// List the whole catalog the doors serve (built-ins, agents, remote agents, each server's
     /// tools), each tool with its source.
@@ -60,6 +103,8 @@ pub enum Command {
         /// Print the definitions as JSON, each with `source` (and `server`).
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        standalone: Standalone,
     },
     /// Call a tool by its catalog name and print the result. Progress shows on a terminal; the
     /// tool's questions are asked there (or answered per --elicit); Ctrl-C cancels the call.
@@ -69,6 +114,8 @@ pub enum Command {
         /// Print the agents as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        standalone: Standalone,
     },
     /// Talk to an agent in the terminal, its answer streamed as it is written. One message per line;
     /// Ctrl-D ends. Conversations are stored: pass --conversation to continue one.
@@ -78,11 +125,15 @@ pub enum Command {
         /// Continue this stored conversation (`portico conversations` lists them).
         #[arg(long, value_name = "ID")]
         conversation: Option<String>,
+        #[command(flatten)]
+        standalone: Standalone,
     },
     /// The stored conversations with agents: list them, show one.
     Conversations {
         #[command(subcommand)]
         command: crate::oneview_cli::ConversationsCommand,
+        #[command(flatten)]
+        standalone: StandaloneAll,
     },
     /// A2A agents elsewhere: read an agent's card, send it a message.
     A2a {
@@ -103,6 +154,8 @@ pub enum Command {
     Approvals {
         #[command(subcommand)]
         command: crate::approvals_cli::ApprovalsCommand,
+        #[command(flatten)]
+        standalone: RefusedStandalone,
     },
     /// The audit log of tool calls, newest first; `portico audit verify` checks its hash chain.
     Audit(crate::audit_cli::AuditArgs),
@@ -130,17 +183,40 @@ pub enum Command {
     /// `portico add NAME URL` for a remote one), then wait for it and say what it offers.
     Add(crate::lifecycle_cli::AddArgs),
     /// Remove a server from the config; a running daemon stops it.
-    Remove(crate::lifecycle_cli::NameArg),
+    Remove {
+        #[command(flatten)]
+        server: crate::lifecycle_cli::NameArg,
+        #[command(flatten)]
+        standalone: EditStandalone,
+    },
     /// Set `enabled = true` in a server's entry, then wait for it and say what it offers.
-    Enable(crate::lifecycle_cli::NameArg),
+    Enable {
+        #[command(flatten)]
+        server: crate::lifecycle_cli::NameArg,
+        #[command(flatten)]
+        standalone: EditStandalone,
+    },
     /// Set `enabled = false` in a server's entry; a running daemon stops it.
-    Disable(crate::lifecycle_cli::NameArg),
+    Disable {
+        #[command(flatten)]
+        server: crate::lifecycle_cli::NameArg,
+        #[command(flatten)]
+        standalone: EditStandalone,
+    },
     /// Restart a server in the running daemon and wait for it.
-    Restart(crate::lifecycle_cli::NameArg),
+    Restart {
+        #[command(flatten)]
+        server: crate::lifecycle_cli::NameArg,
+        #[command(flatten)]
+        standalone: RefusedStandalone,
+    },
     /// Show what a server wrote to stderr, as the running daemon kept it (-f to follow).
     Logs(crate::lifecycle_cli::LogsArgs),
     /// Stop the running daemon (calls in progress finish first) and wait until it has exited.
-    Stop,
+    Stop {
+        #[command(flatten)]
+        standalone: RefusedStandalone,
+    },
     /// Print a shell completion script (bash, zsh, fish, ...).
     Completions(crate::onramp_cli::CompletionsArgs),
     /// Configuration commands.
@@ -160,7 +236,30 @@ pub enum ConfigCommand {
 
 impl Command {
     pub fn is_daemon(&self) -> bool {
-        matches!(self, Command::Serve { .. } | Command::Mcp)
+        matches!(self, Command::Serve { .. } | Command::Mcp { .. })
+    }
+
+    /// Whether `--standalone` was given (only the commands that take it can have it).
+    pub fn standalone(&self) -> bool {
+        match self {
+            Command::Mcp { standalone }
+            | Command::Servers { standalone, .. }
+            | Command::Tools { standalone, .. }
+            | Command::Agents { standalone, .. }
+            | Command::Chat { standalone, .. } => standalone.standalone,
+            Command::Call(args) => args.standalone.standalone,
+            Command::Audit(args) => args.standalone.standalone,
+            Command::Add(args) => args.standalone.standalone,
+            Command::Logs(args) => args.standalone.standalone,
+            Command::Conversations { standalone, .. } => standalone.standalone,
+            Command::Remove { standalone, .. }
+            | Command::Enable { standalone, .. }
+            | Command::Disable { standalone, .. } => standalone.standalone,
+            Command::Approvals { standalone, .. }
+            | Command::Restart { standalone, .. }
+            | Command::Stop { standalone } => standalone.standalone,
+            _ => false,
+        }
     }
 }
 
@@ -185,23 +284,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Search(args) => crate::registry_cli::search(cli.config.as_deref(), args).await,
         Command::Export(args) => crate::export_cli::run(cli.config.as_deref(), args),
         Command::Add(args) => {
-            crate::lifecycle_cli::add(cli.config.as_deref(), cli.oneview.standalone, args).await
+            let standalone = args.standalone.standalone;
+            crate::lifecycle_cli::add(cli.config.as_deref(), standalone, args).await
         }
-        Command::Remove(server) => {
-            crate::lifecycle_cli::remove(
-                cli.config.as_deref(),
-                cli.oneview.standalone,
-                &server.name,
-            )
-            .await
+        Command::Remove { server, standalone } => {
+            crate::lifecycle_cli::remove(cli.config.as_deref(), standalone.standalone, &server.name)
+                .await
         }
-        Command::Enable(server) => {
-            let standalone = cli.oneview.standalone;
+        Command::Enable { server, standalone } => {
+            let standalone = standalone.standalone;
             crate::lifecycle_cli::set_enabled(cli.config.as_deref(), standalone, &server.name, true)
                 .await
         }
-        Command::Disable(server) => {
-            let standalone = cli.oneview.standalone;
+        Command::Disable { server, standalone } => {
+            let standalone = standalone.standalone;
             crate::lifecycle_cli::set_enabled(
                 cli.config.as_deref(),
                 standalone,
@@ -210,26 +306,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             )
             .await
         }
-        Command::Restart(server) => {
-            crate::lifecycle_cli::restart(cli.oneview.standalone, &server.name).await
+        Command::Restart { server, standalone } => {
+            crate::lifecycle_cli::restart(standalone.standalone, &server.name).await
         }
-        Command::Logs(args) => crate::lifecycle_cli::logs(cli.oneview.standalone, &args).await,
-        Command::Stop => crate::lifecycle_cli::stop(cli.oneview.standalone).await,
+        Command::Logs(args) => crate::lifecycle_cli::logs(args.standalone.standalone, &args).await,
+        Command::Stop { standalone } => crate::lifecycle_cli::stop(standalone.standalone).await,
         Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
         Command::Secret { command } => crate::secret_cli::run(cli.config.as_deref(), command),
         Command::Auth { command } => crate::auth_cli::run(cli.config.as_deref(), command).await,
-        Command::Approvals { command } => {
-            crate::oneview_cli::refuse_standalone(&cli.oneview, "approvals")?;
+        Command::Approvals {
+            command,
+            standalone,
+        } => {
+            crate::oneview_cli::refuse_standalone(standalone.standalone, "approvals")?;
             crate::approvals_cli::run(command).await
         }
-        Command::Conversations { command } => {
+        Command::Conversations { command, .. } => {
             crate::oneview_cli::conversations_standalone(&command)
         }
-        Command::Mcp => crate::stdio_door::run(cli.config.as_deref(), cli.oneview.standalone).await,
-        Command::Servers { json } => {
+        Command::Mcp { standalone } => {
+            crate::stdio_door::run(cli.config.as_deref(), standalone.standalone).await
+        }
+        Command::Servers { json, .. } => {
             let hub = start_hub(cli.config.as_deref(), None).await?;
             let servers = hub.servers();
             let answer = if json {
@@ -243,11 +344,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             hub.shutdown().await;
             printed.map(|()| ExitCode::SUCCESS)
         }
-        Command::Tools { server, json } => {
+        Command::Tools { server, json, .. } => {
             crate::oneview_cli::tools_standalone(cli.config.as_deref(), server.as_deref(), json)
                 .await
         }
-        Command::Agents { json } => {
+        Command::Agents { json, .. } => {
             let (config, source) = portico_config::load(cli.config.as_deref())?;
             // Listing agents needs no upstream: none is connected.
             let engine = Engine::start(&config, engine_options_for(&config, &source).one_shot())?;
@@ -266,6 +367,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat {
             agent,
             conversation,
+            ..
         } => crate::chat::run(cli.config.as_deref(), &agent, conversation).await,
         Command::Call(args) => crate::call_cli::standalone(cli.config.as_deref(), &args).await,
     }
@@ -392,6 +494,7 @@ async fn serve(
     let mut door = portico_daemon::DoorConfig::from_config(&config)?.with_live_config(live.clone());
     door.config = identity;
     let engine = Engine::start(&config, options)?;
+    warn_agents_without_a_model(&engine);
     let hub = engine.upstreams().clone();
     let info_file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
     signals.follow(
@@ -433,6 +536,19 @@ async fn serve(
     engine.shutdown().await;
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// An agent without a model is offered to no client: the daemon says so once at start, since its
+/// environment (where a model comes from) is fixed from then on.
+fn warn_agents_without_a_model(engine: &Engine) {
+    for agent in engine.agents().infos() {
+        if agent.needs_model.is_some() {
+            tracing::warn!(
+                "agent `{}` has no model, so no IDE or A2A client is offered it: `portico agents` says what to set in this daemon's environment (then restart it)",
+                agent.name
+            );
+        }
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C. The handlers are installed when this is called, not when the future

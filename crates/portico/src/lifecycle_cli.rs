@@ -75,6 +75,8 @@ pub struct AddArgs {
     /// server): let Portico reach it (`allow_private_network = true` in its entry).
     #[arg(long)]
     pub allow_private_network: bool,
+    #[command(flatten)]
+    pub standalone: crate::cli::Standalone,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,6 +95,8 @@ pub struct LogsArgs {
     /// Only the last N kept lines.
     #[arg(short = 'n', long = "lines", value_name = "N")]
     pub lines: Option<usize>,
+    #[command(flatten)]
+    pub standalone: crate::cli::RefusedStandalone,
 }
 
 #[derive(Debug, clap::Args)]
@@ -896,6 +900,7 @@ mod tests {
 
     fn args(name: &str, url: Option<&str>, command: &[&str]) -> AddArgs {
         AddArgs {
+            standalone: Default::default(),
             name: name.into(),
             url: url.map(Into::into),
             command: command.iter().map(|s| s.to_string()).collect(),

@@ -133,7 +133,6 @@ mod tests {
 
     fn flags(log_format: Option<LogFormat>) -> GlobalFlags {
         GlobalFlags {
-            standalone: false,
             quiet: false,
             log_format,
         }

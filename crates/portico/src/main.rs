@@ -13,6 +13,7 @@ mod clients_cli;
 mod daemon_client;
 mod doctor_cli;
 mod export_cli;
+mod help;
 mod import_cli;
 mod lifecycle_cli;
 mod log_filters;
@@ -30,15 +31,13 @@ mod telemetry;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// mimalloc instead of glibc malloc: a call through the gateway allocates a lot of small, short-lived
 /// buffers across threads, where glibc's arenas spent ~20% of the CPU (and contended on their locks).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    let args = help::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -21,16 +21,12 @@ use crate::output;
 /// Flags every command takes.
 #[derive(Debug, clap::Args)]
 pub struct GlobalFlags {
-    /// Never use a running daemon: run what the command needs in this process, from this config
-    /// (servers, tools, call, chat, agents, audit, conversations, mcp).
-    #[arg(long, global = true)]
-    pub standalone: bool,
     /// Print only errors on stderr: no progress, notes or warnings. PORTICO_LOG overrides.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(short, long, global = true, conflicts_with = "verbose", help_heading = crate::cli::GLOBAL)]
     pub quiet: bool,
     /// How log lines on stderr are written: text, or json (one object per line). Default: text, or
     /// $PORTICO_LOG_FORMAT.
-    #[arg(long, global = true, value_name = "FORMAT", value_enum)]
+    #[arg(long, global = true, value_name = "FORMAT", value_enum, help_heading = crate::cli::GLOBAL)]
     pub log_format: Option<LogFormat>,
 }
 
@@ -52,8 +48,8 @@ pub fn quiet() -> bool {
 }
 
 /// Commands only a daemon answers have nothing to run standalone.
-pub fn refuse_standalone(flags: &GlobalFlags, command: &str) -> anyhow::Result<()> {
-    if flags.standalone {
+pub fn refuse_standalone(standalone: bool, command: &str) -> anyhow::Result<()> {
+    if standalone {
         bail!(
             "`portico {command}` talks to the running daemon, which holds what it answers; it has no --standalone form"
         );
@@ -100,7 +96,7 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
             | Command::Chat { .. }
             | Command::Conversations { .. }
     ) || matches!(&cli.command, Command::Audit(args) if args.command.is_none());
-    if cli.oneview.standalone || !answerable {
+    if cli.command.standalone() || !answerable {
         return Ok(None);
     }
     let Some(daemon) = Daemon::running().await else {
@@ -109,8 +105,8 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
     tracing::info!("asking {}", daemon.describe());
     warn_other_config(&daemon, cli.config.as_deref()).await;
     let code = match &cli.command {
-        Command::Servers { json } => servers(&daemon, *json).await?,
-        Command::Tools { server, json } => {
+        Command::Servers { json, .. } => servers(&daemon, *json).await?,
+        Command::Tools { server, json, .. } => {
             let listed = daemon.get("/api/tools", None).await?;
             let servers = daemon_servers(&daemon).await.unwrap_or_default();
             if let Some(name) = server
@@ -127,7 +123,7 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
         Command::Call(args) => {
             crate::call_cli::through_daemon(&daemon, cli.config.as_deref(), args).await?
         }
-        Command::Agents { json } => {
+        Command::Agents { json, .. } => {
             let listed = daemon.get("/api/agents", None).await?;
             let agents: Vec<portico_agents::AgentInfo> =
                 serde_json::from_value(listed["agents"].clone())
@@ -137,9 +133,10 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
         Command::Chat {
             agent,
             conversation,
+            ..
         } => crate::chat::through_daemon(&daemon, agent, conversation.clone()).await?,
         Command::Audit(args) => audit(&daemon, args).await?,
-        Command::Conversations { command } => conversations_daemon(&daemon, command).await?,
+        Command::Conversations { command, .. } => conversations_daemon(&daemon, command).await?,
         _ => return Ok(None),
     };
     Ok(Some(code))

@@ -153,8 +153,21 @@ pub fn agents_table(agents: &[portico_agents::AgentInfo]) -> String {
     }
     let mut out = String::new();
     for agent in agents {
-        out.push_str(&format!("{}  ({})\n", agent.name, agent.tool));
-        out.push_str(&format!("    model: {}\n", agent.model));
+        match &agent.needs_model {
+            // Not offered to clients until it has one: no tool name to show.
+            Some(fix) => {
+                out.push_str(&format!(
+                    "{}  ({}: not offered as a tool or A2A agent until it has one)\n",
+                    agent.name,
+                    portico_agents::NEEDS_A_MODEL
+                ));
+                out.push_str(&format!("    {fix}\n"));
+            }
+            None => {
+                out.push_str(&format!("{}  ({})\n", agent.name, agent.tool));
+                out.push_str(&format!("    model: {}\n", agent.model));
+            }
+        }
         out.push_str(&format!("    tools: {}\n", agent.tools.join(", ")));
         if !agent.description.is_empty() {
             out.push_str(&format!("    {}\n", agent.description));

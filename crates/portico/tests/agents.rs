@@ -10,6 +10,8 @@ mod client;
 #[path = "agents/fake_models.rs"]
 mod fake_models;
 
+#[path = "agents/default_agent.rs"]
+mod default_agent;
 #[path = "agents/loops.rs"]
 mod loops;
 #[path = "agents/store.rs"]

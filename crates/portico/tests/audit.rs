@@ -356,8 +356,8 @@ async fn audit_reads_beside_a_running_daemon_and_both_processes_extend_one_chain
         )
     };
     let (code, listed) = run(&[
-        "--standalone",
         "audit",
+        "--standalone",
         "--json",
         "--principal",
         "client:http",
@@ -383,7 +383,7 @@ async fn audit_reads_beside_a_running_daemon_and_both_processes_extend_one_chain
     assert_eq!(listed, stored);
 
     // ...and a standalone one-shot call, a second process, appends to the same chain.
-    let (code, _) = run(&["--standalone", "call", "system_time"]);
+    let (code, _) = run(&["call", "system_time", "--standalone"]);
     assert_eq!(code, 0);
     call_over_http(&daemon.base, "system_time").await;
     let (_, body) = api("tool=system_time").await;

@@ -206,11 +206,11 @@ fn a_claude_desktop_config_is_imported_from_its_place_and_served() {
     assert_eq!(count_with_prefix(&names, "mcp_remote_"), 17, "{names:?}");
     assert!(names.iter().any(|n| n == "mcp_everything_echo"));
     assert!(names.iter().any(|n| n == "mcp_remote_echo"));
-    // The starter's default agent came along.
-    assert!(
-        names.iter().any(|n| n == "portico_agent_assistant"),
-        "{names:?}"
-    );
+    // The starter's default agent came along (a tool once Portico's environment gives it a model).
+    let (code, stdout, stderr) = Home::new(&written).run(&["agents", "--json"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let agents: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(agents[0]["name"], "assistant", "{stdout}");
 
     // The JSON itself given as the config: one hint, not a TOML error per line.
     let source = source.to_string();

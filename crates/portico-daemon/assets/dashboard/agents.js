@@ -53,6 +53,8 @@ export function agentsPage(section, context) {
     list.replaceChildren(...agents.map((agent) => {
       const li = el('li', { 'data-agent': agent.name, tabindex: '0', class: current === agent.name ? 'selected' : '' },
         el('strong', {}, agent.name),
+        // Not offered as a tool or A2A agent until it has one (GET /api/agents says what to set).
+        agent.needs_model ? el('span', { class: 'chip warn', 'data-field': 'needs-model' }, 'needs a model') : '',
         agent.description ? el('span', { class: 'muted' }, agent.description) : '');
       li.addEventListener('click', () => select(agent.name));
       li.addEventListener('keydown', (event) => {
@@ -74,9 +76,13 @@ export function agentsPage(section, context) {
     for (const li of list.querySelectorAll('li')) li.classList.toggle('selected', li.dataset.agent === name);
     const facts = el('dl', { class: 'facts' },
       el('dt', {}, 'Model'), el('dd', { 'data-field': 'model' }, agent.model || ''),
-      el('dt', {}, 'Tool'), el('dd', { 'data-field': 'tool' }, el('code', {}, agent.tool || '')),
+      el('dt', {}, 'Tool'), el('dd', { 'data-field': 'tool' }, agent.needs_model
+        ? 'not offered until it has a model'
+        : el('code', {}, agent.tool || '')),
       el('dt', {}, 'Tools'), el('dd', { 'data-field': 'tools' }, (agent.tools || []).join(', ') || '(none)'));
-    config.replaceChildren(el('h3', {}, agent.name), agent.description ? el('p', {}, agent.description) : '', facts);
+    const fix = agent.needs_model ? note(agent.needs_model, { 'data-field': 'model-fix' }) : '';
+    config.replaceChildren(el('h3', {}, agent.name), agent.description ? el('p', {}, agent.description) : '', fix, facts);
+    send.disabled = Boolean(agent.needs_model) || sending;
     chat.hidden = false;
     showWhere();
     loadConversations();

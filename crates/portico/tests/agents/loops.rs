@@ -407,7 +407,12 @@ fn the_default_agent_without_a_provider_says_what_to_set() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
-    for needed in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"] {
+    for needed in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_BASE_URL",
+        "PORTICO_MODEL",
+    ] {
         assert!(stdout.contains(needed), "{needed} not named: {stdout}");
     }
 }

@@ -320,9 +320,14 @@ impl Daemon {
 
     /// `portico serve ARGS…` with `envs`.
     pub fn start_with_args(home: &Home, args: &[&str], envs: &[(&str, &str)]) -> Daemon {
-        let mut child = home
-            .command(&[&["serve"], args].concat())
-            .envs(envs.iter().copied())
+        let mut command = home.command(&[&["serve"], args].concat());
+        command.envs(envs.iter().copied());
+        Self::spawn(command)
+    }
+
+    /// `command`, a `portico serve` made by the caller, started.
+    pub fn spawn(mut command: Command) -> Daemon {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -78,6 +78,14 @@ rules = [
   {{ when = {{}}, steps = [ {{ reply = "Hello from the scripted helper, you said: {{{{message}}}}" }} ] }},
 ]
 
+# No key in the environment: listed as needing a model, offered as no tool.
+[[agents]]
+name = "idle"
+tools = []
+[agents.model]
+provider = "openai"
+api_key_env = "DASHBOARD_TOUR_UNSET_MODEL_KEY"
+
 {upstream}{vault}"#
     )
 }
@@ -266,7 +274,13 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
         assert!(tools.contains(tool), "{tool}: {tools}");
     }
     assert!(tools.contains("needs approval"), "the policy mark: {tools}");
-    assert!(page_text(report, "agents").contains("helper"));
+    assert!(!tools.contains("portico_agent_idle"), "{tools}");
+    let agents = page_text(report, "agents");
+    assert!(agents.contains("helper"), "{agents}");
+    assert!(
+        agents.contains("idle") && agents.contains("needs a model"),
+        "{agents}"
+    );
     let audit = page_text(report, "audit");
     assert!(audit.contains("portico_agent_helper"), "{audit}");
 

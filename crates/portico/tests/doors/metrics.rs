@@ -340,3 +340,64 @@ async fn metrics_are_protected_parse_as_prometheus_text_and_move_by_exactly_the_
 
     daemon.stop();
 }
+
+/// What every Prometheus user expects of a process, and the version that runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_have_the_standard_process_families_and_the_build_info() {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    // The kernel counts a start in clock ticks: allow one either side.
+    let before_start = now() - 1.0;
+    let home = Home::new(&config());
+    let mut daemon = tokio::task::block_in_place(|| {
+        let mut daemon = Daemon::start(&home);
+        daemon.wait_for_line("portico: ready");
+        daemon
+    });
+    let scraped = Scraped::take(&daemon.base).await;
+    let text = &scraped.text;
+    for (family, kind) in [
+        ("process_cpu_seconds_total", "counter"),
+        ("process_resident_memory_bytes", "gauge"),
+        ("process_virtual_memory_bytes", "gauge"),
+        ("process_open_fds", "gauge"),
+        ("process_max_fds", "gauge"),
+        ("process_start_time_seconds", "gauge"),
+        ("portico_build_info", "gauge"),
+    ] {
+        assert!(
+            text.contains(&format!("\n# TYPE {family} {kind}\n")),
+            "{family} {kind}: {text}"
+        );
+    }
+    let resident = scraped.value("process_resident_memory_bytes", &[]);
+    assert!(resident > 1024.0 * 1024.0, "{resident}: {text}");
+    assert!(scraped.value("process_virtual_memory_bytes", &[]) >= resident);
+    let open = scraped.value("process_open_fds", &[]);
+    assert!(open >= 3.0, "{open}: {text}");
+    assert!(scraped.value("process_max_fds", &[]) >= open);
+    assert!(
+        scraped.value("process_cpu_seconds_total", &[]) > 0.0,
+        "{text}"
+    );
+    let started = scraped.value("process_start_time_seconds", &[]);
+    assert!(
+        started >= before_start && started <= now() + 1.0,
+        "started {started}, the test at {before_start}: {text}"
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        scraped.value("portico_build_info", &[("version", version)]),
+        1.0,
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("portico_build_info{{version=\"{version}\"}} 1\n")),
+        "{text}"
+    );
+    daemon.stop();
+}

@@ -198,7 +198,7 @@ async fn the_cli_through_the_daemon_shows_what_mcp_serves() {
     let servers = with_other(&["servers", "--json"]);
     assert_eq!(names(&servers), ["cat"]);
     assert_eq!(servers[0]["state"], "ready");
-    let standalone = with_other(&["--standalone", "servers", "--json"]);
+    let standalone = with_other(&["servers", "--json", "--standalone"]);
     assert_eq!(names(&standalone), ["cat", "late"]);
     let standalone_tools = with_other(&["tools", "--json", "--standalone"]);
     assert!(names(&standalone_tools).contains(&"mcp_late_t9".to_string()));
@@ -212,7 +212,7 @@ async fn the_cli_through_the_daemon_shows_what_mcp_serves() {
     // --standalone runs here, as the CLI.
     let (code, stdout, stderr) = run(&home, &["call", "mcp_cat_t1"]);
     assert_eq!((code, stdout.as_str()), (0, "t1 called\n"), "{stderr}");
-    let (code, stdout, stderr) = run(&home, &["--standalone", "call", "system_time", "--json"]);
+    let (code, stdout, stderr) = run(&home, &["call", "system_time", "--json", "--standalone"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("\"content\""), "{stdout}");
     let (code, _, stderr) = run(&home, &["call", "no_such_tool"]);
@@ -375,7 +375,7 @@ async fn the_cli_through_the_daemon_shows_what_mcp_serves() {
 #[test]
 fn commands_only_a_daemon_answers_have_no_standalone_form() {
     let home = Home::new("");
-    let (code, _, stderr) = run(&home, &["--standalone", "approvals", "list"]);
+    let (code, _, stderr) = run(&home, &["approvals", "list", "--standalone"]);
     assert_eq!(code, 1);
     assert_eq!(
         stderr,
