@@ -20,7 +20,12 @@ pub(crate) fn create_dir(dir: &Path, store: &Path) -> Result<(), StoreError> {
         source,
     };
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(create_error)?;
+        // Missing parents too (the data dir itself, when the store is in a subdirectory of it).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(create_error)?;
     }
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => Ok(()),

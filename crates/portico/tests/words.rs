@@ -1,0 +1,12 @@
+//! The words a user sees from the CLI, each checked through the real binary: what Portico creates
+//! and the warnings it then (never) prints, the schemas it serves, why a call failed, a taken port,
+//! the ready line, the approval link, `--config` beside a daemon, one-shot logging, agents by name.
+
+#[path = "upstreams/support.rs"]
+mod support;
+
+#[path = "doors/client.rs"]
+mod client;
+
+#[path = "words/fresh_home.rs"]
+mod fresh_home;
