@@ -44,7 +44,7 @@ pub use approvals::{
 pub use arguments_text::{arguments_text, escape_invisible};
 pub use audit::{AuditKey, AuditSink, arguments_digest};
 pub use credential::credential_identity;
-pub use local::{LocalTool, LocalTools, ToolFailure};
+pub use local::{LocalTool, LocalTools, ToolFailure, standard_schema_for};
 pub use pins::{
     FieldChange, PIN_POLICY, PINNED_FIELDS, ToolPins, definition_diff, definition_digest,
     outcome as pin_outcome, pinned_definition,

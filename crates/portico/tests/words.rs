@@ -10,3 +10,5 @@ mod client;
 
 #[path = "words/fresh_home.rs"]
 mod fresh_home;
+#[path = "words/schemas.rs"]
+mod schemas;
