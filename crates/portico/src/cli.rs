@@ -281,20 +281,71 @@ pub(crate) fn call_arguments(args: &str) -> anyhow::Result<portico_core::JsonObj
     Ok(arguments)
 }
 
-/// Prints a call's result; exit code 1 when the tool reported a failure.
-pub(crate) fn print_call_result(result: ToolResult, json: bool) -> anyhow::Result<ExitCode> {
+/// Prints a call's result; exit code 1 when the call failed. `stopped_by` is what Portico's own
+/// checks said when they, not the tool, ended the call (see [`stopped_by_portico`]).
+pub(crate) fn print_call_result(
+    result: ToolResult,
+    json: bool,
+    stopped_by: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let is_error = result.is_error();
     print_now(if json {
         // `--json` prints the MCP form, what a client of a door would get.
         serde_json::to_string_pretty(&portico_mcp::tool_result_into_object(result))? + "\n"
     } else {
-        output::call_result(&result)
+        output::call_result(&result, stopped_by)
     })?;
     Ok(if is_error {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What to say first when Portico itself, not the tool, ended a call: `error` as the pipeline gave
+/// it (in this process), else the error result's text as a door sent it (through a daemon, where
+/// the pipeline's messages arrive as the result's text). `None` when the tool answered.
+pub(crate) fn stopped_by_portico(
+    tool: &str,
+    error: Option<&portico_pipeline::PipelineError>,
+    result: &ToolResult,
+) -> Option<String> {
+    use portico_pipeline::PipelineError as E;
+    let refused_arguments = format!(
+        "Portico refused the arguments: they do not match the tool's inputSchema, so `{tool}` did not run"
+    );
+    let not_run = format!("Portico did not run `{tool}`");
+    match error {
+        Some(E::InvalidArguments { .. }) => return Some(refused_arguments),
+        Some(
+            E::NotPermitted { .. }
+            | E::OutsideClientScope { .. }
+            | E::Refused { .. }
+            | E::ApprovalRequired { .. }
+            | E::PolicyFailed { .. }
+            | E::PolicyError { .. },
+        ) => return Some(not_run),
+        Some(_) => return Some(format!("the call to `{tool}` failed")),
+        None => {}
+    }
+    if !result.is_error() {
+        return None;
+    }
+    let text = result
+        .content
+        .first()
+        .and_then(|c| c.get("text"))
+        .and_then(|t| t.as_str())
+        .unwrap_or("");
+    if text.starts_with(&format!("invalid arguments for `{tool}`: ")) {
+        Some(refused_arguments)
+    } else if text.starts_with(&format!("call to `{tool}` refused: "))
+        || text.starts_with(&format!("call to `{tool}` requires approval"))
+    {
+        Some(not_run)
+    } else {
+        None
+    }
 }
 
 /// Writes a one-shot command's answer to stdout and flushes it, so it is out before the command stops

@@ -8,6 +8,8 @@ mod support;
 #[path = "doors/client.rs"]
 mod client;
 
+#[path = "words/calls.rs"]
+mod calls;
 #[path = "words/fresh_home.rs"]
 mod fresh_home;
 #[path = "words/schemas.rs"]
