@@ -461,15 +461,20 @@ async fn serve(
     // Report once every server's first attempt is done, without holding up the HTTP door.
     let reporter = {
         let hub = hub.clone();
-        let servers = config.mcp_servers.len();
+        let engine = engine.clone();
+        let exposed = config.expose.tools;
         tokio::spawn(async move {
             hub.wait_settled().await;
-            eprint!("{}", output::servers_table(&hub.servers()));
-            eprintln!(
-                "portico: ready; {} tool(s) from {} server(s). Ctrl-C to stop.",
-                hub.catalog().tools().len(),
-                servers
-            );
+            let servers = hub.servers();
+            eprint!("{}", output::servers_table(&servers));
+            // The catalog a client gets, so the count is what `portico tools` lists.
+            let listed = portico_daemon::tool_catalog(
+                &engine,
+                &portico_pipeline::Principal::client("cli"),
+                exposed,
+            )
+            .await;
+            eprintln!("{}", output::ready_line(&listed, &servers));
         })
     };
     let served =

@@ -58,6 +58,39 @@ fn state_cell(s: &ServerStatus) -> String {
     }
 }
 
+/// The daemon's ready line: the tools a client gets (built-in and agent tools among them), the
+/// servers connected of those configured, and which are not, in what state.
+pub fn ready_line(listed: &Value, servers: &[ServerStatus]) -> String {
+    let tools = listed["tools"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let from_servers = tools.iter().filter(|t| t["server"].is_string()).count();
+    let enabled: Vec<&ServerStatus> = servers
+        .iter()
+        .filter(|s| s.state != ServerState::Disabled)
+        .collect();
+    let connected = enabled
+        .iter()
+        .filter(|s| s.state == ServerState::Ready)
+        .count();
+    let down: Vec<String> = enabled
+        .iter()
+        .filter(|s| !matches!(s.state, ServerState::Ready | ServerState::Idle))
+        .map(|s| format!("`{}` {}", s.name, state_cell(s)))
+        .collect();
+    let down = match down.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; not connected: {} (`portico servers` says why)",
+            down.join(", ")
+        ),
+    };
+    format!(
+        "portico: ready; {} tool(s): {} built-in or agent, {from_servers} from {connected} of {} server(s){down}. Ctrl-C to stop.",
+        tools.len(),
+        tools.len() - from_servers,
+        enabled.len(),
+    )
+}
+
 /// What a person wants to read about a server that is not ready: its error, else while it starts
 /// the last line it wrote to stderr (a package runner's download progress).
 fn last_words(s: &ServerStatus) -> Option<String> {

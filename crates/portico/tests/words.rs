@@ -12,5 +12,7 @@ mod client;
 mod calls;
 #[path = "words/fresh_home.rs"]
 mod fresh_home;
+#[path = "words/ready.rs"]
+mod ready;
 #[path = "words/schemas.rs"]
 mod schemas;
