@@ -39,8 +39,18 @@ pub(crate) fn create_dir(dir: &Path, store: &Path) -> Result<(), StoreError> {
 
 /// Logs when other users may list or enter `dir`; returns the mode seen.
 pub(crate) fn warn_if_open(dir: &Path) -> Option<u32> {
+    // Said once per process and directory: a command that opens the store twice says it once.
+    static WARNED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mode = std::fs::metadata(dir).ok()?.permissions().mode() & 0o777;
-    if mode & OPEN_TO_OTHERS != 0 {
+    let first = || {
+        let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+        let first = !warned.iter().any(|d| d == dir);
+        if first {
+            warned.push(dir.to_path_buf());
+        }
+        first
+    };
+    if mode & OPEN_TO_OTHERS != 0 && first() {
         tracing::warn!(
             "the data directory {} is open to other users (mode {mode:03o}); Portico's files in it are owner-only, but other users can see their names and anything else kept there: run `chmod 700 {}`",
             dir.display(),

@@ -156,11 +156,13 @@ pub fn warn_unready(servers: &[ServerStatus]) {
             s.state,
             ServerState::Ready | ServerState::Disabled | ServerState::Idle
         ) {
+            let words = last_words(s).unwrap_or_else(|| "no error recorded".into());
+            let own = format!("server `{}`: ", s.name);
             eprintln!(
                 "warning: server `{}` is {}: {}",
                 s.name,
                 state_cell(s),
-                printable(last_words(s).as_deref().unwrap_or("no error recorded"))
+                printable(words.strip_prefix(&own).unwrap_or(&words))
             );
         }
     }

@@ -12,6 +12,8 @@ mod client;
 mod calls;
 #[path = "words/fresh_home.rs"]
 mod fresh_home;
+#[path = "words/logging.rs"]
+mod logging;
 #[path = "words/ready.rs"]
 mod ready;
 #[path = "words/schemas.rs"]
