@@ -464,6 +464,7 @@ pub async fn serve_with_server(
     if let Some(live) = &door.live {
         live.publish(info_file.clone(), info.clone());
     }
+    portico_pipeline::set_approval_base_url(&format!("http://{bound}"));
     on_bound(bound);
     if config.a2a.enabled {
         portico_a2a::recover_interrupted(&engine).await;

@@ -8,6 +8,8 @@ mod support;
 #[path = "doors/client.rs"]
 mod client;
 
+#[path = "words/approval.rs"]
+mod approval;
 #[path = "words/calls.rs"]
 mod calls;
 #[path = "words/fresh_home.rs"]
