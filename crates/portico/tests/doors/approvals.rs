@@ -630,7 +630,7 @@ async fn through_portico_mcp_the_client_is_not_asked_and_approves_out_of_band() 
 }
 
 /// `[policy] approval_wait_secs` over the wire: the SDK's call waits, asking for progress; its
-/// progress callback hears `waiting for approval at /approvals/<id>`; an approval through the API
+/// progress callback hears `waiting for approval at http://ADDR/approvals/<id>`; an approval through the API
 /// lets the same call run once and answer, without a retry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_call_reports_progress_and_runs_once_when_approved_over_mcp() {
