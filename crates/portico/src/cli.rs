@@ -422,6 +422,15 @@ async fn serve(
     explicit: Option<&std::path::Path>,
     listen: Option<String>,
 ) -> anyhow::Result<ExitCode> {
+    // One daemon per data dir: a second would share its store and replace its info file. Found as
+    // `doctor` and the other commands find it (the info file, and the daemon's proof it is it).
+    if let Some(running) = crate::daemon_client::Daemon::running().await {
+        bail!(
+            "Portico is already running (pid {}) on {}; stop it first (or give this one its own PORTICO_HOME)",
+            running.info.pid,
+            running.base
+        );
+    }
     let signals = crate::serve_signals::ServeSignals::install()?;
     let shutdown = signals.stopped();
     let (mut config, source) = portico_config::load(explicit)?;
@@ -459,11 +468,16 @@ async fn serve(
     }
 
     // Report once every server's first attempt is done, without holding up the HTTP door.
+    let (bound, listening) = tokio::sync::oneshot::channel::<()>();
     let reporter = {
         let hub = hub.clone();
         let engine = engine.clone();
         let exposed = config.expose.tools;
         tokio::spawn(async move {
+            // Ready only once the door listens: a door that cannot listen says so instead.
+            if listening.await.is_err() {
+                return;
+            }
             hub.wait_settled().await;
             let servers = hub.servers();
             eprint!("{}", output::servers_table(&servers));
@@ -479,11 +493,15 @@ async fn serve(
     };
     let served =
         portico_daemon::serve(engine.clone(), &config, door, info_file, shutdown, |addr| {
-            eprintln!("portico: listening on http://{addr} (MCP at /mcp)")
+            eprintln!("portico: listening on http://{addr} (MCP at /mcp)");
+            let _ = bound.send(());
         })
         .await;
     reporter.abort();
-    eprintln!("portico: shutting down");
+    // A door that never listened has nothing to shut down in the user's eyes: its error says it.
+    if served.is_ok() {
+        eprintln!("portico: shutting down");
+    }
     // Children get their grace periods (bounded, so a wedged server cannot hold the exit forever);
     // every audit record is written before exit.
     engine.shutdown().await;

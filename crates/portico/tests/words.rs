@@ -20,3 +20,5 @@ mod logging;
 mod ready;
 #[path = "words/schemas.rs"]
 mod schemas;
+#[path = "words/serve.rs"]
+mod serve;
