@@ -106,6 +106,20 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
     let Some(daemon) = Daemon::running().await else {
         return Ok(None);
     };
+    if let Some(explicit) = cli.config.as_deref()
+        && let Some(theirs) = daemon_config_source(&daemon).await
+        && !same_config(&theirs, &ConfigSource::File(explicit.to_path_buf()))
+    {
+        // An explicit --config means that file: the daemon's answers would be another file's.
+        if !quiet() {
+            eprintln!(
+                "note: {} runs config {theirs}; --config {} is another file, so this runs in this process on it",
+                daemon.describe(),
+                explicit.display()
+            );
+        }
+        return Ok(None);
+    }
     tracing::info!("asking {}", daemon.describe());
     warn_other_config(&daemon, cli.config.as_deref()).await;
     let code = match &cli.command {
@@ -163,16 +177,21 @@ async fn warn_other_config(daemon: &Daemon, explicit: Option<&std::path::Path>) 
 /// Which config the daemon says it runs: `daemon.json`'s `config.source`, else `/api/health`'s
 /// `config.file`; `None` from a daemon that says neither.
 pub(crate) async fn daemon_config_source(daemon: &Daemon) -> Option<String> {
-    let file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
-    let published = std::fs::read(file.path())
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-        .and_then(|info| info["config"]["source"].as_str().map(str::to_string));
+    let published = published_config_source();
     if published.is_some() {
         return published;
     }
     let health = daemon.get("/api/health", None).await.ok()?;
     health["config"]["file"].as_str().map(str::to_string)
+}
+
+/// The config the daemon's info file says it runs (`daemon.json`'s `config.source`).
+pub(crate) fn published_config_source() -> Option<String> {
+    let file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
+    std::fs::read(file.path())
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|info| info["config"]["source"].as_str().map(str::to_string))
 }
 
 /// Whether the daemon's config (as it names it) is the file `ours` would read.

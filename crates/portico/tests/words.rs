@@ -16,6 +16,8 @@ mod calls;
 mod fresh_home;
 #[path = "words/logging.rs"]
 mod logging;
+#[path = "words/other_config.rs"]
+mod other_config;
 #[path = "words/ready.rs"]
 mod ready;
 #[path = "words/schemas.rs"]

@@ -406,12 +406,30 @@ fn a_daemon_running_another_config_is_said_in_one_line() {
     info["config"]["source"] = json!("/elsewhere/config.toml");
     std::fs::write(home.info_file(), serde_json::to_vec(&info).unwrap()).unwrap();
     let ours = home.config().display().to_string();
+    // The file found without --config (here PORTICO_CONFIG): the daemon's view, said so.
+    let output = Command::new(env!("CARGO_BIN_EXE_portico"))
+        .args(["servers", "--json"])
+        .env("PORTICO_HOME", home.dir.path())
+        .env("PORTICO_CONFIG", home.config())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "note: the daemon (pid {}, {}) runs config /elsewhere/config.toml, not {ours}; showing the daemon's view (--standalone reads {ours})\n",
+            daemon.child.id(),
+            daemon.base
+        )
+    );
+    // An explicit --config naming another file: that file, in this process.
     let (code, _, stderr) = run(&home, &["servers", "--json"]);
     assert_eq!(code, 0);
     assert_eq!(
         stderr,
         format!(
-            "note: the daemon (pid {}, {}) runs config /elsewhere/config.toml, not {ours}; showing the daemon's view (--standalone reads {ours})\n",
+            "note: the daemon (pid {}, {}) runs config /elsewhere/config.toml; --config {ours} is another file, so this runs in this process on it\n",
             daemon.child.id(),
             daemon.base
         )
