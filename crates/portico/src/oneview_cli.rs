@@ -78,10 +78,11 @@ pub enum ConversationsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show one conversation's messages in order.
+    /// Show one conversation's messages in order. Without an id: the most recent conversations,
+    /// to pick one from.
     Show {
         /// The conversation's id, as the list shows it (c_...).
-        id: String,
+        id: Option<String>,
         /// Print {"conversation": ..., "messages": [...]}.
         #[arg(long)]
         json: bool,
@@ -392,7 +393,13 @@ async fn conversations_daemon(
                 .await?;
             print_conversations(&listed, *json)
         }
-        ConversationsCommand::Show { id, json } => {
+        ConversationsCommand::Show { id: None, .. } => {
+            let listed = daemon
+                .get(&format!("/api/conversations?limit={PICK_FROM}"), None)
+                .await?;
+            pick_one(&listed)
+        }
+        ConversationsCommand::Show { id: Some(id), json } => {
             let id = checked_conversation_id(id)?;
             let shown = daemon
                 .get(&format!("/api/conversations/{id}"), None)
@@ -458,7 +465,11 @@ pub fn conversations_standalone(command: &ConversationsCommand) -> anyhow::Resul
             let listed = portico_daemon::conversation_list(page, *limit, &caller);
             print_conversations(&listed, *json)
         }
-        ConversationsCommand::Show { id, json } => {
+        ConversationsCommand::Show { id: None, .. } => {
+            let page = store.conversation_page(None, None, PICK_FROM)?;
+            pick_one(&portico_daemon::conversation_list(page, PICK_FROM, &caller))
+        }
+        ConversationsCommand::Show { id: Some(id), json } => {
             let id = checked_conversation_id(id)?;
             let found = store
                 .conversation(id)?
@@ -473,6 +484,29 @@ pub fn conversations_standalone(command: &ConversationsCommand) -> anyhow::Resul
             )
         }
     }
+}
+
+/// How many recent conversations `conversations show` without an id offers.
+const PICK_FROM: usize = 10;
+
+/// `conversations show` without an id: the most recent ones, and how to show one (exit 2: the
+/// command did not show a conversation).
+fn pick_one(listed: &Value) -> anyhow::Result<ExitCode> {
+    let first = listed["conversations"][0]["id"].as_str().map(str::to_owned);
+    let Some(first) = first else {
+        eprintln!("no conversations yet; `portico chat AGENT` starts one");
+        return Ok(ExitCode::from(2));
+    };
+    let mut recent = listed.clone();
+    recent["next_cursor"] = Value::Null;
+    print_now(format!(
+        "recent conversations (`portico conversations list` lists them all):\n{}",
+        conversations_table(&recent)
+    ))?;
+    eprintln!(
+        "which one? give its id, e.g. `portico conversations show {first}` (the most recent)"
+    );
+    Ok(ExitCode::from(2))
 }
 
 fn print_conversations(listed: &Value, json: bool) -> anyhow::Result<ExitCode> {

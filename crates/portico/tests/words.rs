@@ -8,6 +8,8 @@ mod support;
 #[path = "doors/client.rs"]
 mod client;
 
+#[path = "words/agents_by_name.rs"]
+mod agents_by_name;
 #[path = "words/approval.rs"]
 mod approval;
 #[path = "words/calls.rs"]
