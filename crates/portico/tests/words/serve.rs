@@ -28,7 +28,9 @@ fn serve_on_a_taken_port_says_so_once_and_never_says_ready() {
 fn a_second_serve_says_portico_is_already_running_and_where() {
     let home = Home::new("[server]\nlisten = \"127.0.0.1:0\"\n");
     let mut daemon = Daemon::start(&home);
-    let (code, stdout, stderr) = home.run(&["serve"], &[]);
+    // On the same address: without the check, it would fail to listen rather than run forever.
+    let addr = daemon.base.trim_start_matches("http://").to_string();
+    let (code, stdout, stderr) = home.run(&["serve", "--listen", &addr], &[]);
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert_eq!(
         stderr,
