@@ -275,6 +275,11 @@ async fn send(
                     false => crate::daemon_client::Daemon::running().await,
                 };
                 let Some(daemon) = daemon else {
+                    if task.is_some() {
+                        bail!(
+                            "--task continues an A2A task, and tasks are kept by the daemon; with no daemon running `{agent}` runs in this process, where --context ID continues its conversation instead"
+                        );
+                    }
                     return send_in_process(explicit, agent, message, context, json).await;
                 };
                 let at_daemon = local_agent_at(&daemon, agent);
