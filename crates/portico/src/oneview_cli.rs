@@ -490,12 +490,12 @@ pub fn conversations_standalone(command: &ConversationsCommand) -> anyhow::Resul
 const PICK_FROM: usize = 10;
 
 /// `conversations show` without an id: the most recent ones, and how to show one (exit 2: the
-/// command did not show a conversation).
+/// command did not show a conversation; 0 when there is none to show).
 fn pick_one(listed: &Value) -> anyhow::Result<ExitCode> {
     let first = listed["conversations"][0]["id"].as_str().map(str::to_owned);
     let Some(first) = first else {
         eprintln!("no conversations yet; `portico chat AGENT` starts one");
-        return Ok(ExitCode::from(2));
+        return Ok(ExitCode::SUCCESS);
     };
     let mut recent = listed.clone();
     recent["next_cursor"] = Value::Null;

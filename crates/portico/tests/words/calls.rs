@@ -41,6 +41,23 @@ fn a_call_says_portico_refused_the_arguments_or_that_the_server_is_down() {
     assert_refused_arguments(code, &stdout, &stderr);
     let (code, _, stderr) = home.run(&["call", "mcp_dead_anything", "--standalone"], &[]);
     assert_server_down(code, &stderr);
+    // A field the tool does not take is named, with the ones it takes.
+    let (code, stdout, stderr) = home.run(
+        &[
+            "call",
+            "system_time",
+            "--args",
+            r#"{"x": 1}"#,
+            "--standalone",
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(
+        stdout,
+        "error: Portico refused the arguments: they do not match the tool's inputSchema, so `system_time` did not run\n\
+         invalid arguments for `system_time`: unexpected field `x`; the tool takes no arguments\n"
+    );
 
     let mut daemon = Daemon::start(&home);
     daemon.wait_for_line_containing("cannot start `/nonexistent/portico-test-server`");
