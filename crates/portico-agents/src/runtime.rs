@@ -801,7 +801,7 @@ impl AgentTools {
                 },
                 "required": ["message"]
             },
-            "outputSchema": serde_json::to_value(schemars::schema_for!(AgentReply)).unwrap_or(Value::Null),
+            "outputSchema": portico_pipeline::standard_schema_for::<AgentReply>(),
         });
         ToolEntry {
             name: agent.tool_name.clone(),

@@ -91,7 +91,18 @@ pub(crate) struct Workspace {
 impl Workspace {
     /// Creates the directory if needed and resolves it once.
     pub(crate) fn open(path: &Path, protected: &[PathBuf]) -> Result<Workspace, BuiltinError> {
-        std::fs::create_dir_all(path).map_err(|source| BuiltinError::CreateWorkspace {
+        // Owner-only, parents included: by default it is in Portico's data dir, which may not
+        // exist yet, and the files agents write there are theirs alone.
+        let created = if path.is_dir() {
+            Ok(())
+        } else {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+        };
+        created.map_err(|source| BuiltinError::CreateWorkspace {
             path: path.to_path_buf(),
             source,
         })?;

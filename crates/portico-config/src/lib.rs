@@ -56,7 +56,7 @@ pub use model::{
     SecretStoreChoice, SecretsSection, ServerSection, StoreSection, TelemetrySection,
     ToolPolicyConfig, ToolSearchMode, Transport, replica_name_problem,
 };
-pub use private_file::write_private_file;
+pub use private_file::{create_private_dir_all, write_private_file};
 pub use server_oauth::{
     MAX_OAUTH_LEEWAY_SECS, SERVER_OAUTH_ALGORITHMS, ServerOAuthConfig, is_scope_token,
     oauth_audience_problem, oauth_fetch_url_problem,

@@ -1,9 +1,22 @@
 //! Files in the data dir that only their owner may read (credentials, secrets), replaced whole.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Creates `dir` and its missing parents owner-only (0700), as the XDG base directory spec asks of
+/// a data dir: Portico's dirs hold secrets, tokens and conversations, so no other local user may list
+/// or enter them, from the moment they exist. A directory that exists is left as its owner made it.
+pub fn create_private_dir_all(dir: &Path) -> std::io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
 
 /// Replaces `path` with `bytes`: written to a new file beside it (0600 from the start, created new,
 /// so nothing planted at its name is followed), synced, renamed over the old one, and the directory
@@ -15,7 +28,7 @@ pub fn write_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    std::fs::create_dir_all(dir)?;
+    create_private_dir_all(dir)?;
     let mut temp_name = path.file_name().unwrap_or_default().to_os_string();
     temp_name.push(format!(
         ".{}.{}.tmp",
@@ -59,5 +72,10 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["secrets.json"]);
+        let mode = std::fs::metadata(path.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
     }
 }

@@ -100,13 +100,11 @@ pub enum DaemonError {
     Client { client: String, problem: String },
     #[error(transparent)]
     OAuth(#[from] OAuthConfigError),
-    #[error(
-        "cannot listen on {addr}: {source} (is another Portico or program using the port? change [server] listen)"
-    )]
+    /// The OS's error is in the message, not a source: a chain would print it twice.
+    #[error("cannot listen on {addr}: {}", bind_words(.error))]
     Bind {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("cannot write the daemon info file {path}: {source}")]
     InfoFile {
@@ -432,6 +430,16 @@ pub async fn serve(
 }
 
 /// [`serve`] with a server the caller built, for embedders that register host tools on it.
+/// Why the door's address cannot be listened on, and what to do.
+fn bind_words(error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::AddrInUse => "another program (or another Portico) is listening there; stop it, or set another address in [server] listen (or `portico serve --listen`)".into(),
+        std::io::ErrorKind::AddrNotAvailable => format!("{error}: the address is not one of this machine's; set another in [server] listen"),
+        std::io::ErrorKind::PermissionDenied => format!("{error}: ports below 1024 need privileges; set a higher port in [server] listen"),
+        _ => format!("{error}; set another address in [server] listen"),
+    }
+}
+
 pub async fn serve_with_server(
     engine: Engine,
     config: &Config,
@@ -443,9 +451,9 @@ pub async fn serve_with_server(
 ) -> Result<(), DaemonError> {
     let listener = tokio::net::TcpListener::bind(door.listen)
         .await
-        .map_err(|source| DaemonError::Bind {
+        .map_err(|error| DaemonError::Bind {
             addr: door.listen,
-            source,
+            error,
         })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     let door = door.with_listen(bound);
@@ -466,6 +474,7 @@ pub async fn serve_with_server(
     if let Some(live) = &door.live {
         live.publish(info_file.clone(), info.clone());
     }
+    portico_pipeline::set_approval_base_url(&format!("http://{bound}"));
     on_bound(bound);
     if config.a2a.enabled {
         portico_a2a::recover_interrupted(&engine).await;

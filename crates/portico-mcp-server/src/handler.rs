@@ -695,8 +695,20 @@ fn from_object<T: DeserializeOwned>(what: &str, object: JsonObject) -> Result<T,
     })
 }
 
+/// The JSON-RPC error a request is answered with, logged in words (rmcp's own line for it, in Rust
+/// debug form, is kept out of the log; see the binary's log filters).
 fn backend_error(error: BackendError) -> McpError {
-    match &error {
+    let answered = backend_error_data(&error);
+    tracing::info!(
+        "answered a request with error {}: {}",
+        answered.code.0,
+        answered.message
+    );
+    answered
+}
+
+fn backend_error_data(error: &BackendError) -> McpError {
+    match error {
         // A passed-through upstream's error, exactly as it sent it.
         BackendError::Pipeline(portico_pipeline::PipelineError::Source(
             portico_core::CallError::Protocol(answered),

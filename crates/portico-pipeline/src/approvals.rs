@@ -457,13 +457,13 @@ impl Approvals {
             let record = requested.record();
             let question = format!(
                 "Approve this call of `{tool}` by {}{}?\nArguments: {}\nWhy it needs approval: {}\n\
-                 (approval request {id}, also at {} on the daemon)",
+                 (approval request {id}, also at {})",
                 binding.principal,
                 on_behalf(&binding),
                 // Escaped as the page and the CLI show them: nothing in them is invisible.
                 crate::escape_invisible(&record.arguments),
                 hold.reason,
-                approval_path(&id)
+                approval_link(&id)
             );
             match caller.confirm(question).await {
                 Ok(confirmation) => {
@@ -526,7 +526,7 @@ impl Approvals {
             .unwrap_or_else(|| started + MAX_APPROVAL_WAIT);
         let mut answers = self.inner.answers.subscribe();
         let progress = progress_messages(context);
-        let notice = format!("waiting for approval at {}", approval_path(&id));
+        let notice = format!("waiting for approval at {}", approval_link(&id));
         let mut next_notice = tokio::time::Instant::now();
         let outcome = loop {
             let record = store.approval(&id).map_err(failed)?;
@@ -614,6 +614,29 @@ fn on_behalf(binding: &ApprovalBinding) -> String {
 /// Where the daemon shows a request: `/approvals/{id}`.
 pub fn approval_path(id: &str) -> String {
     format!("/approvals/{id}")
+}
+
+/// The daemon's own address (`http://127.0.0.1:4200`) once its door listens: one per process.
+static APPROVAL_BASE_URL: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+/// Makes the messages that point at an approval page name it in full, at `base_url` (the
+/// daemon's `scheme://addr`), so a person can open it from wherever the message is shown.
+pub fn set_approval_base_url(base_url: &str) {
+    *APPROVAL_BASE_URL.write().unwrap_or_else(|e| e.into_inner()) =
+        Some(base_url.trim_end_matches('/').to_string());
+}
+
+/// Where a person opens a request: the page's full URL on the daemon once its door listens, else
+/// (no door in this process) its path on the daemon.
+pub fn approval_link(id: &str) -> String {
+    let base = APPROVAL_BASE_URL
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    match base {
+        Some(base) => format!("{base}{}", approval_path(id)),
+        None => format!("{} on the daemon", approval_path(id)),
+    }
 }
 
 /// The refusal of a retry while a denial of the same call stands.

@@ -38,13 +38,13 @@ use portico_core::{context, source};
 
 pub use approvals::{
     ApprovalChannel, ApprovalError, ApprovalObserver, ApprovalSettings, ApprovalVia, Approvals,
-    DEFAULT_APPROVAL_TTL, KEEP_DECIDED, MAX_APPROVAL_TTL, MAX_APPROVAL_WAIT, approval_path,
-    outcome as approval_outcome,
+    DEFAULT_APPROVAL_TTL, KEEP_DECIDED, MAX_APPROVAL_TTL, MAX_APPROVAL_WAIT, approval_link,
+    approval_path, outcome as approval_outcome, set_approval_base_url,
 };
 pub use arguments_text::{arguments_text, escape_invisible};
 pub use audit::{AuditKey, AuditSink, arguments_digest};
 pub use credential::credential_identity;
-pub use local::{LocalTool, LocalTools, ToolFailure};
+pub use local::{LocalTool, LocalTools, ToolFailure, standard_schema_for};
 pub use pins::{
     FieldChange, PIN_POLICY, PINNED_FIELDS, ToolPins, definition_diff, definition_digest,
     outcome as pin_outcome, pinned_definition,

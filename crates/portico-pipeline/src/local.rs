@@ -189,9 +189,77 @@ impl LocalTool {
     }
 }
 
+/// The JSON Schema (draft 2020-12) of `T` in standard keywords only, as every schema Portico serves
+/// must be: schemars marks integers with formats JSON Schema does not define (`uint64`, `int32`,
+/// `double`, ...), which strict validators (Ajv, so MCP Inspector and the SDKs) warn about or refuse.
+/// Those formats become the bounds they mean (`minimum`/`maximum`, never widening one schemars or
+/// an attribute set) and are dropped.
+pub fn standard_schema_for<T: JsonSchema + ?Sized>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with_transform(schemars::transform::RecursiveTransform(standard_keywords))
+        .into_generator();
+    serde_json::to_value(generator.into_root_schema_for::<T>()).unwrap_or_else(|_| json!({}))
+}
+
+/// The formats JSON Schema 2020-12 defines; any other is dropped.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+fn standard_keywords(schema: &mut schemars::Schema) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let Some(format) = object
+        .get("format")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return;
+    };
+    if STANDARD_FORMATS.contains(&format.as_str()) {
+        return;
+    }
+    let (minimum, maximum): (Option<Value>, Option<Value>) = match format.as_str() {
+        "uint8" => (Some(0.into()), Some(u8::MAX.into())),
+        "uint16" => (Some(0.into()), Some(u16::MAX.into())),
+        "uint32" => (Some(0.into()), Some(u32::MAX.into())),
+        "uint64" | "uint128" | "uint" => (Some(0.into()), None),
+        "int8" => (Some(i8::MIN.into()), Some(i8::MAX.into())),
+        "int16" => (Some(i16::MIN.into()), Some(i16::MAX.into())),
+        "int32" => (Some(i32::MIN.into()), Some(i32::MAX.into())),
+        _ => (None, None),
+    };
+    object.remove("format");
+    if let Some(minimum) = minimum {
+        object.entry("minimum").or_insert(minimum);
+    }
+    if let Some(maximum) = maximum {
+        object.entry("maximum").or_insert(maximum);
+    }
+}
+
 /// MCP requires object schemas for tools; a non-object type is wrapped so the schema is still valid.
 fn object_schema<T: JsonSchema>() -> Value {
-    let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({}));
+    let schema = standard_schema_for::<T>();
     if schema.get("type") == Some(&json!("object")) {
         schema
     } else {
@@ -333,6 +401,37 @@ impl ToolSource for LocalTools {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn served_schemas_bound_integers_with_standard_keywords_not_formats() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Numbers {
+            /// Any count.
+            count: u64,
+            /// A port.
+            port: u16,
+            /// At least one.
+            #[schemars(range(min = 1))]
+            limit: u32,
+            /// Signed.
+            offset: i32,
+            /// A ratio.
+            ratio: f64,
+        }
+        let schema = standard_schema_for::<Numbers>();
+        let properties = &schema["properties"];
+        assert_eq!(
+            properties["count"],
+            json!({"type": "integer", "minimum": 0, "description": "Any count."})
+        );
+        assert_eq!(properties["port"]["minimum"], 0);
+        assert_eq!(properties["port"]["maximum"], 65535);
+        assert_eq!(properties["limit"]["minimum"], 1);
+        assert_eq!(properties["limit"]["maximum"], u32::MAX);
+        assert_eq!(properties["offset"]["minimum"], i32::MIN);
+        assert!(!schema.to_string().contains("\"format\""), "{schema}");
+    }
 
     #[derive(serde::Deserialize, JsonSchema)]
     struct Add {

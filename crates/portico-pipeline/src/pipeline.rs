@@ -249,9 +249,9 @@ impl PipelineError {
 fn how_to_approve(request_id: Option<&str>) -> String {
     match request_id {
         Some(id) => format!(
-            "; approve it with `portico approvals approve {id}` or open {} on the daemon, then \
-             retry the same call",
-            crate::approvals::approval_path(id)
+            "; approve it with `portico approvals approve {id}` or open {}, then retry the same \
+             call",
+            crate::approvals::approval_link(id)
         ),
         None => String::new(),
     }

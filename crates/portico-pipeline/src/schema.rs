@@ -43,7 +43,17 @@ impl SchemaCache {
             .take(MAX_REPORTED)
             .map(|error| {
                 let at = error.instance_path().to_string();
-                if at.is_empty() {
+                // `additionalProperties: false` is reported as "False schema does not allow 1",
+                // at the object rather than the field: name the fields, and the ones it takes.
+                if at.is_empty()
+                    && matches!(
+                        error.kind(),
+                        jsonschema::error::ValidationErrorKind::FalseSchema
+                    )
+                    && let Some(unexpected) = unexpected_fields(schema, value)
+                {
+                    unexpected
+                } else if at.is_empty() {
                     error.to_string()
                 } else {
                     format!("{at}: {error}")
@@ -91,6 +101,41 @@ fn compile(schema: &Value) -> Compiled {
         .map_err(|e| e.to_string())
 }
 
+/// The top-level fields of `value` that `schema` (with `additionalProperties: false`) does not
+/// list, said with the ones it does.
+fn unexpected_fields(schema: &Value, value: &Value) -> Option<String> {
+    if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return None;
+    }
+    let known: Vec<&String> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().collect())
+        .unwrap_or_default();
+    let extra: Vec<String> = value
+        .as_object()?
+        .keys()
+        .filter(|k| !known.contains(k))
+        .map(|k| format!("`{k}`"))
+        .collect();
+    if extra.is_empty() {
+        return None;
+    }
+    let takes = match known.is_empty() {
+        true => "no arguments".to_string(),
+        false => known
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    Some(format!(
+        "unexpected field{} {}; the tool takes {takes}",
+        if extra.len() == 1 { "" } else { "s" },
+        extra.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +162,27 @@ mod tests {
             missing.contains("\"n\" is a required property"),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn an_unexpected_field_is_named_with_the_ones_the_tool_takes() {
+        let cache = SchemaCache::default();
+        let none = json!({"type": "object", "additionalProperties": false});
+        let error = cache
+            .check("t", "inputSchema", 0, &none, &json!({"x": 1}))
+            .unwrap_err();
+        assert_eq!(error, "unexpected field `x`; the tool takes no arguments");
+        let some = json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {}}, "additionalProperties": false});
+        let error = cache
+            .check(
+                "t",
+                "inputSchema",
+                0,
+                &some,
+                &json!({"a": "v", "x": 1, "y": 2}),
+            )
+            .unwrap_err();
+        assert_eq!(error, "unexpected fields `x`, `y`; the tool takes `a`, `b`");
     }
 
     #[test]

@@ -112,8 +112,7 @@ impl ToolPolicies {
     /// Puts `policy` in front of `tool` (replacing an earlier one for the same name).
     pub fn with<P: ToolPolicy>(mut self, tool: impl Into<String>, policy: P) -> Self {
         let policy = Arc::new(policy);
-        let schema =
-            serde_json::to_value(schemars::schema_for!(P::Failure)).unwrap_or(Value::Bool(false));
+        let schema = crate::standard_schema_for::<P::Failure>();
         let run: Run = Box::new(move |call| {
             let policy = policy.clone();
             Box::pin(async move {

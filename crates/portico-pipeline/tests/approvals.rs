@@ -535,7 +535,7 @@ async fn a_waiting_call_tells_its_client_where_to_approve_it_before_it_answers()
     assert_eq!(
         *client.0.lock().unwrap(),
         vec![object(
-            json!({"progress": 1, "message": format!("waiting for approval at /approvals/{id}")})
+            json!({"progress": 1, "message": format!("waiting for approval at /approvals/{id} on the daemon")})
         )]
     );
 }

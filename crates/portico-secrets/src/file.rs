@@ -184,7 +184,7 @@ impl SecretsFile {
     /// `secrets.json.lock`, opened (0600) and locked exclusively; unlocked when dropped.
     fn lock(&self) -> Result<std::fs::File, SecretError> {
         let dir = self.dir();
-        std::fs::create_dir_all(&dir).map_err(|e| self.write_error(e))?;
+        portico_config::create_private_dir_all(&dir).map_err(|e| self.write_error(e))?;
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -20,7 +20,12 @@ pub(crate) fn create_dir(dir: &Path, store: &Path) -> Result<(), StoreError> {
         source,
     };
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(create_error)?;
+        // Missing parents too (the data dir itself, when the store is in a subdirectory of it).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(create_error)?;
     }
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => Ok(()),
@@ -34,8 +39,18 @@ pub(crate) fn create_dir(dir: &Path, store: &Path) -> Result<(), StoreError> {
 
 /// Logs when other users may list or enter `dir`; returns the mode seen.
 pub(crate) fn warn_if_open(dir: &Path) -> Option<u32> {
+    // Said once per process and directory: a command that opens the store twice says it once.
+    static WARNED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mode = std::fs::metadata(dir).ok()?.permissions().mode() & 0o777;
-    if mode & OPEN_TO_OTHERS != 0 {
+    let first = || {
+        let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+        let first = !warned.iter().any(|d| d == dir);
+        if first {
+            warned.push(dir.to_path_buf());
+        }
+        first
+    };
+    if mode & OPEN_TO_OTHERS != 0 && first() {
         tracing::warn!(
             "the data directory {} is open to other users (mode {mode:03o}); Portico's files in it are owner-only, but other users can see their names and anything else kept there: run `chmod 700 {}`",
             dir.display(),

@@ -14,6 +14,7 @@ use clap::Subcommand;
 use portico_a2a_client::{
     A2aClient, A2aEvent, AgentCard, ClientOptions, SendRequest, remote_tool_name,
 };
+use portico_config::ExternalAgentConfig;
 use serde_json::json;
 
 /// How long `send` to a URL waits for the task (a configured agent uses its `timeout_secs`).
@@ -34,7 +35,8 @@ pub enum A2aCommand {
     /// Send a message to an agent and follow the task to its answer: status lines on stderr, the
     /// answer on stdout as it streams, then the final state and the task id (on stderr).
     Send {
-        /// A configured [[a2a.external_agents]] name, or the agent's URL.
+        /// A configured agent's name (an [[agents]] entry: at the running daemon, else run in this
+        /// process; or an [[a2a.external_agents]] entry), or the agent's URL.
         agent: String,
         /// The message's text.
         message: String,
@@ -47,6 +49,9 @@ pub enum A2aCommand {
         /// Print the outcome (state, task_id, context_id, text, task) as JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// With a configured agent's name: run it in this process even when a daemon runs.
+        #[command(flatten)]
+        standalone: crate::cli::Standalone,
     },
 }
 
@@ -68,8 +73,99 @@ pub async fn run(explicit: Option<&Path>, command: A2aCommand) -> anyhow::Result
             task,
             context,
             json,
-        } => send(explicit, &agent, message, task, context, json).await,
+            standalone,
+        } => {
+            send(
+                explicit,
+                standalone.standalone,
+                &agent,
+                message,
+                task,
+                context,
+                json,
+            )
+            .await
+        }
     }
+}
+
+/// The daemon's A2A endpoint for its agent `agent` (`/a2a/{agent}`), reached as the CLI reaches
+/// the daemon (its client token, loopback allowed).
+fn local_agent_at(daemon: &crate::daemon_client::Daemon, agent: &str) -> ExternalAgentConfig {
+    let mut headers = std::collections::BTreeMap::new();
+    if let Some(token) = crate::daemon_client::client_token(&daemon.info) {
+        headers.insert("Authorization".to_string(), format!("Bearer {token}"));
+    }
+    ExternalAgentConfig {
+        name: agent.to_string(),
+        url: format!("{}/a2a/{agent}", daemon.base),
+        headers,
+        timeout_secs: URL_TIMEOUT.as_secs(),
+        allow_private_network: true,
+    }
+}
+
+/// `portico a2a send AGENT` to one of this config's agents with no daemon running (or
+/// `--standalone`): the agent runs in this process, as `portico chat` runs it, and its answer is
+/// printed as an A2A answer would be (the conversation is the context).
+async fn send_in_process(
+    explicit: Option<&Path>,
+    agent: &str,
+    message: String,
+    context: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let engine = crate::cli::start_engine(explicit).await?;
+    let Some(found) = engine.agents().agent(agent) else {
+        engine.shutdown().await;
+        bail!("no agent named `{agent}` runs in this process");
+    };
+    let tool = found.tool_name.clone();
+    eprintln!("portico: `{agent}` (no daemon running: the agent runs in this process)");
+    let mut arguments = json!({"message": message});
+    if let Some(id) = &context {
+        arguments["conversation_id"] = serde_json::Value::String(id.clone());
+    }
+    let context = portico_pipeline::ToolContext::client("cli");
+    let called = engine
+        .pipeline()
+        .call(&tool, arguments.as_object().cloned(), &context)
+        .await;
+    engine.shutdown().await;
+    let outcome = called?;
+    let reply = outcome
+        .result
+        .structured_content
+        .clone()
+        .unwrap_or_default();
+    let text = match outcome.is_error() {
+        true => portico_pipeline::model_text(&outcome.result),
+        false => reply["reply"].as_str().unwrap_or_default().to_string(),
+    };
+    let state = if outcome.is_error() {
+        "failed"
+    } else {
+        "completed"
+    };
+    let context_id = reply["conversation_id"].as_str();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "state": state, "task_id": null, "context_id": context_id, "text": text,
+            }))?
+        );
+    } else if !text.is_empty() {
+        println!("{text}");
+    }
+    eprintln!("state: {state}");
+    if let Some(id) = context_id {
+        eprintln!("context: {id}");
+    }
+    Ok(match outcome.is_error() {
+        true => ExitCode::from(1),
+        false => ExitCode::SUCCESS,
+    })
 }
 
 /// Whether the URL's host is this machine: a loopback address, or `localhost`.
@@ -161,6 +257,7 @@ fn card_text(card: &AgentCard) -> String {
 
 async fn send(
     explicit: Option<&Path>,
+    standalone: bool,
     agent: &str,
     message: String,
     task: Option<String>,
@@ -173,24 +270,54 @@ async fn send(
     } else {
         let (config, source) = portico_config::load(explicit)?;
         let agents = &config.a2a.external_agents;
-        let Some(configured) = agents
+        let external = agents
             .iter()
-            .find(|a| a.name == agent || remote_tool_name(&a.name) == agent)
-        else {
-            let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
-            bail!(
-                "no [[a2a.external_agents]] entry named `{agent}` in {source} (configured: {}); pass the agent's URL to reach one that is not configured",
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
-            );
-        };
-        (
-            A2aClient::for_agent(configured, &|name| std::env::var(name).ok())?,
-            configured.url.clone(),
-        )
+            .find(|a| a.name == agent || remote_tool_name(&a.name) == agent);
+        let local = config.agents.iter().find(|a| a.enabled && a.name == agent);
+        match (external, local) {
+            (Some(configured), _) => (
+                A2aClient::for_agent(configured, &|name| std::env::var(name).ok())?,
+                configured.url.clone(),
+            ),
+            // One of Portico's own agents: over A2A at the running daemon, else in this process.
+            (None, Some(_)) => {
+                let daemon = match standalone {
+                    true => None,
+                    false => crate::daemon_client::Daemon::running().await,
+                };
+                let Some(daemon) = daemon else {
+                    if task.is_some() {
+                        bail!(
+                            "--task continues an A2A task, and tasks are kept by the daemon; with no daemon running `{agent}` runs in this process, where --context ID continues its conversation instead"
+                        );
+                    }
+                    return send_in_process(explicit, agent, message, context, json).await;
+                };
+                let at_daemon = local_agent_at(&daemon, agent);
+                (
+                    A2aClient::for_agent(&at_daemon, &|_| None)?,
+                    at_daemon.url.clone(),
+                )
+            }
+            (None, None) => {
+                let mut names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+                names.extend(
+                    config
+                        .agents
+                        .iter()
+                        .filter(|a| a.enabled)
+                        .map(|a| a.name.as_str()),
+                );
+                bail!(
+                    "no agent named `{agent}` in {source}, neither an [[agents]] entry nor an [[a2a.external_agents]] one (configured: {}); pass the agent's URL to reach one that is not configured",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                );
+            }
+        }
     };
     let card = client.discover(&url).await.map_err(|e| {
         if typed {

@@ -18,7 +18,7 @@ use portico_pipeline::ToolContext;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::call_terminal::{Models, TerminalCaller};
-use crate::cli::{call_arguments, engine_options_for, print_call_result};
+use crate::cli::{call_arguments, engine_options_for, print_call_result, stopped_by_portico};
 use crate::daemon_client::Daemon;
 
 /// `portico call`'s arguments.
@@ -97,9 +97,19 @@ pub async fn standalone(explicit: Option<&Path>, args: &CallArgs) -> anyhow::Res
     caller.hang_up();
     caller.screen().clear();
     let answered = match called {
-        Some(called) => called
-            .map_err(anyhow::Error::from)
-            .and_then(|outcome| print_call_result(outcome.result, args.json)),
+        Some(Ok(outcome)) => {
+            let stopped_by =
+                stopped_by_portico(&args.tool, outcome.error.as_ref(), &outcome.result);
+            print_call_result(outcome.result, args.json, stopped_by.as_deref())
+        }
+        Some(Err(error @ portico_pipeline::PipelineError::UnknownTool { .. })) => {
+            let servers = engine.upstreams().servers();
+            match crate::output::missing_tool_message(&args.tool, &error.to_string(), &servers) {
+                Some(message) => Err(anyhow::anyhow!(message)),
+                None => Err(error.into()),
+            }
+        }
+        Some(Err(error)) => Err(error.into()),
         None => Ok(cancelled(
             &args.tool,
             started.load(std::sync::atomic::Ordering::Relaxed),
@@ -165,11 +175,27 @@ pub async fn through_daemon(
     caller.screen().clear();
     let answered = match called {
         None => Ok(cancelled(&args.tool, true)),
-        Some(Ok(result)) => print_call_result(result, args.json),
-        Some(Err(portico_mcp::UpstreamError::Remote { message, .. })) => Err(anyhow::anyhow!(
-            "{message} (answered by {})",
-            daemon.describe()
-        )),
+        Some(Ok(result)) => {
+            let stopped_by = stopped_by_portico(&args.tool, None, &result);
+            print_call_result(result, args.json, stopped_by.as_deref())
+        }
+        Some(Err(portico_mcp::UpstreamError::Remote { message, .. })) => {
+            // A tool missing from the daemon's catalog: its server may be down there.
+            let missing = match message.starts_with(&format!("no tool named `{}`", args.tool)) {
+                true => crate::oneview_cli::daemon_servers(daemon)
+                    .await
+                    .ok()
+                    .and_then(|servers| {
+                        crate::output::missing_tool_message(&args.tool, &message, &servers)
+                    }),
+                false => None,
+            };
+            let message = missing.unwrap_or(message);
+            Err(anyhow::anyhow!(
+                "{message} (answered by {})",
+                daemon.describe()
+            ))
+        }
         Some(Err(error)) => Err(anyhow::Error::new(error).context(format!(
             "calling `{}` through {}",
             args.tool,

@@ -377,7 +377,7 @@ impl Editor {
                 }
             }
             if let Some(parent) = history.parent() {
-                let _ = std::fs::create_dir_all(parent);
+                let _ = portico_config::create_private_dir_all(parent);
             }
             if let Err(error) = editor.save_history(&history) {
                 eprintln!(

@@ -313,7 +313,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stop { standalone } => crate::lifecycle_cli::stop(standalone.standalone).await,
         Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
-        Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
+        Command::A2a { command } => {
+            crate::a2a_cli::run(cli.config.as_deref(), command).await
+        }
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
         Command::Secret { command } => crate::secret_cli::run(cli.config.as_deref(), command),
         Command::Auth { command } => crate::auth_cli::run(cli.config.as_deref(), command).await,
@@ -383,20 +385,71 @@ pub(crate) fn call_arguments(args: &str) -> anyhow::Result<portico_core::JsonObj
     Ok(arguments)
 }
 
-/// Prints a call's result; exit code 1 when the tool reported a failure.
-pub(crate) fn print_call_result(result: ToolResult, json: bool) -> anyhow::Result<ExitCode> {
+/// Prints a call's result; exit code 1 when the call failed. `stopped_by` is what Portico's own
+/// checks said when they, not the tool, ended the call (see [`stopped_by_portico`]).
+pub(crate) fn print_call_result(
+    result: ToolResult,
+    json: bool,
+    stopped_by: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let is_error = result.is_error();
     print_now(if json {
         // `--json` prints the MCP form, what a client of a door would get.
         serde_json::to_string_pretty(&portico_mcp::tool_result_into_object(result))? + "\n"
     } else {
-        output::call_result(&result)
+        output::call_result(&result, stopped_by)
     })?;
     Ok(if is_error {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What to say first when Portico itself, not the tool, ended a call: `error` as the pipeline gave
+/// it (in this process), else the error result's text as a door sent it (through a daemon, where
+/// the pipeline's messages arrive as the result's text). `None` when the tool answered.
+pub(crate) fn stopped_by_portico(
+    tool: &str,
+    error: Option<&portico_pipeline::PipelineError>,
+    result: &ToolResult,
+) -> Option<String> {
+    use portico_pipeline::PipelineError as E;
+    let refused_arguments = format!(
+        "Portico refused the arguments: they do not match the tool's inputSchema, so `{tool}` did not run"
+    );
+    let not_run = format!("Portico did not run `{tool}`");
+    match error {
+        Some(E::InvalidArguments { .. }) => return Some(refused_arguments),
+        Some(
+            E::NotPermitted { .. }
+            | E::OutsideClientScope { .. }
+            | E::Refused { .. }
+            | E::ApprovalRequired { .. }
+            | E::PolicyFailed { .. }
+            | E::PolicyError { .. },
+        ) => return Some(not_run),
+        Some(_) => return Some(format!("the call to `{tool}` failed")),
+        None => {}
+    }
+    if !result.is_error() {
+        return None;
+    }
+    let text = result
+        .content
+        .first()
+        .and_then(|c| c.get("text"))
+        .and_then(|t| t.as_str())
+        .unwrap_or("");
+    if text.starts_with(&format!("invalid arguments for `{tool}`: ")) {
+        Some(refused_arguments)
+    } else if text.starts_with(&format!("call to `{tool}` refused: "))
+        || text.starts_with(&format!("call to `{tool}` requires approval"))
+    {
+        Some(not_run)
+    } else {
+        None
+    }
 }
 
 /// Writes a one-shot command's answer to stdout and flushes it, so it is out before the command stops
@@ -473,6 +526,15 @@ async fn serve(
     explicit: Option<&std::path::Path>,
     listen: Option<String>,
 ) -> anyhow::Result<ExitCode> {
+    // One daemon per data dir: a second would share its store and replace its info file. Found as
+    // `doctor` and the other commands find it (the info file, and the daemon's proof it is it).
+    if let Some(running) = crate::daemon_client::Daemon::running().await {
+        bail!(
+            "Portico is already running (pid {}) on {}; stop it first (or give this one its own PORTICO_HOME)",
+            running.info.pid,
+            running.base
+        );
+    }
     let signals = crate::serve_signals::ServeSignals::install()?;
     let shutdown = signals.stopped();
     let (mut config, source) = portico_config::load(explicit)?;
@@ -511,26 +573,40 @@ async fn serve(
     }
 
     // Report once every server's first attempt is done, without holding up the HTTP door.
+    let (bound, listening) = tokio::sync::oneshot::channel::<()>();
     let reporter = {
         let hub = hub.clone();
-        let servers = config.mcp_servers.len();
+        let engine = engine.clone();
+        let exposed = config.expose.tools;
         tokio::spawn(async move {
+            // Ready only once the door listens: a door that cannot listen says so instead.
+            if listening.await.is_err() {
+                return;
+            }
             hub.wait_settled().await;
-            eprint!("{}", output::servers_table(&hub.servers()));
-            eprintln!(
-                "portico: ready; {} tool(s) from {} server(s). Ctrl-C to stop.",
-                hub.catalog().tools().len(),
-                servers
-            );
+            let servers = hub.servers();
+            eprint!("{}", output::servers_table(&servers));
+            // The catalog a client gets, so the count is what `portico tools` lists.
+            let listed = portico_daemon::tool_catalog(
+                &engine,
+                &portico_pipeline::Principal::client("cli"),
+                exposed,
+            )
+            .await;
+            eprintln!("{}", output::ready_line(&listed, &servers));
         })
     };
     let served =
         portico_daemon::serve(engine.clone(), &config, door, info_file, shutdown, |addr| {
-            eprintln!("portico: listening on http://{addr} (MCP at /mcp)")
+            eprintln!("portico: listening on http://{addr} (MCP at /mcp)");
+            let _ = bound.send(());
         })
         .await;
     reporter.abort();
-    eprintln!("portico: shutting down");
+    // A door that never listened has nothing to shut down in the user's eyes: its error says it.
+    if served.is_ok() {
+        eprintln!("portico: shutting down");
+    }
     // Children get their grace periods (bounded, so a wedged server cannot hold the exit forever);
     // every audit record is written before exit.
     engine.shutdown().await;

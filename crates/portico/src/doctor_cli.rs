@@ -234,14 +234,16 @@ fn secrets_check(store: &portico_secrets::SecretStore) -> Check {
 }
 
 fn environment_check(source: &ConfigSource, finding: &Finding) -> Check {
-    let check = match finding.kind {
-        FindingKind::UnsetVariable { .. } => "env",
-        FindingKind::MissingCommand { .. } => "command",
+    // An unset `${VAR}` is a warning, as `config check` calls it: the server waits for the secret
+    // (marked `needs secret`) and starts once it is set; a missing command never starts.
+    let (check, status) = match finding.kind {
+        FindingKind::UnsetVariable { .. } => ("env", Status::Warn),
+        FindingKind::MissingCommand { .. } => ("command", Status::Fail),
     };
     let problem = &finding.problem;
     Check::new(
         check,
-        Status::Fail,
+        status,
         format!(
             "{check}: {source}:{}:{}: {}",
             problem.line, problem.column, problem.message
@@ -412,6 +414,14 @@ async fn server_checks(
             matches!(&f.kind, FindingKind::MissingCommand { server: name, .. } if *name == server.name)
         })
     };
+    // A server that waits only for these is reported once, by its `env` warning above.
+    let unset: Vec<String> = findings
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FindingKind::UnsetVariable { name } => Some(name.clone()),
+            FindingKind::MissingCommand { .. } => None,
+        })
+        .collect();
     let started = Instant::now();
     let running: Vec<_> = config
         .mcp_servers
@@ -419,9 +429,14 @@ async fn server_checks(
         .filter(|server| !missing(server))
         .map(|server| {
             let log = portico_mcp::ServerLog::default();
-            let task = server
-                .enabled
-                .then(|| tokio::spawn(handshake(server.clone(), vars.clone(), log.clone())));
+            let task = server.enabled.then(|| {
+                tokio::spawn(handshake(
+                    server.clone(),
+                    vars.clone(),
+                    log.clone(),
+                    unset.clone(),
+                ))
+            });
             (server.name.clone(), task, log)
         })
         .collect();
@@ -445,14 +460,18 @@ async fn server_checks(
         );
     }
     for (name, task, _) in running {
-        checks.push(match task {
-            None => Check::new("server", Status::Ok, format!("server `{name}`: disabled")),
+        checks.extend(match task {
+            None => Some(Check::new(
+                "server",
+                Status::Ok,
+                format!("server `{name}`: disabled"),
+            )),
             Some(task) => task.await.unwrap_or_else(|error| {
-                Check::new(
+                Some(Check::new(
                     "server",
                     Status::Fail,
                     format!("server `{name}`: the check itself failed: {error}"),
-                )
+                ))
             }),
         });
     }
@@ -498,11 +517,13 @@ fn show_starting(
     })
 }
 
+/// The server's check; `None` when it waits only for `unset` variables, already reported.
 async fn handshake(
     server: McpServerConfig,
     vars: portico_secrets::Vars,
     log: portico_mcp::ServerLog,
-) -> Check {
+    unset: Vec<String>,
+) -> Option<Check> {
     let started = Instant::now();
     let (events, _ignored) = tokio::sync::mpsc::unbounded_channel();
     // With the stored OAuth token, if any; doctor never opens a browser.
@@ -515,12 +536,17 @@ async fn handshake(
         Upstream::connect_logged(&server, events, StopGrace::BRIEF, auth, &vars, &log).await;
     let (upstream, exit) = match connected {
         Ok(pair) => pair,
+        Err(portico_mcp::UpstreamError::NeedsSecret { names, .. })
+            if names.iter().all(|name| unset.contains(name)) =>
+        {
+            return None;
+        }
         Err(error) => {
             let millis = elapsed_millis(started);
             // The error says what failed and, where it can, what to do.
             let mut check = Check::new("server", Status::Fail, error.to_string());
             check.millis = Some(millis);
-            return check;
+            return Some(check);
         }
     };
     let listed = upstream.list_catalog().await;
@@ -543,7 +569,7 @@ async fn handshake(
         Err(error) => Check::new("server", Status::Fail, error.to_string()),
     };
     check.millis = Some(millis);
-    check
+    Some(check)
 }
 
 fn elapsed_millis(started: Instant) -> u64 {

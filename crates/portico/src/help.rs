@@ -286,6 +286,7 @@ mod tests {
             "conversations",
             "conversations list",
             "conversations show",
+            "a2a send",
             "audit",
             "add",
             "remove",

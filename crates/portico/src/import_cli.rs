@@ -287,7 +287,8 @@ pub(crate) fn write_file(target: &Path, text: &str, exists: bool) -> anyhow::Res
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    portico_config::create_private_dir_all(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
     let file_name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -9,6 +9,10 @@ const CLIENT_GONE: &str = "failed to send pending response during drain";
 /// was sent (which of the two a disconnect logs depends on timing).
 const ANSWER_TO_CLIENT_GONE: &str = "fail to response message";
 
+/// What rmcp logs at WARN for every request answered with an error, the error in Rust debug form
+/// (`ErrorData { code: ErrorCode(-32602), ... }`); Portico logs its own answers in words instead.
+const RESPONSE_ERROR: &str = "response error";
+
 /// Keeps [`CLIENT_GONE`] and [`ANSWER_TO_CLIENT_GONE`] out of the log unless it is at debug level (`-vv`, or `PORTICO_LOG`
 /// allowing debug): an ERROR on every disconnect taught people to ignore errors.
 pub(crate) struct QuietClientGone {
@@ -34,7 +38,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for QuietClientGone {
     ) -> bool {
         let metadata = event.metadata();
         if self.show
-            || *metadata.level() != tracing::Level::ERROR
+            || *metadata.level() > tracing::Level::WARN
             || !metadata.target().starts_with("rmcp")
         {
             return true;
@@ -44,7 +48,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for QuietClientGone {
             fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
                 if field.name() == "message" {
                     let text = format!("{value:?}");
-                    self.0 = text == CLIENT_GONE || text == ANSWER_TO_CLIENT_GONE;
+                    self.0 = text == CLIENT_GONE
+                        || text == ANSWER_TO_CLIENT_GONE
+                        || text == RESPONSE_ERROR;
                 }
             }
         }
@@ -120,6 +126,7 @@ mod tests {
             tracing::error!(target: "rmcp::service", "response send task failed during drain");
             tracing::error!(target: "portico", "{CLIENT_GONE}");
             tracing::debug!(target: "rmcp::service", "{CLIENT_GONE}");
+            tracing::warn!(target: "rmcp::service", id = 2, error = "ErrorData { .. }", "{RESPONSE_ERROR}");
         });
         seen.lock().unwrap().clone()
     }
@@ -134,7 +141,7 @@ mod tests {
                 CLIENT_GONE
             ]
         );
-        assert_eq!(logged(true).len(), 5);
+        assert_eq!(logged(true).len(), 6);
     }
 
     #[test]

@@ -19,6 +19,10 @@ const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
 pub struct LogSetup {
     filter: String,
     json: bool,
+    /// A one-shot command's log: each line `warning: WORDS` (the level as a word, the message alone),
+    /// no timestamp, target or fields. Its answer is the command's output; a line here is only what
+    /// the user must act on, and reads like the command's own `warning:` and `error:` lines.
+    plain: bool,
 }
 
 /// What is wrong with the log settings in the environment: the command does not run.
@@ -61,7 +65,17 @@ impl LogSetup {
             (None, Some("json")) => true,
             (None, Some(other)) => return Err(LogSetupError::Format(other.to_string())),
         };
-        Ok(LogSetup { filter, json })
+        Ok(LogSetup {
+            filter,
+            json,
+            plain: false,
+        })
+    }
+
+    /// For a one-shot command run without `-v`: its log lines in plain words (see [`LogSetup`]).
+    pub fn plain(mut self, plain: bool) -> LogSetup {
+        self.plain = plain;
+        self
     }
 
     /// Installs the log, and the trace layer when `tracer` is given (`[telemetry]`).
@@ -70,7 +84,18 @@ impl LogSetup {
         use tracing_subscriber::util::SubscriberInitExt;
         let filter = || EnvFilter::try_new(&self.filter).unwrap_or_else(|_| EnvFilter::new("warn"));
         let client_gone = crate::log_filters::QuietClientGone::for_filter(&filter());
-        let text = (!self.json).then(|| {
+        let plain = (!self.json && self.plain).then(|| {
+            use tracing_subscriber::filter::FilterExt;
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .event_format(Plain)
+                .with_filter(
+                    filter().and(tracing_subscriber::filter::filter_fn(|metadata| {
+                        !is_connection_attempt_warning(metadata)
+                    })),
+                )
+        });
+        let text = (!self.json && !self.plain).then(|| {
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_target(false)
@@ -100,11 +125,74 @@ impl LogSetup {
         tracing_subscriber::registry()
             .with(client_gone)
             .with(crate::log_filters::NoOAuthDebug)
+            .with(plain)
             .with(text)
             .with(json)
             .with(traces)
             .init();
     }
+}
+
+/// A server's connection attempt that failed, as the hub logs it (with a `server` field): a one-shot
+/// command says what it means for its own answer, once, after it (the servers it needed that are
+/// down, with their state and cause), so the attempt's own line would only say it twice.
+fn is_connection_attempt_warning(metadata: &tracing::Metadata<'_>) -> bool {
+    *metadata.level() == tracing::Level::WARN
+        && metadata.target().starts_with("portico_hub")
+        && metadata.fields().field("server").is_some()
+}
+
+/// The one-shot commands' line format: `warning: MESSAGE`, `error: MESSAGE`, `note: MESSAGE`.
+struct Plain;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Plain
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        writeln!(
+            writer,
+            "{}: {}",
+            level_word(*event.metadata().level()),
+            message_of(event)
+        )
+    }
+}
+
+fn level_word(level: tracing::Level) -> &'static str {
+    match level {
+        tracing::Level::ERROR => "error",
+        tracing::Level::WARN => "warning",
+        tracing::Level::INFO => "note",
+        tracing::Level::DEBUG => "debug",
+        tracing::Level::TRACE => "trace",
+    }
+}
+
+/// The event's message, as written (its other fields are for the daemon's log).
+fn message_of(event: &tracing::Event<'_>) -> String {
+    struct Message(String);
+    impl tracing::field::Visit for Message {
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            if field.name() == "message" {
+                self.0 = value.to_string();
+            }
+        }
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0 = format!("{value:?}");
+            }
+        }
+    }
+    let mut message = Message(String::new());
+    event.record(&mut message);
+    message.0
 }
 
 /// Each comma-separated directive is a level, or `TARGET=LEVEL` (tracing's own syntax, which is

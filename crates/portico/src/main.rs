@@ -90,7 +90,8 @@ fn init_logging(
         _ => "trace",
     };
     oneview_cli::set_quiet(args.oneview.quiet);
-    let setup = logging::LogSetup::from_env(&args.oneview, default)?;
+    let setup = logging::LogSetup::from_env(&args.oneview, default)?
+        .plain(args.verbose == 0 && !args.command.is_daemon());
     // Read before the command reads it (again, and reports what is wrong with it): the trace
     // layer is part of the log, installed once, now. A config that does not load has no traces.
     let telemetry = match args.command.is_daemon() {

@@ -74,10 +74,11 @@ pub enum ConversationsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show one conversation's messages in order.
+    /// Show one conversation's messages in order. Without an id: the most recent conversations,
+    /// to pick one from.
     Show {
         /// The conversation's id, as the list shows it (c_...).
-        id: String,
+        id: Option<String>,
         /// Print {"conversation": ..., "messages": [...]}.
         #[arg(long)]
         json: bool,
@@ -102,6 +103,20 @@ pub async fn through_daemon(cli: &Cli) -> anyhow::Result<Option<ExitCode>> {
     let Some(daemon) = Daemon::running().await else {
         return Ok(None);
     };
+    if let Some(explicit) = cli.config.as_deref()
+        && let Some(theirs) = daemon_config_source(&daemon).await
+        && !same_config(&theirs, &ConfigSource::File(explicit.to_path_buf()))
+    {
+        // An explicit --config means that file: the daemon's answers would be another file's.
+        if !quiet() {
+            eprintln!(
+                "note: {} runs config {theirs}; --config {} is another file, so this runs in this process on it",
+                daemon.describe(),
+                explicit.display()
+            );
+        }
+        return Ok(None);
+    }
     tracing::info!("asking {}", daemon.describe());
     warn_other_config(&daemon, cli.config.as_deref()).await;
     let code = match &cli.command {
@@ -160,16 +175,21 @@ async fn warn_other_config(daemon: &Daemon, explicit: Option<&std::path::Path>) 
 /// Which config the daemon says it runs: `daemon.json`'s `config.source`, else `/api/health`'s
 /// `config.file`; `None` from a daemon that says neither.
 pub(crate) async fn daemon_config_source(daemon: &Daemon) -> Option<String> {
-    let file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
-    let published = std::fs::read(file.path())
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-        .and_then(|info| info["config"]["source"].as_str().map(str::to_string));
+    let published = published_config_source();
     if published.is_some() {
         return published;
     }
     let health = daemon.get("/api/health", None).await.ok()?;
     health["config"]["file"].as_str().map(str::to_string)
+}
+
+/// The config the daemon's info file says it runs (`daemon.json`'s `config.source`).
+pub(crate) fn published_config_source() -> Option<String> {
+    let file = portico_daemon::InfoFile::in_dir(&portico_config::data_dir());
+    std::fs::read(file.path())
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|info| info["config"]["source"].as_str().map(str::to_string))
 }
 
 /// Whether the daemon's config (as it names it) is the file `ours` would read.
@@ -370,7 +390,13 @@ async fn conversations_daemon(
                 .await?;
             print_conversations(&listed, *json)
         }
-        ConversationsCommand::Show { id, json } => {
+        ConversationsCommand::Show { id: None, .. } => {
+            let listed = daemon
+                .get(&format!("/api/conversations?limit={PICK_FROM}"), None)
+                .await?;
+            pick_one(&listed)
+        }
+        ConversationsCommand::Show { id: Some(id), json } => {
             let id = checked_conversation_id(id)?;
             let shown = daemon
                 .get(&format!("/api/conversations/{id}"), None)
@@ -436,7 +462,11 @@ pub fn conversations_standalone(command: &ConversationsCommand) -> anyhow::Resul
             let listed = portico_daemon::conversation_list(page, *limit, &caller);
             print_conversations(&listed, *json)
         }
-        ConversationsCommand::Show { id, json } => {
+        ConversationsCommand::Show { id: None, .. } => {
+            let page = store.conversation_page(None, None, PICK_FROM)?;
+            pick_one(&portico_daemon::conversation_list(page, PICK_FROM, &caller))
+        }
+        ConversationsCommand::Show { id: Some(id), json } => {
             let id = checked_conversation_id(id)?;
             let found = store
                 .conversation(id)?
@@ -451,6 +481,29 @@ pub fn conversations_standalone(command: &ConversationsCommand) -> anyhow::Resul
             )
         }
     }
+}
+
+/// How many recent conversations `conversations show` without an id offers.
+const PICK_FROM: usize = 10;
+
+/// `conversations show` without an id: the most recent ones, and how to show one (exit 2: the
+/// command did not show a conversation; 0 when there is none to show).
+fn pick_one(listed: &Value) -> anyhow::Result<ExitCode> {
+    let first = listed["conversations"][0]["id"].as_str().map(str::to_owned);
+    let Some(first) = first else {
+        eprintln!("no conversations yet; `portico chat AGENT` starts one");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut recent = listed.clone();
+    recent["next_cursor"] = Value::Null;
+    print_now(format!(
+        "recent conversations (`portico conversations list` lists them all):\n{}",
+        conversations_table(&recent)
+    ))?;
+    eprintln!(
+        "which one? give its id, e.g. `portico conversations show {first}` (the most recent)"
+    );
+    Ok(ExitCode::from(2))
 }
 
 fn print_conversations(listed: &Value, json: bool) -> anyhow::Result<ExitCode> {

@@ -22,7 +22,8 @@ pub fn init(explicit: Option<&Path>) -> anyhow::Result<ExitCode> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = portico_config::path_to_write(explicit);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        portico_config::create_private_dir_all(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
     }
     // `create_new`: refused by the file system when it exists, so a config is never overwritten,
     // even by two `init`s at once.

@@ -65,6 +65,39 @@ fn state_cell(s: &ServerStatus) -> String {
     }
 }
 
+/// The daemon's ready line: the tools a client gets (built-in and agent tools among them), the
+/// servers connected of those configured, and which are not, in what state.
+pub fn ready_line(listed: &Value, servers: &[ServerStatus]) -> String {
+    let tools = listed["tools"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let from_servers = tools.iter().filter(|t| t["server"].is_string()).count();
+    let enabled: Vec<&ServerStatus> = servers
+        .iter()
+        .filter(|s| s.state != ServerState::Disabled)
+        .collect();
+    let connected = enabled
+        .iter()
+        .filter(|s| s.state == ServerState::Ready)
+        .count();
+    let down: Vec<String> = enabled
+        .iter()
+        .filter(|s| !matches!(s.state, ServerState::Ready | ServerState::Idle))
+        .map(|s| format!("`{}` {}", s.name, state_cell(s)))
+        .collect();
+    let down = match down.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; not connected: {} (`portico servers` says why)",
+            down.join(", ")
+        ),
+    };
+    format!(
+        "portico: ready; {} tool(s): {} built-in or agent, {from_servers} from {connected} of {} server(s){down}. Ctrl-C to stop.",
+        tools.len(),
+        tools.len() - from_servers,
+        enabled.len(),
+    )
+}
+
 /// What a person wants to read about a server that is not ready: its error, else while it starts
 /// the last line it wrote to stderr (a package runner's download progress).
 fn last_words(s: &ServerStatus) -> Option<String> {
@@ -73,6 +106,40 @@ fn last_words(s: &ServerStatus) -> Option<String> {
         (None, Some(line)) => Some(format!("stderr: {line}")),
         (None, None) => None,
     }
+}
+
+/// Why a tool that is not in the catalog may be missing, said after `unknown` (the "no tool named"
+/// message): the servers that would offer it (by its `mcp_{server}_` name) and are not connected,
+/// with their state and cause; else any server that is down, whose tools are all missing. `None`
+/// when every server is up (the name is simply wrong).
+pub fn missing_tool_message(tool: &str, unknown: &str, servers: &[ServerStatus]) -> Option<String> {
+    let down = |s: &&ServerStatus| !matches!(s.state, ServerState::Ready | ServerState::Idle);
+    let describe = |s: &ServerStatus| {
+        let own = format!("server `{}`: ", s.name);
+        let cause = last_words(s).map_or_else(String::new, |w| {
+            format!(": {}", printable(w.strip_prefix(&own).unwrap_or(&w)))
+        });
+        format!("server `{}` is down ({}){cause}", s.name, state_cell(s))
+    };
+    let owners: Vec<&ServerStatus> = servers
+        .iter()
+        .filter(|s| portico_core::naming::may_be_named_for(tool, &s.name))
+        .filter(down)
+        .collect();
+    if let Some(owner) = owners.first() {
+        return Some(format!(
+            "no tool named `{tool}`: its {}; `portico servers` shows its state",
+            describe(owner)
+        ));
+    }
+    let others: Vec<String> = servers.iter().filter(down).map(describe).collect();
+    if others.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{unknown}; the catalog lacks the tools of every server that is down: {}",
+        others.join("; ")
+    ))
 }
 
 pub fn warn_unready(servers: &[ServerStatus]) {
@@ -96,11 +163,13 @@ pub fn warn_unready(servers: &[ServerStatus]) {
             s.state,
             ServerState::Ready | ServerState::Disabled | ServerState::Idle
         ) {
+            let words = last_words(s).unwrap_or_else(|| "no error recorded".into());
+            let own = format!("server `{}`: ", s.name);
             eprintln!(
                 "warning: server `{}` is {}: {}",
                 s.name,
                 state_cell(s),
-                printable(last_words(s).as_deref().unwrap_or("no error recorded"))
+                printable(words.strip_prefix(&own).unwrap_or(&words))
             );
         }
     }
@@ -108,10 +177,13 @@ pub fn warn_unready(servers: &[ServerStatus]) {
 
 /// Renders a tool's result for a person: text as is, other content types summarised, structured
 /// content as pretty JSON.
-pub fn call_result(result: &portico_core::ToolResult) -> String {
+pub fn call_result(result: &portico_core::ToolResult, refused: Option<&str>) -> String {
     let mut out = String::new();
-    if result.is_error() {
-        out.push_str("error: the tool reported a failure\n");
+    match refused {
+        // Portico's own check stopped the call: its message is the whole story.
+        Some(words) => out.push_str(&format!("error: {words}\n")),
+        None if result.is_error() => out.push_str("error: the tool reported a failure\n"),
+        None => {}
     }
     for block in &result.content {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");

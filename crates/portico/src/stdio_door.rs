@@ -15,7 +15,11 @@ use tokio::sync::{mpsc, watch};
 pub async fn run(explicit: Option<&std::path::Path>, standalone: bool) -> anyhow::Result<ExitCode> {
     let (config, source) = portico_config::load(explicit)?;
     let options = ServerOptions::from_config(&config);
-    let daemon = if standalone {
+    // An explicit --config naming another file than the daemon runs means that file: served here.
+    let other_config = explicit.is_some()
+        && crate::oneview_cli::published_config_source()
+            .is_some_and(|theirs| !crate::oneview_cli::same_config(&theirs, &source));
+    let daemon = if standalone || other_config {
         None
     } else {
         connect_daemon().await

@@ -231,7 +231,7 @@ impl TokenFile {
             source,
         };
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(failed)?;
+        portico_config::create_private_dir_all(dir).map_err(failed)?;
         restrict_dir(dir).map_err(failed)?;
         let text =
             serde_json::to_vec_pretty(&record).map_err(|e| failed(std::io::Error::other(e)))?;
@@ -277,7 +277,7 @@ fn lock_file(path: &Path) -> Result<std::fs::File, StoreError> {
         source,
     };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(failed)?;
+        portico_config::create_private_dir_all(dir).map_err(failed)?;
     }
     let file = std::fs::OpenOptions::new()
         .read(true)

@@ -46,9 +46,14 @@ fn servers_shows_a_dead_urls_cause_and_a_failing_childs_stderr() {
         servers[2]["last_error"],
         "server `nocmd`: cannot start `no-such-portico-test-program`: no such program (is it installed, and on the PATH Portico was started with?)"
     );
-    // No Rust type names anywhere the user looks, and the child's stderr is a WARN, not an INFO.
+    // No Rust type names anywhere the user looks; the answer says what failed, so the one-shot
+    // command's log does not say it again.
     assert!(!stderr.contains("portico_mcp::"), "{stderr}");
     assert!(!stderr.contains("reqwest::"), "{stderr}");
+    assert!(!stderr.contains("server `crashy`"), "{stderr}");
+    // With -v the log shows the attempts, and the child's stderr is a WARN, not an INFO.
+    let (code, _, stderr) = home.portico(&["servers", "--json", "-v"], &[]);
+    assert_eq!(code, 0, "{stderr}");
     assert!(
         stderr
             .lines()

@@ -62,12 +62,19 @@ fn held_id(result: &Value) -> String {
             "tool": "memory_store", "reason": REASON}}),
     );
     assert_eq!(result["isError"], true);
+    // The page's full URL on the daemon, which a person can open from wherever this is shown.
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    let base = text
+        .split_once(" or open ")
+        .and_then(|(_, rest)| rest.split_once("/approvals/"))
+        .map_or("", |(base, _)| base);
+    assert!(base.starts_with("http://127.0.0.1:"), "{text}");
     assert_eq!(
         result["content"],
         json!([{"type": "text", "text": format!(
             "call to `memory_store` requires approval and was not run: {REASON}; approve it with \
-             `portico approvals approve {id}` or open /approvals/{id} on the daemon, then retry \
-             the same call")}])
+             `portico approvals approve {id}` or open {base}/approvals/{id}, then retry the same \
+             call")}])
     );
     id
 }
@@ -530,8 +537,8 @@ async fn the_calling_client_approves_through_elicitation_in_both_eras() {
                 message,
                 format!(
                     "Approve this call of `memory_store` by client:http?\nArguments: {}\nWhy it \
-                     needs approval: {REASON}\n(approval request {id}, also at /approvals/{id} on \
-                     the daemon)",
+                     needs approval: {REASON}\n(approval request {id}, also at \
+                     {base}/approvals/{id})",
                     args
                 ),
                 "{era} {answer}"
@@ -623,7 +630,7 @@ async fn through_portico_mcp_the_client_is_not_asked_and_approves_out_of_band() 
 }
 
 /// `[policy] approval_wait_secs` over the wire: the SDK's call waits, asking for progress; its
-/// progress callback hears `waiting for approval at /approvals/<id>`; an approval through the API
+/// progress callback hears `waiting for approval at http://ADDR/approvals/<id>`; an approval through the API
 /// lets the same call run once and answer, without a retry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_call_reports_progress_and_runs_once_when_approved_over_mcp() {
@@ -679,7 +686,7 @@ async fn a_waiting_call_reports_progress_and_runs_once_when_approved_over_mcp() 
         .collect();
     assert_eq!(
         messages.first().copied(),
-        Some(format!("waiting for approval at /approvals/{id}").as_str()),
+        Some(format!("waiting for approval at {base}/approvals/{id}").as_str()),
         "{call}"
     );
     assert_eq!(runs(&base).await, 1);

@@ -209,7 +209,8 @@ async fn policies_allow_deny_and_hold_calls_with_the_seeds_envelope_and_mark_the
     assert_eq!(
         held["result"]["content"][0]["text"],
         format!(
-            "call to `memory_store` requires approval and was not run: an owner approves what clients remember; approve it with `portico approvals approve {id}` or open /approvals/{id} on the daemon, then retry the same call"
+            "call to `memory_store` requires approval and was not run: an owner approves what clients remember; approve it with `portico approvals approve {id}` or open {}/approvals/{id}, then retry the same call",
+            daemon.base
         )
     );
     let (_, recalled) = session.call(5, "memory_recall", json!({})).await;

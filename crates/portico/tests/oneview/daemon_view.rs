@@ -164,9 +164,9 @@ async fn the_cli_through_the_daemon_shows_what_mcp_serves() {
     let only = json_of(&home, &["tools", "--server", "cat", "--json"]);
     assert_eq!(names(&only), ["mcp_cat_t1"]);
 
-    // The daemon's view, not the file's: a server only in the file the command reads is only in
-    // the standalone answer. (Another file than the daemon's: the daemon follows its own and would
-    // soon serve an edit of it too.)
+    // An explicit --config naming another file than the daemon's means that file: its servers,
+    // from this process, with or without --standalone. (The daemon's own file goes through the
+    // daemon, as above.)
     let edited = std::fs::read_to_string(home.config()).unwrap()
         + &crate::support::stdio_entry(
             "late",
@@ -196,13 +196,12 @@ async fn the_cli_through_the_daemon_shows_what_mcp_serves() {
         serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
     };
     let servers = with_other(&["servers", "--json"]);
-    assert_eq!(names(&servers), ["cat"]);
-    assert_eq!(servers[0]["state"], "ready");
+    assert_eq!(names(&servers), ["cat", "late"]);
     let standalone = with_other(&["servers", "--json", "--standalone"]);
     assert_eq!(names(&standalone), ["cat", "late"]);
     let standalone_tools = with_other(&["tools", "--json", "--standalone"]);
     assert!(names(&standalone_tools).contains(&"mcp_late_t9".to_string()));
-    assert!(!names(&with_other(&["tools", "--json"])).contains(&"mcp_late_t9".to_string()));
+    assert!(names(&with_other(&["tools", "--json"])).contains(&"mcp_late_t9".to_string()));
 
     let agents = json_of(&home, &["agents", "--json"]);
     assert_eq!(names(&agents), ["echoer"]);
@@ -406,12 +405,30 @@ fn a_daemon_running_another_config_is_said_in_one_line() {
     info["config"]["source"] = json!("/elsewhere/config.toml");
     std::fs::write(home.info_file(), serde_json::to_vec(&info).unwrap()).unwrap();
     let ours = home.config().display().to_string();
+    // The file found without --config (here PORTICO_CONFIG): the daemon's view, said so.
+    let output = Command::new(env!("CARGO_BIN_EXE_portico"))
+        .args(["servers", "--json"])
+        .env("PORTICO_HOME", home.dir.path())
+        .env("PORTICO_CONFIG", home.config())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "note: the daemon (pid {}, {}) runs config /elsewhere/config.toml, not {ours}; showing the daemon's view (--standalone reads {ours})\n",
+            daemon.child.id(),
+            daemon.base
+        )
+    );
+    // An explicit --config naming another file: that file, in this process.
     let (code, _, stderr) = run(&home, &["servers", "--json"]);
     assert_eq!(code, 0);
     assert_eq!(
         stderr,
         format!(
-            "note: the daemon (pid {}, {}) runs config /elsewhere/config.toml, not {ours}; showing the daemon's view (--standalone reads {ours})\n",
+            "note: the daemon (pid {}, {}) runs config /elsewhere/config.toml; --config {ours} is another file, so this runs in this process on it\n",
             daemon.child.id(),
             daemon.base
         )
