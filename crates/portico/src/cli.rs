@@ -313,9 +313,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stop { standalone } => crate::lifecycle_cli::stop(standalone.standalone).await,
         Command::Completions(args) => crate::onramp_cli::completions(args),
         Command::Audit(args) => crate::audit_cli::run(args),
-        Command::A2a { command } => {
-            crate::a2a_cli::run(cli.config.as_deref(), command).await
-        }
+        Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
         Command::Secret { command } => crate::secret_cli::run(cli.config.as_deref(), command),
         Command::Auth { command } => crate::auth_cli::run(cli.config.as_deref(), command).await,

@@ -119,7 +119,12 @@ pub fn missing_tool_message(tool: &str, unknown: &str, servers: &[ServerStatus])
         let cause = last_words(s).map_or_else(String::new, |w| {
             format!(": {}", printable(w.strip_prefix(&own).unwrap_or(&w)))
         });
-        format!("server `{}` is down ({}){cause}", s.name, state_cell(s))
+        let state = state_cell(s);
+        // "down, retrying (2 failed attempts, next in 4s)" rather than parentheses in parentheses.
+        match state.starts_with("retrying") {
+            true => format!("server `{}` is down, {state}{cause}", s.name),
+            false => format!("server `{}` is down ({state}){cause}", s.name),
+        }
     };
     let owners: Vec<&ServerStatus> = servers
         .iter()
