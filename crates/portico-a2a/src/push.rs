@@ -125,7 +125,7 @@ impl Pusher {
                 Ok(request) => request,
                 Err(error) => {
                     tracing::warn!(
-                        "task {task_id}: push notification to {url} refused: {}",
+                        "task {task_id}: push notification not sent: {}",
                         refusal(&error)
                     );
                     return;
@@ -165,7 +165,7 @@ impl Pusher {
                 // lifts it, since nothing else tells the operator why the webhook hears nothing.
                 Err(error @ portico_net::NetError::Blocked(_)) => {
                     tracing::warn!(
-                        "task {task_id}: push notification to {url} refused: {}",
+                        "task {task_id}: push notification not sent: {}",
                         refusal(&error)
                     );
                     return;

@@ -226,10 +226,12 @@ async fn a_webhook_named_by_a_loopback_host_is_refused_at_delivery_with_the_reas
         done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{done:#}"
     );
-    let line = daemon.wait_for_line_containing("push notification to");
+    let line = daemon.wait_for_line_containing("push notification");
     assert!(line.contains(" WARN "), "{line}");
     assert!(
-        line.contains(&format!("push notification to {url} refused: ")),
+        line.contains(&format!(
+            "push notification not sent: refused {url}: localhost resolves to "
+        )),
         "{line}"
     );
     assert!(
