@@ -212,10 +212,10 @@ fn postgres_hint(error: &tokio_postgres::Error) -> &'static str {
     let Some(code) = crate::db::pg::sql_state(error) else {
         return match crate::db::pg::tls::failure(error) {
             Some(crate::db::pg::tls::Failure::NotOffered) => {
-                "the server does not offer TLS; turn on ssl on the server, or lower sslmode in [store] url"
+                "turn on ssl on the server, or lower sslmode in [store] url (prefer encrypts only where the server offers TLS)"
             }
             Some(crate::db::pg::tls::Failure::Certificate) => {
-                "the server's certificate did not pass the check sslmode asks for: point sslrootcert in [store] url at the CA that signed it, and for verify-full connect by a host name the certificate carries"
+                "point sslrootcert in [store] url at the CA that signed the server's certificate, and for verify-full connect by a host name the certificate carries (or use verify-ca)"
             }
             None => "check that the PostgreSQL server is running and reachable at [store] url",
         };

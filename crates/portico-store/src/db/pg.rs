@@ -436,6 +436,7 @@ pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
                 .map(|detail| format!("; {detail}"))
                 .unwrap_or_default()
         ),
+        None if let Some(words) = tls::describe(error) => words,
         None => match error.source() {
             Some(source) => format!("{error}: {source}"),
             None => error.to_string(),

@@ -64,6 +64,17 @@ pub(crate) enum Failure {
 }
 
 pub(crate) fn failure(error: &tokio_postgres::Error) -> Option<Failure> {
+    let (failure, _) = failure_and_words(error)?;
+    Some(failure)
+}
+
+/// A TLS failure in plain words (rustls shows some of its errors by their Rust names).
+pub(crate) fn describe(error: &tokio_postgres::Error) -> Option<String> {
+    let (_, words) = failure_and_words(error)?;
+    Some(format!("TLS with the server failed: {words}"))
+}
+
+fn failure_and_words(error: &tokio_postgres::Error) -> Option<(Failure, String)> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = source {
         // tokio-rustls hands rustls's error over inside an io::Error, whose `source()` skips it.
@@ -71,15 +82,63 @@ pub(crate) fn failure(error: &tokio_postgres::Error) -> Option<Failure> {
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
             .map(|inner| inner as &(dyn std::error::Error + 'static));
-        if e.is::<TlsError>() || inner.is_some_and(|inner| inner.is::<TlsError>()) {
-            return Some(Failure::Certificate);
+        if let Some(tls) = e
+            .downcast_ref::<TlsError>()
+            .or_else(|| inner.and_then(|inner| inner.downcast_ref::<TlsError>()))
+        {
+            return Some((Failure::Certificate, tls_words(tls)));
         }
         if e.to_string().contains("server does not support TLS") {
-            return Some(Failure::NotOffered);
+            return Some((
+                Failure::NotOffered,
+                "the server does not support TLS".to_string(),
+            ));
         }
         source = e.source();
     }
     None
+}
+
+fn tls_words(error: &TlsError) -> String {
+    let TlsError::InvalidCertificate(certificate) = error else {
+        return error.to_string();
+    };
+    match certificate {
+        CertificateError::UnknownIssuer => {
+            "the server's certificate is not signed by a CA in sslrootcert (or, without it, the system's CAs)".into()
+        }
+        CertificateError::NotValidForNameContext { expected, presented } => {
+            let expected = match expected {
+                ServerName::DnsName(name) => name.as_ref().to_string(),
+                ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+                _ => "the URL's host".to_string(),
+            };
+            // webpki shows each name as `DnsName("db.internal")` or `IpAddress(10.0.0.5)`.
+            let presented: Vec<&str> = presented
+                .iter()
+                .map(|name| {
+                    name.split_once('(')
+                        .map_or(name.as_str(), |(_, rest)| rest.trim_end_matches(')'))
+                        .trim_matches('"')
+                })
+                .collect();
+            format!(
+                "the server's certificate is not for {expected} (it names {})",
+                if presented.is_empty() { "no host".to_string() } else { presented.join(", ") }
+            )
+        }
+        CertificateError::NotValidForName => {
+            "the server's certificate is not for the URL's host".into()
+        }
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            "the server's certificate has expired".into()
+        }
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "the server's certificate is not valid yet".into()
+        }
+        CertificateError::Revoked => "the server's certificate is revoked".into(),
+        _ => error.to_string(),
+    }
 }
 
 /// `[store] url` read: tokio-postgres's config, and the TLS client its connections use.
@@ -565,7 +624,7 @@ mod tests {
         assert!(
             wrong_name
                 .as_ref()
-                .is_err_and(|e| e.contains("not valid for name")),
+                .is_err_and(|e| e.contains("TLS with the server failed: the server's certificate is not for 127.0.0.1 (it names localhost)")),
             "{wrong_name:?}"
         );
         // Another CA's certificate: refused by verify-ca, and by require once sslrootcert is given.
@@ -574,7 +633,7 @@ mod tests {
             assert!(
                 refused
                     .as_ref()
-                    .is_err_and(|e| e.contains("invalid peer certificate")),
+                    .is_err_and(|e| e.contains("TLS with the server failed: the server's certificate is not signed by a CA in sslrootcert")),
                 "{mode}: {refused:?}"
             );
         }
@@ -598,7 +657,7 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(no_tls.contains("the server does not offer TLS"), "{no_tls}");
+        assert!(no_tls.contains("TLS with the server failed: the server does not support TLS; turn on ssl on the server"), "{no_tls}");
         drop(cluster);
     }
 }
