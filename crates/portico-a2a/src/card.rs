@@ -2,6 +2,10 @@
 //! each strictly in its own version's schema. Built as the typed [`v1::AgentCard`] (and
 //! [`v03::AgentCard`] from it); the server serialises them at its edge.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use portico_a2a_client::protocol::{v1, v03};
 use portico_agents::Agent;
 use portico_pipeline::ToolEntry;
@@ -147,6 +151,57 @@ pub fn form_for(header: Option<Version>, query: Option<&str>, unversioned: Versi
 /// changes with its agent's tools, so a minute, after which the ETag makes a re-read a 304; `private`
 /// because a card depends on the client's scope.
 pub const CACHE_CONTROL: &str = "private, max-age=60";
+
+/// When each card first looked the way it does, for `Last-Modified` (the A2A TCK's caching checks
+/// want one beside the ETag). Keyed by the card's ETag, so a card that changes with its agent's
+/// tools gets a new date, and one that does not keeps its date across requests and clients.
+#[derive(Default)]
+pub struct CardDates {
+    first_seen: Mutex<HashMap<String, SystemTime>>,
+}
+
+/// Cards differ by agent, version and scope, so there are few; past this many the dates are
+/// forgotten and start again (a client then sees a later date and simply re-reads).
+const MAX_CARD_DATES: usize = 1024;
+
+impl CardDates {
+    /// When the card with ETag `tag` was first served by this process, in whole seconds (an
+    /// HTTP-date has no finer grain, and `If-Modified-Since` compares against what was sent).
+    pub fn last_modified(&self, tag: &str) -> SystemTime {
+        let mut dates = self.first_seen.lock().expect("card dates lock");
+        if dates.len() >= MAX_CARD_DATES && !dates.contains_key(tag) {
+            dates.clear();
+        }
+        *dates.entry(tag.to_string()).or_insert_with(|| {
+            let secs = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs();
+            UNIX_EPOCH + Duration::from_secs(secs)
+        })
+    }
+}
+
+/// Whether a request's validators say the client's copy is current: `If-None-Match` against the
+/// ETag when the request has one (it takes precedence, RFC 9110 13.2.2), else `If-Modified-Since`
+/// against the card's date.
+pub fn not_modified(
+    if_none_match: Option<&str>,
+    if_modified_since: Option<&str>,
+    tag: &str,
+    last_modified: SystemTime,
+) -> bool {
+    match (if_none_match, if_modified_since) {
+        (Some(tags), _) => tags.split(',').any(|t| {
+            let t = t.trim();
+            t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag
+        }),
+        (None, Some(since)) => {
+            httpdate::parse_http_date(since).is_ok_and(|since| last_modified <= since)
+        }
+        (None, None) => false,
+    }
+}
 
 /// A strong ETag of a card's bytes.
 pub fn etag(body: &[u8]) -> String {
@@ -301,5 +356,26 @@ mod tests {
         assert_eq!(form_for(None, Some("0.9"), V1), V1);
         assert_eq!(form_for(Some(V03), Some("1.0"), V1), V03);
         assert_eq!(form_for(Some(V1), Some("0.3"), V03), V1);
+    }
+
+    #[test]
+    fn a_card_keeps_its_date_until_it_changes_and_validators_follow_rfc_9110() {
+        let dates = CardDates::default();
+        let first = dates.last_modified("\"a\"");
+        assert_eq!(first.duration_since(UNIX_EPOCH).unwrap().subsec_nanos(), 0);
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(dates.last_modified("\"a\""), first);
+        assert!(dates.last_modified("\"b\"") > first);
+
+        let date = httpdate::fmt_http_date(first);
+        let earlier = httpdate::fmt_http_date(first - Duration::from_secs(1));
+        assert!(not_modified(Some("\"x\", \"a\""), None, "\"a\"", first));
+        assert!(not_modified(Some("W/\"a\""), None, "\"a\"", first));
+        assert!(not_modified(Some("*"), None, "\"a\"", first));
+        assert!(!not_modified(Some("\"x\""), Some(&date), "\"a\"", first));
+        assert!(not_modified(None, Some(&date), "\"a\"", first));
+        assert!(!not_modified(None, Some(&earlier), "\"a\"", first));
+        assert!(!not_modified(None, Some("yesterday"), "\"a\"", first));
+        assert!(!not_modified(None, None, "\"a\"", first));
     }
 }

@@ -55,11 +55,9 @@ impl Pusher {
 
     /// Refuses a webhook URL the SSRF rules forbid, saying which rule.
     pub fn check_url(&self, url: &str) -> Result<(), A2aError> {
-        self.inner
-            .client
-            .check_url(url)
-            .map(|_| ())
-            .map_err(|e| A2aError::InvalidParams(format!("push notification url `{url}`: {e}")))
+        self.inner.client.check_url(url).map(|_| ()).map_err(|e| {
+            A2aError::InvalidParams(format!("push notification url `{url}`: {}", refusal(&e)))
+        })
     }
 
     /// Queues a status update for the task's webhooks.
@@ -126,7 +124,10 @@ impl Pusher {
             let request = match self.inner.client.request(reqwest::Method::POST, url) {
                 Ok(request) => request,
                 Err(error) => {
-                    tracing::warn!("task {task_id}: push notification to {url} refused: {error}");
+                    tracing::warn!(
+                        "task {task_id}: push notification not sent: {}",
+                        refusal(&error)
+                    );
                     return;
                 }
             };
@@ -147,25 +148,37 @@ impl Pusher {
                     format!("{scheme} {credentials}"),
                 );
             }
-            let (retryable, hint) = match self.inner.client.send(request).await {
+            let (retryable, hint, reason) = match self.inner.client.send(request).await {
                 Ok(response) if response.status().is_success() => return,
                 Ok(response) => {
                     let status = response.status();
                     let retryable = status.is_server_error() || status.as_u16() == 429;
-                    tracing::debug!("task {task_id}: push notification to {url}: HTTP {status}");
+                    let reason = format!("the webhook answered HTTP {status}");
+                    tracing::debug!("task {task_id}: push notification to {url}: {reason}");
                     (
                         retryable,
                         portico_net::retry_after(response.headers(), SystemTime::now()),
+                        reason,
                     )
                 }
+                // A refusal by the SSRF rules is final: said once, at WARN, with the setting that
+                // lifts it, since nothing else tells the operator why the webhook hears nothing.
+                Err(error @ portico_net::NetError::Blocked(_)) => {
+                    tracing::warn!(
+                        "task {task_id}: push notification not sent: {}",
+                        refusal(&error)
+                    );
+                    return;
+                }
                 Err(error) => {
-                    tracing::debug!("task {task_id}: push notification to {url}: {error}");
-                    (!matches!(error, portico_net::NetError::Blocked(_)), None)
+                    let reason = portico_net::root_cause(&error);
+                    tracing::debug!("task {task_id}: push notification to {url}: {reason}");
+                    (true, None, reason)
                 }
             };
             if !retryable || !RETRIES.allows_retry(retries) {
                 tracing::warn!(
-                    "task {task_id}: push notification to {url} failed after {} attempt(s)",
+                    "task {task_id}: push notification to {url} failed after {} attempt(s): {reason}",
                     retries + 1
                 );
                 return;
@@ -174,6 +187,15 @@ impl Pusher {
             retries += 1;
         }
     }
+}
+
+/// A refusal by the SSRF rules, with the setting that lifts it for webhooks (the net policy's own
+/// hint names the setting of a configured server).
+fn refusal(error: &portico_net::NetError) -> String {
+    error.to_string().replace(
+        portico_net::PRIVATE_NETWORK_REMEDY,
+        "; set push_allow_private_network = true in the config's [a2a] section to allow it",
+    )
 }
 
 /// A push config as Portico keeps it: the 1.0 config with its task and id set, and the version

@@ -71,6 +71,7 @@ pub(crate) struct A2aState {
     engine: Engine,
     pub(crate) tasks: Tasks,
     options: Arc<A2aOptions>,
+    card_dates: Arc<card::CardDates>,
 }
 
 /// Marks failed the tasks a previous process left running (their agent runs died with it). Call it
@@ -143,6 +144,7 @@ pub(crate) fn routes_and_tasks(engine: Engine, options: A2aOptions) -> (Router, 
             listen_path: lp.clone(),
             ..options
         }),
+        card_dates: Arc::default(),
     };
     let router = Router::new()
         .route("/.well-known/agent-card.json", get(primary_card))
@@ -302,10 +304,18 @@ async fn serve_card(
     };
     let body = serde_json::to_vec(&card).unwrap_or_default();
     let tag = card::etag(&body);
-    let matches = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+    let last_modified = state.card_dates.last_modified(&tag);
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    let matches = card::not_modified(
+        text(header::IF_NONE_MATCH),
+        text(header::IF_MODIFIED_SINCE),
+        &tag,
+        last_modified,
+    );
     let mut response = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
@@ -318,6 +328,9 @@ async fn serve_card(
         header::CACHE_CONTROL,
         HeaderValue::from_static(card::CACHE_CONTROL),
     );
+    if let Ok(value) = HeaderValue::from_str(&httpdate::fmt_http_date(last_modified)) {
+        response.headers_mut().insert(header::LAST_MODIFIED, value);
+    }
     response
 }
 

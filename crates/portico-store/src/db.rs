@@ -131,8 +131,10 @@ impl rusqlite::ToSql for Param<'_> {
 pub enum DbError {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+    /// Not a `source`: the message already says the cause, in plainer words than tokio-postgres's
+    /// (which a chain printer would append after it).
     #[error("{}", pg::describe(.0))]
-    Postgres(#[from] tokio_postgres::Error),
+    Postgres(tokio_postgres::Error),
     #[error("the query returned no row where one was expected")]
     NoRows,
     #[error("column {index} holds {found}, not {expected}")]
@@ -147,6 +149,12 @@ pub enum DbError {
     PoolExhausted { size: usize, waited_secs: u64 },
     #[error("the PostgreSQL connection pool is closed (the store is shutting down)")]
     PoolClosed,
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        DbError::Postgres(error)
+    }
 }
 
 impl DbError {

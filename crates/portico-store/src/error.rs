@@ -50,6 +50,9 @@ pub enum StoreError {
     )]
     BadUrl { reason: String },
 
+    #[error("TLS to the PostgreSQL server of [store] url: {reason}")]
+    Tls { reason: String },
+
     #[error(
         "the store {path} has schema version {found}, but this Portico supports at most {supported}; \
          upgrade Portico, or point it at another data directory"
@@ -207,7 +210,15 @@ pub(crate) fn hint_for(error: &DbError) -> &'static str {
 fn postgres_hint(error: &tokio_postgres::Error) -> &'static str {
     use tokio_postgres::error::SqlState;
     let Some(code) = crate::db::pg::sql_state(error) else {
-        return "check that the PostgreSQL server is running and reachable at [store] url";
+        return match crate::db::pg::tls::failure(error) {
+            Some(crate::db::pg::tls::Failure::NotOffered) => {
+                "turn on ssl on the server, or lower sslmode in [store] url (prefer encrypts only where the server offers TLS)"
+            }
+            Some(crate::db::pg::tls::Failure::Certificate) => {
+                "point sslrootcert in [store] url at the CA that signed the server's certificate, and for verify-full connect by a host name the certificate carries (or use verify-ca)"
+            }
+            None => "check that the PostgreSQL server is running and reachable at [store] url",
+        };
     };
     match code {
         c if *c == SqlState::INVALID_PASSWORD

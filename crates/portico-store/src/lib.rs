@@ -179,18 +179,16 @@ impl Store {
     /// whichever process gets there first. The URL itself never appears in errors or logs (a
     /// password can hide anywhere in it): the store is named by user, host, port and database.
     pub fn open_postgres(url: &str, pool_size: usize) -> Result<Store, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|error| StoreError::BadUrl {
-            reason: db::pg::describe(&error),
-        })?;
-        let label = PathBuf::from(db::pg::describe_target(&config));
-        let pool = db::pg::Pool::connect(config.clone(), pool_size)
+        let target = db::pg::tls::target(url)?;
+        let label = PathBuf::from(db::pg::describe_target(&target.config));
+        let pool = db::pg::Pool::connect(target.config.clone(), target.tls.clone(), pool_size)
             .map_err(|source| open_error(&label, source))?;
         {
             let conn = pool.get().map_err(|source| open_error(&label, source))?;
             migrations::migrate_postgres(&conn, &label, migrations::MIGRATIONS)?;
         }
-        let beats =
-            db::pg::Pool::connect(config, 1).map_err(|source| open_error(&label, source))?;
+        let beats = db::pg::Pool::connect(target.config, target.tls, 1)
+            .map_err(|source| open_error(&label, source))?;
         Ok(Self::from_backend(
             Backend::Postgres { pool, beats },
             None,

@@ -51,14 +51,14 @@ fn main() -> ExitCode {
     let traces = match init_logging(&args, runtime.handle()) {
         Ok(traces) => traces,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             return ExitCode::FAILURE;
         }
     };
     let code = match runtime.block_on(cli::run(args)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     };
@@ -109,4 +109,43 @@ fn init_logging(
     };
     setup.install(tracer);
     Ok(traces)
+}
+
+/// An error and its causes, a cause left out when the text before it already says it: the store's and
+/// the net client's errors put their cause in their own sentence, and `{:#}` repeated it after.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open the store db: {0}; check it")]
+    struct Open(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection refused")]
+    struct Inner;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let said = anyhow::Error::new(Open(Inner));
+        assert_eq!(
+            super::error_text(&said),
+            "cannot open the store db: connection refused; check it"
+        );
+        let added = anyhow::Error::new(Inner).context("reading the config");
+        assert_eq!(
+            super::error_text(&added),
+            "reading the config: connection refused"
+        );
+    }
 }

@@ -17,9 +17,12 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, Config, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{DbError, Param, ToParam};
+
+pub(crate) mod tls;
 
 /// How long a store operation waits for a connection of a full pool before it fails saying so.
 const CHECKOUT_WAIT: Duration = Duration::from_secs(30);
@@ -144,6 +147,7 @@ pub(crate) struct Pool {
 
 struct Shared {
     config: Config,
+    tls: MakeRustlsConnect,
     size: usize,
     state: Mutex<PoolState>,
     freed: Condvar,
@@ -162,7 +166,11 @@ struct PoolState {
 impl Pool {
     /// A pool for `config`, opening its first connection now so that a wrong URL, password or
     /// database fails at startup rather than at the first call.
-    pub(crate) fn connect(mut config: Config, size: usize) -> Result<Pool, DbError> {
+    pub(crate) fn connect(
+        mut config: Config,
+        tls: MakeRustlsConnect,
+        size: usize,
+    ) -> Result<Pool, DbError> {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
@@ -204,6 +212,7 @@ impl Pool {
         let pool = Pool {
             shared: Arc::new(Shared {
                 config,
+                tls,
                 size: size.max(1),
                 state: Mutex::new(PoolState::default()),
                 freed: Condvar::new(),
@@ -263,9 +272,9 @@ impl Pool {
     }
 
     fn open_connection(&self) -> Result<PgConn, DbError> {
-        let config = self.shared.config.clone();
+        let (config, tls) = (self.shared.config.clone(), self.shared.tls.clone());
         let task = self.shared.runtime.spawn(async move {
-            let (client, connection) = config.connect(NoTls).await?;
+            let (client, connection) = config.connect(tls).await?;
             tokio::spawn(async move {
                 if let Err(error) = connection.await {
                     tracing::warn!(error = %describe(&error), "a PostgreSQL connection of the store ended");
@@ -427,6 +436,7 @@ pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
                 .map(|detail| format!("; {detail}"))
                 .unwrap_or_default()
         ),
+        None if let Some(words) = tls::describe(error) => words,
         None => match error.source() {
             Some(source) => format!("{error}: {source}"),
             None => error.to_string(),
@@ -586,7 +596,8 @@ mod tests {
         let Some(url) = crate::testing::postgres_test_url() else {
             return;
         };
-        let pool = Pool::connect(url.parse().unwrap(), 1).unwrap();
+        let target = tls::target(&url).unwrap();
+        let pool = Pool::connect(target.config, target.tls, 1).unwrap();
         let backend = |conn: &PgConn| -> i64 {
             super::super::Db::postgres(conn)
                 .query_one("SELECT CAST(pg_backend_pid() AS BIGINT)", &[], |row| {

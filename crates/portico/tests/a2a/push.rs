@@ -176,6 +176,15 @@ async fn webhooks_on_forbidden_addresses_are_refused_before_anything_is_stored()
         assert_eq!(refused["error"]["code"], -32602, "{refused:#}");
         let message = refused["error"]["message"].as_str().unwrap();
         assert!(message.contains(url), "{message}");
+        if url.contains("127.0.0.1") {
+            // The setting that lifts it is the webhooks' own, not a server entry's.
+            assert!(
+                message.ends_with(
+                    "is a loopback address; set push_allow_private_network = true in the config's [a2a] section to allow it"
+                ),
+                "{message}"
+            );
+        }
     }
     let listed = rpc(&base, "ListTasks", json!({}), Some("1.0"), None).await;
     assert_eq!(listed["result"]["totalSize"], 0, "no task was created");
@@ -195,4 +204,41 @@ async fn webhooks_on_forbidden_addresses_are_refused_before_anything_is_stored()
         set["result"]["pushNotificationConfig"]["url"],
         "https://hooks.example.com/a2a"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_named_by_a_loopback_host_is_refused_at_delivery_with_the_reason_at_warn() {
+    // A host name passes registration (it may resolve anywhere later); it is checked at delivery.
+    let (url, hook, server) = webhook(0).await;
+    let url = url.replace("127.0.0.1", "localhost");
+    let home = home("");
+    let mut daemon = daemon(&home);
+    let base = daemon.base.clone();
+    let done = rpc(
+        &base,
+        "SendMessage",
+        json!({"message": user_message("hi"), "configuration": {"taskPushNotificationConfig": {"url": url}}}),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done:#}"
+    );
+    let line = daemon.wait_for_line_containing("push notification");
+    assert!(line.contains(" WARN "), "{line}");
+    assert!(
+        line.contains(&format!(
+            "push notification not sent: refused {url}: localhost resolves to "
+        )),
+        "{line}"
+    );
+    assert!(
+        line.contains("which is a loopback address; set push_allow_private_network = true in the config's [a2a] section to allow it"),
+        "{line}"
+    );
+    assert!(!line.contains("on this server entry"), "{line}");
+    assert!(hook.received.lock().unwrap().is_empty());
+    server.abort();
 }

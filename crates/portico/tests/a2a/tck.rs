@@ -346,6 +346,87 @@ async fn card(url: &str, version: Option<&str>) -> Value {
     response.json().await.unwrap()
 }
 
+/// The TCK's CARD-CACHE checks: a card says how long it may be kept (`Cache-Control` with a
+/// `max-age`) and when it last changed (`Last-Modified`), and a client revalidating with either the
+/// ETag or the date gets a 304.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_say_how_long_to_keep_them_and_when_they_changed_and_revalidate_with_304() {
+    let home = tck_home();
+    let daemon = daemon(&home);
+    let base = daemon.base.clone();
+    for url in [
+        format!("{base}/.well-known/agent-card.json"),
+        format!("{base}/a2a/tck/.well-known/agent-card.json"),
+        format!("{base}/.well-known/agent.json"),
+    ] {
+        let before = std::time::SystemTime::now();
+        let first = http().get(&url).send().await.unwrap();
+        assert_eq!(first.status(), 200, "{url}");
+        let header = |response: &reqwest::Response, name: &str| {
+            response
+                .headers()
+                .get(name)
+                .unwrap_or_else(|| panic!("{url}: no {name} in {:?}", response.headers()))
+                .to_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(header(&first, "cache-control"), "private, max-age=60");
+        let etag = header(&first, "etag");
+        let last_modified = header(&first, "last-modified");
+        let date = httpdate::parse_http_date(&last_modified)
+            .unwrap_or_else(|e| panic!("{url}: Last-Modified {last_modified:?}: {e}"));
+        assert!(
+            date <= std::time::SystemTime::now(),
+            "{url}: {last_modified} is in the future"
+        );
+        assert!(
+            date + std::time::Duration::from_secs(120) >= before,
+            "{url}: {last_modified} is long before the daemon started"
+        );
+        // The same card keeps its date.
+        let again = http().get(&url).send().await.unwrap();
+        assert_eq!(header(&again, "last-modified"), last_modified, "{url}");
+
+        let by_tag = http()
+            .get(&url)
+            .header("If-None-Match", &etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(by_tag.status(), 304, "{url}");
+        assert_eq!(header(&by_tag, "etag"), etag);
+        assert_eq!(header(&by_tag, "last-modified"), last_modified);
+        assert_eq!(header(&by_tag, "cache-control"), "private, max-age=60");
+        assert!(by_tag.bytes().await.unwrap().is_empty());
+
+        let by_date = http()
+            .get(&url)
+            .header("If-Modified-Since", &last_modified)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(by_date.status(), 304, "{url}");
+        let older = httpdate::fmt_http_date(date - std::time::Duration::from_secs(1));
+        let stale = http()
+            .get(&url)
+            .header("If-Modified-Since", &older)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stale.status(), 200, "{url}");
+        // An ETag that does not match wins over a date that would.
+        let other_tag = http()
+            .get(&url)
+            .header("If-None-Match", "\"something-else\"")
+            .header("If-Modified-Since", &last_modified)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(other_tag.status(), 200, "{url}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_card_without_a_version_is_strictly_the_1_0_card_and_0_3_clients_get_theirs() {
     let home = tck_home();
