@@ -3,8 +3,10 @@
 //! for a call held through `portico mcp` proxying to the daemon; both driven by the Python `mcp` SDK.
 //! The gated tool is `shell_exec` appending a line to a file, so every run is counted.
 
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -58,33 +60,76 @@ pub(crate) fn chromium() -> Option<PathBuf> {
 }
 
 /// Runs `js/browser_click.mjs` against `url` and returns its report; the whole run is bounded.
-pub(crate) fn browser(chromium: &PathBuf, url: &str, extra: &[&str]) -> Value {
+pub(crate) fn browser(chromium: &Path, url: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--url", url];
+    args.extend_from_slice(extra);
+    browser_script(chromium, "browser_click.mjs", &args, |event| {
+        panic!("browser_click.mjs sent an event it has none of: {event}")
+    })
+}
+
+/// Runs `tests/peers/js/SCRIPT` with `args` (and `--timeout-ms 20000`) in `chromium` and returns
+/// the JSON report it prints last; every line before it with an `event` field goes to `on_event`
+/// as it arrives (the script waits there for the change the test makes). The whole run is bounded
+/// by a test guard of 240 s.
+pub(crate) fn browser_script(
+    chromium: &Path,
+    script: &str,
+    args: &[&str],
+    mut on_event: impl FnMut(&str),
+) -> Value {
     let mut child = Command::new(node())
-        .arg(peers_dir().join("js/browser_click.mjs"))
-        .args(["--url", url, "--timeout-ms", "20000"])
-        .args(extra)
+        .arg(peers_dir().join("js").join(script))
+        .args(["--timeout-ms", "20000"])
+        .args(args)
         .env("PORTICO_TEST_CHROMIUM", chromium)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("browser_click.mjs did not finish within 90 s (test guard)");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
+    });
+    // Read as it comes, so that a chatty script never blocks on a full pipe.
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut report = None;
+    while report.is_none() {
+        match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) if line.trim().is_empty() => {}
+            Ok(line) => {
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("{script} printed {line:?}: {e}"));
+                match value["event"].as_str() {
+                    Some(event) => on_event(event),
+                    None => report = Some(value),
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("{script} did not finish within 240 s (test guard)");
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
     }
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "browser_click.mjs printed no report ({e}): {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    let _ = child.wait();
+    let errors = errors.join().unwrap();
+    report.unwrap_or_else(|| panic!("{script} printed no report:\n{errors}"))
 }
 
 /// One `sdk_client.py` run (a fresh SDK session) calling `shell_exec` with `command`; the call's

@@ -12,13 +12,11 @@
 //! The pages are saved as PNGs (1280x800) in `target/dashboard-screenshots/layout/`; with
 //! `PORTICO_DASHBOARD_DOCS=1`, in `docs/dashboard/`, the pictures docs/dashboard.md shows.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::approvals_web::chromium;
+use crate::approvals_web::{browser_script, chromium};
 use crate::client::*;
 use crate::support::*;
 
@@ -125,43 +123,11 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// `dashboard_layout.mjs`'s report (the run bounded).
+/// A run of `dashboard_layout.mjs`, and its report.
 fn measure(args: &[&str]) -> Value {
     let chromium = chromium().expect("checked by the caller");
-    let mut child = Command::new(node())
-        .arg(peers_dir().join("js/dashboard_layout.mjs"))
-        .args(["--timeout-ms", "20000"])
-        .args(args)
-        .env("PORTICO_TEST_CHROMIUM", chromium)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        stdout.read_to_string(&mut text).unwrap();
-        text
-    });
-    let deadline = Instant::now() + Duration::from_secs(240);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("dashboard_layout.mjs did not finish within 240 s (test guard)");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let mut errors = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut errors)
-        .unwrap();
-    let text = reader.join().unwrap();
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-        panic!("dashboard_layout.mjs printed {text:?} ({e}); stderr:\n{errors}")
+    browser_script(&chromium, "dashboard_layout.mjs", args, |event| {
+        panic!("dashboard_layout.mjs sent an event it has none of: {event}")
     })
 }
 

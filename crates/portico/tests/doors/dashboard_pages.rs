@@ -7,15 +7,12 @@
 //! JSON views (with `PORTICO_DASHBOARD_DOCS=1`, saving `docs/dashboard/resources.png` and `prompts.png`), and ten tabs of one
 //! browser that all load and stay live on one event stream.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::approvals_web::chromium;
+use crate::approvals_web::{browser_script, chromium};
 use crate::client::*;
 use crate::support::*;
 
@@ -91,61 +88,10 @@ fn server_state(servers: &Value, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Runs `dashboard_pages.mjs` with `args`: each `{"event"}` line it prints is handed to `on_event`
-/// (which makes the change every tab must show), then its report is returned. The whole run is
-/// bounded.
-fn drive(chromium: &Path, args: &[&str], mut on_event: impl FnMut(&str)) -> Value {
-    let mut child = Command::new(node())
-        .arg(peers_dir().join("js/dashboard_pages.mjs"))
-        .args(["--timeout-ms", "20000"])
-        .args(args)
-        .env("PORTICO_TEST_CHROMIUM", chromium)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    });
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let mut report = None;
-    while report.is_none() {
-        match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => {
-                let value: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("dashboard_pages.mjs printed {line:?}: {e}"));
-                if let Some(event) = value["event"].as_str() {
-                    on_event(event);
-                } else {
-                    report = Some(value);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                panic!("dashboard_pages.mjs did not finish within 240 s (test guard)");
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let _ = child.wait();
-    let errors = errors.join().unwrap();
-    report.unwrap_or_else(|| panic!("dashboard_pages.mjs printed no report:\n{errors}"))
+/// A run of `dashboard_pages.mjs`: each event line it prints goes to `on_event` (which makes the
+/// change every tab must show), then its report is returned.
+fn drive(chromium: &Path, args: &[&str], on_event: impl FnMut(&str)) -> Value {
+    browser_script(chromium, "dashboard_pages.mjs", args, on_event)
 }
 
 /// The only failed request and console error: the session asked for before the login (in the

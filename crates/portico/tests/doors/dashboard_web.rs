@@ -13,15 +13,12 @@
 //! `the_dashboard_tour_with_a_login_try_it_and_live_events` needs those routes (the dashboard's
 //! backend, issue 16) and is ignored until they are merged.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::approvals_web::chromium;
+use crate::approvals_web::{browser_script, chromium};
 use crate::client::*;
 use crate::support::*;
 
@@ -167,62 +164,17 @@ fn screenshot_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// A running `dashboard_tour.mjs`: its `live-ready` line is handed to `on_live_ready` (which makes
-/// the change the page must show), then its report is returned. The whole run is bounded.
+/// A run of `dashboard_tour.mjs`: its `live-ready` line is handed to `on_live_ready` (which makes
+/// the change the page must show), then its report is returned.
 fn tour(chromium: &Path, args: &[&str], on_live_ready: impl FnOnce()) -> Value {
-    let mut child = Command::new(node())
-        .arg(peers_dir().join("js/dashboard_tour.mjs"))
-        .args(["--timeout-ms", "20000"])
-        .args(args)
-        .env("PORTICO_TEST_CHROMIUM", chromium)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    });
-    let deadline = Instant::now() + Duration::from_secs(240);
     let mut on_live_ready = Some(on_live_ready);
-    let mut report = None;
-    while report.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match received.recv_timeout(left) {
-            Ok(line) => {
-                let value: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("dashboard_tour.mjs printed {line:?}: {e}"));
-                if value["event"] == "live-ready" {
-                    (on_live_ready.take().expect("one live-ready line"))();
-                } else {
-                    report = Some(value);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                panic!("dashboard_tour.mjs did not finish within 240 s (test guard)");
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let _ = child.wait();
-    let errors = errors.join().unwrap();
-    report.unwrap_or_else(|| panic!("dashboard_tour.mjs printed no report:\n{errors}"))
+    browser_script(chromium, "dashboard_tour.mjs", args, |event| {
+        assert_eq!(
+            event, "live-ready",
+            "dashboard_tour.mjs sent an unknown event"
+        );
+        (on_live_ready.take().expect("one live-ready line"))();
+    })
 }
 
 /// Every page was visited and saved as a PNG of some substance.
