@@ -54,15 +54,16 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for QuietClientGone {
     }
 }
 
-/// Keeps rmcp's OAuth debug output out of the log at every level: it prints the authorization code
-/// and the token exchange's result, whose extra fields (an OpenID `id_token`, vendor tokens) are
-/// not redacted. No filter a user sets lets them through.
-pub(crate) struct NoOAuthDebug;
+/// Keeps rmcp's debug and trace output out of the log at every level: it prints whole messages
+/// (a tool call's arguments and its result, which may hold secrets the audit keeps only as keyed
+/// digests) and, in its OAuth module, the authorization code and the token exchange's result. No
+/// filter a user sets lets them through; rmcp's info, warnings and errors still do.
+pub(crate) struct NoMessageBodies;
 
-/// rmcp's OAuth module.
-const RMCP_AUTH_TARGET: &str = "rmcp::transport::auth";
+/// Crates whose events below INFO quote the messages they carry.
+const BODY_LOGGING_TARGETS: &[&str] = &["rmcp"];
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoOAuthDebug {
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoMessageBodies {
     fn event_enabled(
         &self,
         event: &tracing::Event<'_>,
@@ -70,7 +71,12 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoOAuthDebug {
     ) -> bool {
         let metadata = event.metadata();
         *metadata.level() <= tracing::Level::INFO
-            || !metadata.target().starts_with(RMCP_AUTH_TARGET)
+            || !BODY_LOGGING_TARGETS.iter().any(|target| {
+                metadata
+                    .target()
+                    .strip_prefix(target)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+            })
     }
 }
 
@@ -138,17 +144,24 @@ mod tests {
     }
 
     #[test]
-    fn rmcps_oauth_debug_output_never_reaches_the_log() {
+    fn rmcps_debug_and_trace_output_never_reaches_the_log() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let subscriber = tracing_subscriber::registry()
-            .with(NoOAuthDebug)
+            .with(NoMessageBodies)
             .with(Messages(seen.clone()));
         tracing::subscriber::with_default(subscriber, || {
             tracing::debug!(target: "rmcp::transport::auth", "exchange token result: id_token=secret");
             tracing::trace!(target: "rmcp::transport::auth::metadata_resolver", "trace");
             tracing::info!(target: "rmcp::transport::auth", "Refreshed access token.");
-            tracing::debug!(target: "rmcp::service", "kept");
+            tracing::debug!(target: "rmcp::service", "received request: arguments=secret");
+            tracing::trace!(target: "rmcp", "message=secret");
+            tracing::warn!(target: "rmcp::service", "warned");
+            tracing::debug!(target: "rmcpx", "another crate");
+            tracing::debug!(target: "portico_hub", "ours");
         });
-        assert_eq!(*seen.lock().unwrap(), ["Refreshed access token.", "kept"]);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["Refreshed access token.", "warned", "another crate", "ours"]
+        );
     }
 }

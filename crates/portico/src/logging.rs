@@ -99,7 +99,7 @@ impl LogSetup {
         });
         tracing_subscriber::registry()
             .with(client_gone)
-            .with(crate::log_filters::NoOAuthDebug)
+            .with(crate::log_filters::NoMessageBodies)
             .with(text)
             .with(json)
             .with(traces)

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::client::*;
+use crate::support::{python_peer, python3, stdio_entry};
 
 #[test]
 fn serves_the_catalog_in_process_over_newline_json() {
@@ -367,4 +368,40 @@ fn input_required_from_a_2026_upstream_reaches_a_handshake_era_client() {
         "{text}"
     );
     assert!(mute.finish().success());
+}
+
+/// Arguments may hold secrets (the audit keeps only keyed digests of them): neither a call's
+/// arguments nor its result reach the log, even at `PORTICO_LOG=trace`, where rmcp would print
+/// every message it carries.
+#[test]
+fn arguments_and_results_never_reach_the_log_even_at_trace() {
+    let secret = "s3cr3t-argument-7f2a91c4";
+    let peer = python_peer("env_dump.py");
+    let home = Home::new(&stdio_entry(
+        "dump",
+        &python3(),
+        &[peer.to_str().unwrap()],
+        "",
+    ));
+    let mut session =
+        StdioSession::start_with_env(&home, &["--standalone"], &[("PORTICO_LOG", "trace")]);
+    session.initialize("2025-06-18");
+    let (call, _) = session.request(
+        1,
+        "tools/call",
+        json!({"name": "mcp_dump_echo", "arguments": {"message": secret}}),
+    );
+    assert_eq!(
+        call["result"]["content"][0]["text"],
+        format!("echo: {secret}"),
+        "{call}"
+    );
+    let stderr = session.stderr.clone();
+    assert!(session.finish().success());
+    let log = stderr.lock().unwrap().clone();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "the log is at trace: {log}"
+    );
+    assert!(!log.contains(secret), "the secret was logged:\n{log}");
 }
