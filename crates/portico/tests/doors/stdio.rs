@@ -405,3 +405,29 @@ fn arguments_and_results_never_reach_the_log_even_at_trace() {
     );
     assert!(!log.contains(secret), "the secret was logged:\n{log}");
 }
+
+/// A `Content-Length` over the limit with no body: refused as soon as its header block ends (the
+/// answer used to wait for the next message, and then took that message for the body), and the
+/// next message is answered.
+#[test]
+fn a_lying_content_length_is_refused_at_once_and_the_next_message_answered() {
+    let home = Home::new(&config_with("", &["--tools", "t1"]));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    session.initialize("2025-06-18");
+    session.send_raw(b"Content-Length: 9223372036854775808\r\n\r\n");
+    let frame = session.next_frame();
+    assert!(frame.content_length.is_some(), "answered in its framing");
+    let refused: serde_json::Value = serde_json::from_slice(&frame.body).unwrap();
+    assert_eq!(refused["id"], serde_json::Value::Null, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Invalid Request: message of 9223372036854775808 bytes exceeds the maximum message size"
+        ),
+        "{message}"
+    );
+    let (pong, _) = session.request(7, "ping", json!({}));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    assert!(session.finish().success());
+}
