@@ -63,20 +63,39 @@ pub(crate) struct NoMessageBodies;
 /// Crates whose events below INFO quote the messages they carry.
 const BODY_LOGGING_TARGETS: &[&str] = &["rmcp"];
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoMessageBodies {
-    fn event_enabled(
-        &self,
-        event: &tracing::Event<'_>,
-        _: tracing_subscriber::layer::Context<'_, S>,
-    ) -> bool {
-        let metadata = event.metadata();
-        *metadata.level() <= tracing::Level::INFO
-            || !BODY_LOGGING_TARGETS.iter().any(|target| {
+impl NoMessageBodies {
+    fn keeps_out(metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() > tracing::Level::INFO
+            && BODY_LOGGING_TARGETS.iter().any(|target| {
                 metadata
                     .target()
                     .strip_prefix(target)
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
             })
+    }
+}
+
+/// Decided on the callsite, never per event: an event one layer drops in `event_enabled` after
+/// the log's own filters looked at it leaves their state behind, and the next event (an
+/// upstream's stderr line) was then dropped with it.
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoMessageBodies {
+    fn register_callsite(
+        &self,
+        metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if Self::keeps_out(metadata) {
+            tracing::subscriber::Interest::never()
+        } else {
+            tracing::subscriber::Interest::always()
+        }
+    }
+
+    fn enabled(
+        &self,
+        metadata: &tracing::Metadata<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        !Self::keeps_out(metadata)
     }
 }
 
