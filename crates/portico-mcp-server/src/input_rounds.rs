@@ -12,7 +12,8 @@
 //! runs in the handler's own task until it asks (most never do, and so cost no task and no channel
 //! hand-off); from its first request on it runs in a task of its own, and the running call is parked under a random handle (the `requestState`, which
 //! carries no data and so need not be trusted, and is bound to the client identity that started the
-//! call: another client's retry with it finds nothing); the client's retry finds it, hands each answer to the
+//! call: another client's retry with it finds nothing; and to the call's tool and arguments: a retry
+//! that differs is refused); the client's retry finds it, hands each answer to the
 //! request waiting for it, and the handler waits again. A parked call nobody resumes is dropped after
 //! [`PARKED_FOR`], which fails its pending requests and so ends it.
 //!
