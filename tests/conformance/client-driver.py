@@ -254,12 +254,8 @@ def run(door):
             if arguments is not None:
                 calls.append({"name": tool["name"], "arguments": arguments})
     for call in calls:
-        # Portico checks arguments against the tool's input schema before a call leaves it, and
-        # `null` is not a value of the types these schemas declare (http-custom-headers passes
-        # `verbose: null` to mean "not provided"): such an argument is sent as omitted, which the
-        # scenario accepts alike ("null or not provided").
-        arguments = {k: v for k, v in call.get("arguments", {}).items() if v is not None}
-        call = {**call, "arguments": arguments}
+        # Sent as the scenario gives them, `null`s included (http-custom-headers passes
+        # `verbose: null` to mean "not provided", which Portico reads so).
         result = door.request("tools/call", call)
         note(f"{call['name']}: {json.dumps(result)[:300]}")
 
@@ -346,8 +342,8 @@ def run_with_call(binary, home):
             if arguments is not None:
                 calls.append({"name": tool["name"], "arguments": arguments})
     for call in calls:
-        # As in the door's run: `null` stands for an argument not provided.
-        arguments = {k: v for k, v in call.get("arguments", {}).items() if v is not None}
+        # As in the door's run: `null`s included.
+        arguments = call.get("arguments", {})
         result = portico_command(
             binary,
             home,

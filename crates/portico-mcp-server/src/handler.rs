@@ -23,7 +23,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::backend::{Backend, BackendError, Listing, ListingDigest};
-use crate::input_rounds::{ClientKey, InputRoundsCaller, ParkedCalls};
+use crate::input_rounds::{
+    CallBinding, ClientKey, InputRoundsCaller, ParkedCalls, check_input_responses,
+};
 use crate::relay::{DownstreamCaller, PORTICO_CLIENT_NAME};
 use crate::subscriptions::{ListenHold, MAX_SUBSCRIPTIONS_PER_SESSION, SessionSubscriptions};
 use crate::tool_search::{self, ToolSearch};
@@ -659,6 +661,43 @@ impl PorticoServer {
     }
 }
 
+/// The methods of MCP requests whose params carry a 2026-07-28 client's `inputResponses`.
+const RETRIED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// The answer to a request rmcp could not read as any it knows (see `on_custom_request`).
+fn refuse_custom_request(method: &str, params: Option<&serde_json::Value>) -> McpError {
+    if !RETRIED_METHODS.contains(&method) {
+        return McpError::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("`{method}` is not a method Portico serves"),
+            None,
+        );
+    }
+    let responses = params.and_then(|params| params.get("inputResponses"));
+    let message = match responses {
+        Some(responses) if !responses.is_object() => format!(
+            "inputResponses of `{method}` is {}, not an object; send the answer to each input request under its key, or leave inputResponses out",
+            json_kind(responses)
+        ),
+        _ => format!(
+            "the params of `{method}` are not what MCP defines for it; check their fields and types"
+        ),
+    };
+    McpError::invalid_params(message, None)
+}
+
+/// A JSON value's kind, as a message names it.
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 /// Whether the client speaks 2026-07-28 or later, where servers ask through `input_required` results
 /// instead of requests.
 /// The client identity the door put on the HTTP request; stdio has one client.
@@ -949,6 +988,19 @@ impl ServerHandler for PorticoServer {
         Box::pin(self.serve_get_prompt(request, _context)).await
     }
 
+    /// rmcp hands on as a custom request a request of a method it knows whose params it could not
+    /// read: that is a client's mistake in the params (-32602), not an unknown method.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, McpError> {
+        Err(refuse_custom_request(
+            &request.method,
+            request.params.as_ref(),
+        ))
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let Some(session) = &self.session else {
             return;
@@ -1053,14 +1105,27 @@ impl PorticoServer {
     ) -> Result<CallToolResponse, McpError> {
         self.require_exposed(Kind::Tools)?;
         let principal = self.principal_of(&context);
+        // Answers that are not results go nowhere: not to a parked call, not to an upstream.
+        if let Some(responses) = &request.input_responses {
+            check_input_responses(responses)?;
+        }
         // A 2026-07-28 client cannot be sent requests during its call: run the call apart and put
         // what it asks for to the client as input rounds.
         if takes_input_rounds(&context) {
+            let binding = CallBinding::new(&request.name, request.arguments.as_ref());
             if let Some(state) = &request.request_state {
+                // Every round Portico puts to a client asks something: a retry without answers
+                // (left out, or `null`) is a malformed one, refused with the call still parked.
+                if request.input_responses.is_none() {
+                    return Err(McpError::invalid_params(
+                        "a retry with requestState carries inputResponses: an object with the answer to each input request of the round, under its key",
+                        None,
+                    ));
+                }
                 return self
                     .parked
                     .next_round(
-                        &request.name,
+                        &binding,
                         state,
                         &client_of(&context),
                         request.input_responses.clone(),
@@ -1085,7 +1150,6 @@ impl PorticoServer {
                 }));
             }
             let server = self.clone();
-            let name = request.name.to_string();
             // A call that asks for input outlives this request, which ends with the first
             // `input_required` answer; a call nobody resumes is ended by expiry instead (see
             // `input_rounds`).
@@ -1104,7 +1168,7 @@ impl PorticoServer {
             return self
                 .parked
                 .run(
-                    &name,
+                    &binding,
                     place,
                     call,
                     events,
@@ -1257,6 +1321,9 @@ impl PorticoServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         self.require_exposed(Kind::Prompts)?;
+        if let Some(responses) = &request.input_responses {
+            check_input_responses(responses)?;
+        }
         // The rest of the request (a 2026-07-28 client's answers to the upstream's input rounds)
         // goes to the upstream unread; the envelope is this request's own.
         let mut rest = serde_json::to_value(&request)

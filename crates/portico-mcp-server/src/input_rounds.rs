@@ -12,7 +12,8 @@
 //! runs in the handler's own task until it asks (most never do, and so cost no task and no channel
 //! hand-off); from its first request on it runs in a task of its own, and the running call is parked under a random handle (the `requestState`, which
 //! carries no data and so need not be trusted, and is bound to the client identity that started the
-//! call: another client's retry with it finds nothing); the client's retry finds it, hands each answer to the
+//! call: another client's retry with it finds nothing; and to the call's tool and arguments: a retry
+//! that differs is refused); the client's retry finds it, hands each answer to the
 //! request waiting for it, and the handler waits again. A parked call nobody resumes is dropped after
 //! [`PARKED_FOR`], which fails its pending requests and so ends it.
 //!
@@ -68,9 +69,53 @@ pub(crate) enum CallEvent {
     Done(Result<CallToolResponse, McpError>),
 }
 
+/// What a parked call was started as: its tool and a digest of its arguments. A retry carrying
+/// the call's `requestState` must be the same call, or the answer to one request would be given
+/// as the answer to another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallBinding {
+    tool: String,
+    /// Of the arguments serialised with sorted keys; no arguments count as `{}`.
+    arguments: String,
+}
+
+impl CallBinding {
+    pub(crate) fn new(tool: &str, arguments: Option<&JsonObject>) -> Self {
+        let arguments = arguments.cloned().unwrap_or_default();
+        CallBinding {
+            tool: tool.to_string(),
+            arguments: portico_pipeline::arguments_digest(&Value::Object(arguments)),
+        }
+    }
+}
+
+/// Refuses `inputResponses` whose answers are not objects (the results of the requests they
+/// answer), before any of them reaches a call or an upstream.
+pub(crate) fn check_input_responses(responses: &InputResponses) -> Result<(), McpError> {
+    for (key, answer) in responses {
+        if !answer.is_object() {
+            let kind = match answer {
+                Value::Null => "null",
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::String(_) => "a string",
+                Value::Array(_) => "an array",
+                Value::Object(_) => "an object",
+            };
+            return Err(McpError::invalid_params(
+                format!(
+                    "inputResponses `{key}` is {kind}, not the result object of the input request it answers; send each answer as an object under its request's key"
+                ),
+                None,
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A call waiting for its client's answers.
 struct Parked {
-    tool: String,
+    binding: CallBinding,
     events: mpsc::Receiver<CallEvent>,
     pending: BTreeMap<String, Answer>,
     next_key: u64,
@@ -189,13 +234,13 @@ impl ParkedCalls {
     #[cfg(test)]
     pub(crate) async fn first_round(
         &self,
-        tool: &str,
+        binding: &CallBinding,
         place: Place,
         events: mpsc::Receiver<CallEvent>,
         cancel: DropGuard,
     ) -> Result<CallToolResponse, McpError> {
         let parked = Parked {
-            tool: tool.to_string(),
+            binding: binding.clone(),
             events,
             pending: BTreeMap::new(),
             next_key: 0,
@@ -212,7 +257,7 @@ impl ParkedCalls {
     /// report the call's completion from that task.
     pub(crate) async fn run(
         &self,
-        tool: &str,
+        binding: &CallBinding,
         place: Place,
         mut call: BoxFuture<'static, Result<CallToolResponse, McpError>>,
         events: mpsc::Sender<CallEvent>,
@@ -233,7 +278,7 @@ impl ParkedCalls {
             let _ = events.send(CallEvent::Done(result)).await;
         });
         let parked = Parked {
-            tool: tool.to_string(),
+            binding: binding.clone(),
             events: receiver,
             pending: BTreeMap::new(),
             next_key: 0,
@@ -245,10 +290,11 @@ impl ParkedCalls {
     }
 
     /// Resumes a parked call of `client` (the identity [`Self::admit`] was given) with its answers.
-    /// Another client's handle is answered as an unknown one, and the call stays parked for its own.
+    /// Another client's handle is answered as an unknown one, and the call stays parked for its own;
+    /// a retry of another tool or with other arguments is refused, and the call stays parked too.
     pub(crate) async fn next_round(
         &self,
-        tool: &str,
+        binding: &CallBinding,
         request_state: &str,
         client: &str,
         responses: Option<InputResponses>,
@@ -266,11 +312,18 @@ impl ParkedCalls {
                 None,
             ));
         };
-        if parked.tool != tool {
-            let message = format!(
-                "requestState belongs to a call of `{}`, not `{tool}`",
-                parked.tool
-            );
+        if parked.binding != *binding {
+            let message = if parked.binding.tool != binding.tool {
+                format!(
+                    "requestState belongs to a call of `{}`, not `{}`",
+                    parked.binding.tool, binding.tool
+                )
+            } else {
+                format!(
+                    "requestState belongs to a call of `{}` with other arguments; a retry carries the arguments of the call it continues, unchanged",
+                    binding.tool
+                )
+            };
             // Put it back: the right retry may still come.
             self.calls
                 .lock()
@@ -543,7 +596,14 @@ mod tests {
     ) -> Result<CallToolResponse, McpError> {
         let place = parked.admit(OWNER).unwrap();
         let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
-        parked.first_round("t", place, receiver, cancel).await
+        parked
+            .first_round(&bound("t"), place, receiver, cancel)
+            .await
+    }
+
+    /// A call of `tool` without arguments.
+    fn bound(tool: &str) -> CallBinding {
+        CallBinding::new(tool, None)
     }
 
     fn sampling_params(text: &str) -> JsonObject {
@@ -567,7 +627,9 @@ mod tests {
                 guard: CancellationToken::new().drop_guard(),
                 client_gone: CancellationToken::new(),
             };
-            let answer = parked.run("t", place, call, events, receiver, cancel).await;
+            let answer = parked
+                .run(&bound("t"), place, call, events, receiver, cancel)
+                .await;
             (tokio::task::id(), answer)
         })
     }
@@ -614,7 +676,8 @@ mod tests {
             client_gone: client_gone.clone(),
         };
         let place = parked.admit(OWNER).unwrap();
-        let running = parked.run("t", place, call, events, receiver, cancel);
+        let binding = bound("t");
+        let running = parked.run(&binding, place, call, events, receiver, cancel);
         client_gone.cancel();
         let error = running.await.unwrap_err();
         assert_eq!(error.message, "cancelled by the client");
@@ -644,7 +707,12 @@ mod tests {
             .into_iter()
             .collect();
         let done = parked
-            .next_round("t", &round.request_state.unwrap(), OWNER, Some(answers))
+            .next_round(
+                &bound("t"),
+                &round.request_state.unwrap(),
+                OWNER,
+                Some(answers),
+            )
             .await
             .unwrap();
         let text = first_text(done);
@@ -726,15 +794,33 @@ mod tests {
 
         // The wrong tool, or an unknown handle, is refused and leaves the call parked.
         let wrong = parked
-            .next_round("other", &state, OWNER, None)
+            .next_round(&bound("other"), &state, OWNER, None)
             .await
             .unwrap_err();
         assert!(
             wrong.message.contains("belongs to a call of `t`"),
             "{wrong:?}"
         );
+        // The same tool with other arguments: refused, naming it; keys in another order are
+        // the same arguments.
+        let other_arguments = json!({"path": "/etc/shadow"});
+        let other = CallBinding::new("t", other_arguments.as_object());
+        let refused = parked
+            .next_round(&other, &state, OWNER, None)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code.0, -32602);
+        assert_eq!(
+            refused.message,
+            "requestState belongs to a call of `t` with other arguments; a retry carries the arguments of the call it continues, unchanged"
+        );
+        assert_eq!(
+            CallBinding::new("t", json!({"a": 1, "b": [2]}).as_object()),
+            CallBinding::new("t", json!({"b": [2], "a": 1}).as_object())
+        );
+        assert_eq!(CallBinding::new("t", Some(&JsonObject::new())), bound("t"));
         let unknown = parked
-            .next_round("t", "nope", OWNER, None)
+            .next_round(&bound("t"), "nope", OWNER, None)
             .await
             .unwrap_err();
         assert!(
@@ -746,20 +832,23 @@ mod tests {
         let answers: InputResponses = [(key, json!({"n": 1}))].into_iter().collect();
         let (key, request, state_2) = round(
             parked
-                .next_round("t", &state, OWNER, Some(answers))
+                .next_round(&bound("t"), &state, OWNER, Some(answers))
                 .await
                 .unwrap(),
         );
         assert_eq!(request["params"]["messages"][0]["content"]["text"], "two");
         assert_ne!(state, state_2, "each round gets a fresh handle");
         assert!(
-            parked.next_round("t", &state, OWNER, None).await.is_err(),
+            parked
+                .next_round(&bound("t"), &state, OWNER, None)
+                .await
+                .is_err(),
             "a handle is used once"
         );
 
         let answers: InputResponses = [(key, json!({"n": 2}))].into_iter().collect();
         let CallToolResponse::Complete(done) = parked
-            .next_round("t", &state_2, OWNER, Some(answers))
+            .next_round(&bound("t"), &state_2, OWNER, Some(answers))
             .await
             .unwrap()
         else {
@@ -830,7 +919,7 @@ mod tests {
         };
         let state = round.request_state.unwrap();
         let CallToolResponse::Complete(done) = parked
-            .next_round("t", &state, OWNER, Some(InputResponses::new()))
+            .next_round(&bound("t"), &state, OWNER, Some(InputResponses::new()))
             .await
             .unwrap()
         else {
@@ -885,7 +974,7 @@ mod tests {
         let place = parked.admit("a").unwrap();
         let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
         let CallToolResponse::InputRequired(round) = parked
-            .first_round("t", place, receiver, cancel)
+            .first_round(&bound("t"), place, receiver, cancel)
             .await
             .unwrap()
         else {
@@ -899,7 +988,7 @@ mod tests {
         let state = round.request_state.unwrap();
         let answers: InputResponses = [("portico-1".to_string(), json!({}))].into_iter().collect();
         let done = parked
-            .next_round("t", &state, OWNER, Some(answers))
+            .next_round(&bound("t"), &state, OWNER, Some(answers))
             .await
             .unwrap();
         assert!(matches!(done, CallToolResponse::Complete(_)));
@@ -933,7 +1022,7 @@ mod tests {
         };
         // Client b holding a's handle: answered as if there were no such call, and a's call stays.
         let other = parked
-            .next_round("t", &state, "b", Some(answers()))
+            .next_round(&bound("t"), &state, "b", Some(answers()))
             .await
             .unwrap_err();
         assert_eq!(
@@ -942,7 +1031,7 @@ mod tests {
         );
         assert_eq!(parked.counts(), (1, 1), "still parked for its own client");
         let done = parked
-            .next_round("t", &state, OWNER, Some(answers()))
+            .next_round(&bound("t"), &state, OWNER, Some(answers()))
             .await
             .unwrap();
         assert_eq!(first_text(done), "5");
@@ -967,7 +1056,7 @@ mod tests {
         let token = tokio_util::sync::CancellationToken::new();
         let place = parked.admit("a").unwrap();
         let response = parked
-            .first_round("t", place, receiver, token.clone().drop_guard())
+            .first_round(&bound("t"), place, receiver, token.clone().drop_guard())
             .await
             .unwrap();
         let CallToolResponse::InputRequired(round) = response else {
@@ -980,7 +1069,7 @@ mod tests {
         assert!(token.is_cancelled(), "the expired call is cancelled");
         assert_eq!(parked.counts(), (0, 0));
         let late = parked
-            .next_round("t", &round.request_state.unwrap(), OWNER, None)
+            .next_round(&bound("t"), &round.request_state.unwrap(), OWNER, None)
             .await
             .unwrap_err();
         assert!(late.message.contains("does not name a call waiting"));
@@ -995,7 +1084,11 @@ mod tests {
         let driver = {
             let parked = parked.clone();
             let guard = token.clone().drop_guard();
-            tokio::spawn(async move { parked.first_round("t", place, receiver, guard).await })
+            tokio::spawn(async move {
+                parked
+                    .first_round(&bound("t"), place, receiver, guard)
+                    .await
+            })
         };
         // The client hangs up before the call asks or ends: rmcp drops the request's future.
         driver.abort();
@@ -1041,7 +1134,7 @@ mod tests {
         let place = parked.admit("a").unwrap();
         let cancel = tokio_util::sync::CancellationToken::new().drop_guard();
         let mut response = parked
-            .first_round("t", place, receiver, cancel)
+            .first_round(&bound("t"), place, receiver, cancel)
             .await
             .unwrap();
         let mut rounds = Vec::new();
@@ -1051,7 +1144,12 @@ mod tests {
             let answers: InputResponses =
                 requests.into_keys().map(|key| (key, json!({}))).collect();
             response = parked
-                .next_round("t", &round.request_state.unwrap(), OWNER, Some(answers))
+                .next_round(
+                    &bound("t"),
+                    &round.request_state.unwrap(),
+                    OWNER,
+                    Some(answers),
+                )
                 .await
                 .unwrap();
         }

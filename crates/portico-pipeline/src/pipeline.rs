@@ -815,20 +815,27 @@ impl Pipeline {
         // After the caller's own limits: a tool outside them is refused as such, held or not.
         Self::admitted(self.pins().as_ref(), source, entry)?;
 
-        let arguments_value = Value::Object(arguments);
-        if let Some(schema) = entry.definition.get("inputSchema")
-            && let Err(problems) = self.inner.schemas.check(
-                name,
-                "inputSchema",
-                entry.generation,
-                schema,
-                &arguments_value,
-            )
-        {
-            return Err(PipelineError::InvalidArguments {
-                tool: name.to_string(),
-                problems,
-            });
+        let mut arguments_value = Value::Object(arguments);
+        if let Some(schema) = entry.definition.get("inputSchema") {
+            let check = |value: &Value| {
+                self.inner
+                    .schemas
+                    .check(name, "inputSchema", entry.generation, schema, value)
+            };
+            if let Err(problems) = check(&arguments_value) {
+                // MCP reads a `null` for an optional parameter as the parameter not provided
+                // (SEP-2243: "null or not provided"): such a call is made without it, not refused
+                // because `null` is not of the parameter's type.
+                match without_optional_nulls(schema, &arguments_value) {
+                    Some(omitted) if check(&omitted).is_ok() => arguments_value = omitted,
+                    _ => {
+                        return Err(PipelineError::InvalidArguments {
+                            tool: name.to_string(),
+                            problems,
+                        });
+                    }
+                }
+            }
         }
         let Value::Object(arguments) = arguments_value else {
             unreachable!("arguments were an object a moment ago")
@@ -1147,4 +1154,20 @@ pub fn model_text(result: &ToolResult) -> String {
         return structured.to_string();
     }
     parts.join("\n")
+}
+
+/// `arguments` without the top-level `null`s of parameters `schema` does not require, or `None`
+/// when it has none.
+fn without_optional_nulls(schema: &Value, arguments: &Value) -> Option<Value> {
+    let Value::Object(arguments) = arguments else {
+        return None;
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut omitted = arguments.clone();
+    omitted.retain(|name, value| !value.is_null() || required.contains(&name.as_str()));
+    (omitted.len() < arguments.len()).then_some(Value::Object(omitted))
 }

@@ -69,6 +69,55 @@ fn agent(patterns: &[&str]) -> ToolContext {
     }
 }
 
+/// A `null` for an optional parameter is the parameter not provided (MCP, SEP-2243): the call is
+/// made without it, not refused because `null` is not a boolean. A required one stays refused.
+#[tokio::test]
+async fn a_null_optional_argument_is_omitted_not_refused() {
+    let schema = json!({"type": "object", "properties": {
+        "region": {"type": "string"}, "verbose": {"type": "boolean"}},
+        "required": ["region"], "additionalProperties": false});
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let definition =
+        object(json!({"name": "headers", "description": "test", "inputSchema": schema}));
+    let tool = {
+        let seen = seen.clone();
+        LocalTool::raw(definition, move |arguments, _context| {
+            seen.lock().unwrap().push(Value::Object(arguments));
+            Box::pin(async { ToolResult::text("ran") })
+        })
+    };
+    let (pipeline, _audit) = pipeline_with(vec![tool], PipelineSettings::default());
+    let context = ToolContext::client("test");
+    let call = |arguments: Value| {
+        let pipeline = &pipeline;
+        let context = &context;
+        async move {
+            pipeline
+                .call("headers", Some(object(arguments)), context)
+                .await
+                .unwrap()
+                .outcome
+        }
+    };
+    assert_eq!(
+        call(json!({"region": "eu", "verbose": null})).await,
+        Outcome::Ok
+    );
+    assert_eq!(*seen.lock().unwrap(), [json!({"region": "eu"})]);
+    for refused in [
+        json!({"region": null}),
+        json!({"region": "eu", "verbose": "yes"}),
+        json!({"region": "eu", "verbose": null, "other": 1}),
+    ] {
+        assert_eq!(
+            call(refused.clone()).await,
+            Outcome::InvalidArguments,
+            "{refused}"
+        );
+    }
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
 #[tokio::test]
 async fn invalid_arguments_never_reach_the_tool() {
     let runs = Arc::new(AtomicUsize::new(0));

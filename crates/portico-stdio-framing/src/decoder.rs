@@ -63,6 +63,12 @@ pub(crate) enum Event {
 #[derive(Debug)]
 enum DrainEnd {
     Oversized(Framing),
+    /// The body of a `Content-Length` message already refused for its declared `size`: it ends
+    /// at a newline or once the `left` bytes still declared have been read, whichever comes first.
+    RefusedBody {
+        size: u64,
+        left: u64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -89,17 +95,6 @@ enum State {
     Header(Headers),
     /// `Content-Length` framing: collecting `len` body bytes into `buf`.
     Body { len: usize },
-    /// `Content-Length` framing: the declared length is over the cap; deciding whether a body
-    /// follows.
-    AfterOversizedHeader { size: u64, remaining: u64 },
-    /// Skipping the JSON value that followed an oversized header, for at most its declared length.
-    /// Not a count of declared bytes alone: a lying `Content-Length` (2^63) would swallow every
-    /// later message.
-    SkipOversized {
-        scan: JsonScan,
-        remaining: u64,
-        size: u64,
-    },
     /// A header block grew past [`MAX_HEADER_BYTES`]: discarding the rest of it line by line,
     /// without keeping it, so that neither its later lines nor its body are read as messages.
     DiscardHeaders {
@@ -228,6 +223,10 @@ pub(crate) struct FrameDecoder {
     buf: Vec<u8>,
     /// Start of a message being discarded, for id recovery.
     prefix: Vec<u8>,
+    /// A `Content-Length` just refused as over the cap (its declared size, and how many of those
+    /// bytes may still follow): a line that follows it and is over the cap too is taken to be its
+    /// body and discarded up to that length; anything else is read as the next message.
+    refused: Option<(u64, u64)>,
 }
 
 fn is_space(b: u8) -> bool {
@@ -317,6 +316,7 @@ impl FrameDecoder {
             state: State::Idle,
             buf: Vec::new(),
             prefix: Vec::new(),
+            refused: None,
         }
     }
 
@@ -343,8 +343,20 @@ impl FrameDecoder {
         let state = std::mem::replace(&mut self.state, State::Idle);
         let prefix = std::mem::take(&mut self.prefix);
         let buf = std::mem::take(&mut self.buf);
+        let refused = self.refused.take();
         match state {
             State::Idle => None,
+            // The start of the body of a length refused just now, cut short by the end.
+            State::Sniff | State::Line if refused.is_some() => {
+                let (size, _) = refused?;
+                let mut prefix = buf;
+                prefix.truncate(ID_PREFIX_BYTES);
+                Some(Event::Oversized {
+                    framing: Framing::ContentLength,
+                    size,
+                    prefix,
+                })
+            }
             // An unterminated last line is still a whole message: it is
             // handed on and is answered like any other (a parse error if it
             // is truncated JSON).
@@ -356,6 +368,11 @@ impl FrameDecoder {
                 DrainEnd::Oversized(framing) => Event::Oversized {
                     framing,
                     size: seen,
+                    prefix,
+                },
+                DrainEnd::RefusedBody { size, .. } => Event::Oversized {
+                    framing: Framing::ContentLength,
+                    size,
                     prefix,
                 },
             }),
@@ -373,13 +390,6 @@ impl FrameDecoder {
                     prefix,
                 })
             }
-            State::AfterOversizedHeader { size, .. } | State::SkipOversized { size, .. } => {
-                Some(Event::Oversized {
-                    framing: Framing::ContentLength,
-                    size,
-                    prefix,
-                })
-            }
             State::AfterBadHeader { reason }
             | State::SkipValue { reason, .. }
             | State::DiscardHeaders { reason, .. } => Some(Event::BadHeader { reason, prefix }),
@@ -391,6 +401,9 @@ impl FrameDecoder {
         match state {
             State::Idle => {
                 let skip = rest.iter().take_while(|&&b| is_space(b)).count();
+                if let Some((_, left)) = &mut self.refused {
+                    *left = left.saturating_sub(skip as u64);
+                }
                 let next = if skip < rest.len() {
                     State::Sniff
                 } else {
@@ -414,71 +427,6 @@ impl FrameDecoder {
                     (take, State::Idle, Some(event))
                 } else {
                     (take, State::Body { len }, None)
-                }
-            }
-            State::AfterOversizedHeader { size, remaining } => {
-                if is_space(rest[0]) && remaining > 0 {
-                    // Whitespace a pretty-printing sender put before the body is part of it.
-                    let window = usize::try_from(remaining)
-                        .unwrap_or(usize::MAX)
-                        .min(rest.len());
-                    let skip = rest[..window].iter().take_while(|&&b| is_space(b)).count();
-                    let remaining = remaining - skip as u64;
-                    if remaining == 0 {
-                        // A body of nothing but whitespace, all of it read: refused now, not at
-                        // the next byte, which may never come before the answer is awaited.
-                        let event = Event::Oversized {
-                            framing: Framing::ContentLength,
-                            size,
-                            prefix: Vec::new(),
-                        };
-                        return (skip, State::Idle, Some(event));
-                    }
-                    (skip, State::AfterOversizedHeader { size, remaining }, None)
-                } else if matches!(rest[0], b'{' | b'[') && remaining > 0 {
-                    let next = State::SkipOversized {
-                        scan: JsonScan::default(),
-                        remaining,
-                        size,
-                    };
-                    (0, next, None)
-                } else {
-                    // No JSON body to skip: refused at once, and what follows is read as new
-                    // messages.
-                    let event = Event::Oversized {
-                        framing: Framing::ContentLength,
-                        size,
-                        prefix: Vec::new(),
-                    };
-                    (0, State::Idle, Some(event))
-                }
-            }
-            State::SkipOversized {
-                mut scan,
-                remaining,
-                size,
-            } => {
-                let window = usize::try_from(remaining)
-                    .unwrap_or(usize::MAX)
-                    .min(rest.len());
-                let done = scan.feed(&rest[..window]);
-                let take = done.unwrap_or(window);
-                extend_prefix(&mut self.prefix, &rest[..take]);
-                let remaining = remaining - take as u64;
-                if done.is_some() || remaining == 0 {
-                    let event = Event::Oversized {
-                        framing: Framing::ContentLength,
-                        size,
-                        prefix: std::mem::take(&mut self.prefix),
-                    };
-                    (take, State::Idle, Some(event))
-                } else {
-                    let next = State::SkipOversized {
-                        scan,
-                        remaining,
-                        size,
-                    };
-                    (take, next, None)
                 }
             }
             State::DiscardHeaders { reason, mut line } => match line.feed(rest) {
@@ -555,6 +503,7 @@ impl FrameDecoder {
         if b == b':' && is_framing_header(&self.buf) {
             // The sniffed name stays in `buf` as the start of the first
             // header line; the colon is read by the header state.
+            self.refused = None;
             return (0, State::Header(Headers::default()), None);
         }
         (0, State::Line, None)
@@ -575,6 +524,17 @@ impl FrameDecoder {
         if !fits {
             self.prefix.clear();
             extend_prefix(&mut self.prefix, &self.buf);
+            if let Some((size, left)) = self.refused.take() {
+                // The body of the length refused just now: discarded up to that length, so that
+                // a message right after it (with no newline between) is read whole.
+                let seen = self.buf.len() as u64;
+                self.buf = Vec::new();
+                let then = DrainEnd::RefusedBody {
+                    size,
+                    left: left.saturating_sub(seen),
+                };
+                return (0, State::Drain { seen, cr, then }, None);
+            }
             extend_prefix(&mut self.prefix, chunk);
             self.buf = Vec::new();
             return match newline {
@@ -603,6 +563,7 @@ impl FrameDecoder {
         if cr {
             self.buf.pop();
         }
+        self.refused = None;
         let event = Event::Message {
             framing: Framing::Newline,
             body: std::mem::take(&mut self.buf),
@@ -617,11 +578,13 @@ impl FrameDecoder {
         cr: bool,
         then: DrainEnd,
     ) -> (usize, State, Option<Event>) {
+        let framing = match then {
+            DrainEnd::Oversized(framing) => framing,
+            DrainEnd::RefusedBody { size, left } => return self.drain_refused(rest, size, left),
+        };
         let newline = rest.iter().position(|&b| b == b'\n');
         let take = newline.unwrap_or(rest.len());
-        if matches!(then, DrainEnd::Oversized(_)) {
-            extend_prefix(&mut self.prefix, &rest[..take]);
-        }
+        extend_prefix(&mut self.prefix, &rest[..take]);
         let seen = seen + take as u64;
         let cr = if take > 0 {
             rest[take - 1] == b'\r'
@@ -631,15 +594,45 @@ impl FrameDecoder {
         if newline.is_none() {
             return (take, State::Drain { seen, cr, then }, None);
         }
-        let prefix = std::mem::take(&mut self.prefix);
-        let event = match then {
-            DrainEnd::Oversized(framing) => Event::Oversized {
-                framing,
-                size: seen - u64::from(cr),
-                prefix,
-            },
+        let event = Event::Oversized {
+            framing,
+            size: seen - u64::from(cr),
+            prefix: std::mem::take(&mut self.prefix),
         };
         (take + 1, State::Idle, Some(event))
+    }
+
+    /// [`DrainEnd::RefusedBody`]: up to a newline or `left` more bytes, whichever comes first.
+    fn drain_refused(
+        &mut self,
+        rest: &[u8],
+        size: u64,
+        left: u64,
+    ) -> (usize, State, Option<Event>) {
+        let window = usize::try_from(left).unwrap_or(usize::MAX).min(rest.len());
+        let newline = rest[..window].iter().position(|&b| b == b'\n');
+        let take = newline.unwrap_or(window);
+        extend_prefix(&mut self.prefix, &rest[..take]);
+        let left = left - take as u64;
+        if newline.is_none() && left > 0 {
+            let then = DrainEnd::RefusedBody { size, left };
+            let next = State::Drain {
+                seen: 0,
+                cr: false,
+                then,
+            };
+            return (take, next, None);
+        }
+        let event = Event::Oversized {
+            framing: Framing::ContentLength,
+            size,
+            prefix: std::mem::take(&mut self.prefix),
+        };
+        (
+            take + usize::from(newline.is_some()),
+            State::Idle,
+            Some(event),
+        )
     }
 
     fn header(&mut self, rest: &[u8], mut headers: Headers) -> (usize, State, Option<Event>) {
@@ -699,12 +692,16 @@ impl FrameDecoder {
                 (used, State::Body { len }, None)
             }
             _ => {
+                // Refused at once: waiting for a body to decide would keep the answer back until
+                // the next message came, and then take that message for the body.
                 self.prefix.clear();
-                let next = State::AfterOversizedHeader {
+                self.refused = Some((len, len));
+                let event = Event::Oversized {
+                    framing: Framing::ContentLength,
                     size: len,
-                    remaining: len,
+                    prefix: Vec::new(),
                 };
-                (used, next, None)
+                (used, State::Idle, Some(event))
             }
         }
     }
@@ -875,60 +872,60 @@ mod tests {
         ));
     }
 
+    /// Refused at once, when its header block ends; the body that follows is discarded for its
+    /// declared length and answered again with its id, and the next message is read whole.
     #[test]
-    fn oversized_content_length_is_drained() {
+    fn oversized_content_length_is_refused_at_once_and_its_body_drained() {
         let body = format!("{{\"id\":5,\"x\":\"{}\"}}", "y".repeat(100));
-        let input = format!(
-            "Content-Length: {}\r\n\r\n{body}Content-Length: 2\r\n\r\n{{}}",
-            body.len()
-        );
-        let events = run_all_splits(50, input.as_bytes());
+        let header = format!("Content-Length: {}\r\n\r\n", body.len());
+        let oversized = |prefix: &str| Event::Oversized {
+            framing: Framing::ContentLength,
+            size: body.len() as u64,
+            prefix: prefix.as_bytes().to_vec(),
+        };
+        let mut decoder = FrameDecoder::new(50);
         assert_eq!(
-            events,
+            decoder.decode(header.as_bytes()),
+            (header.len(), Some(oversized(""))),
+            "refused before any of the body is read"
+        );
+        let input = format!("{header}{body}Content-Length: 2\r\n\r\n{{}}");
+        assert_eq!(
+            run_all_splits(50, input.as_bytes()),
             vec![
-                Event::Oversized {
-                    framing: Framing::ContentLength,
-                    size: body.len() as u64,
-                    prefix: body.into_bytes(),
-                },
+                oversized(""),
+                oversized(&body),
                 msg(Framing::ContentLength, "{}"),
             ]
         );
     }
 
     /// A declared length of 2^63 used to be drained byte by byte: forever, swallowing every later
-    /// message. It is refused, and reading resumes after the value that followed it.
+    /// message; then it waited for the next message and took it for its body. It is refused as
+    /// soon as its header block ends, and the next message, header or line, is read.
     #[test]
-    fn lying_content_length_is_refused_and_later_messages_survive() {
+    fn lying_content_length_is_refused_at_once_and_later_messages_survive() {
         let huge = "Content-Length: 9223372036854775808\r\n\r\n";
         let oversized = |prefix: &str| Event::Oversized {
             framing: Framing::ContentLength,
             size: 9_223_372_036_854_775_808,
             prefix: prefix.as_bytes().to_vec(),
         };
+        let mut decoder = FrameDecoder::new(1024);
+        assert_eq!(
+            decoder.decode(huge.as_bytes()),
+            (huge.len(), Some(oversized(""))),
+            "refused with nothing after it"
+        );
         let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
         assert_eq!(
             run_all_splits(1024, format!("{huge}{ping}\n{{\"id\":2}}\n").as_bytes()),
-            vec![oversized(ping), msg(Framing::Newline, "{\"id\":2}")]
-        );
-        // Whitespace before the body is skipped with it.
-        assert_eq!(
-            run_all_splits(1024, format!("{huge}\n  {ping}\n{{\"id\":2}}\n").as_bytes()),
-            vec![oversized(ping), msg(Framing::Newline, "{\"id\":2}")]
-        );
-        // A body of blanks exactly as long as declared is refused once it is all read.
-        assert_eq!(
-            run_all_splits(4, b"Content-Length: 6\r\n\r\n      {}\n"),
             vec![
-                Event::Oversized {
-                    framing: Framing::ContentLength,
-                    size: 6,
-                    prefix: Vec::new()
-                },
-                msg(Framing::Newline, "{}")
+                oversized(""),
+                msg(Framing::Newline, ping),
+                msg(Framing::Newline, "{\"id\":2}")
             ]
         );
-        // No JSON body after it: refused at once, and the next message is read.
         assert_eq!(
             run_all_splits(
                 1024,
@@ -936,15 +933,14 @@ mod tests {
             ),
             vec![oversized(""), msg(Framing::ContentLength, "{}")]
         );
-        // A body that opens a string and never closes it is not JSON once a raw newline comes.
+        // A line over the cap after it is its body: discarded up to the newline.
+        let big = format!("{{\"id\":3,\"x\":\"{}\"}}", "z".repeat(40));
         assert_eq!(
-            run_all_splits(
-                1024,
-                format!("{huge}{{\"a\":\"x\n{{\"id\":3}}\n").as_bytes()
-            ),
+            run_all_splits(16, format!("{huge}  {big}\n{{\"id\":4}}\n").as_bytes()),
             vec![
-                oversized("{\"a\":\"x\n"),
-                msg(Framing::Newline, "{\"id\":3}")
+                oversized(""),
+                oversized(&big),
+                msg(Framing::Newline, "{\"id\":4}")
             ]
         );
     }
@@ -1081,9 +1077,13 @@ mod tests {
                 prefix: b"{\"id\"".to_vec()
             }]
         );
+        // Refused when its header block ends, and the part of its body read before the end too.
         assert!(matches!(
             run(4, b"Content-Length: 10\r\n\r\n{\"id\"", 2)[..],
-            [Event::Oversized { size: 10, .. }]
+            [
+                Event::Oversized { size: 10, .. },
+                Event::Oversized { size: 10, .. }
+            ]
         ));
         assert!(matches!(
             run(4, b"{\"id\":1234", 2)[..],

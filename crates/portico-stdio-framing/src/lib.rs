@@ -44,11 +44,13 @@
 //!   and thrown away as it streams, never buffered whole — and answered with
 //!   `-32600` Invalid Request naming the size and the limit. The reply
 //!   carries the request's id when it can be recovered from the first 16 KiB
-//!   of the message, `null` otherwise. A declared length is never trusted to
-//!   drain by: a JSON object or array right after the header block is skipped
-//!   by bracket matching (at most the declared length), anything else is
-//!   refused at once and read as the next message, so a lying
-//!   `Content-Length: 9223372036854775808` costs one message, not the session.
+//!   of the message, `null` otherwise. A declared length over the limit is
+//!   refused as soon as its header block ends (id `null`), without waiting
+//!   for a body that may never come; what follows is read as the next
+//!   message, header or line. Only a line that is itself over the limit is
+//!   taken for the refused body: it is drained up to a newline or the
+//!   declared length, whichever comes first, and answered again with its id.
+//!   So a lying `Content-Length: 9223372036854775808` costs no later message.
 //! - A malformed header block (non-numeric, negative, empty, out-of-range or
 //!   conflicting `Content-Length`, no `Content-Length`, a line that is not a
 //!   header, a block over 8 KiB) is answered with `-32600`. To resynchronise,

@@ -458,13 +458,24 @@ async fn oversized_content_length_message_is_drained_and_answered() {
     let mut next = cl(&ping(9));
     next.extend(nl(&ping(10)));
     let input = client.input.as_mut().unwrap();
-    let (frame, ()) = tokio::join!(client_read_split(&mut client.output), async {
-        input.write_all(&message).await.unwrap();
-        input.write_all(&next).await.unwrap();
-    });
+    let output = &mut client.output;
+    let (frames, ()) = tokio::join!(
+        async {
+            let refused = client_read_split(output).await;
+            (refused, client_read_split(output).await)
+        },
+        async {
+            input.write_all(&message).await.unwrap();
+            input.write_all(&next).await.unwrap();
+        }
+    );
+    // Refused when its header block ends, then again with its id once its body is drained.
     assert_eq!(
-        frame,
-        Frame::ContentLength(error_reply(Some(8), -32600, &too_large(size)))
+        frames,
+        (
+            Frame::ContentLength(error_reply(None, -32600, &too_large(size))),
+            Frame::ContentLength(error_reply(Some(8), -32600, &too_large(size)))
+        )
     );
     // The bytes right after the drained body are read as the next messages.
     assert_eq!(client.read().await, Frame::ContentLength(pong(9)));
@@ -500,6 +511,11 @@ async fn large_content_length_declared_then_body_streamed() {
     client
         .write(format!("Content-Length: {size}\r\n\r\n"))
         .await;
+    assert_eq!(
+        client.read().await,
+        Frame::ContentLength(error_reply(None, -32600, &too_large(size))),
+        "refused before the body comes"
+    );
     let head = br#"{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"x":""#;
     client.write(head).await;
     let tail = b"\"}}";
@@ -828,8 +844,9 @@ async fn eof_before_initialize_ends_quietly() {
     client.finish().await;
 }
 
-/// `Content-Length: 2^63` was drained byte by byte: forever, so every later message was swallowed.
-/// It is refused at once; the value that follows is taken as its body, and reading resumes after it.
+/// `Content-Length: 2^63` was drained byte by byte: forever, so every later message was swallowed;
+/// then the refusal waited for the next message and took it for the body. It is refused as soon as
+/// its header block ends, and the messages after it are answered.
 #[tokio::test]
 async fn lying_content_length_is_refused_and_later_messages_are_answered() {
     let mut client = Client::start();
@@ -838,8 +855,6 @@ async fn lying_content_length_is_refused_and_later_messages_are_answered() {
     client
         .write(format!("Content-Length: {size}\r\n\r\n"))
         .await;
-    client.write(nl(&ping(21))).await;
-    client.write(nl(&ping(22))).await;
     let expected = format!(
         "Invalid Request: message of {size} bytes exceeds the maximum message size of {} bytes \
          and was discarded",
@@ -847,8 +862,12 @@ async fn lying_content_length_is_refused_and_later_messages_are_answered() {
     );
     assert_eq!(
         client.read().await,
-        Frame::ContentLength(error_reply(Some(21), -32600, &expected))
+        Frame::ContentLength(error_reply(None, -32600, &expected)),
+        "refused before any more input"
     );
+    client.write(nl(&ping(21))).await;
+    client.write(nl(&ping(22))).await;
+    assert_eq!(client.read().await, Frame::Newline(pong(21)));
     assert_eq!(client.read().await, Frame::Newline(pong(22)));
     // With nothing JSON after it, the refusal comes before any more input.
     client

@@ -60,23 +60,48 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for QuietClientGone {
     }
 }
 
-/// Keeps rmcp's OAuth debug output out of the log at every level: it prints the authorization code
-/// and the token exchange's result, whose extra fields (an OpenID `id_token`, vendor tokens) are
-/// not redacted. No filter a user sets lets them through.
-pub(crate) struct NoOAuthDebug;
+/// Keeps rmcp's debug and trace output out of the log at every level: it prints whole messages
+/// (a tool call's arguments and its result, which may hold secrets the audit keeps only as keyed
+/// digests) and, in its OAuth module, the authorization code and the token exchange's result. No
+/// filter a user sets lets them through; rmcp's info, warnings and errors still do.
+pub(crate) struct NoMessageBodies;
 
-/// rmcp's OAuth module.
-const RMCP_AUTH_TARGET: &str = "rmcp::transport::auth";
+/// Crates whose events below INFO quote the messages they carry.
+const BODY_LOGGING_TARGETS: &[&str] = &["rmcp"];
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoOAuthDebug {
-    fn event_enabled(
+impl NoMessageBodies {
+    fn keeps_out(metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() > tracing::Level::INFO
+            && BODY_LOGGING_TARGETS.iter().any(|target| {
+                metadata
+                    .target()
+                    .strip_prefix(target)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+            })
+    }
+}
+
+/// Decided on the callsite, never per event: an event one layer drops in `event_enabled` after
+/// the log's own filters looked at it leaves their state behind, and the next event (an
+/// upstream's stderr line) was then dropped with it.
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoMessageBodies {
+    fn register_callsite(
         &self,
-        event: &tracing::Event<'_>,
+        metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if Self::keeps_out(metadata) {
+            tracing::subscriber::Interest::never()
+        } else {
+            tracing::subscriber::Interest::always()
+        }
+    }
+
+    fn enabled(
+        &self,
+        metadata: &tracing::Metadata<'_>,
         _: tracing_subscriber::layer::Context<'_, S>,
     ) -> bool {
-        let metadata = event.metadata();
-        *metadata.level() <= tracing::Level::INFO
-            || !metadata.target().starts_with(RMCP_AUTH_TARGET)
+        !Self::keeps_out(metadata)
     }
 }
 
@@ -145,17 +170,24 @@ mod tests {
     }
 
     #[test]
-    fn rmcps_oauth_debug_output_never_reaches_the_log() {
+    fn rmcps_debug_and_trace_output_never_reaches_the_log() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let subscriber = tracing_subscriber::registry()
-            .with(NoOAuthDebug)
+            .with(NoMessageBodies)
             .with(Messages(seen.clone()));
         tracing::subscriber::with_default(subscriber, || {
             tracing::debug!(target: "rmcp::transport::auth", "exchange token result: id_token=secret");
             tracing::trace!(target: "rmcp::transport::auth::metadata_resolver", "trace");
             tracing::info!(target: "rmcp::transport::auth", "Refreshed access token.");
-            tracing::debug!(target: "rmcp::service", "kept");
+            tracing::debug!(target: "rmcp::service", "received request: arguments=secret");
+            tracing::trace!(target: "rmcp", "message=secret");
+            tracing::warn!(target: "rmcp::service", "warned");
+            tracing::debug!(target: "rmcpx", "another crate");
+            tracing::debug!(target: "portico_hub", "ours");
         });
-        assert_eq!(*seen.lock().unwrap(), ["Refreshed access token.", "kept"]);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["Refreshed access token.", "warned", "another crate", "ours"]
+        );
     }
 }

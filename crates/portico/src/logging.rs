@@ -124,7 +124,7 @@ impl LogSetup {
         });
         tracing_subscriber::registry()
             .with(client_gone)
-            .with(crate::log_filters::NoOAuthDebug)
+            .with(crate::log_filters::NoMessageBodies)
             .with(plain)
             .with(text)
             .with(json)

@@ -322,6 +322,65 @@ fn input_rounds_keep_the_upstreams_keys_and_calls_declare_the_callers_capabiliti
     assert!(session.finish().success());
 }
 
+/// A retry that carries a parked call's `requestState` is that call's retry: with other arguments,
+/// or with answers that are not an object of result objects (a number, `null`, a number under a
+/// key), it is refused with -32602 at the door, and the call stays parked for its right retry.
+#[test]
+fn a_retry_is_bound_to_its_calls_arguments_and_malformed_answers_are_refused() {
+    let home = passthrough_home();
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    let form = json!({"elicitation": {"form": {}}});
+    let (round, _) = session.request(
+        1,
+        "tools/call",
+        call_2026(
+            form.clone(),
+            json!({"name": "favourite_colour", "arguments": {}}),
+        ),
+    );
+    let state = round["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{round}"))
+        .to_string();
+    let answers =
+        json!({"__main__:ask_colour": {"action": "accept", "content": {"colour": "green"}}});
+    let retry = |arguments: Value, responses: Value| {
+        let mut params = json!({"name": "favourite_colour", "arguments": arguments,
+                                "requestState": state});
+        params["inputResponses"] = responses;
+        call_2026(form.clone(), params)
+    };
+    let refusals = [
+        (
+            retry(json!({"favourite": {"colour": "red"}}), answers.clone()),
+            "requestState belongs to a call of `favourite_colour` with other arguments; a retry carries the arguments of the call it continues, unchanged",
+        ),
+        (
+            retry(json!({}), json!(5)),
+            "inputResponses of `tools/call` is a number, not an object; send the answer to each input request under its key, or leave inputResponses out",
+        ),
+        (
+            retry(json!({}), Value::Null),
+            "a retry with requestState carries inputResponses: an object with the answer to each input request of the round, under its key",
+        ),
+        (
+            retry(json!({}), json!({"__main__:ask_colour": 5})),
+            "inputResponses `__main__:ask_colour` is a number, not the result object of the input request it answers; send each answer as an object under its request's key",
+        ),
+    ];
+    for (id, (params, message)) in (2..).zip(refusals) {
+        let (refused, _) = session.request(id, "tools/call", params);
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(refused["error"]["message"], message, "{refused}");
+    }
+    let (done, _) = session.request(9, "tools/call", retry(json!({}), answers));
+    assert_eq!(
+        done["result"]["content"][0]["text"], "you like green",
+        "{done}"
+    );
+    assert!(session.finish().success());
+}
+
 /// A 2026-07-28 client names resources on its `subscriptions/listen` stream: Portico follows them
 /// upstream while the stream is open and sends their updates on it, and none for other URIs.
 #[test]

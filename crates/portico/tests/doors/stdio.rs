@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::client::*;
+use crate::support::{python_peer, python3, stdio_entry};
 
 #[test]
 fn serves_the_catalog_in_process_over_newline_json() {
@@ -367,4 +368,66 @@ fn input_required_from_a_2026_upstream_reaches_a_handshake_era_client() {
         "{text}"
     );
     assert!(mute.finish().success());
+}
+
+/// Arguments may hold secrets (the audit keeps only keyed digests of them): neither a call's
+/// arguments nor its result reach the log, even at `PORTICO_LOG=trace`, where rmcp would print
+/// every message it carries.
+#[test]
+fn arguments_and_results_never_reach_the_log_even_at_trace() {
+    let secret = "s3cr3t-argument-7f2a91c4";
+    let peer = python_peer("env_dump.py");
+    let home = Home::new(&stdio_entry(
+        "dump",
+        &python3(),
+        &[peer.to_str().unwrap()],
+        "",
+    ));
+    let mut session =
+        StdioSession::start_with_env(&home, &["--standalone"], &[("PORTICO_LOG", "trace")]);
+    session.initialize("2025-06-18");
+    let (call, _) = session.request(
+        1,
+        "tools/call",
+        json!({"name": "mcp_dump_echo", "arguments": {"message": secret}}),
+    );
+    assert_eq!(
+        call["result"]["content"][0]["text"],
+        format!("echo: {secret}"),
+        "{call}"
+    );
+    let stderr = session.stderr.clone();
+    assert!(session.finish().success());
+    let log = stderr.lock().unwrap().clone();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "the log is at trace: {log}"
+    );
+    assert!(!log.contains(secret), "the secret was logged:\n{log}");
+}
+
+/// A `Content-Length` over the limit with no body: refused as soon as its header block ends (the
+/// answer used to wait for the next message, and then took that message for the body), and the
+/// next message is answered.
+#[test]
+fn a_lying_content_length_is_refused_at_once_and_the_next_message_answered() {
+    let home = Home::new(&config_with("", &["--tools", "t1"]));
+    let mut session = StdioSession::start(&home, &["--standalone"]);
+    session.initialize("2025-06-18");
+    session.send_raw(b"Content-Length: 9223372036854775808\r\n\r\n");
+    let frame = session.next_frame();
+    assert!(frame.content_length.is_some(), "answered in its framing");
+    let refused: serde_json::Value = serde_json::from_slice(&frame.body).unwrap();
+    assert_eq!(refused["id"], serde_json::Value::Null, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Invalid Request: message of 9223372036854775808 bytes exceeds the maximum message size"
+        ),
+        "{message}"
+    );
+    let (pong, _) = session.request(7, "ping", json!({}));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    assert!(session.finish().success());
 }
