@@ -43,6 +43,7 @@ pub(crate) fn routes(engine: Engine, live: LiveConfig, identity: IdentityKey) ->
         .route("/api/agents/{name}/message", post(agent_message))
         .route("/api/conversations/{id}", get(conversation))
         .route("/api/audit", get(audit))
+        .route("/api/audit/verify", get(audit_verify))
         .with_state(state)
 }
 
@@ -359,6 +360,35 @@ async fn audit(
         lines,
     )
         .into_response()
+}
+
+/// The audit chain walked from its first record to its head, as `portico audit verify --json`
+/// prints it: `ok` with the count and range checked, or the first broken link.
+async fn audit_verify(
+    State(state): State<ApiState>,
+    client: Option<Extension<Principal>>,
+) -> Response {
+    // The chain links every client's records: a client limited to a scope reads only its own.
+    if caller(client).client_scope().is_some() {
+        return api_error(
+            StatusCode::FORBIDDEN,
+            "verifying the audit chain reads every client's records; this token is limited to a scope, use one that is not",
+        );
+    }
+    state.engine.flush_audit().await;
+    let store = state.engine.store().clone();
+    match tokio::task::spawn_blocking(move || store.verify_audit()).await {
+        Ok(Ok(verification)) => {
+            let mut value = serde_json::to_value(&verification).unwrap_or_else(|_| json!({}));
+            value["ok"] = Value::Bool(verification.is_ok());
+            if let Some(broken) = &verification.broken {
+                value["message"] = Value::String(broken.to_string());
+            }
+            Json(value).into_response()
+        }
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
 }
 
 /// An audit record as the API shows it: its fields, and `time`, its `at_ms` in RFC 3339 (UTC).
