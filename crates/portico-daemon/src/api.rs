@@ -134,8 +134,8 @@ async fn agent_message(
     }
     let tool = agent.tool_name.clone();
     let mut arguments = json!({"message": request.message});
-    if let Some(id) = request.conversation_id {
-        arguments["conversation_id"] = Value::String(id);
+    if let Some(id) = &request.conversation_id {
+        arguments["conversation_id"] = Value::String(id.clone());
     }
     let pipeline = state.engine.pipeline().clone();
     // Outside the client's scope: the pipeline refuses (and audits) it, answered as 403 before any
@@ -152,6 +152,11 @@ async fn agent_message(
             Ok(outcome) => api_error(StatusCode::FORBIDDEN, model_text(&outcome.result)),
             Err(error) => api_error(StatusCode::NOT_FOUND, error.to_string()),
         };
+    }
+    if let Some(id) = &request.conversation_id
+        && let Some(refused) = conversation_refusal(&state, &name, id, &caller.label()).await
+    {
+        return refused;
     }
     if !request.stream {
         let context = ToolContext::of(caller);
@@ -227,6 +232,39 @@ async fn agent_message(
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// A conversation the caller may not continue with agent `name` (none by that id, another agent's
+/// or another client's), refused as not found before the agent runs: the same answer for each, so
+/// that nobody learns which ids exist. The agent's runtime checks the same again when it opens it.
+async fn conversation_refusal(
+    state: &ApiState,
+    name: &str,
+    id: &str,
+    client: &str,
+) -> Option<Response> {
+    let store = state.engine.store().clone();
+    let lookup = id.to_string();
+    let found = tokio::task::spawn_blocking(move || store.conversation(&lookup)).await;
+    match found {
+        Ok(Ok(Some(conversation))) if conversation.agent == name && conversation.is_for(client) => {
+            None
+        }
+        Ok(Ok(_)) => Some(api_error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "agent `{name}`: conversation `{id}` does not exist, belongs to another agent or was started by another client; omit conversation_id to start a new one"
+            ),
+        )),
+        Ok(Err(error)) => Some(api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error.to_string(),
+        )),
+        Err(error) => Some(api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error.to_string(),
+        )),
+    }
 }
 
 async fn conversation(
