@@ -447,6 +447,7 @@ fn audit_verify_reads_the_configured_postgres_store_not_a_stale_local_file() {
             record("pg_three", 3_000),
         ])
         .unwrap();
+    let conversation = shared.create_conversation("planner").unwrap();
     drop(shared);
 
     let home = Home::new();
@@ -472,4 +473,19 @@ fn audit_verify_reads_the_configured_postgres_store_not_a_stale_local_file() {
         .map(|r| r["tool"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(tools, ["pg_three", "pg_two", "pg_one"]);
+
+    // Conversations too come from the shared store.
+    let (code, stdout, stderr) = home.run(&["conversations", "list", "--standalone", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let listed: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        listed["conversations"][0]["id"],
+        conversation.id.as_str(),
+        "{listed}"
+    );
+    assert_eq!(
+        listed["conversations"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
 }
