@@ -136,7 +136,8 @@ impl Remote {
                     "on this [[a2a.external_agents]] entry",
                 );
                 if known.error.as_deref() != Some(&error) {
-                    tracing::warn!("{}: {error}", self.label());
+                    // The error may quote what the remote agent answered.
+                    tracing::warn!("{}: {}", self.label(), portico_core::text::log_safe(&error));
                     self.generation.fetch_add(1, Ordering::Relaxed);
                 }
                 known.error = Some(error.clone());

@@ -957,6 +957,16 @@ impl Checker<'_> {
                             "mcp_servers.name is empty",
                             Some("give every server a short name such as \"github\"".into()),
                         );
+                    } else if let Some(why) = crate::edit::server_name_problem(name) {
+                        // The name goes into log lines and terminals: shown escaped, never raw.
+                        self.report(
+                            value.span(),
+                            format!(
+                                "server name `{}` cannot be used: {why}",
+                                portico_core::text::log_safe(name)
+                            ),
+                            Some("server names are 1 to 64 of ASCII letters, digits, `-`, `_` and `.`, starting with a letter or digit, e.g. name = \"my-files\"".into()),
+                        );
                     } else {
                         let clash = format!("both become `{normalized}` in tool names");
                         self.distinct(seen, normalized, name, value.span(), "server name", &clash);
@@ -1255,6 +1265,31 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_names_that_could_forge_a_line_or_reorder_text_are_refused_escaped() {
+        let text = "[[mcp_servers]]\nname = \"evil\\nERROR forged\\u202e\"\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"a\"\n\n[[mcp_servers]]\nname = \"-dash\"\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"a\"\n\n[[mcp_servers]]\nname = \"io.github.Ok_1\"\n[mcp_servers.transport]\ntype = \"stdio\"\ncommand = \"a\"\n";
+        let rendered: Vec<String> = check(text).iter().map(|p| p.to_string()).collect();
+        assert_eq!(rendered.len(), 2, "{rendered:#?}");
+        assert!(
+            rendered[0].starts_with(
+                "2:8: server name `evil\\nERROR forged\\u{202e}` cannot be used: only ASCII letters, digits, `-`, `_` and `.` are allowed (hint: server names are 1 to 64"
+            ),
+            "{rendered:#?}"
+        );
+        assert!(
+            rendered[1].starts_with(
+                "8:8: server name `-dash` cannot be used: it must start with a letter or a digit"
+            ),
+            "{rendered:#?}"
+        );
+        assert!(
+            !rendered
+                .concat()
+                .chars()
+                .any(portico_core::text::is_invisible)
+        );
+    }
 
     #[test]
     fn approval_times_are_bounded_with_positions() {

@@ -100,7 +100,8 @@ pub fn add_server(
 ) -> Result<String, EditError> {
     if let Some(why) = server_name_problem(&server.name) {
         return Err(EditError::BadName {
-            name: server.name.clone(),
+            // Shown on a terminal: escaped, so a newline or a bidi override in it shows as such.
+            name: portico_core::text::log_safe(&server.name).into_owned(),
             why,
         });
     }

@@ -371,15 +371,51 @@ struct Reader<'a> {
     import: Import,
 }
 
+/// `name` in the server-name alphabet ([`crate::edit::server_name_problem`]): every run of other
+/// characters becomes one `-`, the name starts with a letter or digit and is cut to
+/// [`crate::edit::MAX_SERVER_NAME`]. Empty when nothing of it is left.
+fn safe_server_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let out = out.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
+    let mut out: String = out.chars().take(crate::edit::MAX_SERVER_NAME).collect();
+    while out.ends_with('-') {
+        out.pop();
+    }
+    out
+}
+
 impl Reader<'_> {
     fn entry(&mut self, raw_name: &str, value: &Value) {
-        let name = raw_name.trim().to_string();
-        if name.is_empty() {
+        let trimmed = raw_name.trim();
+        if trimmed.is_empty() {
             self.warn(format!(
                 "a server with an empty name in {} was skipped",
                 self.file.origin
             ));
             return;
+        }
+        // Names go into tool names, log lines and terminals: only the alphabet `portico add`
+        // writes. The source's name is shown escaped, never raw.
+        let name = safe_server_name(trimmed);
+        let shown = portico_core::text::log_safe(trimmed);
+        if name.is_empty() {
+            self.warn(format!(
+                "server `{shown}` was skipped: its name has none of the characters server names are made of (ASCII letters, digits, `-`, `_`, `.`); rename it in {}",
+                self.file.origin
+            ));
+            return;
+        }
+        if name != trimmed {
+            self.warn(format!(
+                "server `{shown}` was imported as `{name}`: server names are ASCII letters, digits, `-`, `_` and `.`"
+            ));
         }
         let entry: Entry = match serde_json::from_value(value.clone()) {
             Ok(entry) => entry,

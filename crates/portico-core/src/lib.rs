@@ -38,6 +38,7 @@ pub mod relay;
 pub mod retry;
 pub mod source;
 pub mod task_state;
+pub mod text;
 pub mod time;
 pub mod trace;
 

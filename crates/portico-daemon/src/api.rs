@@ -43,6 +43,7 @@ pub(crate) fn routes(engine: Engine, live: LiveConfig, identity: IdentityKey) ->
         .route("/api/agents/{name}/message", post(agent_message))
         .route("/api/conversations/{id}", get(conversation))
         .route("/api/audit", get(audit))
+        .route("/api/audit/verify", get(audit_verify))
         .with_state(state)
 }
 
@@ -133,8 +134,8 @@ async fn agent_message(
     }
     let tool = agent.tool_name.clone();
     let mut arguments = json!({"message": request.message});
-    if let Some(id) = request.conversation_id {
-        arguments["conversation_id"] = Value::String(id);
+    if let Some(id) = &request.conversation_id {
+        arguments["conversation_id"] = Value::String(id.clone());
     }
     let pipeline = state.engine.pipeline().clone();
     // Outside the client's scope: the pipeline refuses (and audits) it, answered as 403 before any
@@ -151,6 +152,11 @@ async fn agent_message(
             Ok(outcome) => api_error(StatusCode::FORBIDDEN, model_text(&outcome.result)),
             Err(error) => api_error(StatusCode::NOT_FOUND, error.to_string()),
         };
+    }
+    if let Some(id) = &request.conversation_id
+        && let Some(refused) = conversation_refusal(&state, &name, id, &caller.label()).await
+    {
+        return refused;
     }
     if !request.stream {
         let context = ToolContext::of(caller);
@@ -226,6 +232,39 @@ async fn agent_message(
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// A conversation the caller may not continue with agent `name` (none by that id, another agent's
+/// or another client's), refused as not found before the agent runs: the same answer for each, so
+/// that nobody learns which ids exist. The agent's runtime checks the same again when it opens it.
+async fn conversation_refusal(
+    state: &ApiState,
+    name: &str,
+    id: &str,
+    client: &str,
+) -> Option<Response> {
+    let store = state.engine.store().clone();
+    let lookup = id.to_string();
+    let found = tokio::task::spawn_blocking(move || store.conversation(&lookup)).await;
+    match found {
+        Ok(Ok(Some(conversation))) if conversation.agent == name && conversation.is_for(client) => {
+            None
+        }
+        Ok(Ok(_)) => Some(api_error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "agent `{name}`: conversation `{id}` does not exist, belongs to another agent or was started by another client; omit conversation_id to start a new one"
+            ),
+        )),
+        Ok(Err(error)) => Some(api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error.to_string(),
+        )),
+        Err(error) => Some(api_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error.to_string(),
+        )),
+    }
 }
 
 async fn conversation(
@@ -359,6 +398,35 @@ async fn audit(
         lines,
     )
         .into_response()
+}
+
+/// The audit chain walked from its first record to its head, as `portico audit verify --json`
+/// prints it: `ok` with the count and range checked, or the first broken link.
+async fn audit_verify(
+    State(state): State<ApiState>,
+    client: Option<Extension<Principal>>,
+) -> Response {
+    // The chain links every client's records: a client limited to a scope reads only its own.
+    if caller(client).client_scope().is_some() {
+        return api_error(
+            StatusCode::FORBIDDEN,
+            "verifying the audit chain reads every client's records; this token is limited to a scope, use one that is not",
+        );
+    }
+    state.engine.flush_audit().await;
+    let store = state.engine.store().clone();
+    match tokio::task::spawn_blocking(move || store.verify_audit()).await {
+        Ok(Ok(verification)) => {
+            let mut value = serde_json::to_value(&verification).unwrap_or_else(|_| json!({}));
+            value["ok"] = Value::Bool(verification.is_ok());
+            if let Some(broken) = &verification.broken {
+                value["message"] = Value::String(broken.to_string());
+            }
+            Json(value).into_response()
+        }
+        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    }
 }
 
 /// An audit record as the API shows it: its fields, and `time`, its `at_ms` in RFC 3339 (UTC).

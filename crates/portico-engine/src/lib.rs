@@ -39,7 +39,7 @@ pub use events::{ApprovalChange, EVENT_CAPACITY, EngineEvent, Events, TaskChange
 pub use portico_hub::{ListKind, ServerChanges};
 /// A server's stderr log (`Upstreams::server_log`), for `/api/mcp/servers/{name}/logs`.
 pub use portico_hub::{LogLine, ServerLog};
-pub use replica::{Replica, StoreView};
+pub use replica::{Replica, StoreView, open_store_to_read};
 pub use tool_sources::ToolOriginKind;
 pub use upstreams::{ServerActionError, Upstreams, UpstreamsError};
 

@@ -242,18 +242,7 @@ pub(crate) fn open_store(
     serving: bool,
 ) -> Result<(Store, Replica), EngineError> {
     let store = match &section.url {
-        Some(raw) => {
-            // The expansion's own error could quote the URL, password and all.
-            let url = portico_config::expand_vars(raw, env).map_err(|error| match error {
-                portico_config::ExpandError::Missing(var) => EngineError::Replica(format!(
-                    "[store] url refers to ${{{var}}}, which is set neither in the environment nor in the secret store; run `portico secret set {var}` (or export it) before starting Portico"
-                )),
-                _ => EngineError::Replica(
-                    "[store] url has an unterminated `${`; write `${NAME}`".to_string(),
-                ),
-            })?;
-            Store::open_postgres(&url, section.pool_size())?
-        }
+        Some(raw) => Store::open_postgres(&expanded_url(raw, env)?, section.pool_size())?,
         None => Store::open(&data_dir.join(STORE_FILE))?,
     };
     let replica = Replica::named(section, env, section.url.is_some(), serving)?;
@@ -262,6 +251,51 @@ pub(crate) fn open_store(
         store.set_replica(replica.name());
     }
     Ok((store, replica))
+}
+
+/// `[store] url` with its `${VAR}`s filled in from `env`.
+fn expanded_url(raw: &str, env: &EnvLookup) -> Result<String, EngineError> {
+    // The expansion's own error could quote the URL, password and all.
+    portico_config::expand_vars(raw, env).map_err(|error| match error {
+        portico_config::ExpandError::Missing(var) => EngineError::Replica(format!(
+            "[store] url refers to ${{{var}}}, which is set neither in the environment nor in the secret store; run `portico secret set {var}` (or export it) before starting Portico"
+        )),
+        _ => EngineError::Replica("[store] url has an unterminated `${`; write `${NAME}`".to_string()),
+    })
+}
+
+/// How many connections a command that only reads the store opens at most.
+const READER_POOL_SIZE: usize = 2;
+
+/// The store `[store]` names, opened by a command that only reads it (`portico audit`,
+/// `portico conversations --standalone`): PostgreSQL at `url`, else the SQLite file in `data_dir`.
+/// `Ok(None)` when that file does not exist: reading never creates a store. It is never a replica,
+/// so it writes no heartbeat.
+pub fn open_store_to_read(
+    config: &portico_config::Config,
+    data_dir: &Path,
+) -> Result<Option<Store>, EngineError> {
+    match &config.store.url {
+        Some(raw) => {
+            let vars = portico_secrets::Vars::from_fn(
+                |name| std::env::var(name).ok(),
+                Some(portico_secrets::SecretStore::open(
+                    data_dir,
+                    config.secrets.store,
+                )),
+            );
+            let env: EnvLookup = Box::new(move |name| vars.get(name));
+            let url = expanded_url(raw, &env)?;
+            Ok(Some(Store::open_postgres(&url, READER_POOL_SIZE)?))
+        }
+        None => {
+            let path = data_dir.join(STORE_FILE);
+            if !path.exists() {
+                return Ok(None);
+            }
+            Ok(Some(Store::open(&path)?))
+        }
+    }
 }
 
 /// The host name (its first label, cut to 20 characters, other characters than letters, digits,

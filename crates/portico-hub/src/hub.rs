@@ -1,3 +1,4 @@
+use portico_core::text::log_safe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -1220,7 +1221,7 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
                     attempt = 0;
                     continue;
                 }
-                tracing::warn!(server, "{error}");
+                tracing::warn!(server, "{}", log_safe(&error.to_string()));
                 if !listing_failed(&shared, slot, &error, attempt).await {
                     return;
                 }
@@ -1233,7 +1234,11 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
         else {
             return;
         };
-        tracing::warn!(server, "session ended ({reason}); restarting");
+        tracing::warn!(
+            server,
+            "session ended ({}); restarting",
+            log_safe(&reason.to_string())
+        );
         if started.elapsed() >= STABLE_AFTER {
             attempt = 0;
         }
@@ -1248,7 +1253,7 @@ async fn supervise(shared: Arc<Shared>, slot: Arc<Slot>) {
 /// backoff. False when the server is done: failed, or shutdown came first.
 async fn connect_failed(shared: &Shared, slot: &Slot, error: &UpstreamError, attempt: u32) -> bool {
     let server = slot.config.name.as_str();
-    tracing::warn!(server, "{error}");
+    tracing::warn!(server, "{}", log_safe(&error.to_string()));
     let permanent = error.is_permanent();
     let delay = shared.backoff.backoff(attempt);
     let change = |s: &mut SlotState| {
@@ -1293,7 +1298,7 @@ async fn wait_for_secret(
     before: Option<portico_secrets::FileStamp>,
 ) -> bool {
     let server = slot.config.name.as_str();
-    tracing::warn!(server, "{error}");
+    tracing::warn!(server, "{}", log_safe(&error.to_string()));
     let names = match error {
         UpstreamError::NeedsSecret { names, .. } => names.clone(),
         _ => Vec::new(),
@@ -1321,7 +1326,7 @@ async fn wait_for_secret(
 /// credentials file changes. False when it was stopped first.
 async fn wait_for_login(shared: &Shared, slot: &Slot, error: &UpstreamError) -> bool {
     let server = slot.config.name.as_str();
-    tracing::warn!(server, "{error}");
+    tracing::warn!(server, "{}", log_safe(&error.to_string()));
     shared.update(slot, |s| {
         s.status.state = ServerState::NeedsLogin;
         s.status.last_error = Some(error.to_string());
@@ -1479,7 +1484,11 @@ async fn on_event(
                 }
             }
         }
-        Err(error) => tracing::warn!(server, "refresh after {event:?} failed: {error}"),
+        Err(error) => tracing::warn!(
+            server,
+            "refresh after {event:?} failed: {}",
+            log_safe(&error.to_string())
+        ),
     }
 }
 

@@ -649,7 +649,7 @@ async fn forward_messages(
         let sse = match events.next(url).await {
             Some(Ok(sse)) => sse,
             Some(Err(error)) => {
-                tracing::warn!(url = %url, %error, "legacy SSE stream failed; the session is over");
+                tracing::warn!(url = %url, error = %portico_core::text::log_safe(&error.to_string()), "legacy SSE stream failed; the session is over");
                 return;
             }
             None => {
@@ -683,7 +683,7 @@ fn decode_messages(url: &Url, data: &str) -> Vec<ServerJsonRpcMessage> {
         return match serde_json::from_str(data) {
             Ok(message) => vec![message],
             Err(error) => {
-                tracing::warn!(url = %url, %error, "legacy SSE: ignoring a message that is not JSON-RPC");
+                tracing::warn!(url = %url, error = %portico_core::text::log_safe(&error.to_string()), "legacy SSE: ignoring a message that is not JSON-RPC");
                 Vec::new()
             }
         };
@@ -694,13 +694,13 @@ fn decode_messages(url: &Url, data: &str) -> Vec<ServerJsonRpcMessage> {
             .filter_map(|value| {
                 serde_json::from_value(value)
                     .inspect_err(|error| {
-                        tracing::warn!(url = %url, %error, "legacy SSE: ignoring a batch entry that is not JSON-RPC");
+                        tracing::warn!(url = %url, error = %portico_core::text::log_safe(&error.to_string()), "legacy SSE: ignoring a batch entry that is not JSON-RPC");
                     })
                     .ok()
             })
             .collect(),
         Err(error) => {
-            tracing::warn!(url = %url, %error, "legacy SSE: ignoring a batch that is not JSON");
+            tracing::warn!(url = %url, error = %portico_core::text::log_safe(&error.to_string()), "legacy SSE: ignoring a batch that is not JSON");
             Vec::new()
         }
     }

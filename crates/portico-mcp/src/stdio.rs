@@ -350,7 +350,9 @@ async fn log_stderr(server: String, stderr: impl AsyncRead + Unpin, tail: Stderr
 
 fn stderr_line(server: &str, line: &[u8], length: usize, tail: &StderrTail) {
     let text = String::from_utf8_lossy(line);
-    let text = text.trim_end();
+    // The child writes what it likes: a line of it must stay one line in the log and on a terminal.
+    let text = portico_core::text::log_safe(text.trim_end());
+    let text = text.as_ref();
     tail.push(text);
     if length > MAX_STDERR_LINE {
         tracing::info!(target: "portico::upstream::stderr", server, "{text}… ({length} bytes)");
@@ -448,6 +450,24 @@ mod tests {
         drop(writer);
         reading.await.unwrap();
         assert_eq!(tail.lines(), vec!["y".repeat(MAX_STDERR_LINE)]);
+    }
+
+    #[tokio::test]
+    async fn a_stderr_line_cannot_forge_another_or_reorder_what_is_shown() {
+        use tokio::io::AsyncWriteExt;
+        let (mut writer, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        let reading = tokio::spawn(log_stderr("s".into(), reader, tail.clone()));
+        writer
+            .write_all("ok\rERROR forged\u{1b}[2K \u{202e}txt.exe\n".as_bytes())
+            .await
+            .unwrap();
+        drop(writer);
+        reading.await.unwrap();
+        assert_eq!(
+            tail.lines(),
+            vec!["ok\\rERROR forged\\u{1b}[2K \\u{202e}txt.exe".to_string()]
+        );
     }
 
     #[test]

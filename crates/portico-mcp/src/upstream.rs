@@ -802,7 +802,11 @@ impl Upstream {
             let mut subscription = match peer.listen(filter).await {
                 Ok(s) => s,
                 Err(e) => {
-                    tracing::warn!(server, "cannot subscribe to list changes: {e}");
+                    tracing::warn!(
+                        server,
+                        "cannot subscribe to list changes: {}",
+                        portico_core::text::log_safe(&e.to_string())
+                    );
                     return;
                 }
             };

@@ -2,8 +2,8 @@
 //! approvals show` and the elicitation question all show this text, so what a prompt-injected call
 //! hides in its arguments is hidden from none of them.
 
+use portico_core::text::is_invisible;
 use serde_json::Value;
-use unicode_general_category::{GeneralCategory, get_general_category};
 
 /// The exact arguments as pretty JSON (serde_json's numbers: `9007199254740993` stays itself, as a
 /// browser's `JSON.parse` would not keep it), with every invisible character escaped (see
@@ -23,7 +23,7 @@ pub fn arguments_text(arguments: &Value) -> String {
 pub fn escape_invisible(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
-        if c != '\n' && invisible(c) {
+        if c != '\n' && is_invisible(c) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 out.push_str(&format!("\\u{unit:04x}"));
@@ -33,16 +33,6 @@ pub fn escape_invisible(json: &str) -> String {
         }
     }
     out
-}
-
-fn invisible(c: char) -> bool {
-    matches!(
-        get_general_category(c),
-        GeneralCategory::Format
-            | GeneralCategory::Control
-            | GeneralCategory::LineSeparator
-            | GeneralCategory::ParagraphSeparator
-    )
 }
 
 #[cfg(test)]

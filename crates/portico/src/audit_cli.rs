@@ -1,9 +1,9 @@
-//! `portico audit`: the audit log, read from the store file in the data directory, and `portico
-//! audit verify`, which walks its hash chain. With a daemon running, the list comes from its
-//! `/api/audit` instead (`oneview_cli`), which writes out the records it has queued first;
-//! `--standalone`, and `verify` always, read the file directly (SQLite's WAL lets a reader beside
-//! the daemon's writer), where records the daemon queued in the last few milliseconds may not be
-//! committed yet.
+//! `portico audit`: the audit log, read from the store `[store]` names (the PostgreSQL store at
+//! its `url`, else the file in the data directory), and `portico audit verify`, which walks its
+//! hash chain. With a daemon running, the list comes from its `/api/audit` instead
+//! (`oneview_cli`), which writes out the records it has queued first; `--standalone`, and `verify`
+//! always, read the store directly (SQLite's WAL lets a reader beside the daemon's writer), where
+//! records the daemon queued in the last few milliseconds may not be committed yet.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -47,22 +47,20 @@ pub enum AuditCommand {
     },
 }
 
-pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let path = portico_config::data_dir().join(portico_engine::STORE_FILE);
+pub fn run(explicit: Option<&Path>, args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let (config, _source) = portico_config::load(explicit)?;
+    let data_dir = portico_config::data_dir();
+    // The store `[store]` names: a shared PostgreSQL store, never a stale local file beside it.
+    let store = portico_engine::open_store_to_read(&config, &data_dir)
+        .context("cannot read the audit log")?;
+    let Some(store) = store else {
+        eprint!("{}", no_store(&data_dir.join(portico_engine::STORE_FILE)));
+        return Ok(ExitCode::SUCCESS);
+    };
     match args.command {
-        Some(AuditCommand::Verify { json }) => verify(&path, json),
-        None => list(&path, &args),
+        Some(AuditCommand::Verify { json }) => verify(&store, json),
+        None => list(&store, &args),
     }
-}
-
-/// The store at `path`, which must exist: reading the log never creates one.
-fn open(path: &Path) -> anyhow::Result<Option<Store>> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    Store::open(path)
-        .map(Some)
-        .with_context(|| format!("cannot read the audit log in {}", path.display()))
 }
 
 fn no_store(path: &Path) -> String {
@@ -72,7 +70,7 @@ fn no_store(path: &Path) -> String {
     )
 }
 
-fn list(path: &Path, args: &AuditArgs) -> anyhow::Result<ExitCode> {
+fn list(store: &Store, args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let since_ms = args
         .since
         .as_deref()
@@ -82,10 +80,6 @@ fn list(path: &Path, args: &AuditArgs) -> anyhow::Result<ExitCode> {
     if args.limit == 0 {
         bail!("--limit must be at least 1");
     }
-    let Some(store) = open(path)? else {
-        eprint!("{}", no_store(path));
-        return Ok(ExitCode::SUCCESS);
-    };
     let query = AuditQuery {
         caller: args.principal.clone(),
         tool: args.tool.clone(),
@@ -161,11 +155,7 @@ fn table(entries: &[AuditEntry]) -> String {
     out
 }
 
-fn verify(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let Some(store) = open(path)? else {
-        eprint!("{}", no_store(path));
-        return Ok(ExitCode::SUCCESS);
-    };
+fn verify(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
     let verification = store.verify_audit()?;
     let text = if json {
         serde_json::to_string_pretty(&verification)? + "\n"

@@ -312,7 +312,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Logs(args) => crate::lifecycle_cli::logs(args.standalone.standalone, &args).await,
         Command::Stop { standalone } => crate::lifecycle_cli::stop(standalone.standalone).await,
         Command::Completions(args) => crate::onramp_cli::completions(args),
-        Command::Audit(args) => crate::audit_cli::run(args),
+        Command::Audit(args) => crate::audit_cli::run(cli.config.as_deref(), args),
         Command::A2a { command } => crate::a2a_cli::run(cli.config.as_deref(), command).await,
         Command::Clients { command } => crate::clients_cli::run(cli.config.as_deref(), command),
         Command::Secret { command } => crate::secret_cli::run(cli.config.as_deref(), command),
@@ -325,7 +325,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::approvals_cli::run(command).await
         }
         Command::Conversations { command, .. } => {
-            crate::oneview_cli::conversations_standalone(&command)
+            crate::oneview_cli::conversations_standalone(cli.config.as_deref(), &command)
         }
         Command::Mcp { standalone } => {
             crate::stdio_door::run(cli.config.as_deref(), standalone.standalone).await

@@ -28,14 +28,84 @@ pub struct ImportArgs {
     pub rename: bool,
 }
 
+/// The most a file to import may hold: client configs are a few KiB; this keeps `/dev/zero` or a
+/// log file named by mistake from filling memory.
+pub(crate) const MAX_IMPORT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A client's config file, read whole: only a regular file (never a FIFO, a device or a directory,
+/// which could block or never end) of at most [`MAX_IMPORT_BYTES`].
+fn read_source(path: &Path) -> anyhow::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display();
+    let not_regular = |kind: &str| {
+        anyhow::anyhow!(
+            "cannot import {shown}: it is {kind}, not a regular file; name the client's JSON config file (or `claude`, `cursor`, `vscode`)"
+        )
+    };
+    let metadata = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
+    if !metadata.is_file() {
+        return Err(not_regular(file_kind(&metadata.file_type())));
+    }
+    let too_large = || {
+        anyhow::anyhow!(
+            "cannot import {shown}: it is larger than {} MiB, more than any client's config; name the client's JSON config file",
+            MAX_IMPORT_BYTES / (1024 * 1024)
+        )
+    };
+    if metadata.len() > MAX_IMPORT_BYTES {
+        return Err(too_large());
+    }
+    // Without blocking, and checked again once open: the path may have been swapped for a FIFO
+    // since it was looked at.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("cannot read {shown}"))?;
+    let opened = file
+        .metadata()
+        .with_context(|| format!("cannot read {shown}"))?;
+    if !opened.is_file() {
+        return Err(not_regular(file_kind(&opened.file_type())));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_IMPORT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {shown}"))?;
+    if bytes.len() as u64 > MAX_IMPORT_BYTES {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        anyhow::anyhow!(
+            "cannot import {shown}: it is not UTF-8 text; name the client's JSON config file"
+        )
+    })
+}
+
+/// What a path that is not a regular file is, in words.
+fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
 pub fn run(explicit: Option<&Path>, args: ImportArgs) -> anyhow::Result<ExitCode> {
     let places = Places::current();
     let (files, chosen) = source_files(&places, args.source.as_deref())?;
     let mut imported = Import::default();
     let mut empty = Vec::new();
     for path in &files {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = read_source(path)?;
         let origin = path.display().to_string();
         let workspace = import::workspace_of(path);
         let file = SourceFile {
@@ -411,6 +481,51 @@ mod tests {
         assert_eq!(names, ["THREE_TOKEN", "TWO_TOKEN"]);
         assert!(report.contains("portico secret set ONE_TOKEN"), "{report}");
         assert!(!report.contains(SENTINEL), "{report}");
+    }
+
+    #[test]
+    fn only_regular_files_up_to_the_bound_are_read_for_import() {
+        let dir = tempfile::tempdir().unwrap();
+        let fine = dir.path().join("claude.json");
+        std::fs::write(&fine, r#"{"mcpServers": {}}"#).unwrap();
+        assert_eq!(read_source(&fine).unwrap(), r#"{"mcpServers": {}}"#);
+
+        let big = dir.path().join("big.json");
+        let file = std::fs::File::create(&big).unwrap();
+        file.set_len(MAX_IMPORT_BYTES + 1).unwrap();
+        let error = read_source(&big).unwrap_err().to_string();
+        assert!(error.contains("is larger than 4 MiB"), "{error}");
+        let at_bound = dir.path().join("at.json");
+        std::fs::write(&at_bound, vec![b' '; MAX_IMPORT_BYTES as usize]).unwrap();
+        assert_eq!(
+            read_source(&at_bound).unwrap().len() as u64,
+            MAX_IMPORT_BYTES
+        );
+
+        // A device that never ends, a directory and a FIFO nobody writes to: refused at once.
+        let error = read_source(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "cannot import /dev/zero: it is a device, not a regular file; name the client's JSON config file (or `claude`, `cursor`, `vscode`)"
+        );
+        let error = read_source(dir.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("it is a directory, not a regular file"),
+            "{error}"
+        );
+        let fifo = dir.path().join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let error = read_source(&fifo).unwrap_err().to_string();
+        assert!(
+            error.contains("it is a named pipe (FIFO), not a regular file"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -748,9 +748,10 @@ fn path_segment(name: &str) -> String {
 /// anything is read or written.
 fn new_entry(args: &AddArgs) -> anyhow::Result<portico_config::import::ImportedServer> {
     if let Some(why) = edit::server_name_problem(&args.name) {
+        // Shown on a terminal: escaped, so a newline or a bidi override in it shows as such.
         bail!(
             "`{}` cannot be a server name: {why}; e.g. `github` or `my-files`",
-            args.name
+            portico_core::text::log_safe(&args.name)
         );
     }
     let env = args
@@ -939,6 +940,10 @@ mod tests {
         assert!(error(&args("e", Some("npx"), &[])).starts_with("`npx` is not an http://"));
         assert!(error(&args("e", Some("file:///x"), &[])).contains("not an http://"));
         assert!(error(&args("../e", Some("http://x"), &[])).contains("cannot be a server name"));
+        assert_eq!(
+            error(&args("bad\nname\u{202e}", Some("http://x"), &[])),
+            "`bad\\nname\\u{202e}` cannot be a server name: only ASCII letters, digits, `-`, `_` and `.` are allowed; e.g. `github` or `my-files`"
+        );
         let mut remote = args("r", Some("https://x.example/mcp"), &[]);
         remote.headers = vec!["Authorization: Bearer ${TOKEN}".into()];
         remote.transport = Some(RemoteTransport::Sse);

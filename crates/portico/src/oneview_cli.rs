@@ -426,18 +426,22 @@ fn checked_conversation_id(id: &str) -> anyhow::Result<&str> {
     )
 }
 
-/// `portico conversations` without a daemon: the store file in the data dir, read directly.
-pub fn conversations_standalone(command: &ConversationsCommand) -> anyhow::Result<ExitCode> {
-    let path = portico_config::data_dir().join(portico_engine::STORE_FILE);
-    if !path.exists() {
+/// `portico conversations` without a daemon: the store `[store]` names, read directly.
+pub fn conversations_standalone(
+    explicit: Option<&std::path::Path>,
+    command: &ConversationsCommand,
+) -> anyhow::Result<ExitCode> {
+    let (config, _source) = portico_config::load(explicit)?;
+    let data_dir = portico_config::data_dir();
+    let store = portico_engine::open_store_to_read(&config, &data_dir)
+        .context("cannot read the conversations")?;
+    let Some(store) = store else {
         eprintln!(
             "no conversations yet: {} does not exist (PORTICO_HOME sets the data directory)",
-            path.display()
+            data_dir.join(portico_engine::STORE_FILE).display()
         );
         return Ok(ExitCode::SUCCESS);
-    }
-    let store = portico_store::Store::open(&path)
-        .with_context(|| format!("cannot read the conversations in {}", path.display()))?;
+    };
     let caller = Principal::client("cli");
     match command {
         ConversationsCommand::List {

@@ -400,5 +400,92 @@ async fn audit_reads_beside_a_running_daemon_and_both_processes_extend_one_chain
         verified.starts_with("ok: 3 record(s) chained (ids 1 to 3)\n"),
         "{verified}"
     );
+    // The API walks the same chain to the same head.
+    let (code, cli_json) = run(&["audit", "verify", "--json"]);
+    assert_eq!(code, 0, "{cli_json}");
+    let cli_json: Value = serde_json::from_str(&cli_json).unwrap();
+    let response = http
+        .get(format!("{}/api/audit/verify", daemon.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let api_json: Value = response.json().await.unwrap();
+    assert_eq!(
+        (&api_json["ok"], &api_json["checked"], &api_json["broken"]),
+        (&json!(true), &json!(3), &Value::Null),
+        "{api_json}"
+    );
+    assert_eq!(api_json["head"], cli_json["head"], "{api_json}");
     assert!(daemon.stop().success());
+}
+
+fn record(tool: &str, at_ms: i64) -> portico_store::AuditRecord {
+    portico_store::AuditRecord {
+        at_ms,
+        caller: "client:http".into(),
+        tool: tool.into(),
+        arguments_digest: "d".repeat(64),
+        outcome: "ok".into(),
+        detail: None,
+        duration_ms: 1,
+    }
+}
+
+/// With `[store] url`, `portico audit` and `audit verify` read the shared PostgreSQL store, not
+/// the SQLite file a data directory may still hold from before (here one that is broken).
+#[test]
+fn audit_verify_reads_the_configured_postgres_store_not_a_stale_local_file() {
+    let Some(url) = portico_store::testing::postgres_test_url() else {
+        return;
+    };
+    let shared = portico_store::Store::open_postgres(&url, 2).unwrap();
+    shared
+        .append_audit(&[
+            record("pg_one", 1_000),
+            record("pg_two", 2_000),
+            record("pg_three", 3_000),
+        ])
+        .unwrap();
+    let conversation = shared.create_conversation("planner").unwrap();
+    drop(shared);
+
+    let home = Home::new();
+    let stale = portico_store::Store::open(&home.store()).unwrap();
+    stale.append_audit(&[record("stale_local", 500)]).unwrap();
+    drop(stale);
+    tamper(&home.store(), "UPDATE audit SET tool = 'rewritten'");
+    std::fs::write(
+        home.dir.path().join("config.toml"),
+        format!("[store]\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+
+    let (code, stdout, stderr) = home.run(&["audit", "verify"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("ok: 3 record(s) chained (ids 1 to 3)\n"),
+        "{stdout}"
+    );
+    let tools: Vec<String> = home
+        .json_records(&["--standalone"])
+        .iter()
+        .map(|r| r["tool"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tools, ["pg_three", "pg_two", "pg_one"]);
+
+    // Conversations too come from the shared store.
+    let (code, stdout, stderr) = home.run(&["conversations", "list", "--standalone", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let listed: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        listed["conversations"][0]["id"],
+        conversation.id.as_str(),
+        "{listed}"
+    );
+    assert_eq!(
+        listed["conversations"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
 }

@@ -16,7 +16,7 @@ mod secrets;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -454,6 +454,63 @@ fn import_says_where_it_looked_when_there_is_nothing() {
             "error: {shown} has no MCP servers: expected an `mcpServers` object (Claude Desktop, Cursor) or `servers` (VS Code's mcp.json; `mcp.servers` in its settings.json)\n"
         )
     );
+    assert!(!machine.config().exists());
+}
+
+/// `portico import /dev/zero` (endless), a FIFO nobody writes to (a read that never returns) and
+/// a file over the bound are each refused at once, in words, before anything is read.
+#[test]
+fn import_refuses_what_is_not_a_regular_file_or_is_over_its_bound_at_once() {
+    let machine = Machine::new();
+    std::fs::create_dir_all(machine.home()).unwrap();
+    let fifo = machine.home().join("servers.json");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let big = machine.home().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(4 * 1024 * 1024 + 1)
+        .unwrap();
+    // The FIFO first: a read that blocks fails the test at its deadline before an endless one
+    // could fill memory.
+    let cases = [
+        (
+            fifo.display().to_string(),
+            "a named pipe (FIFO), not a regular file",
+        ),
+        (big.display().to_string(), "larger than 4 MiB"),
+        ("/dev/zero".to_string(), "a device, not a regular file"),
+    ];
+    for (path, says) in cases {
+        let mut child = machine
+            .command(&["import", &path])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("`portico import {path}` still runs after 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{path}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: cannot import {path}: it is "))
+                && stderr.contains(says),
+            "{path}: {stderr}"
+        );
+    }
     assert!(!machine.config().exists());
 }
 

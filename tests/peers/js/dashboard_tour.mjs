@@ -129,6 +129,17 @@ async function login(page) {
   report.login.logoutShown = await page.locator(tid('logout')).isVisible();
 }
 
+/// Presses the Audit page's "Verify the chain" and returns what it then says.
+async function verifyChain(page) {
+  phase = 'audit-verify';
+  await page.locator(tid('audit-verify')).click();
+  await page.waitForFunction((selector) => {
+    const text = document.querySelector(selector)?.textContent.trim() || '';
+    return text !== '' && !text.startsWith('Checking');
+  }, tid('audit-verified'));
+  return (await page.locator(tid('audit-verified')).innerText()).trim();
+}
+
 async function task(page) {
   await visit(page, 'a2a');
   const row = page.locator(`tr[data-task="${options.task}"]`);
@@ -298,6 +309,7 @@ try {
   for (const name of PAGES) {
     await visit(page, name);
     await screenshot(page, name);
+    if (name === 'audit') report.auditVerify = await verifyChain(page);
   }
   // The same page in the dark scheme (prefers-color-scheme), for people to look at.
   await page.emulateMedia({ colorScheme: 'dark' });

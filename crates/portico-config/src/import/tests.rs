@@ -489,3 +489,42 @@ fn each_client_is_looked_for_where_it_keeps_its_servers() {
         ]
     );
 }
+
+#[test]
+fn server_names_with_controls_or_bidi_characters_are_made_safe_or_skipped_and_said_so() {
+    let import = read(
+        "x.json",
+        r#"{"mcpServers": {
+            "evil\nERROR forged line": {"command": "a"},
+            "My Files \u202eexe": {"command": "b"},
+            "\u202e\u0007": {"command": "c"},
+            "io.github.ok-name_1": {"command": "d"}
+        }}"#,
+    );
+    let names: Vec<&str> = import.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "evil-ERROR-forged-line",
+            "My-Files-exe",
+            "io.github.ok-name_1"
+        ]
+    );
+    assert_eq!(
+        import.warnings,
+        [
+            "server `evil\\nERROR forged line` was imported as `evil-ERROR-forged-line`: server names are ASCII letters, digits, `-`, `_` and `.`",
+            "server `My Files \\u{202e}exe` was imported as `My-Files-exe`: server names are ASCII letters, digits, `-`, `_` and `.`",
+            "server `\\u{202e}\\u{7}` was skipped: its name has none of the characters server names are made of (ASCII letters, digits, `-`, `_`, `.`); rename it in x.json",
+        ]
+    );
+    for warning in &import.warnings {
+        assert!(
+            !warning.chars().any(portico_core::text::is_invisible),
+            "{warning}"
+        );
+    }
+    // What is written passes `config check`.
+    let merged = import.merge("config.toml", None, OnClash::Refuse).unwrap();
+    assert_eq!(crate::check::check(&merged.text), []);
+}

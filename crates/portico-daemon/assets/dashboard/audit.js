@@ -1,5 +1,6 @@
 // Audit: the daemon's audit records (newest first), filtered by tool, principal, outcome and time,
-// with new records added as they are written, and an export of the filtered records as JSON lines.
+// with new records added as they are written, an export of the filtered records as JSON lines, and a
+// check of the hash chain that links every record (`portico audit verify`).
 
 import { api, breakable, chip, el, errorText, note, timeCell } from './util.js';
 
@@ -29,10 +30,37 @@ export function auditPage(section, context) {
     el('thead', {}, el('tr', {}, ['Time', 'Tool', 'Principal', 'Outcome', 'Duration', 'Detail'].map((h) => el('th', {}, h)))),
     body);
   const empty = note('No audit records match.', { hidden: true });
+  const verifyButton = el('button', { type: 'button', 'data-testid': 'audit-verify' }, 'Verify the chain');
+  const verified = el('span', { 'data-testid': 'audit-verified', role: 'status' });
+  verifyButton.addEventListener('click', verify);
   section.append(
     el('h2', {}, 'Audit'),
     el('p', { class: 'intro' }, `Every call through this daemon, newest first (at most ${LIMIT}).`),
+    el('p', { class: 'verify' }, verifyButton, ' ', verified),
     form, problem, table, empty);
+
+  async function verify() {
+    verifyButton.disabled = true;
+    verified.className = 'muted';
+    verified.textContent = 'Checking…';
+    try {
+      const answer = await api('/api/audit/verify', { what: 'The audit chain' });
+      const range = answer.first_id != null ? ` (ids ${answer.first_id} to ${answer.last_id})` : '';
+      if (answer.ok) {
+        verified.className = 'ok';
+        verified.textContent = `ok: ${answer.checked} record(s) chained${range}`;
+        if (answer.head) verified.title = `head: ${answer.head}`;
+      } else {
+        verified.className = 'error';
+        verified.textContent = `broken: ${answer.message || 'a record does not match its link'}; ${answer.checked} record(s) before it are whole${range}`;
+      }
+    } catch (error) {
+      verified.className = 'error';
+      verified.textContent = errorText(error);
+    } finally {
+      verifyButton.disabled = false;
+    }
+  }
 
   form.addEventListener('submit', (event) => {
     event.preventDefault();

@@ -122,7 +122,7 @@ async fn conversations_memory_and_audit_survive_a_daemon_restart() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 502);
+    assert_eq!(response.status(), 404);
     let error: Value = response.json().await.unwrap();
     assert!(
         error["error"]

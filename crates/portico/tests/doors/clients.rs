@@ -307,6 +307,21 @@ async fn mcp_lists_and_calls_within_each_clients_scope_and_sessions_are_their_cr
         audit(&base, "file_list", LAPTOP).await,
         pairs(&[("client:laptop", "denied")])
     );
+    // The chain links every client's records: a scoped client may not walk it, others may.
+    let refused = get(&base, "/api/audit/verify", LAPTOP).await;
+    assert_eq!(refused.status(), 403);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("verifying the audit chain reads every client's records"),
+        "{refused}"
+    );
+    let verified = get(&base, "/api/audit/verify", CI).await;
+    assert_eq!(verified.status(), 200);
+    let verified: Value = verified.json().await.unwrap();
+    assert_eq!(verified["ok"], true, "{verified}");
 
     // A wrong token is refused before anything is read.
     let wrong = http()

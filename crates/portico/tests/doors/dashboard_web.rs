@@ -235,6 +235,12 @@ async fn assert_common(report: &Value, base: &str, token: Option<&str>, approved
     );
     let audit = page_text(report, "audit");
     assert!(audit.contains("portico_agent_helper"), "{audit}");
+    // "Verify the chain" walks the whole log (`/api/audit/verify`) and says it is whole.
+    let verified = report["auditVerify"].as_str().unwrap_or_default();
+    assert!(
+        verified.starts_with("ok: ") && verified.contains(" record(s) chained (ids 1 to "),
+        "{verified}"
+    );
 
     // The approval: the held call's request, with its exact arguments, approved by a click.
     let approve = &report["approve"];

@@ -292,13 +292,30 @@ async fn a_conversation_is_read_and_continued_only_by_the_client_that_started_it
         Some(message(&id)),
     )
     .await;
-    assert_eq!(status, 502, "{body}");
-    assert_eq!(
-        body["error"],
+    // Refused as not found, in the same words as an id that does not exist: nothing tells b
+    // that the conversation is there.
+    let refusal = |id: &str| {
         format!(
-            "agent `keeper`: conversation `{id}` does not exist or belongs to another agent; omit \
-             conversation_id to start a new one"
-        ),
+            "agent `keeper`: conversation `{id}` does not exist, belongs to another agent or was \
+             started by another client; omit conversation_id to start a new one"
+        )
+    };
+    assert_eq!(
+        (status, &body["error"]),
+        (404, &json!(refusal(&id))),
+        "{body}"
+    );
+    let (status, body) = api(
+        &base,
+        B,
+        "POST",
+        "/api/agents/keeper/message",
+        Some(json!({"message": "again", "conversation_id": "c_nope", "stream": true})),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (404, &json!(refusal("c_nope"))),
         "{body}"
     );
 
