@@ -61,7 +61,10 @@ fn servers_shows_a_dead_urls_cause_and_a_failing_childs_stderr() {
         "{stderr}"
     );
     // One log record is one line: the child's stderr is in it, its line breaks written out.
-    assert!(stderr.contains("ended with:\\n    fatal: cannot start"), "{stderr}");
+    assert!(
+        stderr.contains("ended with:\\n    fatal: cannot start"),
+        "{stderr}"
+    );
 
     let (code, table, _) = home.portico(&["servers"], &[]);
     assert_eq!(code, 0);
