@@ -141,7 +141,9 @@ function measureBreaks() {
   for (const table of document.querySelectorAll('section[data-page]:not([hidden]) table')) {
     if (table.getClientRects().length === 0) continue;
     const by = Math.round(table.getBoundingClientRect().right - table.parentElement.getBoundingClientRect().right);
-    if (by > 1) overflowing.push({ table: table.querySelector('th')?.textContent ?? '', by });
+    // Up to 2 px is the table's own 1 px borders, which a full-width table whose columns exactly
+    // fill its container adds on either side (collapsed borders): nothing is pushed out of sight.
+    if (by > 2) overflowing.push({ table: table.querySelector('th')?.textContent ?? '', by });
   }
   return { cells, breaks, cutPlaceholders, overflowing };
 }
