@@ -348,7 +348,8 @@ mod tests {
 
     #[test]
     fn a_record_is_written_0600_and_read_back_for_its_url_only() {
-        let dir = tempdir();
+        let temp = tempdir();
+        let dir = temp.path().to_path_buf();
         let file = TokenFile::new(&dir, "linear", "https://mcp.example/mcp");
         assert!(file.current().unwrap().is_none());
         // Nothing to attach pending scopes to yet.
@@ -370,14 +371,16 @@ mod tests {
 
     #[test]
     fn a_server_name_never_names_a_file_outside_the_directory() {
-        let dir = tempdir();
+        let temp = tempdir();
+        let dir = temp.path().to_path_buf();
         let file = TokenFile::new(&dir, "../../etc/x", "https://mcp.example/mcp");
         assert_eq!(file.path(), dir.join("______etc_x.json"));
     }
 
     #[test]
     fn pending_scopes_are_kept_until_a_token_is_granted_them() {
-        let dir = tempdir();
+        let temp = tempdir();
+        let dir = temp.path().to_path_buf();
         let file = TokenFile::new(&dir, "s", "https://mcp.example/mcp");
         file.write(credentials("c")).unwrap();
         file.add_pending_scopes(&["admin".into(), "read".into()])
@@ -409,7 +412,8 @@ mod tests {
 
     #[test]
     fn a_server_asking_for_ever_new_scopes_cannot_grow_the_file() {
-        let dir = tempdir();
+        let temp = tempdir();
+        let dir = temp.path().to_path_buf();
         let file = TokenFile::new(&dir, "s", "https://mcp.example/mcp");
         file.write(credentials("c")).unwrap();
         for round in 0..100 {
@@ -426,7 +430,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_refresh_guard_is_held_across_processes_by_a_file_lock() {
-        let dir = tempdir();
+        let temp = tempdir();
+        let dir = temp.path().to_path_buf();
         let file = Arc::new(TokenFile::new(&dir, "s", "https://mcp.example/mcp"));
         let store = SharedTokenFile(file.clone());
         let guard = store.acquire_refresh_guard().await.unwrap();
@@ -445,7 +450,8 @@ mod tests {
 
     #[test]
     fn a_change_by_another_writer_is_seen_at_the_next_read() {
-        let dir = tempdir();
+        let temp = tempdir();
+        let dir = temp.path().to_path_buf();
         let reader = TokenFile::new(&dir, "s", "https://mcp.example/mcp");
         let writer = TokenFile::new(&dir, "s", "https://mcp.example/mcp");
         writer.write(credentials("first")).unwrap();
@@ -465,7 +471,8 @@ mod tests {
 
     #[test]
     fn a_damaged_file_is_an_error_naming_it_and_the_way_out() {
-        let dir = tempdir();
+        let temp = tempdir();
+        let dir = temp.path().to_path_buf();
         let file = TokenFile::new(&dir, "s", "https://mcp.example/mcp");
         std::fs::write(file.path(), b"{not json").unwrap();
         let error = file.current().unwrap_err().to_string();
@@ -473,20 +480,11 @@ mod tests {
         assert!(error.contains("portico auth logout"), "{error}");
     }
 
-    fn tempdir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "portico-oauth-store-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    /// A directory removed when the test ends, loosened to 0755 so that a test can see the store
+    /// tighten it.
+    fn tempdir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         dir
-    }
-
-    fn rand_suffix() -> u64 {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        NEXT.fetch_add(1, Ordering::Relaxed)
     }
 }
