@@ -100,6 +100,7 @@ impl LogSetup {
                 .with_writer(std::io::stderr)
                 .with_target(false)
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .fmt_fields(log_safe_fields())
                 .with_filter(filter())
         });
         let json = self.json.then(|| {
@@ -140,6 +141,24 @@ fn is_connection_attempt_warning(metadata: &tracing::Metadata<'_>) -> bool {
     *metadata.level() == tracing::Level::WARN
         && metadata.target().starts_with("portico_hub")
         && metadata.fields().field("server").is_some()
+}
+
+/// Fields as tracing's default writes them, each value through `log_safe`: whichever call site
+/// logged text a client or an upstream controls (a name, an error's message, a header), it cannot
+/// end the record, forge another line or move the terminal's cursor. The JSON format escapes by
+/// itself.
+fn log_safe_fields() -> impl for<'writer> tracing_subscriber::fmt::FormatFields<'writer> + 'static {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let value = format!("{value:?}");
+        let value = portico_core::text::log_safe(&value);
+        if field.name() == "message" {
+            write!(writer, "{value}")
+        } else {
+            write!(writer, "{field}={value}")
+        }
+    })
+    .delimited(" ")
 }
 
 /// The one-shot commands' line format: `warning: MESSAGE`, `error: MESSAGE`, `note: MESSAGE`.
@@ -192,7 +211,7 @@ fn message_of(event: &tracing::Event<'_>) -> String {
     }
     let mut message = Message(String::new());
     event.record(&mut message);
-    message.0
+    portico_core::text::log_safe(&message.0).into_owned()
 }
 
 /// Each comma-separated directive is a level, or `TARGET=LEVEL` (tracing's own syntax, which is
@@ -218,6 +237,43 @@ fn check_filter(value: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a subscriber wrote, shared with the test.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn text_a_peer_controls_cannot_forge_a_log_line_in_any_field() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(move || writer.clone())
+            .with_target(false)
+            .with_ansi(false)
+            .without_time()
+            .fmt_fields(log_safe_fields());
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let name = "evil\nERROR forged \u{1b}[2J\u{202e}";
+            tracing::warn!(server = %name, "connecting {name} failed");
+        });
+        let written = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            written,
+            " WARN connecting evil\\nERROR forged \\u{1b}[2J\\u{202e} failed server=evil\\nERROR forged \\u{1b}[2J\\u{202e}\n"
+        );
+    }
 
     fn flags(log_format: Option<LogFormat>) -> GlobalFlags {
         GlobalFlags {
