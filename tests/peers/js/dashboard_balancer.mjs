@@ -4,10 +4,13 @@
 // the page's origin by locked_chromium.mjs): logs in through the form with TOKEN (a POST), then
 // tries tool TOOL with JSON ARGS on the Tools page (a POST). Selects elements only by the
 // dashboard contract's data-testid / data-* attributes. Prints ONE JSON line on stdout at the end:
-//   {"ok", "error"?, "origin", "login": {"status", "loggedIn", "error"},
+//   {"ok", "error"?, "origin", "login": {"shown", "status", "loggedIn", "error"},
 //    "cookie": {"secure", "httpOnly", "sameSite"} | null,
-//    "tryIt": {"status", "outcome", "text"} | null, "consoleErrors": [...], "blocked": [...]}
-// A refused login is reported (status 403, its words), not an error: the caller asserts on it.
+//    "tryIt": {"status", "outcome", "text"} | null, "failedRequests": [{"method", "path", "status"}],
+//    "consoleErrors": [...], "blocked": [...]}
+// A refused page is reported, not an error: the caller asserts on it. When the page's own script
+// is refused (so no form is shown), the page POSTs the login itself (`fetch`, as the form does)
+// and `login.error` is the answer's `error`.
 //
 //   node js/dashboard_balancer.mjs --url https://127.0.0.1:PORT --token TOKEN --try TOOL --try-args JSON
 //        [--timeout-ms N]
@@ -42,7 +45,7 @@ function parseArgs(argv) {
 const options = parseArgs(process.argv.slice(2));
 const origin = new URL(options.url).origin;
 const tid = (id) => `[data-testid="${id}"]`;
-const report = { ok: false, origin, login: null, cookie: null, tryIt: null, consoleErrors: [], blocked: [] };
+const report = { ok: false, origin, login: null, cookie: null, tryIt: null, failedRequests: [], consoleErrors: [], blocked: [] };
 let phase = 'boot';
 
 /// The status of the first response to `method path` from now on.
@@ -57,14 +60,35 @@ async function run(context) {
     if (message.type() === 'error') report.consoleErrors.push({ phase, text: message.text() });
   });
   page.on('pageerror', (error) => report.consoleErrors.push({ phase, text: String(error) }));
+  page.on('response', (response) => {
+    if (response.status() >= 400) {
+      report.failedRequests.push({ method: response.request().method(), path: new URL(response.url()).pathname, status: response.status() });
+    }
+  });
   phase = 'open';
+  const refused = page.waitForResponse((response) => response.status() === 403);
   await page.goto(`${options.url}/#/tools`);
   phase = 'login';
-  await page.locator(`form${tid('login-form')}`).waitFor({ state: 'visible' });
+  const form = page.locator(`form${tid('login-form')}`);
+  const shown = await Promise.race([form.waitFor({ state: 'visible' }).then(() => true), refused.then(() => false)]);
+  if (!shown) {
+    // The page's script was refused: send what its form would.
+    report.login = await page.evaluate(async (token) => {
+      const response = await fetch('/ui/login', {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+        body: JSON.stringify({ token }),
+      });
+      const body = await response.json().catch(() => ({}));
+      return { shown: false, status: response.status, loggedIn: false, error: body.error || '' };
+    }, options.token);
+    return;
+  }
   await page.locator(tid('login-token')).fill(options.token);
   const loginStatus = statusOf(page, 'POST', '/ui/login');
   await page.locator(tid('login-submit')).click();
-  report.login = { status: await loginStatus, loggedIn: false, error: '' };
+  report.login = { shown: true, status: await loginStatus, loggedIn: false, error: '' };
   // Either the page opens, or the form says why not.
   await page.waitForFunction((ids) => {
     const nav = document.querySelector(`nav${ids.nav}`);

@@ -215,7 +215,16 @@ async fn the_dashboard_works_behind_nginx_terminating_tls_on_both_replicas() {
     for (port, replica) in [(to_a, "gw-a"), (to_b, "gw-b")] {
         let report = dashboard(&chromium, port);
         assert_eq!(report["ok"], true, "{replica}: {report:#}");
+        assert_eq!(report["login"]["shown"], true, "{replica}: {report:#}");
         assert_eq!(report["login"]["status"], 200, "{replica}: {report:#}");
+        // Only the page's question whether it is logged in yet (401 before the login) failed.
+        for failed in report["failedRequests"].as_array().unwrap() {
+            assert_eq!(
+                (&failed["path"], &failed["status"]),
+                (&serde_json::json!("/ui/session"), &serde_json::json!(401)),
+                "{replica}: {report:#}"
+            );
+        }
         assert_eq!(report["login"]["loggedIn"], true, "{replica}: {report:#}");
         // Behind https the session cookie is never sent over plain HTTP.
         assert_eq!(
@@ -231,10 +240,25 @@ async fn the_dashboard_works_behind_nginx_terminating_tls_on_both_replicas() {
     }
 
     // Without public_url, and with the balancer not among trusted_proxies: the page's https origin
-    // is foreign to the replica, and the login (a POST) is refused.
+    // is foreign to the replica. Its module scripts (fetched with an `Origin`) are refused, so no
+    // form shows, and the login the form would POST is refused too.
     let report = dashboard(&chromium, untrusted);
     assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["login"]["shown"], false, "{report:#}");
+    assert!(
+        report["failedRequests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["status"] == 403 && r["path"].as_str().unwrap().starts_with("/ui/")),
+        "{report:#}"
+    );
     assert_eq!(report["login"]["status"], 403, "{report:#}");
+    let refusal = format!("Origin `https://127.0.0.1:{untrusted}` is not allowed");
+    assert!(
+        report["login"]["error"].as_str().unwrap().contains(&refusal),
+        "{report:#}"
+    );
     assert_eq!(report["login"]["loggedIn"], false, "{report:#}");
     assert_eq!(report["cookie"], Value::Null, "{report:#}");
     assert_eq!(report["tryIt"], Value::Null, "{report:#}");
