@@ -472,8 +472,7 @@ impl Checker<'_> {
                     }
                 }
                 "trusted_proxies" => {
-                    for (proxy, span) in
-                        self.expect_string_array(value, "[server] trusted_proxies")
+                    for (proxy, span) in self.expect_string_array(value, "[server] trusted_proxies")
                     {
                         if crate::IpRange::parse(&proxy).is_none() {
                             self.report(

@@ -26,7 +26,10 @@ pub fn listen_address(text: &str) -> Option<SocketAddr> {
 pub fn public_origin(text: &str) -> Result<String, String> {
     let url = url::Url::parse(text.trim()).map_err(|e| format!("it is not a URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("its scheme is `{}`, not http or https", url.scheme()));
+        return Err(format!(
+            "its scheme is `{}`, not http or https",
+            url.scheme()
+        ));
     }
     if url.host().is_none() {
         return Err("it has no host".into());
@@ -134,8 +137,18 @@ mod tests {
         let v6 = IpRange::parse("fd00::/8").unwrap();
         assert!(v6.contains("fd12::1".parse().unwrap()));
         assert!(!v6.contains("fe80::1".parse().unwrap()));
-        assert!(IpRange::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
-        for bad in ["10.0.0.0/33", "10.0.0.0/", "proxy.internal", "10.0.0.0/8/1", "::/129"] {
+        assert!(
+            IpRange::parse("0.0.0.0/0")
+                .unwrap()
+                .contains("8.8.8.8".parse().unwrap())
+        );
+        for bad in [
+            "10.0.0.0/33",
+            "10.0.0.0/",
+            "proxy.internal",
+            "10.0.0.0/8/1",
+            "::/129",
+        ] {
             assert!(IpRange::parse(bad).is_none(), "{bad}");
         }
     }

@@ -175,7 +175,11 @@ impl DoorPolicy {
             .and_then(|url| url.host_str().map(str::to_string))
         {
             // `Url` writes an IPv6 host in brackets, as `Host` does.
-            hosts.push(host.trim_start_matches('[').trim_end_matches(']').to_string());
+            hosts.push(
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+            );
         }
         self.hosts = hosts;
         self
@@ -786,6 +790,19 @@ mod tests {
         assert!(!p.origin_allowed("http://localhost:3000"));
         assert!(!p.origin_allowed("https://evil.com"));
         assert!(!p.origin_allowed("null"));
+    }
+
+    #[test]
+    fn public_url_is_an_allowed_origin_and_host() {
+        let p = policy(None).with_balancer(Some("https://portico.example.com".into()), vec![]);
+        assert!(p.origin_allowed("https://portico.example.com"));
+        assert!(p.origin_allowed("https://PORTICO.example.com/"));
+        assert!(!p.origin_allowed("http://portico.example.com"));
+        assert!(!p.origin_allowed("https://portico.example.com:8443"));
+        assert!(p.host_allowed("portico.example.com"));
+        assert!(p.host_allowed("portico.example.com:443"));
+        assert!(!p.host_allowed("evil.example.com"));
+        assert!(!policy(None).host_allowed("portico.example.com"));
     }
 
     #[test]

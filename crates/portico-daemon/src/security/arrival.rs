@@ -61,9 +61,11 @@ impl Arrival {
         };
         arrival.client_ip = Some(client_address(headers, peer, is_trusted));
         let forwarded = forwarded(headers);
-        let proto = match forwarded.proto.as_deref() {
-            Some(proto @ ("http" | "https")) => proto,
-            _ => "http",
+        // Anything but `https` (a typo, another scheme) is the plain HTTP the door itself sees.
+        let proto = if forwarded.proto.as_deref() == Some("https") {
+            "https"
+        } else {
+            "http"
         };
         let host = match &forwarded.host {
             Some(host) => {
@@ -135,7 +137,11 @@ fn forwarded(headers: &HeaderMap) -> Forwarded {
 /// The right-most `X-Forwarded-For` address that is not a trusted proxy (each proxy appends the
 /// address it heard from, so everything left of that a client may have written); the peer itself
 /// when the header is missing or holds something that is not an address.
-fn client_address(headers: &HeaderMap, peer: IpAddr, is_trusted: impl Fn(IpAddr) -> bool) -> IpAddr {
+fn client_address(
+    headers: &HeaderMap,
+    peer: IpAddr,
+    is_trusted: impl Fn(IpAddr) -> bool,
+) -> IpAddr {
     let hops: Vec<&str> = headers
         .get_all("x-forwarded-for")
         .iter()
@@ -175,7 +181,11 @@ mod tests {
         text.parse().unwrap()
     }
 
-    fn arrival(pairs: &[(&str, &str)], peer: &str, public: Option<&str>) -> Result<Arrival, String> {
+    fn arrival(
+        pairs: &[(&str, &str)],
+        peer: &str,
+        public: Option<&str>,
+    ) -> Result<Arrival, String> {
         let trusted = [
             IpRange::parse("127.0.0.2").unwrap(),
             IpRange::parse("10.0.0.0/8").unwrap(),
@@ -233,11 +243,14 @@ mod tests {
             ("forwarded", "proto=https;host=evil.example"),
         ];
         let got = arrival(&forged, "127.0.0.1", None).unwrap();
-        assert_eq!(got, Arrival {
-            own_origins: vec![],
-            https: false,
-            client_ip: Some(ip("127.0.0.1")),
-        });
+        assert_eq!(
+            got,
+            Arrival {
+                own_origins: vec![],
+                https: false,
+                client_ip: Some(ip("127.0.0.1")),
+            }
+        );
         // A trusted proxy may not name a host the door would refuse in `Host`.
         let refused = arrival(&forged, "127.0.0.2", None).unwrap_err();
         assert!(refused.contains("evil.example"), "{refused}");
@@ -247,7 +260,10 @@ mod tests {
     fn public_url_is_an_own_origin_and_https_only_for_its_page() {
         let public = Some("https://portico.example.com");
         let got = arrival(
-            &[("host", "127.0.0.1:4200"), ("origin", "https://portico.example.com")],
+            &[
+                ("host", "127.0.0.1:4200"),
+                ("origin", "https://portico.example.com"),
+            ],
             "127.0.0.1",
             public,
         )
@@ -255,7 +271,10 @@ mod tests {
         assert_eq!(got.own_origins, ["https://portico.example.com"]);
         assert!(got.https);
         let local = arrival(
-            &[("host", "127.0.0.1:4200"), ("origin", "http://127.0.0.1:4200")],
+            &[
+                ("host", "127.0.0.1:4200"),
+                ("origin", "http://127.0.0.1:4200"),
+            ],
             "127.0.0.1",
             public,
         )

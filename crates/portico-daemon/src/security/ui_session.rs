@@ -211,7 +211,9 @@ pub(crate) fn set_cookie(id: &str, life: Duration, secure: bool) -> HeaderValue 
 /// a browser ignores a plain one over https for a `Secure` cookie's name).
 pub(crate) fn clear_cookie(secure: bool) -> HeaderValue {
     if secure {
-        HeaderValue::from_static("portico_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure")
+        HeaderValue::from_static(
+            "portico_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure",
+        )
     } else {
         HeaderValue::from_static("portico_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
     }
@@ -528,7 +530,12 @@ mod tests {
         let host = ("host", "127.0.0.1:4200");
         assert!(from_own_page(&headers(&[host]), false, &[]).is_ok());
         assert!(
-            from_own_page(&headers(&[host, ("origin", "http://127.0.0.1:4200")]), true, &[]).is_ok()
+            from_own_page(
+                &headers(&[host, ("origin", "http://127.0.0.1:4200")]),
+                true,
+                &[]
+            )
+            .is_ok()
         );
         assert!(
             from_own_page(
@@ -538,13 +545,21 @@ mod tests {
             )
             .is_ok()
         );
-        let refused = |pairs: &[(&str, &str)]| from_own_page(&headers(pairs), true, &[]).unwrap_err();
+        let refused =
+            |pairs: &[(&str, &str)]| from_own_page(&headers(pairs), true, &[]).unwrap_err();
         // Behind a balancer: the page's https origin, as `[server] public_url` or a trusted
         // proxy gives it, and the hint when neither is set.
-        let balanced = [("host", "127.0.0.1:4200"), ("origin", "https://portico.example.com")];
+        let balanced = [
+            ("host", "127.0.0.1:4200"),
+            ("origin", "https://portico.example.com"),
+        ];
         assert!(
-            from_own_page(&headers(&balanced), true, &["https://portico.example.com".into()])
-                .is_ok()
+            from_own_page(
+                &headers(&balanced),
+                true,
+                &["https://portico.example.com".into()]
+            )
+            .is_ok()
         );
         assert!(refused(&balanced).contains("[server] public_url"));
         assert!(refused(&[host]).contains("must carry the dashboard's Origin"));
@@ -563,7 +578,14 @@ mod tests {
             .contains("Sec-Fetch-Site is `same-site`")
         );
         // Reading too: another port's page is same-site, not same-origin.
-        assert!(from_own_page(&headers(&[host, ("sec-fetch-site", "same-site")]), false, &[]).is_err());
+        assert!(
+            from_own_page(
+                &headers(&[host, ("sec-fetch-site", "same-site")]),
+                false,
+                &[]
+            )
+            .is_err()
+        );
         assert!(from_own_page(&headers(&[host, ("sec-fetch-site", "none")]), false, &[]).is_ok());
     }
 }

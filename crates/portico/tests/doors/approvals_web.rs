@@ -3,17 +3,13 @@
 //! for a call held through `portico mcp` proxying to the daemon; both driven by the Python `mcp` SDK.
 //! The gated tool is `shell_exec` appending a line to a file, so every run is counted.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Output, Stdio};
 
 use serde_json::{Value, json};
 
 pub(crate) use crate::browser::{browser_script, chromium};
 use crate::client::*;
-use crate::support::*;
 
 const TOKEN: &str = "approvals-web-test-token";
 

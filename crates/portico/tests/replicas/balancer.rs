@@ -236,7 +236,11 @@ async fn the_dashboard_works_behind_nginx_terminating_tls_on_both_replicas() {
         assert_eq!(report["tryIt"]["outcome"], "ok", "{replica}: {report:#}");
         let text = report["tryIt"]["text"].as_str().unwrap_or("");
         assert!(text.contains(SUM_TEXT), "{replica}: {report:#}");
-        assert_eq!(report["blocked"], serde_json::json!([]), "{replica}: {report:#}");
+        assert_eq!(
+            report["blocked"],
+            serde_json::json!([]),
+            "{replica}: {report:#}"
+        );
     }
 
     // Without public_url, and with the balancer not among trusted_proxies: the page's https origin
@@ -256,7 +260,10 @@ async fn the_dashboard_works_behind_nginx_terminating_tls_on_both_replicas() {
     assert_eq!(report["login"]["status"], 403, "{report:#}");
     let refusal = format!("Origin `https://127.0.0.1:{untrusted}` is not allowed");
     assert!(
-        report["login"]["error"].as_str().unwrap().contains(&refusal),
+        report["login"]["error"]
+            .as_str()
+            .unwrap()
+            .contains(&refusal),
         "{report:#}"
     );
     assert_eq!(report["login"]["loggedIn"], false, "{report:#}");
@@ -273,7 +280,10 @@ async fn the_dashboard_works_behind_nginx_terminating_tls_on_both_replicas() {
     ];
     let (status, error) = direct(b, Ipv4Addr::LOCALHOST, &forged).await;
     assert_eq!(status, 403, "{error}");
-    assert!(error.contains(&format!("Origin `{page}` is not allowed")), "{error}");
+    assert!(
+        error.contains(&format!("Origin `{page}` is not allowed")),
+        "{error}"
+    );
     let foreign = [
         ("origin", "https://evil.example".to_string()),
         ("x-forwarded-proto", "https".to_string()),
@@ -282,7 +292,10 @@ async fn the_dashboard_works_behind_nginx_terminating_tls_on_both_replicas() {
     ];
     let (status, error) = direct(b, Ipv4Addr::LOCALHOST, &foreign).await;
     assert_eq!(status, 403, "{error}");
-    assert!(error.contains("Origin `https://evil.example` is not allowed"), "{error}");
+    assert!(
+        error.contains("Origin `https://evil.example` is not allowed"),
+        "{error}"
+    );
     // From the trusted address the same headers count (the control), but a forwarded host the
     // door would refuse in `Host` is refused as well.
     let trusted = Ipv4Addr::new(127, 0, 0, 2);
