@@ -622,4 +622,47 @@ mod tests {
             .starts_with("[[server.clients]] `laptop`: token: ")
         );
     }
+
+    #[test]
+    fn agent_cards_use_server_public_url_unless_a2a_names_its_own() {
+        let mut config = Config::default();
+        config.server.public_url = Some("https://Portico.example.com/".into());
+        let door = DoorConfig::from_config(&config).unwrap();
+        assert_eq!(
+            a2a_options(&config, &door).public_url,
+            "https://portico.example.com"
+        );
+        config.a2a.public_url = Some("https://agents.example.com/".into());
+        assert_eq!(
+            a2a_options(&config, &door).public_url,
+            "https://agents.example.com"
+        );
+        config.server.public_url = None;
+        config.a2a.public_url = None;
+        let door = DoorConfig::from_config(&config).unwrap();
+        assert_eq!(
+            a2a_options(&config, &door).public_url,
+            "http://127.0.0.1:4200"
+        );
+    }
+
+    #[test]
+    fn a_bad_public_url_or_proxy_stops_the_door_in_words() {
+        let mut config = Config::default();
+        config.server.public_url = Some("https://portico.example.com/gw".into());
+        let error = DoorConfig::from_config(&config).err().unwrap().to_string();
+        assert!(
+            error.starts_with(
+                "[server] public_url `https://portico.example.com/gw` is not usable: it has a path"
+            ),
+            "{error}"
+        );
+        config.server.public_url = None;
+        config.server.trusted_proxies = vec!["lb.internal".into()];
+        let error = DoorConfig::from_config(&config).err().unwrap().to_string();
+        assert!(
+            error.contains("`lb.internal` is not an IP address or CIDR range"),
+            "{error}"
+        );
+    }
 }
