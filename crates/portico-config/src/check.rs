@@ -457,6 +457,37 @@ impl Checker<'_> {
                 "allowed_hosts" => {
                     self.expect_string_array(value, "[server] allowed_hosts");
                 }
+                "public_url" => {
+                    if let Some(url) = self.expect_string(value, "[server] public_url")
+                        && let Err(why) = crate::public_origin(url)
+                    {
+                        self.report(
+                            value.span(),
+                            format!("[server] public_url `{url}` is not usable: {why}"),
+                            Some(
+                                "write the address browsers use, scheme://host[:port], e.g. \"https://portico.example.com\""
+                                    .into(),
+                            ),
+                        );
+                    }
+                }
+                "trusted_proxies" => {
+                    for (proxy, span) in self.expect_string_array(value, "[server] trusted_proxies")
+                    {
+                        if crate::IpRange::parse(&proxy).is_none() {
+                            self.report(
+                                span,
+                                format!(
+                                    "[server] trusted_proxies: `{proxy}` is not an IP address or CIDR range"
+                                ),
+                                Some(
+                                    "list the balancers' addresses, e.g. [\"127.0.0.1\", \"10.0.0.0/8\"] (names are not resolved)"
+                                        .into(),
+                                ),
+                            );
+                        }
+                    }
+                }
                 "max_response_bytes" => self.positive_integer(
                     value,
                     "[server] max_response_bytes",
@@ -1362,6 +1393,28 @@ taint = "maybe"
         let config = crate::parse("t", "[[agents]]\nname = \"a\"\n").unwrap();
         assert_eq!(config.agents[0].max_iterations, 10);
         assert_eq!(config.agents[0].model.provider, "auto");
+    }
+
+    #[test]
+    fn public_url_and_trusted_proxies_are_checked() {
+        let problems = check(
+            "[server]\npublic_url = \"https://portico.example.com/gw\"\ntrusted_proxies = [\"127.0.0.1\", \"10.0.0.0/33\", \"lb.internal\"]\n",
+        );
+        let messages: Vec<String> = problems
+            .iter()
+            .map(|p| format!("{}: {}", p.line, p.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "2: [server] public_url `https://portico.example.com/gw` is not usable: it has a path, query or fragment; Portico is served at the root of its address",
+                "3: [server] trusted_proxies: `10.0.0.0/33` is not an IP address or CIDR range",
+                "3: [server] trusted_proxies: `lb.internal` is not an IP address or CIDR range",
+            ]
+        );
+        assert!(
+            check("[server]\npublic_url = \"https://portico.example.com\"\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n").is_empty()
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use clients::{
 pub use environment::{Finding, FindingKind, environment_findings, find_program};
 pub use expand::{ExpandError, expand_vars, is_variable_name};
 pub use import::json_config_hint;
-pub use listen::listen_address;
+pub use listen::{IpRange, listen_address, public_origin};
 pub use locate::{
     ConfigSource, DEFAULT_CONFIG, STARTER_CONFIG, config_digest, data_dir, default_config_path,
     locate, path_to_write,

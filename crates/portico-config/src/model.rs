@@ -654,6 +654,15 @@ pub struct ServerSection {
     /// Extra host names (or `host:port`) accepted in the `Host` header besides loopback names.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// The address browsers and other programs reach Portico by when it is not `listen` (behind a
+    /// balancer that terminates TLS), e.g. "https://portico.example.com": an allowed origin and host,
+    /// and the base of the links Portico gives out (approvals, agent cards).
+    #[serde(default)]
+    pub public_url: Option<String>,
+    /// Balancers (IP addresses or CIDR ranges) whose `X-Forwarded-Proto`, `X-Forwarded-Host`,
+    /// `X-Forwarded-For` (or `Forwarded`) Portico believes; from any other peer they are ignored.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
     /// Largest response Portico will send; larger results become a clear error.
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: usize,
@@ -755,6 +764,8 @@ impl Default for ServerSection {
             token: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            public_url: None,
+            trusted_proxies: Vec::new(),
             max_response_bytes: default_max_response_bytes(),
             max_message_bytes: default_max_message_bytes(),
             agents_dir: None,

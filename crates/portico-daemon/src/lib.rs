@@ -96,6 +96,14 @@ pub enum DaemonError {
     TokenRequired(SocketAddr),
     #[error("[server] token: {0}")]
     Token(String),
+    #[error(
+        "[server] public_url `{url}` is not usable: {why}; write the address browsers use, such as https://portico.example.com"
+    )]
+    PublicUrl { url: String, why: String },
+    #[error(
+        "[server] trusted_proxies: `{0}` is not an IP address or CIDR range; list the balancers' addresses, such as \"10.0.0.0/8\""
+    )]
+    TrustedProxy(String),
     #[error("[[server.clients]] `{client}`: {problem}")]
     Client { client: String, problem: String },
     #[error(transparent)]
@@ -164,13 +172,32 @@ impl DoorConfig {
         {
             return Err(DaemonError::TokenRequired(listen));
         }
+        let public_origin = section
+            .public_url
+            .as_deref()
+            .map(|url| {
+                portico_config::public_origin(url).map_err(|why| DaemonError::PublicUrl {
+                    url: url.to_string(),
+                    why,
+                })
+            })
+            .transpose()?;
+        let trusted_proxies = section
+            .trusted_proxies
+            .iter()
+            .map(|proxy| {
+                portico_config::IpRange::parse(proxy)
+                    .ok_or_else(|| DaemonError::TrustedProxy(proxy.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let mut policy = DoorPolicy::new(
             listen,
             token,
             section.allowed_origins.clone(),
             section.allowed_hosts.clone(),
         )
-        .with_clients(clients);
+        .with_clients(clients)
+        .with_balancer(public_origin, trusted_proxies);
         if let Some(oauth) = &section.oauth {
             let resource = OAuthResource::from_config(oauth)?;
             tracing::info!(
@@ -386,12 +413,13 @@ fn router(
         .layer(panics::layer())
 }
 
-/// The A2A door's settings: card URLs come from `[a2a] public_url`, else the address the door is bound
-/// to; a wildcard bind address is never put in a card.
+/// The A2A door's settings: card URLs come from `[a2a] public_url`, else `[server] public_url`, else
+/// the address the door is bound to; a wildcard bind address is never put in a card.
 fn a2a_options(config: &Config, door: &DoorConfig) -> portico_a2a::A2aOptions {
-    let public_url = match &config.a2a.public_url {
-        Some(url) => url.trim_end_matches('/').to_string(),
-        None if door.listen.ip().is_unspecified() => {
+    let public_url = match (&config.a2a.public_url, door.policy.public_origin()) {
+        (Some(url), _) => url.trim_end_matches('/').to_string(),
+        (None, Some(origin)) => origin.to_string(),
+        (None, None) if door.listen.ip().is_unspecified() => {
             tracing::warn!(
                 "[a2a] public_url is not set and the door listens on {}: agent cards will say http://127.0.0.1:{}; set public_url to the address other agents reach",
                 door.listen,
@@ -399,7 +427,7 @@ fn a2a_options(config: &Config, door: &DoorConfig) -> portico_a2a::A2aOptions {
             );
             format!("http://127.0.0.1:{}", door.listen.port())
         }
-        None => format!("http://{}", door.listen),
+        (None, None) => format!("http://{}", door.listen),
     };
     portico_a2a::A2aOptions {
         listen_path: config.a2a.listen_path.clone(),
@@ -474,7 +502,12 @@ pub async fn serve_with_server(
     if let Some(live) = &door.live {
         live.publish(info_file.clone(), info.clone());
     }
-    portico_pipeline::set_approval_base_url(&format!("http://{bound}"));
+    // Approval links go where the person approving reaches Portico.
+    let approval_base = match door.policy.public_origin() {
+        Some(origin) => origin.to_string(),
+        None => format!("http://{bound}"),
+    };
+    portico_pipeline::set_approval_base_url(&approval_base);
     on_bound(bound);
     if config.a2a.enabled {
         portico_a2a::recover_interrupted(&engine).await;
@@ -587,6 +620,49 @@ mod tests {
                 None
             ))
             .starts_with("[[server.clients]] `laptop`: token: ")
+        );
+    }
+
+    #[test]
+    fn agent_cards_use_server_public_url_unless_a2a_names_its_own() {
+        let mut config = Config::default();
+        config.server.public_url = Some("https://Portico.example.com/".into());
+        let door = DoorConfig::from_config(&config).unwrap();
+        assert_eq!(
+            a2a_options(&config, &door).public_url,
+            "https://portico.example.com"
+        );
+        config.a2a.public_url = Some("https://agents.example.com/".into());
+        assert_eq!(
+            a2a_options(&config, &door).public_url,
+            "https://agents.example.com"
+        );
+        config.server.public_url = None;
+        config.a2a.public_url = None;
+        let door = DoorConfig::from_config(&config).unwrap();
+        assert_eq!(
+            a2a_options(&config, &door).public_url,
+            "http://127.0.0.1:4200"
+        );
+    }
+
+    #[test]
+    fn a_bad_public_url_or_proxy_stops_the_door_in_words() {
+        let mut config = Config::default();
+        config.server.public_url = Some("https://portico.example.com/gw".into());
+        let error = DoorConfig::from_config(&config).err().unwrap().to_string();
+        assert!(
+            error.starts_with(
+                "[server] public_url `https://portico.example.com/gw` is not usable: it has a path"
+            ),
+            "{error}"
+        );
+        config.server.public_url = None;
+        config.server.trusted_proxies = vec!["lb.internal".into()];
+        let error = DoorConfig::from_config(&config).err().unwrap().to_string();
+        assert!(
+            error.contains("`lb.internal` is not an IP address or CIDR range"),
+            "{error}"
         );
     }
 }

@@ -48,7 +48,10 @@ impl DoorClient {
 }
 
 mod approval_session;
+pub(crate) mod arrival;
 pub(crate) mod ui_session;
+
+pub(crate) use arrival::Arrival;
 
 pub(crate) use ui_session::{UiSession, UiSessions};
 
@@ -64,6 +67,10 @@ pub struct DoorPolicy {
     oauth: Option<Arc<OAuthResource>>,
     allowed_origins: Vec<String>,
     extra_hosts: Vec<String>,
+    /// `[server] public_url` as an origin: allowed, and its host too.
+    public_origin: Option<String>,
+    /// `[server] trusted_proxies`: the peers whose forwarded headers count.
+    trusted_proxies: Vec<portico_config::IpRange>,
     /// Derived from `listen` and `extra_hosts`; kept because every request checks against it.
     hosts: Vec<String>,
     /// The dashboard's logins (`portico_ui` cookies); clones of the policy share them.
@@ -94,10 +101,30 @@ impl DoorPolicy {
                 .into_iter()
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
+            public_origin: None,
+            trusted_proxies: Vec::new(),
             hosts: Vec::new(),
             ui_sessions: UiSessions::default(),
         }
         .with_hosts()
+    }
+
+    /// The door behind a balancer: `public_origin` (`[server] public_url` as
+    /// [`portico_config::public_origin`] gives it) is an allowed origin and host, and requests from
+    /// `trusted_proxies` are believed about their scheme, host and client.
+    pub fn with_balancer(
+        mut self,
+        public_origin: Option<String>,
+        trusted_proxies: Vec<portico_config::IpRange>,
+    ) -> Self {
+        self.public_origin = public_origin;
+        self.trusted_proxies = trusted_proxies;
+        self.with_hosts()
+    }
+
+    /// `[server] public_url` as an origin, if set.
+    pub fn public_origin(&self) -> Option<&str> {
+        self.public_origin.as_deref()
     }
 
     /// The door with `[[server.clients]]` as well (after `[server] token`'s `default`, if any).
@@ -141,6 +168,19 @@ impl DoorPolicy {
             hosts.push(ip.to_string());
         }
         hosts.extend(self.extra_hosts.iter().cloned());
+        if let Some(host) = self
+            .public_origin
+            .as_deref()
+            .and_then(|origin| url::Url::parse(origin).ok())
+            .and_then(|url| url.host_str().map(str::to_string))
+        {
+            // `Url` writes an IPv6 host in brackets, as `Host` does.
+            hosts.push(
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+            );
+        }
         self.hosts = hosts;
         self
     }
@@ -169,7 +209,9 @@ impl DoorPolicy {
     /// reach a local service, which is exactly what must be refused.
     fn origin_allowed(&self, origin: &str) -> bool {
         let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-        if self.allowed_origins.iter().any(|o| o == &origin) {
+        if self.allowed_origins.iter().any(|o| o == &origin)
+            || self.public_origin.as_deref() == Some(origin.as_str())
+        {
             return true;
         }
         let port = self.listen.port();
@@ -444,22 +486,26 @@ impl ClientIdentity {
     /// On a door with tokens, the client whose token the request proved it has (every accepted
     /// spelling of it is one identity); without, an `Authorization` header proves nothing, so the
     /// peer's address.
-    fn of(client: Option<&str>, request: &Request) -> Self {
+    fn of(client: Option<&str>, arrival: &Arrival) -> Self {
         if let Some(name) = client {
             return ClientIdentity(format!("client:{name}"));
         }
-        let extensions = request.extensions();
-        let address = match extensions.get::<ConnectInfo<PeerAddr>>() {
-            Some(ConnectInfo(PeerAddr(address))) => Some(address),
-            // An embedder serving `app()` with axum's own TcpListener.
-            None => extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(address)| address),
-        };
-        ClientIdentity(match address {
-            Some(address) => peer_identity(address.ip()),
+        ClientIdentity(match arrival.client_ip {
+            Some(ip) => peer_identity(ip),
             None => "anonymous".into(),
         })
+    }
+}
+
+/// The TCP peer's address.
+fn peer_ip(request: &Request) -> Option<IpAddr> {
+    let extensions = request.extensions();
+    match extensions.get::<ConnectInfo<PeerAddr>>() {
+        Some(ConnectInfo(PeerAddr(address))) => Some(address.ip()),
+        // An embedder serving `app()` with axum's own TcpListener.
+        None => extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(address)| address.ip()),
     }
 }
 
@@ -489,6 +535,16 @@ pub(crate) async fn check(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let arrival = match Arrival::of(
+        request.headers(),
+        peer_ip(&request),
+        policy.public_origin(),
+        &policy.trusted_proxies,
+        |host| policy.host_allowed(host),
+    ) {
+        Ok(arrival) => arrival,
+        Err(why) => return refuse(StatusCode::FORBIDDEN, why),
+    };
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
@@ -505,7 +561,11 @@ pub(crate) async fn check(
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("<not text>");
-        if !policy.origin_allowed(origin) {
+        let own = arrival
+            .own_origins
+            .iter()
+            .any(|own| *own == origin.trim_end_matches('/').to_ascii_lowercase());
+        if !own && !policy.origin_allowed(origin) {
             return refuse(
                 StatusCode::FORBIDDEN,
                 format!(
@@ -539,7 +599,7 @@ pub(crate) async fn check(
     // its routes and the API's are held to the page's own origin (`approval_session`).
     let mut shell = false;
     if let Some(scope) = approval_session::Scope::of(path) {
-        match approval_session::admit(scope, &request) {
+        match approval_session::admit(scope, &request, &arrival.own_origins) {
             approval_session::Admission::Shell => shell = true,
             approval_session::Admission::TokenCheck => {}
             approval_session::Admission::Answer(response) => return response,
@@ -553,6 +613,7 @@ pub(crate) async fn check(
             if let Err(why) = ui_session::from_own_page(
                 request.headers(),
                 request.headers().contains_key(header::ORIGIN),
+                &arrival.own_origins,
             ) {
                 return refuse(StatusCode::FORBIDDEN, why);
             }
@@ -573,7 +634,9 @@ pub(crate) async fn check(
     };
     let (caller, method) = if let Some(session) = cookie {
         let changing = !matches!(*request.method(), Method::GET | Method::HEAD);
-        if let Err(why) = ui_session::from_own_page(request.headers(), changing) {
+        if let Err(why) =
+            ui_session::from_own_page(request.headers(), changing, &arrival.own_origins)
+        {
             return refuse(StatusCode::FORBIDDEN, why);
         }
         (Caller::Cookie(session), AuthMethod::Cookie)
@@ -595,7 +658,9 @@ pub(crate) async fn check(
     } else {
         request.extensions_mut().insert(method);
     }
-    let identity = ClientIdentity::of(caller.name(), &request);
+    let identity = ClientIdentity::of(caller.name(), &arrival);
+    // The dashboard's login makes its cookie `Secure` when the page is https.
+    request.extensions_mut().insert(arrival);
     if let Some(principal) = caller.principal() {
         // Every door behind this (MCP, the API, A2A) calls as this principal, within its scope.
         request.extensions_mut().insert(principal);
@@ -725,6 +790,19 @@ mod tests {
         assert!(!p.origin_allowed("http://localhost:3000"));
         assert!(!p.origin_allowed("https://evil.com"));
         assert!(!p.origin_allowed("null"));
+    }
+
+    #[test]
+    fn public_url_is_an_allowed_origin_and_host() {
+        let p = policy(None).with_balancer(Some("https://portico.example.com".into()), vec![]);
+        assert!(p.origin_allowed("https://portico.example.com"));
+        assert!(p.origin_allowed("https://PORTICO.example.com/"));
+        assert!(!p.origin_allowed("http://portico.example.com"));
+        assert!(!p.origin_allowed("https://portico.example.com:8443"));
+        assert!(p.host_allowed("portico.example.com"));
+        assert!(p.host_allowed("portico.example.com:443"));
+        assert!(!p.host_allowed("evil.example.com"));
+        assert!(!policy(None).host_allowed("portico.example.com"));
     }
 
     #[test]

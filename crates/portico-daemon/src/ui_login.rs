@@ -15,7 +15,7 @@ use portico_pipeline::Principal;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::security::{AuthMethod, DoorPolicy, login_session, ui_session};
+use crate::security::{Arrival, AuthMethod, DoorPolicy, login_session, ui_session};
 
 /// Longer than any token Portico takes (a JWT is at most 16 KiB): refused before it is checked.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
@@ -47,8 +47,14 @@ struct LoginBody {
     token: String,
 }
 
+/// Whether the browser's page is https (behind a balancer): the cookie is `Secure` then.
+fn secure(arrival: Option<&Extension<Arrival>>) -> bool {
+    arrival.is_some_and(|Extension(arrival)| arrival.https)
+}
+
 async fn login(
     State(policy): State<Arc<DoorPolicy>>,
+    arrival: Option<Extension<Arrival>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -97,7 +103,7 @@ async fn login(
                 [
                     (
                         header::SET_COOKIE,
-                        ui_session::set_cookie(&created.id, life),
+                        ui_session::set_cookie(&created.id, life, secure(arrival.as_ref())),
                     ),
                     (
                         header::CACHE_CONTROL,
@@ -115,13 +121,20 @@ async fn login(
     }
 }
 
-async fn logout(State(policy): State<Arc<DoorPolicy>>, headers: HeaderMap) -> Response {
+async fn logout(
+    State(policy): State<Arc<DoorPolicy>>,
+    arrival: Option<Extension<Arrival>>,
+    headers: HeaderMap,
+) -> Response {
     for id in ui_session::cookie_values(&headers) {
         policy.ui_sessions().forget(id);
     }
     (
         StatusCode::NO_CONTENT,
-        [(header::SET_COOKIE, ui_session::clear_cookie())],
+        [(
+            header::SET_COOKIE,
+            ui_session::clear_cookie(secure(arrival.as_ref())),
+        )],
     )
         .into_response()
 }

@@ -15,6 +15,8 @@ mod approvals;
 mod approvals_web;
 #[path = "doors/bounds.rs"]
 mod bounds;
+#[path = "doors/browser.rs"]
+mod browser;
 #[path = "doors/clients.rs"]
 mod clients;
 #[path = "doors/daemon.rs"]

@@ -61,7 +61,9 @@ pub(crate) enum Admission {
     Answer(Response),
 }
 
-pub(crate) fn admit(scope: Scope, request: &Request) -> Admission {
+/// `own_origins`: the page's origins besides `http(s)://{Host}` (`[server] public_url`, a trusted
+/// balancer's).
+pub(crate) fn admit(scope: Scope, request: &Request, own_origins: &[String]) -> Admission {
     let headers = request.headers();
     if has_token_parameter(request.uri().query()) {
         return Admission::Answer(token_in_query(scope));
@@ -74,7 +76,7 @@ pub(crate) fn admit(scope: Scope, request: &Request) -> Admission {
         && headers
             .get("sec-fetch-mode")
             .is_some_and(|mode| mode.as_bytes() == b"navigate");
-    if !navigation && let Err(why) = browser_rules(headers, reading) {
+    if !navigation && let Err(why) = browser_rules(headers, reading, own_origins) {
         return Admission::Answer(refuse(StatusCode::FORBIDDEN, why));
     }
     match scope {
@@ -132,7 +134,7 @@ fn token_in_query(scope: Scope) -> Response {
 /// What a browser's request must show: it comes from the page itself. `Origin` was already checked
 /// against the door's allowed origins; here only the daemon's own origin will do. `Err` says why not
 /// (a 403).
-fn browser_rules(headers: &HeaderMap, reading: bool) -> Result<(), String> {
+fn browser_rules(headers: &HeaderMap, reading: bool, own_origins: &[String]) -> Result<(), String> {
     if let Some(site) = headers.get("sec-fetch-site") {
         let site = site.to_str().unwrap_or("<not text>");
         if !matches!(site, "same-origin" | "none") {
@@ -159,8 +161,9 @@ fn browser_rules(headers: &HeaderMap, reading: bool) -> Result<(), String> {
         .unwrap_or("<not text>")
         .trim_end_matches('/')
         .to_ascii_lowercase();
-    let own = !host.is_empty()
-        && (origin == format!("http://{host}") || origin == format!("https://{host}"));
+    let own = (!host.is_empty()
+        && (origin == format!("http://{host}") || origin == format!("https://{host}")))
+        || own_origins.contains(&origin);
     if own {
         Ok(())
     } else {

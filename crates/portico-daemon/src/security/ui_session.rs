@@ -196,18 +196,27 @@ pub(crate) fn cookie_values(headers: &HeaderMap) -> impl Iterator<Item = &str> {
         })
 }
 
-/// The `Set-Cookie` of a new session, for `life` (whole seconds).
-pub(crate) fn set_cookie(id: &str, life: Duration) -> HeaderValue {
+/// The `Set-Cookie` of a new session, for `life` (whole seconds); `Secure` when the page is https
+/// (behind a balancer), so the browser never sends it over plain HTTP.
+pub(crate) fn set_cookie(id: &str, life: Duration, secure: bool) -> HeaderValue {
     HeaderValue::from_str(&format!(
-        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-        life.as_secs()
+        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+        life.as_secs(),
+        if secure { "; Secure" } else { "" }
     ))
     .expect("a base64url id and digits are a valid header value")
 }
 
-/// The `Set-Cookie` that makes the browser drop the cookie.
-pub(crate) fn clear_cookie() -> HeaderValue {
-    HeaderValue::from_static("portico_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
+/// The `Set-Cookie` that makes the browser drop the cookie (`Secure` like the one it replaces:
+/// a browser ignores a plain one over https for a `Secure` cookie's name).
+pub(crate) fn clear_cookie(secure: bool) -> HeaderValue {
+    if secure {
+        HeaderValue::from_static(
+            "portico_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure",
+        )
+    } else {
+        HeaderValue::from_static("portico_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
+    }
 }
 
 /// Whether `path` is one where the cookie stands for a token: `/api/*`, `/metrics`, `/ui/*`, on
@@ -246,7 +255,11 @@ impl Public {
 /// Whether the request comes from the door's own page, as a browser tells: `Origin` (required when
 /// `changing`) is `http://` + `Host`, and `Sec-Fetch-Site`, when sent, is `same-origin` or `none`.
 /// `Err` says why not (a 403).
-pub(crate) fn from_own_page(headers: &HeaderMap, changing: bool) -> Result<(), String> {
+pub(crate) fn from_own_page(
+    headers: &HeaderMap,
+    changing: bool,
+    own_origins: &[String],
+) -> Result<(), String> {
     if let Some(site) = headers.get("sec-fetch-site") {
         let site = site.to_str().unwrap_or("<not text>");
         if !matches!(site, "same-origin" | "none") {
@@ -272,8 +285,14 @@ pub(crate) fn from_own_page(headers: &HeaderMap, changing: bool) -> Result<(), S
     });
     match origin {
         Some(origin) if !host.is_empty() && origin == format!("http://{host}") => Ok(()),
+        Some(origin) if own_origins.contains(&origin) => Ok(()),
         Some(origin) => Err(format!(
-            "a request with the dashboard's cookie that changes something must come from the dashboard's own page; Origin `{origin}` is not http://{host}"
+            "a request with the dashboard's cookie that changes something must come from the dashboard's own page; Origin `{origin}` is not http://{host}{}",
+            if own_origins.is_empty() {
+                " (behind a balancer that terminates TLS, set [server] public_url, or list the balancer in [server] trusted_proxies)".to_string()
+            } else {
+                format!(" nor {}", own_origins.join(", "))
+            }
         )),
         None => Err(
             "a request with the dashboard's cookie that changes something must carry the dashboard's Origin (browsers send it); a program should send `Authorization: Bearer <token>` instead"
@@ -429,12 +448,21 @@ mod tests {
         assert_eq!(found(&[("cookie", &format!("x{COOKIE}={id}")), key]), None);
         assert_eq!(found(&[key]), None);
         assert_eq!(
-            set_cookie(&id, SESSION_LIFE),
+            set_cookie(&id, SESSION_LIFE, false),
             format!("portico_ui={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200").as_str()
         );
         assert_eq!(
-            clear_cookie(),
+            clear_cookie(false),
             "portico_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
+        );
+        assert_eq!(
+            set_cookie(&id, SESSION_LIFE, true),
+            format!("portico_ui={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200; Secure")
+                .as_str()
+        );
+        assert_eq!(
+            clear_cookie(true),
+            "portico_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure"
         );
     }
 
@@ -500,18 +528,40 @@ mod tests {
     #[test]
     fn a_changing_cookie_request_needs_the_doors_own_origin() {
         let host = ("host", "127.0.0.1:4200");
-        assert!(from_own_page(&headers(&[host]), false).is_ok());
+        assert!(from_own_page(&headers(&[host]), false, &[]).is_ok());
         assert!(
-            from_own_page(&headers(&[host, ("origin", "http://127.0.0.1:4200")]), true).is_ok()
+            from_own_page(
+                &headers(&[host, ("origin", "http://127.0.0.1:4200")]),
+                true,
+                &[]
+            )
+            .is_ok()
         );
         assert!(
             from_own_page(
                 &headers(&[host, ("origin", "http://127.0.0.1:4200/")]),
-                true
+                true,
+                &[]
             )
             .is_ok()
         );
-        let refused = |pairs: &[(&str, &str)]| from_own_page(&headers(pairs), true).unwrap_err();
+        let refused =
+            |pairs: &[(&str, &str)]| from_own_page(&headers(pairs), true, &[]).unwrap_err();
+        // Behind a balancer: the page's https origin, as `[server] public_url` or a trusted
+        // proxy gives it, and the hint when neither is set.
+        let balanced = [
+            ("host", "127.0.0.1:4200"),
+            ("origin", "https://portico.example.com"),
+        ];
+        assert!(
+            from_own_page(
+                &headers(&balanced),
+                true,
+                &["https://portico.example.com".into()]
+            )
+            .is_ok()
+        );
+        assert!(refused(&balanced).contains("[server] public_url"));
         assert!(refused(&[host]).contains("must carry the dashboard's Origin"));
         assert!(
             refused(&[host, ("origin", "http://localhost:4200")])
@@ -528,7 +578,14 @@ mod tests {
             .contains("Sec-Fetch-Site is `same-site`")
         );
         // Reading too: another port's page is same-site, not same-origin.
-        assert!(from_own_page(&headers(&[host, ("sec-fetch-site", "same-site")]), false).is_err());
-        assert!(from_own_page(&headers(&[host, ("sec-fetch-site", "none")]), false).is_ok());
+        assert!(
+            from_own_page(
+                &headers(&[host, ("sec-fetch-site", "same-site")]),
+                false,
+                &[]
+            )
+            .is_err()
+        );
+        assert!(from_own_page(&headers(&[host, ("sec-fetch-site", "none")]), false, &[]).is_ok());
     }
 }

@@ -3,16 +3,13 @@
 //! for a call held through `portico mcp` proxying to the daemon; both driven by the Python `mcp` SDK.
 //! The gated tool is `shell_exec` appending a line to a file, so every run is counted.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Output, Stdio};
 
 use serde_json::{Value, json};
 
+pub(crate) use crate::browser::{browser_script, chromium};
 use crate::client::*;
-use crate::support::*;
 
 const TOKEN: &str = "approvals-web-test-token";
 
@@ -36,29 +33,6 @@ const MARKUP: &str = "<script>document.title='pwned'</script><b>bold</b>";
 /// An integer a browser's `JSON.parse` rounds (to 9007199254740992): the page must show it exactly.
 const BEYOND_2_53: u64 = 9_007_199_254_740_993;
 
-/// Debian's Chromium, or `None` after saying loudly why the browser tests cannot run. With
-/// `PORTICO_REQUIRE_CHROMIUM=1` (scripts/test sets it; its peer install puts Chromium there) a
-/// missing browser is a failure, never a skip.
-pub(crate) fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PORTICO_TEST_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    if path.exists() {
-        return Some(path);
-    }
-    let required = std::env::var("PORTICO_REQUIRE_CHROMIUM").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "PORTICO_REQUIRE_CHROMIUM=1 but there is no Chromium at {}: run scripts/install-test-peers (it installs Debian's chromium) or set PORTICO_TEST_CHROMIUM",
-        path.display()
-    );
-    eprintln!(
-        "\n*** SKIPPED: no Chromium at {} (set PORTICO_TEST_CHROMIUM, or run scripts/install-test-peers, which installs Debian's chromium); the approval page was NOT tested in a browser ***\n",
-        path.display()
-    );
-    None
-}
-
 /// Runs `js/browser_click.mjs` against `url` and returns its report; the whole run is bounded.
 pub(crate) fn browser(chromium: &Path, url: &str, extra: &[&str]) -> Value {
     let mut args = vec!["--url", url];
@@ -66,70 +40,6 @@ pub(crate) fn browser(chromium: &Path, url: &str, extra: &[&str]) -> Value {
     browser_script(chromium, "browser_click.mjs", &args, |event| {
         panic!("browser_click.mjs sent an event it has none of: {event}")
     })
-}
-
-/// Runs `tests/peers/js/SCRIPT` with `args` (and `--timeout-ms 20000`) in `chromium` and returns
-/// the JSON report it prints last; every line before it with an `event` field goes to `on_event`
-/// as it arrives (the script waits there for the change the test makes). The whole run is bounded
-/// by a test guard of 240 s.
-pub(crate) fn browser_script(
-    chromium: &Path,
-    script: &str,
-    args: &[&str],
-    mut on_event: impl FnMut(&str),
-) -> Value {
-    let mut child = Command::new(node())
-        .arg(peers_dir().join("js").join(script))
-        .args(["--timeout-ms", "20000"])
-        .args(args)
-        .env("PORTICO_TEST_CHROMIUM", chromium)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // Read as it comes, so that a chatty script never blocks on a full pipe.
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    });
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let mut report = None;
-    while report.is_none() {
-        match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) if line.trim().is_empty() => {}
-            Ok(line) => {
-                let value: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("{script} printed {line:?}: {e}"));
-                match value["event"].as_str() {
-                    Some(event) => on_event(event),
-                    None => report = Some(value),
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                panic!("{script} did not finish within 240 s (test guard)");
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let _ = child.wait();
-    let errors = errors.join().unwrap();
-    report.unwrap_or_else(|| panic!("{script} printed no report:\n{errors}"))
 }
 
 /// One `sdk_client.py` run (a fresh SDK session) calling `shell_exec` with `command`; the call's

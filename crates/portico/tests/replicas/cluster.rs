@@ -76,6 +76,15 @@ impl Replicas {
     /// every replica alive, and the balancer answers `/api/health`. `None`: skipped (no test
     /// PostgreSQL or nginx, and none required).
     pub fn start(n: usize, extra: &str) -> Option<Replicas> {
+        Replicas::start_with(n, extra, |_| String::new())
+    }
+
+    /// [`Replicas::start`] with `server(i)`'s lines added to replica `i`'s `[server]` table.
+    pub fn start_with(
+        n: usize,
+        extra: &str,
+        server: impl Fn(usize) -> String + Sync,
+    ) -> Option<Replicas> {
         let url = portico_store::testing::postgres_test_url()?;
         let Some(nginx) = Nginx::binary() else {
             assert!(
@@ -91,8 +100,9 @@ impl Replicas {
         let replicas: Vec<Replica> = std::thread::scope(|scope| {
             let started: Vec<_> = names
                 .iter()
-                .map(|name| {
-                    let config = replica_config(&url, name, n, extra);
+                .enumerate()
+                .map(|(i, name)| {
+                    let config = replica_config(&url, name, n, &server(i), extra);
                     scope.spawn(move || start_replica(name, &config))
                 })
                 .collect();
@@ -175,12 +185,13 @@ impl Drop for Replicas {
     }
 }
 
-fn replica_config(url: &str, name: &str, n: usize, extra: &str) -> String {
+fn replica_config(url: &str, name: &str, n: usize, server: &str, extra: &str) -> String {
     format!(
         r#"[server]
 listen = "127.0.0.1:0"
 token = "{TOKEN}"
 allowed_hosts = ["{PUBLIC_HOST}"]
+{server}
 
 # The tests are not about rate limits: every request through nginx comes from one peer address.
 [server.rate_limit]
@@ -503,7 +514,7 @@ impl Drop for Nginx {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
