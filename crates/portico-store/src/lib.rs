@@ -194,10 +194,14 @@ impl Store {
         }
         let beats = db::pg::Pool::connect(target.config, target.tls, 1)
             .map_err(|source| open_error(&label, source))?;
-        Ok(
-            Self::from_backend(Backend::Postgres { pool, beats }, None, label, None)
-                .with_jobs(pool_size),
-        )
+        Ok(Self::from_backend(
+            Backend::Postgres { pool, beats },
+            None,
+            label,
+            None,
+            // More would only wait for a connection, each in a blocking thread of its own.
+            pool_size,
+        ))
     }
 
     fn finish_sqlite_open(
@@ -221,6 +225,7 @@ impl Store {
             path,
             label,
             checkpointer,
+            offload::SQLITE_RUNNING,
         ))
     }
 
@@ -229,6 +234,7 @@ impl Store {
         path: Option<PathBuf>,
         label: PathBuf,
         checkpointer: Option<checkpoint::Checkpointer>,
+        running_jobs: usize,
     ) -> Store {
         Store {
             inner: Arc::new(Inner {
@@ -242,18 +248,10 @@ impl Store {
                 audit_head: Mutex::default(),
                 replica: OnceLock::new(),
                 checkpointer,
-                jobs: offload::Lane::new(offload::SQLITE_RUNNING),
+                jobs: offload::Lane::new(running_jobs),
                 heartbeat_jobs: offload::Lane::new(1),
             }),
         }
-    }
-
-    /// Lets `running` store jobs run at once from async code (a PostgreSQL pool's size).
-    fn with_jobs(mut self, running: usize) -> Store {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.jobs = offload::Lane::new(running);
-        }
-        self
     }
 
     /// Times every group commit of the writer thread into `metrics` from now on (`/metrics`). Set
