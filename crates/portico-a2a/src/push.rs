@@ -77,15 +77,17 @@ impl Pusher {
         mut events: mpsc::UnboundedReceiver<v1::StreamResponse>,
     ) {
         while let Some(event) = events.recv().await {
-            let store = self.inner.store.clone();
             let id = task_id.clone();
-            let configs = tokio::task::spawn_blocking(move || {
-                let configs = store.push_configs(&id)?;
-                let task = store.task(&id)?;
-                Ok::<_, portico_store::StoreError>((configs, task))
-            })
-            .await;
-            let Ok(Ok((configs, task))) = configs else {
+            let configs = self
+                .inner
+                .store
+                .run("reading push notification configs", move |store| {
+                    let configs = store.push_configs(&id)?;
+                    let task = store.task(&id)?;
+                    Ok::<_, portico_store::StoreError>((configs, task))
+                })
+                .await;
+            let Ok((configs, task)) = configs else {
                 tracing::warn!("task {task_id}: could not read its push notification configs");
                 continue;
             };

@@ -347,12 +347,14 @@ fn store_error(error: StoreError) -> A2aError {
     }
 }
 
+/// Runs `work` on `store` off the async runtime (see [`Store::run`]).
 async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+    store: Store,
+    work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, A2aError> {
-    tokio::task::spawn_blocking(work)
+    store
+        .run("reading or writing A2A tasks", work)
         .await
-        .map_err(|e| A2aError::Internal(format!("store task failed: {e}")))?
         .map_err(store_error)
 }
 
@@ -501,7 +503,7 @@ impl Tasks {
         }
         let shared = replica.shared();
         let restarted = at_start.then(|| replica.name().to_string());
-        blocking(move || {
+        blocking(store, move |store| {
             let mut failed = 0;
             if shared {
                 for task in store.orphaned_tasks(restarted.as_deref())? {
@@ -577,7 +579,7 @@ impl Tasks {
         }
         let store = self.store();
         let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
-        let heads = blocking(move || store.task_heads(&ids)).await;
+        let heads = blocking(store, move |store| store.task_heads(&ids)).await;
         let heads = match heads {
             Ok(heads) => heads,
             Err(error) => {
@@ -597,7 +599,7 @@ impl Tasks {
     pub async fn get(&self, owner: &str, id: &str) -> Result<TaskRecord, A2aError> {
         let store = self.store();
         let lookup = id.to_string();
-        let record = blocking(move || store.task(&lookup)).await?;
+        let record = blocking(store, move |store| store.task(&lookup)).await?;
         match record {
             Some(record) if record.owner == owner => Ok(record),
             _ => Err(A2aError::TaskNotFound(id.to_string())),
@@ -606,7 +608,7 @@ impl Tasks {
 
     pub async fn list(&self, query: TaskQuery) -> Result<TaskPage, A2aError> {
         let store = self.store();
-        blocking(move || store.list_tasks(&query)).await
+        blocking(store, move |store| store.list_tasks(&query)).await
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, LiveTable> {
@@ -996,7 +998,7 @@ impl Tasks {
             // After a restart the live entry is new: whether to push comes from the store.
             let store = self.store();
             let id = task_id.to_string();
-            if blocking(move || store.push_configs(&id))
+            if blocking(store, move |store| store.push_configs(&id))
                 .await
                 .is_ok_and(|c| !c.is_empty())
             {
@@ -1033,7 +1035,7 @@ impl Tasks {
             page_size: 1,
             page_token: None,
         };
-        let page = blocking(move || store.list_tasks(&query)).await?;
+        let page = blocking(store, move |store| store.list_tasks(&query)).await?;
         Ok(page
             .tasks
             .into_iter()
@@ -1394,7 +1396,10 @@ impl Tasks {
         let store = self.store();
         let (id, stored) = (task_id.to_string(), to_json(&config));
         let config_id = config.id().to_string();
-        blocking(move || store.put_push_config(&id, &config_id, &stored)).await?;
+        blocking(store, move |store| {
+            store.put_push_config(&id, &config_id, &stored)
+        })
+        .await?;
         // A run or a listener of this process has the task live; any later run reads the store.
         if let Some(live) = self.table().tasks.get(task_id) {
             live.push.store(true, Ordering::Relaxed);
@@ -1410,7 +1415,7 @@ impl Tasks {
         self.get(owner, task_id).await?;
         let store = self.store();
         let id = task_id.to_string();
-        Ok(blocking(move || store.push_configs(&id))
+        Ok(blocking(store, move |store| store.push_configs(&id))
             .await?
             .into_iter()
             .filter_map(|(config_id, c)| {
@@ -1430,7 +1435,7 @@ impl Tasks {
         self.get(owner, task_id).await?;
         let store = self.store();
         let (id, config) = (task_id.to_string(), config_id.to_string());
-        blocking(move || store.delete_push_config(&id, &config)).await
+        blocking(store, move |store| store.delete_push_config(&id, &config)).await
     }
 
     /// Cancels a task: a running agent is stopped; a task waiting for input, or one no run of this

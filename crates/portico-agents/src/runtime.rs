@@ -427,26 +427,26 @@ impl AgentRuntime {
     ) -> Result<(Conversation, Vec<ChatMessage>), AgentError> {
         let (conversation, history) = match conversation_id {
             Some(id) => {
-                let store = self.store.clone();
                 let (agent, id, client) = (name.to_string(), id.to_string(), client.to_string());
-                let (conversation, history) = blocking(
-                    move || -> Result<_, Result<portico_store::StoreError, String>> {
-                        let conversation = match store.conversation(&id).map_err(Ok)? {
+                let lookup = id.clone();
+                let found = self
+                    .store
+                    .run("reading a conversation", move |store| {
+                        let conversation = match store.conversation(&lookup)? {
                             Some(c) if c.agent == agent && c.is_for(&client) => c,
-                            _ => return Err(Err(id)),
+                            _ => return Ok(None),
                         };
-                        let history = store.messages(&conversation.id).map_err(Ok)?;
-                        Ok((conversation, history))
-                    },
-                )
-                .await
-                .map_err(|e| match e {
-                    Ok(source) => store_failed(name)(source),
-                    Err(id) => AgentError::BadConversation {
+                        let history = store.messages(&conversation.id)?;
+                        Ok(Some((conversation, history)))
+                    })
+                    .await
+                    .map_err(store_failed(name))?;
+                let Some((conversation, history)) = found else {
+                    return Err(AgentError::BadConversation {
                         agent: name.to_string(),
                         id,
-                    },
-                })?;
+                    });
+                };
                 self.persist(&conversation.id, &user, Usage::default())
                     .await
                     .map_err(store_failed(name))?;
@@ -755,16 +755,6 @@ fn tool_spec(entry: &ToolEntry) -> ToolSpec {
         name: entry.name.clone(),
         description,
         input_schema,
-    }
-}
-
-/// Runs short synchronous store work off the async threads.
-async fn blocking<T: Send + 'static, E: Send + 'static>(
-    work: impl FnOnce() -> Result<T, E> + Send + 'static,
-) -> Result<T, E> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result,
-        Err(join) => std::panic::resume_unwind(join.into_panic()),
     }
 }
 

@@ -82,8 +82,6 @@ enum MemoryError {
         #[source]
         source: StoreError,
     },
-    #[error("the memory task stopped unexpectedly: {0}")]
-    Task(#[from] tokio::task::JoinError),
 }
 
 /// Whose memory a call reads and writes.
@@ -108,13 +106,13 @@ pub(crate) fn memory_store(store: Store) -> LocalTool {
                 }
                 let scope = scope(&context);
                 let key = input.key;
-                // Store calls are synchronous SQLite work; keep them off the runtime's workers.
                 let stored = {
                     let (scope, key) = (scope.clone(), key.clone());
-                    tokio::task::spawn_blocking(move || {
-                        store.memory_store(&scope, &key, &input.value)
-                    })
-                    .await?
+                    store
+                        .run("storing a memory", move |store| {
+                            store.memory_store(&scope, &key, &input.value)
+                        })
+                        .await
                 };
                 stored.map_err(|source| MemoryError::Store {
                     action: "store",
@@ -139,10 +137,11 @@ pub(crate) fn memory_recall(store: Store) -> LocalTool {
                 let limit = input.limit.clamp(1, MAX_RECALL);
                 let recalled = {
                     let scope = scope.clone();
-                    tokio::task::spawn_blocking(move || {
-                        store.memory_recall(&scope, input.query.as_deref(), limit)
-                    })
-                    .await?
+                    store
+                        .run("recalling memories", move |store| {
+                            store.memory_recall(&scope, input.query.as_deref(), limit)
+                        })
+                        .await
                 };
                 let entries = recalled.map_err(|source| MemoryError::Store {
                     action: "recall",

@@ -243,22 +243,21 @@ async fn conversation_refusal(
     id: &str,
     client: &str,
 ) -> Option<Response> {
-    let store = state.engine.store().clone();
     let lookup = id.to_string();
-    let found = tokio::task::spawn_blocking(move || store.conversation(&lookup)).await;
+    let found = state
+        .engine
+        .store()
+        .run("reading a conversation", move |store| {
+            store.conversation(&lookup)
+        })
+        .await;
     match found {
-        Ok(Ok(Some(conversation))) if conversation.agent == name && conversation.is_for(client) => {
-            None
-        }
-        Ok(Ok(_)) => Some(api_error(
+        Ok(Some(conversation)) if conversation.agent == name && conversation.is_for(client) => None,
+        Ok(_) => Some(api_error(
             StatusCode::NOT_FOUND,
             format!(
                 "agent `{name}`: conversation `{id}` does not exist, belongs to another agent or was started by another client; omit conversation_id to start a new one"
             ),
-        )),
-        Ok(Err(error)) => Some(api_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            error.to_string(),
         )),
         Err(error) => Some(api_error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -273,28 +272,29 @@ async fn conversation(
     client: Option<Extension<Principal>>,
 ) -> Response {
     let caller = caller(client);
-    let store = state.engine.store().clone();
-    let found = tokio::task::spawn_blocking(move || {
-        let conversation = store.conversation(&id)?;
-        let messages = match &conversation {
-            Some(c) => store.messages(&c.id)?,
-            None => Vec::new(),
-        };
-        Ok::<_, portico_store::StoreError>((conversation, messages))
-    })
-    .await;
+    let found = state
+        .engine
+        .store()
+        .run("reading a conversation", move |store| {
+            let conversation = store.conversation(&id)?;
+            let messages = match &conversation {
+                Some(c) => store.messages(&c.id)?,
+                None => Vec::new(),
+            };
+            Ok::<_, portico_store::StoreError>((conversation, messages))
+        })
+        .await;
     match found {
         // A conversation with an agent outside the client's scope, or another client's, is not
         // there for it.
-        Ok(Ok((Some(conversation), messages)))
+        Ok((Some(conversation), messages))
             if caller.may_use(&portico_config::agent_tool_name(&conversation.agent))
                 && conversation.is_for(&caller.label()) =>
         {
             Json(json!({"conversation": conversation, "messages": messages})).into_response()
         }
-        Ok(Ok((Some(_), _))) => api_error(StatusCode::NOT_FOUND, "no such conversation"),
-        Ok(Ok((None, _))) => api_error(StatusCode::NOT_FOUND, "no such conversation"),
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Ok((Some(_), _)) => api_error(StatusCode::NOT_FOUND, "no such conversation"),
+        Ok((None, _)) => api_error(StatusCode::NOT_FOUND, "no such conversation"),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
 }
@@ -372,10 +372,15 @@ async fn audit(
         query.caller = Some(caller.label());
     }
     state.engine.flush_audit().await;
-    let store = state.engine.store().clone();
-    let records = match tokio::task::spawn_blocking(move || store.audit_entries(&query)).await {
-        Ok(Ok(records)) => records,
-        Ok(Err(error)) => return api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    let records = state
+        .engine
+        .store()
+        .run("reading the audit log", move |store| {
+            store.audit_entries(&query)
+        })
+        .await;
+    let records = match records {
+        Ok(records) => records,
         Err(error) => return api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     };
     let records: Vec<Value> = records.iter().map(audit_entry_json).collect();
@@ -414,9 +419,13 @@ async fn audit_verify(
         );
     }
     state.engine.flush_audit().await;
-    let store = state.engine.store().clone();
-    match tokio::task::spawn_blocking(move || store.verify_audit()).await {
-        Ok(Ok(verification)) => {
+    let verified = state
+        .engine
+        .store()
+        .run("verifying the audit chain", |store| store.verify_audit())
+        .await;
+    match verified {
+        Ok(verification) => {
             let mut value = serde_json::to_value(&verification).unwrap_or_else(|_| json!({}));
             value["ok"] = Value::Bool(verification.is_ok());
             if let Some(broken) = &verification.broken {
@@ -424,7 +433,6 @@ async fn audit_verify(
             }
             Json(value).into_response()
         }
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
 }

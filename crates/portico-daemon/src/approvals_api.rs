@@ -201,9 +201,12 @@ async fn list(
         Ok(limit) => limit,
         Err(message) => return api_error(StatusCode::BAD_REQUEST, message),
     };
-    let approvals = state.approvals.clone();
-    match tokio::task::spawn_blocking(move || approvals.list(status, limit)).await {
-        Ok(Ok(records)) => {
+    let listed = state
+        .approvals
+        .run("listing approval requests", move |a| a.list(status, limit))
+        .await;
+    match listed {
+        Ok(records) => {
             let shown: Vec<Value> = records
                 .iter()
                 .filter(|record| asker.may_see(record))
@@ -211,7 +214,6 @@ async fn list(
                 .collect();
             Json(json!({"approvals": shown})).into_response()
         }
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
 }
@@ -262,9 +264,12 @@ async fn decisions(
         Ok(limit) => limit,
         Err(message) => return api_error(StatusCode::BAD_REQUEST, message),
     };
-    let approvals = state.approvals.clone();
-    match tokio::task::spawn_blocking(move || approvals.decisions(limit)).await {
-        Ok(Ok(records)) => {
+    let decisions = state
+        .approvals
+        .run("listing approval decisions", move |a| a.decisions(limit))
+        .await;
+    match decisions {
+        Ok(records) => {
             let shown: Vec<Value> = records
                 .iter()
                 .filter(|record| asker.may_see(record))
@@ -272,7 +277,6 @@ async fn decisions(
                 .collect();
             Json(json!({"decisions": shown})).into_response()
         }
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
 }
@@ -293,12 +297,14 @@ async fn show(
     if id.len() > MAX_ID_CHARS {
         return not_found(&id.chars().take(MAX_ID_CHARS).collect::<String>());
     }
-    let approvals = state.approvals.clone();
     let lookup = id.clone();
-    match tokio::task::spawn_blocking(move || approvals.get(&lookup)).await {
-        Ok(Ok(Some(record))) if asker.may_see(&record) => Json(view(&record)).into_response(),
-        Ok(Ok(_)) => not_found(&id),
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    let found = state
+        .approvals
+        .run("reading an approval request", move |a| a.get(&lookup))
+        .await;
+    match found {
+        Ok(Some(record)) if asker.may_see(&record) => Json(view(&record)).into_response(),
+        Ok(_) => not_found(&id),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
 }
@@ -379,18 +385,22 @@ async fn answer(
     } else {
         ApprovalAnswer::Approve
     };
-    let approvals = state.approvals.clone();
     let by = asker.label();
     let lookup = id.clone();
-    match tokio::task::spawn_blocking(move || approvals.decide(&lookup, answer, &by, via)).await {
-        Ok(Ok(record)) => Json(view(&record)).into_response(),
-        Ok(Err(error @ ApprovalError::NotFound { .. })) => {
+    let decided = state
+        .approvals
+        .run("answering an approval request", move |a| {
+            a.decide(&lookup, answer, &by, via)
+        })
+        .await;
+    match decided {
+        Ok(record) => Json(view(&record)).into_response(),
+        Err(error @ ApprovalError::NotFound { .. }) => {
             api_error(StatusCode::NOT_FOUND, error.to_string())
         }
-        Ok(Err(error @ ApprovalError::NotPending { .. })) => {
+        Err(error @ ApprovalError::NotPending { .. }) => {
             api_error(StatusCode::CONFLICT, error.to_string())
         }
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
 }

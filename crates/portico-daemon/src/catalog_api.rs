@@ -134,15 +134,15 @@ async fn conversations(
         }
     };
     let caller = caller(client);
-    let store = engine.store().clone();
     let agent = params.agent;
-    let page = tokio::task::spawn_blocking(move || {
-        store.conversation_page(agent.as_deref(), after.as_ref(), limit)
-    })
-    .await;
+    let page = engine
+        .store()
+        .run("listing conversations", move |store| {
+            store.conversation_page(agent.as_deref(), after.as_ref(), limit)
+        })
+        .await;
     let page = match page {
-        Ok(Ok(page)) => page,
-        Ok(Err(error)) => return api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Ok(page) => page,
         Err(error) => return api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     };
     Json(conversation_list(page, limit, &caller)).into_response()

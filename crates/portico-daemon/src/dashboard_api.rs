@@ -260,11 +260,10 @@ async fn answered(
     let mut answers = approvals.answers();
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let lookup = approvals.clone();
         let id = id.to_string();
-        let status = tokio::task::spawn_blocking(move || lookup.get(&id))
+        let status = approvals
+            .run("reading an approval request", move |a| a.get(&id))
             .await
-            .ok()?
             .ok()??
             .status;
         if status != ApprovalStatus::Pending {
@@ -389,14 +388,16 @@ async fn a2a_tasks(
         return Json(json!({"tasks": []})).into_response();
     }
     let owner = task_owner(&client.map(|Extension(p)| p));
-    let store = state.engine.store().clone();
     let agent = params.agent.filter(|a| !a.is_empty());
-    let found = tokio::task::spawn_blocking(move || {
-        store.recent_tasks(owner.as_deref(), agent.as_deref(), wanted, limit)
-    })
-    .await;
+    let found = state
+        .engine
+        .store()
+        .run("listing recent A2A tasks", move |store| {
+            store.recent_tasks(owner.as_deref(), agent.as_deref(), wanted, limit)
+        })
+        .await;
     match found {
-        Ok(Ok(tasks)) => {
+        Ok(tasks) => {
             let time = portico_core::time::rfc3339;
             let listed: Vec<Value> = tasks
                 .iter()
@@ -413,7 +414,6 @@ async fn a2a_tasks(
                 .collect();
             Json(json!({"tasks": listed})).into_response()
         }
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
 }
@@ -435,10 +435,14 @@ async fn a2a_task(
         return missing();
     }
     let owner = task_owner(&client.map(|Extension(p)| p));
-    let store = state.engine.store().clone();
     let lookup = id.clone();
-    match tokio::task::spawn_blocking(move || store.task(&lookup)).await {
-        Ok(Ok(Some(task))) if owner.as_ref().is_none_or(|owner| *owner == task.owner) => {
+    let found = state
+        .engine
+        .store()
+        .run("reading an A2A task", move |store| store.task(&lookup))
+        .await;
+    match found {
+        Ok(Some(task)) if owner.as_ref().is_none_or(|owner| *owner == task.owner) => {
             let mut shown = portico_a2a::task_json(&task, None);
             let time = portico_core::time::rfc3339;
             shown["agent"] = Value::String(task.agent.clone());
@@ -446,8 +450,7 @@ async fn a2a_task(
             shown["updatedAt"] = Value::String(time(task.updated_at_ms));
             Json(json!({"task": shown})).into_response()
         }
-        Ok(Ok(_)) => missing(),
-        Ok(Err(error)) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Ok(_) => missing(),
         Err(error) => api_error(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
     }
 }

@@ -192,7 +192,7 @@ fn follow_pins(
             let Some(pipeline) = pipeline.upgrade() else {
                 return;
             };
-            pipeline.check_pins();
+            pipeline.check_pins().await;
         }
     });
 }
@@ -386,11 +386,15 @@ impl Engine {
                 connects: status.connects,
             })
             .collect();
-        let store = self.store.clone();
-        let counted = tokio::task::spawn_blocking(move || {
-            (store.task_counts_by_state(), store.pending_approval_count())
-        })
-        .await;
+        let counted = self
+            .store
+            .run("counting tasks and approvals", |store| {
+                Ok::<_, portico_store::StoreError>((
+                    store.task_counts_by_state(),
+                    store.pending_approval_count(),
+                ))
+            })
+            .await;
         let (tasks, pending) = match counted {
             Ok((tasks, pending)) => (
                 tasks
@@ -401,7 +405,7 @@ impl Engine {
                     .ok(),
             ),
             Err(error) => {
-                tracing::warn!(%error, "/metrics: the store's counts failed");
+                tracing::warn!("/metrics: the store's counts failed: {error}");
                 (None, None)
             }
         };

@@ -102,33 +102,25 @@ impl Replica {
 
     /// One heartbeat, and a look at the other replicas, on the store's heartbeat connection.
     async fn beat(&self, store: &Store) {
-        let (store, name, incarnation) = (
-            store.clone(),
-            self.name().to_string(),
-            self.inner.incarnation.clone(),
-        );
-        let written = tokio::task::spawn_blocking(move || {
-            store.replica_heartbeat(&name, &incarnation)?;
-            store.replicas()
-        })
-        .await;
+        let (name, incarnation) = (self.name().to_string(), self.inner.incarnation.clone());
+        let written = store
+            .run_heartbeat("writing a replica heartbeat", move |store| {
+                store.replica_heartbeat(&name, &incarnation)?;
+                store.replicas()
+            })
+            .await;
         let previous = self.view();
         let was_failing = previous.as_ref().is_some_and(|v| v.error.is_some());
         let view = match written {
-            Ok(Ok(replicas)) => StoreView {
+            Ok(replicas) => StoreView {
                 beat_at: Some(std::time::Instant::now()),
                 replicas,
                 error: None,
             },
-            Ok(Err(error)) => StoreView {
-                beat_at: previous.as_ref().and_then(|v| v.beat_at),
-                replicas: previous.map(|v| v.replicas).unwrap_or_default(),
-                error: Some(error.to_string()),
-            },
             Err(error) => StoreView {
                 beat_at: previous.as_ref().and_then(|v| v.beat_at),
                 replicas: previous.map(|v| v.replicas).unwrap_or_default(),
-                error: Some(format!("the heartbeat task failed: {error}")),
+                error: Some(error.to_string()),
             },
         };
         if let Some(error) = &view.error {
@@ -220,14 +212,13 @@ impl Replica {
         if let Some(beating) = beating {
             let _ = beating.await;
         }
-        let (store, name, incarnation) = (
-            store.clone(),
-            self.name().to_string(),
-            self.inner.incarnation.clone(),
-        );
-        let left =
-            tokio::task::spawn_blocking(move || store.replica_leave(&name, &incarnation)).await;
-        if let Ok(Err(error)) = left {
+        let (name, incarnation) = (self.name().to_string(), self.inner.incarnation.clone());
+        let left = store
+            .run("removing a replica", move |store| {
+                store.replica_leave(&name, &incarnation)
+            })
+            .await;
+        if let Err(error) = left {
             tracing::warn!(%error, "could not remove this replica from the store; the others will find its lease run out");
         }
     }

@@ -291,6 +291,24 @@ impl Approvals {
         answered
     }
 
+    /// Runs `work` on these approvals off the async runtime (see [`Store::run`]): the way async
+    /// code uses the synchronous methods here, which wait on the store.
+    pub async fn run<T, E>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&Approvals) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let approvals = self.clone();
+        self.inner
+            .store
+            .run(operation, move |_| work(&approvals))
+            .await
+    }
+
     /// Marks requests whose time ran out as expired, auditing each once.
     pub fn expire(&self) -> Result<usize, StoreError> {
         let expired = self
@@ -336,7 +354,11 @@ impl Approvals {
             loop {
                 ticks.tick().await;
                 let Some(inner) = weak.upgrade() else { return };
-                if let Err(error) = (Approvals { inner }).sweep() {
+                let approvals = Approvals { inner };
+                let swept = approvals
+                    .run("sweeping approval requests", Approvals::sweep)
+                    .await;
+                if let Err(error) = swept {
                     tracing::warn!("sweeping approval requests failed: {error}");
                 }
             }
@@ -383,17 +405,27 @@ impl Approvals {
         // Who the relay below asks: the client at the far end, which answers as itself (an agent
         // asking its client does not approve its own call).
         let asked = context.client_label();
-        let store = &self.inner.store;
         let failed = |error: StoreError| {
             PipelineError::Source(portico_core::CallError::Failed(format!(
                 "call to `{tool}` needs an approval, but the approvals store failed: {error}"
             )))
         };
         let now = portico_core::time::now_ms();
-        if self.consume(&binding, now).map_err(failed)? {
+        if self
+            .consume_off_runtime(&binding, now)
+            .await
+            .map_err(failed)?
+        {
             return Ok(());
         }
-        if let Some(denial) = store.approval_denial(&binding, now).map_err(failed)? {
+        let denial = {
+            let binding = binding.clone();
+            self.run("reading approval denials", move |a| {
+                a.inner.store.approval_denial(&binding, now)
+            })
+            .await
+        };
+        if let Some(denial) = denial.map_err(failed)? {
             return Err(denied(tool, &denial));
         }
         // Only the client the call came from is asked: its relay is the downstream client, never
@@ -414,17 +446,20 @@ impl Approvals {
                 ),
             });
         }
-        let requested = store
-            .approval_request(
-                &NewApproval {
-                    binding: binding.clone(),
-                    arguments: Value::Object(hold.arguments.clone()).to_string(),
-                    reason: hold.reason.to_string(),
-                    now_ms: now,
-                    ttl_ms: self.ttl_ms(),
-                },
-                self.inner.settings.limits,
-            )
+        let request = NewApproval {
+            binding: binding.clone(),
+            arguments: Value::Object(hold.arguments.clone()).to_string(),
+            reason: hold.reason.to_string(),
+            now_ms: now,
+            ttl_ms: self.ttl_ms(),
+        };
+        let requested = self
+            .run("requesting an approval", move |a| {
+                a.inner
+                    .store
+                    .approval_request(&request, a.inner.settings.limits)
+            })
+            .await
             .map_err(|error| match error {
                 full @ StoreError::ApprovalsFull { .. } => PipelineError::Refused {
                     tool: tool.to_string(),
@@ -476,10 +511,21 @@ impl Approvals {
                             reason: Some("cancelled at the calling client".into()),
                         },
                     };
-                    match self.decide(&id, answer, &asked, ApprovalChannel::Elicitation) {
+                    let decided = {
+                        let (id, asked) = (id.clone(), asked.clone());
+                        self.run("answering an approval request", move |a| {
+                            a.decide(&id, answer, &asked, ApprovalChannel::Elicitation)
+                        })
+                        .await
+                    };
+                    match decided {
                         Ok(record) if record.status == ApprovalStatus::Approved => {
                             let now = portico_core::time::now_ms();
-                            return if self.consume(&binding, now).map_err(failed)? {
+                            return if self
+                                .consume_off_runtime(&binding, now)
+                                .await
+                                .map_err(failed)?
+                            {
                                 Ok(())
                             } else {
                                 Err(held())
@@ -501,11 +547,15 @@ impl Approvals {
                     }
                 }
             }
-            if let Some(record) = store.approval(&id).map_err(failed)? {
+            if let Some(record) = self.record_off_runtime(&id).await.map_err(failed)? {
                 match record.status {
                     ApprovalStatus::Approved => {
                         let now = portico_core::time::now_ms();
-                        if self.consume(&binding, now).map_err(failed)? {
+                        if self
+                            .consume_off_runtime(&binding, now)
+                            .await
+                            .map_err(failed)?
+                        {
                             return Ok(());
                         }
                     }
@@ -529,12 +579,16 @@ impl Approvals {
         let notice = format!("waiting for approval at {}", approval_link(&id));
         let mut next_notice = tokio::time::Instant::now();
         let outcome = loop {
-            let record = store.approval(&id).map_err(failed)?;
+            let record = self.record_off_runtime(&id).await.map_err(failed)?;
             match record.as_ref().map(|r| r.status) {
                 Some(ApprovalStatus::Pending) => {}
                 Some(ApprovalStatus::Approved) => {
                     let now = portico_core::time::now_ms();
-                    break if self.consume(&binding, now).map_err(failed)? {
+                    break if self
+                        .consume_off_runtime(&binding, now)
+                        .await
+                        .map_err(failed)?
+                    {
                         Ok(())
                     } else {
                         // Another call of the same binding took the grant first.
@@ -571,6 +625,27 @@ impl Approvals {
             progress.flush().await;
         }
         outcome
+    }
+
+    /// [`Approvals::consume`] off the async runtime.
+    async fn consume_off_runtime(
+        &self,
+        binding: &ApprovalBinding,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let binding = binding.clone();
+        self.run("using an approval grant", move |a| a.consume(&binding, now))
+            .await
+    }
+
+    /// One request as stored (not expired first: the waiting loop reads it often), off the
+    /// async runtime.
+    async fn record_off_runtime(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        let id = id.to_string();
+        self.run("reading an approval request", move |a| {
+            a.inner.store.approval(&id)
+        })
+        .await
     }
 
     /// Uses a grant for `binding` if there is one; audited.

@@ -186,7 +186,7 @@ impl ToolPins {
     /// definition is its pin's (pinning it first if it has none, or repinning it when its new
     /// definition was approved); else why not: held for a definition approval (requested here, once
     /// per tool and new definition), or refused after that definition was denied.
-    pub(crate) fn admit(
+    pub(crate) async fn admit(
         &self,
         origin: &ToolOrigin,
         entry: &ToolEntry,
@@ -199,13 +199,35 @@ impl ToolPins {
         {
             return Ok(());
         }
+        // Pinning, repinning or holding reads and writes the store: off the async runtime.
+        let checked = {
+            let (pins, origin, entry) = (self.clone(), origin.clone(), entry.clone());
+            self.inner
+                .store
+                .run("checking a tool's pin", move |_| {
+                    pins.admit_changed(&origin, &entry, digest)
+                })
+                .await
+        };
+        checked.map_err(|error| match error {
+            Held::Pipeline(error) => error,
+            Held::Store(error) => PipelineError::Source(portico_core::CallError::Failed(format!(
+                "tool `{}` is pinned ([policy] pin_tools), but reading its pin failed: {error}",
+                entry.name
+            ))),
+        })
+    }
+
+    /// [`ToolPins::admit`] for a tool whose definition is not its pin's as this process knows
+    /// it: pins it first, repins it, or holds it. Blocks on the store.
+    fn admit_changed(
+        &self,
+        origin: &ToolOrigin,
+        entry: &ToolEntry,
+        digest: String,
+    ) -> Result<(), Held> {
         let pinned = pinned_definition(origin, &entry.definition);
         let tool = entry.name.as_str();
-        let failed = |error: StoreError| {
-            PipelineError::Source(portico_core::CallError::Failed(format!(
-                "tool `{tool}` is pinned ([policy] pin_tools), but reading its pin failed: {error}"
-            )))
-        };
         let now = portico_core::time::now_ms();
         let pin = match self.pin(origin) {
             Some(pin) if pin.digest == digest => return Ok(()),
@@ -218,7 +240,7 @@ impl ToolPins {
                     definition: Value::Object(pinned.clone()).to_string(),
                     pinned_at_ms: now,
                 };
-                let (stood, inserted) = self.inner.store.tool_pin_first(&first).map_err(failed)?;
+                let (stood, inserted) = self.inner.store.tool_pin_first(&first)?;
                 self.lock().insert(origin.clone(), stood.clone());
                 if inserted {
                     self.audit(
@@ -239,10 +261,6 @@ impl ToolPins {
             }
         };
         self.held(origin, entry, &pin, pinned, digest, now)
-            .map_err(|error| match error {
-                Held::Pipeline(error) => error,
-                Held::Store(error) => failed(error),
-            })
     }
 
     fn held(
@@ -541,18 +559,18 @@ mod tests {
         );
     }
 
-    #[test]
-    fn first_sight_pins_a_change_is_held_until_approved_then_offered() {
+    #[tokio::test]
+    async fn first_sight_pins_a_change_is_held_until_approved_then_offered() {
         let store = Store::open_in_memory().unwrap();
         let pins = pins(&store);
         // First sighting: pinned and offered; a change outside the pinned fields alone is no change.
-        pins.admit(&origin(), &entry("v1")).unwrap();
+        pins.admit(&origin(), &entry("v1")).await.unwrap();
         let first = pins.pin(&origin()).unwrap();
-        pins.admit(&origin(), &entry("v1")).unwrap();
+        pins.admit(&origin(), &entry("v1")).await.unwrap();
 
         // Changed: held, one request however often it is seen.
-        let id = held_id(pins.admit(&origin(), &entry("v2")));
-        assert_eq!(held_id(pins.admit(&origin(), &entry("v2"))), id);
+        let id = held_id(pins.admit(&origin(), &entry("v2")).await);
+        assert_eq!(held_id(pins.admit(&origin(), &entry("v2")).await), id);
         let record = store.approval(&id).unwrap().unwrap();
         assert_eq!(record.kind, ApprovalKind::Definition);
         assert_eq!(record.binding.principal, "server:docs");
@@ -565,7 +583,7 @@ mod tests {
             json!({"name": "search", "description": "v2", "inputSchema": {"type": "object"}})
         );
         // Reverting to the pinned definition offers it again at once.
-        pins.admit(&origin(), &entry("v1")).unwrap();
+        pins.admit(&origin(), &entry("v1")).await.unwrap();
 
         let changes = pins.changes();
         pins.inner
@@ -577,7 +595,7 @@ mod tests {
                 ApprovalChannel::Api,
             )
             .unwrap();
-        pins.admit(&origin(), &entry("v2")).unwrap();
+        pins.admit(&origin(), &entry("v2")).await.unwrap();
         assert!(changes.has_changed().unwrap());
         assert_eq!(
             store.approval(&id).unwrap().unwrap().status,
@@ -586,20 +604,20 @@ mod tests {
         let repinned = pins.pin(&origin()).unwrap();
         assert_ne!(repinned.digest, first.digest);
         // Now the old definition is the changed one.
-        let back = held_id(pins.admit(&origin(), &entry("v1")));
+        let back = held_id(pins.admit(&origin(), &entry("v1")).await);
         assert_ne!(back, id);
         // A restart reads the pins back.
         let again = self::pins(&store);
         assert_eq!(again.pin(&origin()), Some(repinned));
-        again.admit(&origin(), &entry("v2")).unwrap();
+        again.admit(&origin(), &entry("v2")).await.unwrap();
     }
 
-    #[test]
-    fn a_denied_definition_stays_held_and_refused() {
+    #[tokio::test]
+    async fn a_denied_definition_stays_held_and_refused() {
         let store = Store::open_in_memory().unwrap();
         let pins = pins(&store);
-        pins.admit(&origin(), &entry("v1")).unwrap();
-        let id = held_id(pins.admit(&origin(), &entry("v3")));
+        pins.admit(&origin(), &entry("v1")).await.unwrap();
+        let id = held_id(pins.admit(&origin(), &entry("v3")).await);
         pins.inner
             .approvals
             .decide(
@@ -611,7 +629,7 @@ mod tests {
                 ApprovalChannel::Cli,
             )
             .unwrap();
-        match pins.admit(&origin(), &entry("v3")) {
+        match pins.admit(&origin(), &entry("v3")).await {
             Err(PipelineError::Refused { reason, .. }) => {
                 assert!(reason.contains(&id), "{reason}");
                 assert!(reason.contains("(rug pull)"), "{reason}");
@@ -620,7 +638,7 @@ mod tests {
         }
         // No second request for the denied definition; the pin did not move.
         assert_eq!(store.approvals(None, 10).unwrap().len(), 1);
-        pins.admit(&origin(), &entry("v1")).unwrap();
+        pins.admit(&origin(), &entry("v1")).await.unwrap();
     }
 
     /// An upstream whose one tool's description can be changed, as the hub's source would be.
@@ -667,7 +685,7 @@ mod tests {
         let client = crate::context::ToolContext::client("stdio");
         let names = |tools: Vec<ToolEntry>| tools.into_iter().map(|e| e.name).collect::<Vec<_>>();
 
-        pipeline.check_pins();
+        pipeline.check_pins().await;
         assert!(pins.pin(&origin()).is_some());
         assert_eq!(
             names(pipeline.list(&client.principal).await),
@@ -698,7 +716,7 @@ mod tests {
                 ApprovalChannel::Api,
             )
             .unwrap();
-        pipeline.check_pins();
+        pipeline.check_pins().await;
         repinned.changed().await.unwrap();
         assert_eq!(
             names(pipeline.list(&client.principal).await),

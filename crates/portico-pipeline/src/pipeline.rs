@@ -443,7 +443,7 @@ impl Pipeline {
     /// After a held call's approval: refuses it if, while it waited, its name came to mean another
     /// tool (another source or server took it) or its definition changed. The grant it used is
     /// spent; a new call gets a request bound to what the tool is now.
-    fn unchanged_while_held(
+    async fn unchanged_while_held(
         &self,
         source: &dyn ToolSource,
         entry: &ToolEntry,
@@ -467,27 +467,27 @@ impl Pipeline {
                 ),
             });
         }
-        Self::admitted(self.pins().as_ref(), source, entry)
+        Self::admitted(self.pins().as_ref(), source, entry).await
     }
 
-    fn admitted(
+    async fn admitted(
         pins: Option<&ToolPins>,
         source: &dyn ToolSource,
         entry: &ToolEntry,
     ) -> Result<(), PipelineError> {
         match (pins, source.origin(&entry.name)) {
-            (Some(pins), Some(origin)) => pins.admit(&origin, entry),
+            (Some(pins), Some(origin)) => pins.admit(&origin, entry).await,
             _ => Ok(()),
         }
     }
 
     /// Checks every upstream tool against its pin now (pins new ones, holds changed ones, repins
     /// approved ones), so that happens when definitions arrive rather than when someone lists.
-    pub fn check_pins(&self) {
+    pub async fn check_pins(&self) {
         let Some(pins) = self.pins() else { return };
         for source in self.sources() {
             for entry in source.entries() {
-                let _ = Self::admitted(Some(&pins), &*source, &entry);
+                let _ = Self::admitted(Some(&pins), &*source, &entry).await;
             }
         }
     }
@@ -519,7 +519,9 @@ impl Pipeline {
                 // nobody is offered it.
                 if principal.may_use(&entry.name)
                     && seen.insert(entry.name.clone())
-                    && Self::admitted(pins.as_ref(), &*source, &entry).is_ok()
+                    && Self::admitted(pins.as_ref(), &*source, &entry)
+                        .await
+                        .is_ok()
                 {
                     tools.push(entry);
                 }
@@ -813,7 +815,7 @@ impl Pipeline {
             });
         }
         // After the caller's own limits: a tool outside them is refused as such, held or not.
-        Self::admitted(self.pins().as_ref(), source, entry)?;
+        Self::admitted(self.pins().as_ref(), source, entry).await?;
 
         let mut arguments_value = Value::Object(arguments);
         if let Some(schema) = entry.definition.get("inputSchema") {
@@ -929,6 +931,7 @@ impl Pipeline {
         // The wait for an answer can be long: what runs must still be the tool that was
         // approved, served by the same source and server.
         self.unchanged_while_held(source, entry, origin_when_checked.as_ref())
+            .await
     }
 
     fn audit(

@@ -36,6 +36,16 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
+    #[error(
+        "{operation} in the store {path} did not start: {reason}; the database is slow or stalled \
+         (a long lock, an unreachable server): check it, then retry"
+    )]
+    Busy {
+        path: PathBuf,
+        operation: &'static str,
+        reason: String,
+    },
+
     #[error("cannot open the store {path}: {source}; {hint}")]
     Open {
         path: PathBuf,

@@ -10,10 +10,11 @@
 //!
 //! # Calling from async code
 //!
-//! [`Store`] methods are synchronous. Each holds a mutex over the one connection only for its own
-//! statement or transaction, which on a local WAL database takes microseconds to low milliseconds, so
-//! occasional calls (storing a memory, reading a task) are cheap enough to make inline from async code,
-//! or through `tokio::task::spawn_blocking` where a stall must never reach the runtime. Hot paths write
+//! [`Store`] methods are synchronous, and may block for long: on PostgreSQL a call can wait up to
+//! 30 s for a pooled connection, and as long again for a lock. Async code never calls them inline:
+//! it goes through [`Store::run`], which runs the work on tokio's blocking pool with a bound on how
+//! many such jobs run and wait (see `offload`), so a stalled database stalls only its own callers,
+//! never a runtime worker. Hot paths write
 //! through [`BatchWriter`] (A2A tasks, agent conversations): its async methods queue the write for the
 //! store's writer thread, which group-commits everything queued at the same time, and resolve once that
 //! commit is done. [`AuditWriter`] queues onto the same thread without waiting.
@@ -28,6 +29,7 @@ mod db;
 mod error;
 mod memory;
 mod migrations;
+mod offload;
 mod pins;
 mod private;
 mod replicas;
@@ -102,6 +104,9 @@ struct Inner {
     replica: OnceLock<String>,
     /// Background WAL checkpoints; `None` for an in-memory store (or if the thread could not start).
     checkpointer: Option<checkpoint::Checkpointer>,
+    /// The bound on store work run from async code ([`Store::run`]), and the heartbeat's own.
+    jobs: offload::Lane,
+    heartbeat_jobs: offload::Lane,
 }
 
 /// Where the store's rows live.
@@ -194,6 +199,8 @@ impl Store {
             None,
             label,
             None,
+            // More would only wait for a connection, each in a blocking thread of its own.
+            pool_size,
         ))
     }
 
@@ -218,6 +225,7 @@ impl Store {
             path,
             label,
             checkpointer,
+            offload::SQLITE_RUNNING,
         ))
     }
 
@@ -226,6 +234,7 @@ impl Store {
         path: Option<PathBuf>,
         label: PathBuf,
         checkpointer: Option<checkpoint::Checkpointer>,
+        running_jobs: usize,
     ) -> Store {
         Store {
             inner: Arc::new(Inner {
@@ -239,6 +248,8 @@ impl Store {
                 audit_head: Mutex::default(),
                 replica: OnceLock::new(),
                 checkpointer,
+                jobs: offload::Lane::new(running_jobs),
+                heartbeat_jobs: offload::Lane::new(1),
             }),
         }
     }

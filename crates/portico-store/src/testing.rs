@@ -73,6 +73,100 @@ fn create_schema(base: &str, schema: &str) {
     });
 }
 
+/// A transaction of its own on the test server holding `LOCK TABLE ... IN ACCESS EXCLUSIVE MODE`
+/// on one table of a test schema, so that every statement of the store on that table waits (for
+/// tests of a stalled database). Released by [`TableLock::release`] or when dropped.
+pub struct TableLock {
+    commands: std::sync::mpsc::Sender<LockCommand>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+enum LockCommand {
+    /// Replies with how many sessions wait for a lock they were not granted.
+    Waiting(std::sync::mpsc::Sender<i64>),
+}
+
+impl TableLock {
+    /// Locks `table` of the schema `url` names (a [`postgres_test_url`]); returns once it is held.
+    pub fn hold(url: &str, table: &str) -> TableLock {
+        let (commands, received) = std::sync::mpsc::channel::<LockCommand>();
+        let (locked_tx, locked) = std::sync::mpsc::channel::<()>();
+        let (url, table) = (url.to_string(), table.to_string());
+        // A thread and a runtime of its own: the lock holder must run whatever the test's
+        // runtime (or the store under test) is doing.
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for a test lock");
+            runtime.block_on(async move {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap_or_else(|error| panic!("connecting to {POSTGRES_URL_VAR}: {error}"));
+                let driver = tokio::spawn(connection);
+                client
+                    .batch_execute(&format!(
+                        "BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"
+                    ))
+                    .await
+                    .expect("locking a test table");
+                locked_tx.send(()).expect("the test waits for its lock");
+                // Until the test lets go of its handle: answering how many wait on a lock. The
+                // connection needs no driving while this thread waits for the next question.
+                while let Ok(LockCommand::Waiting(reply)) = received.recv() {
+                    let row = client
+                        .query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[])
+                        .await
+                        .expect("counting waiting sessions");
+                    let _ = reply.send(row.get(0));
+                }
+                client
+                    .batch_execute("COMMIT")
+                    .await
+                    .expect("releasing a test lock");
+                drop(client);
+                let _ = driver.await;
+            });
+        });
+        locked
+            .recv()
+            .expect("the lock holder failed; see its panic");
+        TableLock {
+            commands,
+            thread: Some(thread),
+        }
+    }
+
+    /// How many sessions of the server wait for a lock now (the store's statements stalled on
+    /// this one among them).
+    pub fn waiting(&self) -> i64 {
+        let (reply, answer) = std::sync::mpsc::channel();
+        self.commands
+            .send(LockCommand::Waiting(reply))
+            .expect("the lock holder is gone");
+        answer.recv().expect("the lock holder is gone")
+    }
+
+    /// Ends the lock's transaction, and waits until it has.
+    pub fn release(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        let (closed, _) = std::sync::mpsc::channel();
+        self.commands = closed;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for TableLock {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 /// Defines a test twice, as a module with `sqlite` and `postgres` tests, `$store` being a fresh
 /// store of each kind:
 ///

@@ -10,6 +10,8 @@
 //! - `crate_docs`: every crate root (`src/lib.rs`, `src/main.rs`) opens with a `//!` doc.
 //! - `unsafe_code`: no `unsafe` outside an allow-list that gives each use its reason.
 //! - `no_mod_rs`: no `mod.rs` under `crates/` (`foo.rs` beside `foo/`).
+//! - `blocking_work`: no `spawn_blocking` outside an allow-list: store work from async code goes
+//!   through `Store::run`, which bounds it.
 //!
 //! Why a crate of its own and not `crates/portico/tests/tidy.rs`: a test there would build the binary
 //! and all its dev-dependencies before it could run; this crate depends on `serde_json` alone, so
@@ -19,6 +21,8 @@
 #[cfg(test)]
 mod source;
 
+#[cfg(test)]
+mod blocking_work;
 #[cfg(test)]
 mod crate_docs;
 #[cfg(test)]

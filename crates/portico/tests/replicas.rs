@@ -3,7 +3,8 @@
 //! placed on one replica and read, listed, streamed and canceled through the other, an approval
 //! granted on one replica used once across both, a replica killed with SIGKILL while running tasks,
 //! and MCP (stateless and session) through the balancer across a kill; the dashboard in Chromium
-//! behind nginx terminating TLS.
+//! behind nginx terminating TLS; and one replica whose store stalls on a lock, still answering
+//! everything that does not wait for it.
 //!
 //! Needs the test PostgreSQL (`PORTICO_TEST_POSTGRES_URL`) and nginx (`$NGINX` or /usr/sbin/nginx);
 //! without them the tests are skipped, unless `PORTICO_REQUIRE_POSTGRES=1` makes them fail.
@@ -32,3 +33,5 @@ mod failover;
 mod health;
 #[path = "replicas/mcp.rs"]
 mod mcp;
+#[path = "replicas/stalled_store.rs"]
+mod stalled_store;

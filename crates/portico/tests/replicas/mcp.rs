@@ -35,7 +35,7 @@ fn messages(body: &str) -> Vec<Value> {
 }
 
 /// A 2025-11-25 session over Streamable HTTP, spoken by hand (with the token).
-struct Session {
+pub(crate) struct Session {
     base: String,
     id: String,
     next: u64,
@@ -66,7 +66,7 @@ async fn post(base: &str, body: &Value, session: Option<&str>) -> (u16, String) 
 }
 
 impl Session {
-    async fn open(base: &str) -> Session {
+    pub(crate) async fn open(base: &str) -> Session {
         let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
             "clientInfo": {"name": "replicas", "version": "1"}}});
@@ -94,7 +94,7 @@ impl Session {
         self.id.split_once('.').map(|(r, _)| r).unwrap_or("")
     }
 
-    async fn request(&mut self, method: &str, params: Value) -> (u16, Value) {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> (u16, Value) {
         let id = self.next;
         self.next += 1;
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
