@@ -291,8 +291,14 @@ impl Peers {
         }
         *warned = Some(now);
         let refused = self.refused.swap(0, Ordering::Relaxed);
+        // The first refusal is logged at once; later ones are counted into the next line.
+        let since = if refused > 1 {
+            format!(" ({refused} closed since the last such warning)")
+        } else {
+            String::new()
+        };
         tracing::warn!(
-            "{peer} holds {} connections, the most one address may ([server] max_connections_per_peer); its new connections are closed at once ({refused} since the last such warning)",
+            "{peer} holds {} connections, the most one address may ([server] max_connections_per_peer): its new connections are closed at once{since}",
             self.bound
         );
     }

@@ -608,7 +608,7 @@ async fn a_thousand_half_sent_heads_from_one_address_do_not_shut_the_door() {
     let warned =
         tokio::task::block_in_place(|| daemon.wait_for_line_containing("max_connections_per_peer"));
     assert!(
-        warned.contains("127.0.0.1 holds 16 connections, the most one address may ([server] max_connections_per_peer)"),
+        warned.contains("127.0.0.1 holds 16 connections, the most one address may ([server] max_connections_per_peer): its new connections are closed at once"),
         "{warned}"
     );
     let status = tokio::task::block_in_place(|| daemon.stop());
