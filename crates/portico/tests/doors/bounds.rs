@@ -620,3 +620,36 @@ async fn a_thousand_half_sent_heads_from_one_address_do_not_shut_the_door() {
         .count();
     assert!(warnings <= 1, "{warnings} more warnings");
 }
+
+/// Half-sent heads past the cap hold no place kept for the health check: they wait with a short
+/// deadline (2 s, not 10 s) in places of their own, and the health check that follows them is
+/// answered once those are shed.
+#[test]
+fn half_sent_heads_past_the_cap_are_shed_fast_and_take_no_health_place() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_connections = 4\nmax_connections_per_peer = 100",
+        &["--tools", "t1"],
+    ));
+    let daemon = Daemon::start(&home);
+    let base = daemon.base.clone();
+    // 4 take the full places, 8 the places for reading a head past the cap (and, before, all 8
+    // places kept for the health check).
+    let stalled: Vec<TcpStream> = (0..12)
+        .map(|_| {
+            let mut stream = connect(&base);
+            stream
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appli")
+                .unwrap();
+            stream
+        })
+        .collect();
+    let asked = std::time::Instant::now();
+    let (status, answer) = get(&base, "/api/health");
+    let took = asked.elapsed();
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        took < Duration::from_secs(4),
+        "the health check took {took:?}"
+    );
+    drop(stalled);
+}
