@@ -49,7 +49,9 @@ impl Drop for Guard {
 
 /// A call in progress whose answer goes out elsewhere than its request's response (a legacy SSE
 /// call's, on its session's stream): counted until dropped.
-pub(crate) struct Held(#[allow(dead_code)] Guard);
+pub(crate) struct Held {
+    _guard: Guard,
+}
 
 /// Whether a JSON-RPC method opens a stream of events, as the door that understands it says.
 pub(crate) fn method_opens_stream(method: &str) -> bool {
@@ -104,7 +106,9 @@ impl InFlight {
     /// Counts a call until the returned value is dropped.
     pub(crate) fn hold(&self) -> Held {
         self.0.count.fetch_add(1, Ordering::SeqCst);
-        Held(Guard(self.0.clone()))
+        Held {
+            _guard: Guard(self.0.clone()),
+        }
     }
 
     /// Waits until no counted request is in progress.

@@ -135,13 +135,28 @@ fn open_file_limit() -> Option<u64> {
 }
 
 /// A connection's place. Given back when dropped.
-enum Place {
+struct Place {
+    _permit: OwnedSemaphorePermit,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
     /// Served fully.
-    Full(#[allow(dead_code)] OwnedSemaphorePermit),
+    Full,
     /// Taken past the cap; its head has not come yet.
-    Waiting(#[allow(dead_code)] OwnedSemaphorePermit),
+    Waiting,
     /// Taken past the cap; its head asked for the health check.
-    Health(#[allow(dead_code)] OwnedSemaphorePermit),
+    Health,
+}
+
+impl Place {
+    fn new(kind: Kind) -> impl FnOnce(OwnedSemaphorePermit) -> Place {
+        move |permit| Place {
+            _permit: permit,
+            kind,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -166,8 +181,8 @@ impl Slots {
             return place;
         }
         tokio::select! {
-            permit = self.full.clone().acquire_owned() => Place::Full(permit.expect("never closed")),
-            permit = self.waiting.clone().acquire_owned() => Place::Waiting(permit.expect("never closed")),
+            permit = self.full.clone().acquire_owned() => Place::new(Kind::Full)(permit.expect("never closed")),
+            permit = self.waiting.clone().acquire_owned() => Place::new(Kind::Waiting)(permit.expect("never closed")),
         }
     }
 
@@ -179,18 +194,22 @@ impl Slots {
             .clone()
             .try_acquire_owned()
             .ok()
-            .map(Place::Waiting)
+            .map(Place::new(Kind::Waiting))
     }
 
     fn try_full(&self) -> Option<Place> {
-        self.full.clone().try_acquire_owned().ok().map(Place::Full)
+        self.full
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(Place::new(Kind::Full))
     }
 
     /// A waiting place taken while the door was full becomes a full one if one has freed since.
     fn upgrade(&self, place: Place) -> Place {
-        match place {
-            Place::Waiting(_) => self.try_full().unwrap_or(place),
-            place => place,
+        match place.kind {
+            Kind::Waiting => self.try_full().unwrap_or(place),
+            _ => place,
         }
     }
 
@@ -207,7 +226,7 @@ impl Slots {
             .clone()
             .try_acquire_owned()
             .ok()
-            .map(Place::Health)
+            .map(Place::new(Kind::Health))
     }
 }
 
@@ -341,8 +360,8 @@ pub(crate) async fn serve(
             continue;
         };
         let place = slots.upgrade(place);
-        let pressed = match place {
-            Place::Full(_) => limits.pressed(slots.full.available_permits()),
+        let pressed = match place.kind {
+            Kind::Full => limits.pressed(slots.full.available_permits()),
             _ => true,
         };
         let connection = Connection {
@@ -410,7 +429,7 @@ struct Connection {
 
 impl Connection {
     async fn run(self, place: Place, mut stop_told: watch::Receiver<()>) {
-        let waiting = matches!(place, Place::Waiting(_));
+        let waiting = place.kind == Kind::Waiting;
         let Connection {
             stream,
             peer,
@@ -545,14 +564,14 @@ mod tests {
         let slots = Slots::new(&limits);
         let _full = slots.try_next().unwrap();
         let waiting = slots.try_next().unwrap();
-        assert!(matches!(waiting, Place::Waiting(_)));
+        assert_eq!(waiting.kind, Kind::Waiting);
         assert!(slots.try_next().is_none(), "the waiting places are bounded");
         assert!(slots.for_head("/mcp").is_none());
         let health = slots.for_head(HEALTH).unwrap();
-        assert!(matches!(health, Place::Health(_)));
+        assert_eq!(health.kind, Kind::Health);
         assert!(slots.for_head(HEALTH).is_none(), "the reserve is bounded");
         drop(waiting);
-        assert!(matches!(slots.try_next(), Some(Place::Waiting(_))));
+        assert_eq!(slots.try_next().map(|p| p.kind), Some(Kind::Waiting));
         assert!(limits.pressed(0));
     }
 }
