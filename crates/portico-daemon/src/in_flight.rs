@@ -167,15 +167,20 @@ fn starts_call(path: &str, body: &[u8]) -> bool {
         return true;
     }
     static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
-        let methods = portico_a2a::pricing::AGENT_METHODS.iter().copied();
-        AhoCorasick::new(methods.chain([CALL_TOOL, "\\u"]))
-            .expect("the call methods are valid literals")
+        let methods = portico_mcp_server::requests::CALL_METHODS
+            .iter()
+            .chain(portico_a2a::pricing::AGENT_METHODS)
+            .copied();
+        AhoCorasick::new(methods.chain(["\\u"])).expect("the call methods are valid literals")
     });
     if !MARKERS.is_match(body) {
         return false;
     }
     let is_call = |message: &serde_json::Value| {
-        message["method"] == CALL_TOOL || portico_a2a::pricing::message_runs_agent(message)
+        message["method"]
+            .as_str()
+            .is_some_and(portico_mcp_server::requests::runs_tool)
+            || portico_a2a::pricing::message_runs_agent(message)
     };
     match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(serde_json::Value::Array(batch)) => batch.iter().any(is_call),
@@ -183,8 +188,6 @@ fn starts_call(path: &str, body: &[u8]) -> bool {
         Err(_) => false,
     }
 }
-
-const CALL_TOOL: &str = "tools/call";
 
 /// The answer to a call that comes once a stop has begun.
 fn shutting_down() -> Response {
@@ -251,11 +254,11 @@ mod tests {
 
     #[test]
     fn calls_are_told_from_other_requests() {
-        use crate::test_messages::{LISTEN, call_tool, request};
+        use crate::test_messages::{CALL_TOOL, LIST_TOOLS, LISTEN, PING, call_tool, request};
         assert!(starts_call("/mcp", call_tool("t").as_bytes()));
-        let escaped = call_tool("t").replace("tools/call", r"tools\u002fcall");
+        let escaped = call_tool("t").replace('/', r"\u002f");
         assert!(starts_call("/mcp", escaped.as_bytes()));
-        let batch = format!("[{},{}]", request(1, "tools/list", None), call_tool("t"));
+        let batch = format!("[{},{}]", request(1, PING, None), call_tool("t"));
         assert!(starts_call("/message", batch.as_bytes()));
         assert!(starts_call("/a2a/x/message:send", b"{}"));
         assert!(starts_call(
@@ -264,8 +267,9 @@ mod tests {
         ));
         assert!(!starts_call(
             "/mcp",
-            request(1, "tools/list", None).as_bytes()
+            request(1, LIST_TOOLS, None).as_bytes()
         ));
+        assert!(!starts_call("/mcp", CALL_TOOL.as_bytes()), "not JSON");
         assert!(!starts_call(
             "/mcp",
             request(1, LISTEN, Some("{}")).as_bytes()
