@@ -517,6 +517,11 @@ impl Checker<'_> {
                 "max_connections" => {
                     self.positive_integer(value, "[server] max_connections", "the default is 1024")
                 }
+                "max_connections_per_peer" => self.positive_integer(
+                    value,
+                    "[server] max_connections_per_peer",
+                    "the default is a quarter of max_connections, at least 16",
+                ),
                 // Field names and types: the serde pass.
                 "rate_limit" => {
                     self.expect_table(value, "[server.rate_limit]");

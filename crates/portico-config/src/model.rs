@@ -691,6 +691,11 @@ pub struct ServerSection {
     /// it, new connections get only the health check; every other request gets 503.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// Most connections one peer address (an IPv6 peer's /64) holds at once; past it its new
+    /// connections are closed at once. By default a quarter of `max_connections`, at least 16; raise
+    /// it behind a reverse proxy, where every client comes from the proxy's address.
+    #[serde(default)]
+    pub max_connections_per_peer: Option<usize>,
     /// Named clients, each with its own token and tool scope (`[[server.clients]]`).
     #[serde(default)]
     pub clients: Vec<crate::ClientConfig>,
@@ -774,6 +779,7 @@ impl Default for ServerSection {
             max_sessions_per_client: default_max_sessions_per_client(),
             session_idle_secs: default_session_idle_secs(),
             max_connections: default_max_connections(),
+            max_connections_per_peer: None,
             clients: Vec::new(),
             oauth: None,
         }

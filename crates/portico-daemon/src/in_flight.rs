@@ -6,18 +6,23 @@
 //! (`subscriptions/listen`, which `portico mcp` keeps open for as long as it is attached, and A2A
 //! task subscriptions). Counting those would make every shutdown wait out its whole grace period;
 //! shutdown ends them instead.
+//!
+//! Once a stop has begun a new call (`tools/call`, an A2A send) is refused with 503 and
+//! `Retry-After`: it could not finish within the grace, and taking it would only hold the stop.
+//! Everything else (listing tools, the health check) is still answered while the calls in progress
+//! finish, so that a client's follow-up to its answer does not fail.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
 use aho_corasick::AhoCorasick;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::Method;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
 use tokio::sync::Notify;
 
@@ -28,6 +33,8 @@ pub(crate) struct InFlight(Arc<Counter>, usize);
 pub(crate) struct Counter {
     count: AtomicUsize,
     idle: Notify,
+    /// Set once a stop has begun: new calls are refused.
+    stopping: AtomicBool,
 }
 
 struct Guard(Arc<Counter>);
@@ -40,8 +47,14 @@ impl Drop for Guard {
     }
 }
 
+/// A call in progress whose answer goes out elsewhere than its request's response (a legacy SSE
+/// call's, on its session's stream): counted until dropped.
+pub(crate) struct Held {
+    _guard: Guard,
+}
+
 /// Whether a JSON-RPC method opens a stream of events, as the door that understands it says.
-fn method_opens_stream(method: &str) -> bool {
+pub(crate) fn method_opens_stream(method: &str) -> bool {
     portico_mcp_server::requests::opens_stream(method)
         || portico_a2a::pricing::STREAM_METHODS.contains(&method)
 }
@@ -85,6 +98,19 @@ impl InFlight {
         self.0.count.load(Ordering::SeqCst)
     }
 
+    /// From now on new calls are refused (see the module's doc).
+    pub(crate) fn begin_stop(&self) {
+        self.0.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Counts a call until the returned value is dropped.
+    pub(crate) fn hold(&self) -> Held {
+        self.0.count.fetch_add(1, Ordering::SeqCst);
+        Held {
+            _guard: Guard(self.0.clone()),
+        }
+    }
+
     /// Waits until no counted request is in progress.
     pub(crate) async fn idle(&self) {
         loop {
@@ -112,6 +138,9 @@ pub(crate) async fn count_calls(
         // Over the bound (`body_limit` cuts every body there), or cut off by the client.
         return crate::body_limit::too_large(max_body);
     };
+    if in_flight.0.stopping.load(Ordering::SeqCst) && starts_call(parts.uri.path(), &bytes) {
+        return shutting_down();
+    }
     let stream = opens_stream(parts.uri.path(), &bytes);
     let request = Request::from_parts(parts, Body::from(bytes));
     if stream {
@@ -129,6 +158,50 @@ pub(crate) async fn count_calls(
             _guard: guard,
         }),
     )
+}
+
+/// Whether a POST starts a call: an MCP `tools/call` (on `/mcp` or a legacy `/message`), or an A2A
+/// send, by its path or by its JSON-RPC method (in a batch, any member's).
+fn starts_call(path: &str, body: &[u8]) -> bool {
+    if portico_a2a::pricing::path_runs_agent(path) {
+        return true;
+    }
+    static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        let methods = portico_mcp_server::requests::CALL_METHODS
+            .iter()
+            .chain(portico_a2a::pricing::AGENT_METHODS)
+            .copied();
+        AhoCorasick::new(methods.chain(["\\u"])).expect("the call methods are valid literals")
+    });
+    if !MARKERS.is_match(body) {
+        return false;
+    }
+    let is_call = |message: &serde_json::Value| {
+        message["method"]
+            .as_str()
+            .is_some_and(portico_mcp_server::requests::runs_tool)
+            || portico_a2a::pricing::message_runs_agent(message)
+    };
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Array(batch)) => batch.iter().any(is_call),
+        Ok(message) => is_call(&message),
+        Err(_) => false,
+    }
+}
+
+/// The answer to a call that comes once a stop has begun.
+fn shutting_down() -> Response {
+    let mut response = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(serde_json::json!({
+            "error": "Portico is shutting down and takes no new calls; retry once it is back"
+        })),
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// A response body that holds its request's place in the count. It forwards the body's end and size
@@ -177,6 +250,30 @@ mod tests {
         assert!(opens_stream("/a2a/x/v1/tasks/t1:subscribe", b""));
         assert!(!opens_stream("/mcp", call_tool(LISTEN).as_bytes()));
         assert!(!opens_stream("/mcp", b"not json"));
+    }
+
+    #[test]
+    fn calls_are_told_from_other_requests() {
+        use crate::test_messages::{CALL_TOOL, LIST_TOOLS, LISTEN, PING, call_tool, request};
+        assert!(starts_call("/mcp", call_tool("t").as_bytes()));
+        let escaped = call_tool("t").replace('/', r"\u002f");
+        assert!(starts_call("/mcp", escaped.as_bytes()));
+        let batch = format!("[{},{}]", request(1, PING, None), call_tool("t"));
+        assert!(starts_call("/message", batch.as_bytes()));
+        assert!(starts_call("/a2a/x/message:send", b"{}"));
+        assert!(starts_call(
+            "/a2a/x",
+            br#"{"jsonrpc":"2.0","id":1,"method":"SendMessage"}"#
+        ));
+        assert!(!starts_call(
+            "/mcp",
+            request(1, LIST_TOOLS, None).as_bytes()
+        ));
+        assert!(!starts_call("/mcp", CALL_TOOL.as_bytes()), "not JSON");
+        assert!(!starts_call(
+            "/mcp",
+            request(1, LISTEN, Some("{}")).as_bytes()
+        ));
     }
 
     #[tokio::test]

@@ -46,6 +46,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::in_flight::{self, InFlight};
 use crate::security::ClientIdentity;
 
 /// Concurrent sessions allowed; each holds a task and two channels, so an unbounded number would let
@@ -65,6 +66,18 @@ struct Session {
     inbound: mpsc::Sender<ClientJsonRpcMessage>,
     /// Who opened it: only they may post to it.
     owner: ClientIdentity,
+    /// Its requests not answered yet.
+    unanswered: Unanswered,
+}
+
+/// A session's requests not answered yet, by id, each counted as a call in progress until its answer
+/// is handed to the SSE stream: the POST that brought it was answered 202 at once, so shutdown would
+/// otherwise not wait for it and end the stream before the answer.
+type Unanswered = Arc<Mutex<HashMap<String, in_flight::Held>>>;
+
+/// The key of a request id in [`Unanswered`].
+fn id_key(id: &impl serde::Serialize) -> String {
+    serde_json::to_string(id).unwrap_or_default()
 }
 
 type Sessions = Arc<Mutex<HashMap<String, Session>>>;
@@ -76,6 +89,7 @@ struct LegacySse {
     shutdown: CancellationToken,
     max_body_bytes: usize,
     max_sessions: usize,
+    in_flight: Option<InFlight>,
 }
 
 /// The open legacy sessions, counted for `/metrics`.
@@ -93,11 +107,13 @@ impl OpenSessions {
 /// `replica` names this process when it shares its store with other replicas: its session ids then
 /// start with `NAME.`, so that a load balancer can send a session's messages to the replica holding
 /// its stream (docs/replicas.md); another replica answers them 404, as for any unknown session.
+/// `in_flight`, when given, counts each request until its answer is on the stream.
 pub(crate) fn routes(
     server: PorticoServer,
     shutdown: CancellationToken,
     max_body_bytes: usize,
     replica: Option<&str>,
+    in_flight: Option<InFlight>,
 ) -> (Router, OpenSessions) {
     let sessions = Sessions::default();
     let mut router = routes_with(
@@ -106,6 +122,7 @@ pub(crate) fn routes(
         max_body_bytes,
         MAX_SESSIONS,
         sessions.clone(),
+        in_flight,
     );
     if let Some(name) = replica {
         router = router.layer(Extension(SessionIdPrefix(format!("{name}."))));
@@ -126,6 +143,7 @@ fn routes_with_limit(
         max_body_bytes,
         max_sessions,
         Sessions::default(),
+        None,
     )
 }
 
@@ -135,6 +153,7 @@ fn routes_with(
     max_body_bytes: usize,
     max_sessions: usize,
     sessions: Sessions,
+    in_flight: Option<InFlight>,
 ) -> Router {
     let state = LegacySse {
         sessions,
@@ -142,6 +161,7 @@ fn routes_with(
         shutdown,
         max_body_bytes,
         max_sessions,
+        in_flight,
     };
     Router::new()
         .route("/sse", get(open_session))
@@ -175,6 +195,7 @@ async fn open_session(
     let (outbound_tx, outbound_rx) = mpsc::channel(CHANNEL_CAPACITY);
     // A child of the daemon's token: shutdown ends every session, a disconnect ends only its own.
     let session_ct = state.shutdown.child_token();
+    let unanswered = Unanswered::default();
     {
         let mut sessions = state.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if sessions.len() >= state.max_sessions {
@@ -192,6 +213,7 @@ async fn open_session(
             Session {
                 inbound: inbound_tx,
                 owner,
+                unanswered: unanswered.clone(),
             },
         );
     }
@@ -238,9 +260,14 @@ async fn open_session(
     // The guard comes first in the state so that it drops (cancelling the session) before the
     // receiver does: a send that finds the receiver gone then always sees a cancelled session.
     let messages = futures::stream::unfold(
-        (guard, outbound_rx),
-        |(guard, mut outbound)| async move {
+        (guard, outbound_rx, unanswered),
+        |(guard, mut outbound, unanswered)| async move {
             let message = outbound.recv().await?;
+            let answered = match &message {
+                ServerJsonRpcMessage::Response(response) => Some(id_key(&response.id)),
+                ServerJsonRpcMessage::Error(error) => error.id.as_ref().map(id_key),
+                _ => None,
+            };
             let event = match Event::default().event("message").json_data(&message) {
                 Ok(event) => event,
                 Err(e) => {
@@ -250,7 +277,15 @@ async fn open_session(
                     return None;
                 }
             };
-            Some((Ok::<_, Infallible>(event), (guard, outbound)))
+            // Handed to the response body now, and written before the body's end: no longer a call
+            // for shutdown to wait for.
+            if let Some(id) = answered {
+                unanswered
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+            }
+            Some((Ok::<_, Infallible>(event), (guard, outbound, unanswered)))
         },
     );
     let stream = futures::stream::once(async { Ok(endpoint) })
@@ -289,8 +324,14 @@ async fn post_message(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&id)
-        .map(|session| (session.inbound.clone(), session.owner.clone()));
-    let Some((inbound, owner)) = inbound else {
+        .map(|session| {
+            (
+                session.inbound.clone(),
+                session.owner.clone(),
+                session.unanswered.clone(),
+            )
+        });
+    let Some((inbound, owner, unanswered)) = inbound else {
         return session_not_found();
     };
     let poster = identity.map(|Extension(identity)| identity);
@@ -353,8 +394,13 @@ async fn post_message(
     let mut messages = Vec::with_capacity(values.len());
     for value in values {
         let id = value.get("id").cloned().unwrap_or(Value::Null);
+        // A request that only opens a stream of events is no call to wait for (see `in_flight`).
+        let call = value
+            .get("method")
+            .and_then(Value::as_str)
+            .is_some_and(|method| !in_flight::method_opens_stream(method));
         match serde_json::from_value::<ClientJsonRpcMessage>(value) {
-            Ok(message) => messages.push(message),
+            Ok(message) => messages.push((message, call)),
             Err(e) => {
                 return rpc_error(
                     StatusCode::BAD_REQUEST,
@@ -365,7 +411,27 @@ async fn post_message(
             }
         }
     }
-    for message in messages {
+    if let Some(in_flight) = &state.in_flight {
+        let mut unanswered = unanswered.lock().unwrap_or_else(|e| e.into_inner());
+        for (message, call) in &messages {
+            match message {
+                // Counted before it is delivered, so that its answer cannot come first.
+                ClientJsonRpcMessage::Request(request) if *call => {
+                    unanswered.insert(id_key(&request.id), in_flight.hold());
+                }
+                // A cancelled request gets no answer.
+                ClientJsonRpcMessage::Notification(notification) => {
+                    if let rmcp::model::ClientNotification::CancelledNotification(cancelled) =
+                        &notification.notification
+                    {
+                        unanswered.remove(&id_key(&cancelled.params.request_id));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    for (message, _) in messages {
         if inbound.send(message).await.is_err() {
             // The session ended between the lookup and the delivery.
             return session_not_found();

@@ -83,6 +83,9 @@ pub use security::{DEFAULT_CLIENT, DoorClient, DoorPolicy};
 /// How long shutdown waits for calls in progress.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long the door stays open after the last call in progress at a stop was answered.
+const FOLLOW_UP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -325,6 +328,7 @@ fn router(
         shutdown,
         config.server.max_message_bytes,
         replica.serving().then(|| replica.name()),
+        in_flight.clone(),
     );
     let sessions = sessions::Sessions::new(
         sessions::SessionLimits::from_config(&config.server),
@@ -534,6 +538,7 @@ pub async fn serve_with_server(
             () = shutdown => {}
             () = stop.cancelled() => {}
         }
+        in_flight.begin_stop();
         let calls = in_flight.count();
         if calls > 0 {
             tracing::info!(
@@ -543,8 +548,10 @@ pub async fn serve_with_server(
         }
         // Calls in progress (each bounded by its server's timeout) get to finish and send their
         // answers; then the long-lived MCP streams, which would otherwise hold graceful shutdown
-        // open forever, are ended. New connections are still taken meanwhile.
-        if tokio::time::timeout(SHUTDOWN_GRACE, in_flight.idle())
+        // open forever, are ended. New connections are still taken meanwhile (new calls on them
+        // get 503).
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        if tokio::time::timeout_at(deadline, in_flight.idle())
             .await
             .is_err()
         {
@@ -552,6 +559,12 @@ pub async fn serve_with_server(
                 "calls still running after {}s; closing them",
                 SHUTDOWN_GRACE.as_secs()
             );
+        } else if calls > 0 {
+            // A client often follows an answer with a request of its own (the Python SDK lists
+            // the tools after a call whose output schema it has not seen yet): the door stays open
+            // a moment for it, or the refused connection fails the call it just got the answer to.
+            tokio::time::sleep(FOLLOW_UP_GRACE).await;
+            let _ = tokio::time::timeout_at(deadline, in_flight.idle()).await;
         }
         streams.cancel();
     })

@@ -4,7 +4,9 @@
 //! The door reads a JSON-RPC message's `method` and asks; it spells no MCP method itself. What a
 //! request costs the rate limit is [`crate::pricing`]'s.
 
-use rmcp::model::{ConstString, InitializeResultMethod, SubscriptionsListenRequestMethod};
+use rmcp::model::{
+    CallToolRequestMethod, ConstString, InitializeResultMethod, SubscriptionsListenRequestMethod,
+};
 
 /// Methods whose request opens a stream of events rather than making a call: `subscriptions/listen`,
 /// which `portico mcp` keeps open for as long as it is attached. Each is also text every such body
@@ -15,6 +17,15 @@ pub const STREAM_METHODS: &[&str] = &[SubscriptionsListenRequestMethod::VALUE];
 /// Whether a request of `method` opens a stream of events rather than making a call.
 pub fn opens_stream(method: &str) -> bool {
     STREAM_METHODS.contains(&method)
+}
+
+/// Methods whose request runs a tool: what a stopping door refuses rather than takes. Each is also
+/// text every such body contains (unless a `\u` escape spells it), as for [`STREAM_METHODS`].
+pub const CALL_METHODS: &[&str] = &[CallToolRequestMethod::VALUE];
+
+/// Whether a request of `method` runs a tool.
+pub fn runs_tool(method: &str) -> bool {
+    CALL_METHODS.contains(&method)
 }
 
 /// Whether a request of `method` starts a session: `initialize`, the only request that creates one.

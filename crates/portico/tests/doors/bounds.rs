@@ -524,3 +524,132 @@ async fn every_door_refuses_bodies_over_max_message_bytes() {
     assert_ne!(status, 413, "{body}");
     assert!(daemon.stop().success());
 }
+
+/// A request from 127.0.0.2 (Linux routes all of 127/8 to the loopback), on its own connection: how
+/// long its answer took, and the answer.
+async fn from_another_address(base: &str, head: &str) -> (Duration, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = std::time::Instant::now();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut stream = socket
+        .connect(address(base).parse().unwrap())
+        .await
+        .unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    // A guard only: the door answers in well under a second, or (on a shut door) after its 10 s
+    // head deadline has freed places.
+    tokio::time::timeout(Duration::from_secs(15), stream.read_to_end(&mut answer))
+        .await
+        .expect("an answer within 15s (test guard)")
+        .unwrap();
+    (
+        started.elapsed(),
+        String::from_utf8_lossy(&answer).to_string(),
+    )
+}
+
+/// A thousand half-sent request heads from one address leave the door open to every other: the
+/// health check and a token holder from another address are answered within a second. The first
+/// address may hold only its bound; the rest of its connections are closed at once, said in one WARN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_half_sent_heads_from_one_address_do_not_shut_the_door() {
+    const TOKEN: &str = "door-token-for-the-slowloris-test";
+    let home = Home::new(&config_with(
+        &format!("[server]\nlisten = \"127.0.0.1:0\"\nmax_connections = 64\ntoken = \"{TOKEN}\""),
+        &["--tools", "t1"],
+    ));
+    let mut daemon = tokio::task::block_in_place(|| {
+        let mut daemon = Daemon::start(&home);
+        daemon.wait_for_line("portico: ready");
+        daemon
+    });
+    let base = daemon.base.clone();
+    let mut stalled = Vec::with_capacity(1000);
+    for _ in 0..1000 {
+        let mut stream = tokio::net::TcpStream::connect(address(&base))
+            .await
+            .unwrap();
+        // The door may have closed it already: a write into a closed connection is no error here.
+        let _ = tokio::io::AsyncWriteExt::write_all(
+            &mut stream,
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appli",
+        )
+        .await;
+        stalled.push(stream);
+    }
+
+    let (took, answer) = from_another_address(
+        &base,
+        "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        took < Duration::from_secs(1),
+        "the health check took {took:?}"
+    );
+    let (took, answer) = from_another_address(
+        &base,
+        &format!(
+            "GET /api/mcp/servers HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"cat\""), "{answer}");
+    assert!(
+        took < Duration::from_secs(1),
+        "the token holder took {took:?}"
+    );
+    drop(stalled);
+
+    let warned =
+        tokio::task::block_in_place(|| daemon.wait_for_line_containing("max_connections_per_peer"));
+    assert!(
+        warned.contains("127.0.0.1 holds 16 connections, the most one address may ([server] max_connections_per_peer): its new connections are closed at once"),
+        "{warned}"
+    );
+    let status = tokio::task::block_in_place(|| daemon.stop());
+    assert!(status.success());
+    let warnings = daemon
+        .log
+        .try_iter()
+        .filter(|line| line.contains("max_connections_per_peer"))
+        .count();
+    assert!(warnings <= 1, "{warnings} more warnings");
+}
+
+/// Half-sent heads past the cap hold no place kept for the health check: they wait with a short
+/// deadline (2 s, not 10 s) in places of their own, and the health check that follows them is
+/// answered once those are shed.
+#[test]
+fn half_sent_heads_past_the_cap_are_shed_fast_and_take_no_health_place() {
+    let home = Home::new(&config_with(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_connections = 4\nmax_connections_per_peer = 100",
+        &["--tools", "t1"],
+    ));
+    let daemon = Daemon::start(&home);
+    let base = daemon.base.clone();
+    // 4 take the full places, 8 the places for reading a head past the cap (and, before, all 8
+    // places kept for the health check).
+    let stalled: Vec<TcpStream> = (0..12)
+        .map(|_| {
+            let mut stream = connect(&base);
+            stream
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appli")
+                .unwrap();
+            stream
+        })
+        .collect();
+    let asked = std::time::Instant::now();
+    let (status, answer) = get(&base, "/api/health");
+    let took = asked.elapsed();
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        took < Duration::from_secs(4),
+        "the health check took {took:?}"
+    );
+    drop(stalled);
+}
