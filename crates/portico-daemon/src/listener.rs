@@ -73,7 +73,7 @@ const FDS_FOR_THE_REST: u64 = 64;
 pub(crate) struct PeerAddr(pub SocketAddr);
 
 /// How many connections the door serves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ConnectionLimits {
     /// Connections served fully.
     pub(crate) max: usize,
@@ -83,6 +83,9 @@ pub(crate) struct ConnectionLimits {
     pub(crate) waiting: usize,
     /// Connections one peer address (an IPv6 peer's /64) may hold.
     pub(crate) per_peer: usize,
+    /// Peers the per-peer bound does not apply to: `[server] trusted_proxies`, each of which
+    /// carries the connections of many clients.
+    pub(crate) unbounded_peers: Vec<portico_config::IpRange>,
     pub(crate) header_read_timeout: Duration,
     /// The head deadline of a connection taken while full places are nearly gone.
     pub(crate) pressed_header_read_timeout: Duration,
@@ -118,6 +121,12 @@ impl ConnectionLimits {
             reserve: HEALTH_RESERVE,
             waiting: WAITING,
             per_peer,
+            // Checked when the door's policy was built; a range that does not parse bounds nothing.
+            unbounded_peers: section
+                .trusted_proxies
+                .iter()
+                .filter_map(|proxy| portico_config::IpRange::parse(proxy))
+                .collect(),
             header_read_timeout: HEADER_READ_TIMEOUT,
             pressed_header_read_timeout: PRESSED_HEADER_READ_TIMEOUT,
         }
@@ -247,6 +256,8 @@ fn peer_key(ip: IpAddr) -> IpAddr {
 /// Connections held per peer address.
 struct Peers {
     bound: usize,
+    /// Counted, never refused (trusted proxies).
+    unbounded: Vec<portico_config::IpRange>,
     held: Mutex<HashMap<IpAddr, usize>>,
     /// When the last WARN about a peer over its bound was logged, and the refusals since.
     warned: Mutex<Option<Instant>>,
@@ -272,9 +283,10 @@ impl Drop for PeerHold {
 }
 
 impl Peers {
-    fn new(bound: usize) -> Arc<Self> {
+    fn new(bound: usize, unbounded: Vec<portico_config::IpRange>) -> Arc<Self> {
         Arc::new(Peers {
             bound,
+            unbounded,
             held: Mutex::default(),
             warned: Mutex::new(None),
             refused: AtomicUsize::new(0),
@@ -287,7 +299,7 @@ impl Peers {
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             let count = held.entry(key).or_default();
-            if *count < self.bound {
+            if *count < self.bound || self.unbounded.iter().any(|range| range.contains(peer)) {
                 *count += 1;
                 return Some(PeerHold {
                     peers: self.clone(),
@@ -332,7 +344,7 @@ pub(crate) async fn serve(
     signal: impl Future<Output = ()>,
 ) {
     let slots = Slots::new(&limits);
-    let peers = Peers::new(limits.per_peer);
+    let peers = Peers::new(limits.per_peer, limits.unbounded_peers.clone());
     // Dropping `stop` tells every connection to shut down gracefully; each holds a `closed` receiver
     // until it has, so `wait_closed` resolves when the last one is gone.
     let (stop, stop_told) = watch::channel(());
@@ -530,7 +542,10 @@ mod tests {
 
     #[test]
     fn a_peer_over_its_bound_is_refused_until_one_of_its_connections_ends() {
-        let peers = Peers::new(2);
+        let peers = Peers::new(
+            2,
+            vec![portico_config::IpRange::parse("10.0.0.0/8").unwrap()],
+        );
         let a = "2001:db8::1".parse().unwrap();
         let same_64 = "2001:db8::2".parse().unwrap();
         let other = "192.0.2.1".parse().unwrap();
@@ -541,6 +556,10 @@ mod tests {
         // The first refusal was logged at once; the second waits for the next WARN.
         assert_eq!(peers.refused.load(Ordering::Relaxed), 1);
         let _other = peers.admit(other).unwrap();
+        // A trusted proxy carries many clients' connections: never refused.
+        let proxy = "10.1.2.3".parse().unwrap();
+        let proxied: Vec<_> = (0..5).map(|_| peers.admit(proxy).unwrap()).collect();
+        drop(proxied);
         drop(first);
         assert!(peers.admit(a).is_some());
         drop(_second);
@@ -558,6 +577,7 @@ mod tests {
             reserve: 1,
             waiting: 1,
             per_peer: 16,
+            unbounded_peers: Vec::new(),
             header_read_timeout: HEADER_READ_TIMEOUT,
             pressed_header_read_timeout: PRESSED_HEADER_READ_TIMEOUT,
         };
