@@ -542,7 +542,7 @@ fn nginx_config(dir: &std::path::Path, port: u16, upstreams: &[(String, u16)]) -
             .map(|(_, p)| format!("        server {} backup;\n", server(*p)))
             .collect();
         groups.push_str(&format!(
-            "    upstream {group} {{\n        server {} max_fails=1 fail_timeout=5s;\n{backups}        keepalive 8;\n    }}\n",
+            "    upstream {group} {{\n        server {} max_fails=1 fail_timeout=5s;\n{backups}        keepalive 8;\n        keepalive_timeout 5s;\n    }}\n",
             server(*own)
         ));
     }
@@ -586,6 +586,9 @@ http {{
 
     upstream portico_all {{
 {all}        keepalive 32;
+        # Shorter than Portico's 10 s idle deadline: a reused connection it just closed would
+        # be an error that takes a healthy replica out (max_fails=1).
+        keepalive_timeout 5s;
     }}
 {groups}
     server {{
