@@ -40,7 +40,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args = help::parse();
-    allocator::configure();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .on_thread_park(allocator::on_idle)
@@ -52,6 +51,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    runtime.spawn(allocator::heartbeat());
     let traces = match init_logging(&args, runtime.handle()) {
         Ok(traces) => traces,
         Err(e) => {
