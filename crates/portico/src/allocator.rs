@@ -5,7 +5,7 @@
 //! pages only when that same thread next allocates or collects, and purges (decommits) them only
 //! after a delay, when some thread next looks. After a burst of MCP sessions closes, the runtime's
 //! workers go idle with the sessions' pages still theirs: 1,000 sessions left ~84 MiB more resident
-//! than before them (release build) with under 2 MiB of live heap, for good
+//! than before them (optimised build) with under 2 MiB of live heap, for good
 //! (`scripts/session-memory`). So each worker collects its own free pages when it runs out of work
 //! (tokio's park hook), and a heartbeat wakes a worker once a second so that a purge delay that has
 //! run out is acted on. Purging at once instead (delay 0) cost ~12% of the throughput of a
