@@ -45,6 +45,8 @@ mod pinning;
 mod policies;
 #[path = "doors/sdk.rs"]
 mod sdk;
+#[path = "doors/session_memory.rs"]
+mod session_memory;
 #[path = "doors/stdio.rs"]
 mod stdio;
 #[path = "doors/subscription_bounds.rs"]

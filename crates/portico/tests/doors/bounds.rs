@@ -101,7 +101,7 @@ impl HttpSession {
             .unwrap_or_else(|| panic!("no answer to {method} in {text}"))
     }
 
-    async fn delete(self) -> u16 {
+    pub(crate) async fn delete(self) -> u16 {
         let mut request = http().delete(format!("{}/mcp", self.base));
         for (k, v) in self.session_headers() {
             request = request.header(k, v);
@@ -194,7 +194,7 @@ async fn expose_false_is_enforced_on_the_http_door() {
     assert!(daemon.stop().success());
 }
 
-async fn session_stats(base: &str) -> Value {
+pub(crate) async fn session_stats(base: &str) -> Value {
     http()
         .get(format!("{base}/api/mcp/sessions"))
         .send()
@@ -206,7 +206,7 @@ async fn session_stats(base: &str) -> Value {
 }
 
 /// Polls the door's session gauges until `done` holds (test guard: 30 s).
-async fn wait_for_stats(base: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn wait_for_stats(base: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let stats = session_stats(base).await;
