@@ -3,7 +3,7 @@
 # and prints the executions libFuzzer reports. Usage: fuzz/run.sh <target> [seconds] [runs]
 #
 # The door targets keep one Portico running across inputs, so memory the door holds per session
-# accumulates (issue 10 items 2 and 14: closed MCP sessions keep their relay tasks); libFuzzer's
+# accumulates (closed MCP sessions once kept their relay tasks); libFuzzer's
 # -rss_limit_mb would end the run there. The run is therefore split into rounds of at most
 # ROUND_RUNS executions, each a fresh process over the same corpus directory, so coverage carries
 # over and only a real crash stops it. KEEP_GOING_ON_TIMEOUT=1 restarts after a timeout as well.

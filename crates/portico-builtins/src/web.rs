@@ -236,7 +236,7 @@ mod tests {
             1024,
         );
         let message = err(&call(&public, json!({"url": format!("{base}/hello")})).await);
-        // The fix is where web_fetch's setting lives, not "this server entry" (issue 14).
+        // The fix is where web_fetch's setting lives, not "this server entry": web_fetch is a built-in, not a server.
         assert_eq!(
             message,
             format!(

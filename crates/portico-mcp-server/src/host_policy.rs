@@ -1,4 +1,4 @@
-//! What MCP clients see of Portico's own policies (seed 002's "Host" policies, in front of every
+//! What MCP clients see of Portico's own policies ("Host" policies, in front of every
 //! tool): a refused call's failure envelope as the result's `structuredContent` (or a host
 //! policy's own failure value), a listed tool's `_meta["portico/hostPolicy"]`, and its
 //! `outputSchema` widened to admit the failure branch. The pipeline decides and says so in types
@@ -32,7 +32,7 @@ pub(crate) fn served(outcome: CallOutcome) -> ToolResult {
     result
 }
 
-/// Seed 002's failure envelope: `{"ok": false, "error": {"code", "tool", "reason"}}`, `code` being
+/// The failure envelope: `{"ok": false, "error": {"code", "tool", "reason"}}`, `code` being
 /// `policy_denied` or `approval_required`. A held call's envelope also names its approval request:
 /// `approvalRequestId` and `approvalPath` (where the daemon shows it), when one was made.
 pub fn envelope(refusal: PolicyRefusal<'_>) -> Value {

@@ -389,7 +389,7 @@ mod tests {
             vec![
                 ("PATH".into(), "/usr/bin".into()),
                 ("HOME".into(), "/home/u".into()),
-                // CA bundles are not secrets: passed by default (issue 14).
+                // CA bundles are not secrets: passed by default.
                 ("NODE_EXTRA_CA_CERTS".into(), "/etc/corp-ca.pem".into()),
                 ("TOKEN".into(), "t0k".into()),
                 ("AUTH".into(), "Bearer t0k".into()),

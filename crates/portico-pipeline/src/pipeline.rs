@@ -257,7 +257,7 @@ fn how_to_approve(request_id: Option<&str>) -> String {
     }
 }
 
-/// A call a policy did not let run: what the doors tell the client (seed 002's failure envelope:
+/// A call a policy did not let run: what the doors tell the client (the failure envelope:
 /// `{"ok": false, "error": {"code", "tool", "reason"}}`, written by the MCP edge).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyRefusal<'a> {

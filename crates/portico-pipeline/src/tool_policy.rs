@@ -1,6 +1,6 @@
-//! Host policies: an embedding program's own checks in front of chosen tools (seed 002's
-//! `toolPolicies`). A [`ToolPolicy`] declares its failure type, whose JSON Schema comes from
-//! `schemars`, and an async [`ToolPolicy::before_call`] that gets a detached copy of the call's
+//! Host policies: an embedding program's own checks in front of chosen tools (the embedding
+//! API's `toolPolicies`). A [`ToolPolicy`] declares its failure type, whose JSON Schema comes
+//! from `schemars`, and an async [`ToolPolicy::before_call`] that gets a detached copy of the call's
 //! validated arguments and says proceed (the tool then runs once, with the original arguments) or
 //! fails the call with a value of that type.
 //!

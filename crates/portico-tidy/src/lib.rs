@@ -12,6 +12,7 @@
 //! - `no_mod_rs`: no `mod.rs` under `crates/` (`foo.rs` beside `foo/`).
 //! - `blocking_work`: no `spawn_blocking` outside an allow-list: store work from async code goes
 //!   through `Store::run`, which bounds it.
+//! - `comment_citations`: no comment cites an issue or a seed by number.
 //!
 //! Why a crate of its own and not `crates/portico/tests/tidy.rs`: a test there would build the binary
 //! and all its dev-dependencies before it could run; this crate depends on `serde_json` alone, so
@@ -23,6 +24,8 @@ mod source;
 
 #[cfg(test)]
 mod blocking_work;
+#[cfg(test)]
+mod comment_citations;
 #[cfg(test)]
 mod crate_docs;
 #[cfg(test)]

@@ -28,7 +28,7 @@ const MCP_EDGES: &[&str] = &[
 ///
 /// Left out on purpose: `inputSchema`, `outputSchema` and `annotations`, because a tool definition
 /// is the upstream's own JSON kept verbatim (ARCHITECTURE.md), whose schema the pipeline validates
-/// against and models read, and nothing in issue 11 types it (add them when a definition type
+/// against and models read, and nothing types it yet (add them when a definition type
 /// exists); `mimeType` and `protocolVersion`, which A2A 0.3 parts and A2A cards spell the same;
 /// and words any JSON has (`content`, `text`, `type`, `uri`, `name`, `capabilities`).
 const KEYS: &[&str] = &[

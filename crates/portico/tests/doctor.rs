@@ -1,4 +1,4 @@
-//! `portico doctor` and the errors people can act on (issue 14): each class of problem found with
+//! `portico doctor` and the errors people can act on: each class of problem found with
 //! its exact line and exit code, a clean setup passing, and the texts of upstream failures in
 //! `portico servers`, `config check` and the calls that meet them.
 

@@ -1,4 +1,4 @@
-//! Issue 14's one view: the CLI through a running daemon (`portico tools|servers|agents|call|chat|
+//! One view: the CLI through a running daemon (`portico tools|servers|agents|call|chat|
 //! audit|conversations` show what `/mcp` serves), `--standalone`, and the CLI papercuts, driven
 //! through the real binary.
 

@@ -1,4 +1,4 @@
-//! Integration tests of replicas (issue 17): two `portico serve` processes sharing one PostgreSQL
+//! Integration tests of replicas: two `portico serve` processes sharing one PostgreSQL
 //! store, behind nginx routed as docs/replicas.md recommends. Health through the balancer, A2A tasks
 //! placed on one replica and read, listed, streamed and canceled through the other, an approval
 //! granted on one replica used once across both, a replica killed with SIGKILL while running tasks,

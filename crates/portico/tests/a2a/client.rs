@@ -233,7 +233,7 @@ fn send_streams_progress_and_continues_tasks_with_both_sdks() {
         assert!(stderr.contains(&peer.base), "{stderr}");
 
         // The answer is printed once: on stdout, not again in a status line on stderr, which a
-        // terminal shows too (issue 14).
+        // terminal shows too.
         assert!(!stderr.contains("echo: slow hello"), "{stderr}");
         let (stdout, stderr) = success(&home, &["a2a", "send", agent, "ask me"]);
         assert_eq!(stdout, "question: what is your answer?\n", "{stderr}");

@@ -212,7 +212,7 @@ fn portico_mcp_proxies_to_a_running_daemon() {
     );
     assert_eq!(call["result"]["content"][0]["text"], "shared called");
     // The daemon's error comes through as the daemon gave it, without the proxy's "server
-    // `daemon`: tools/call ... failed:" in front (issue 14): the same as in-process, below.
+    // `daemon`: tools/call ... failed:" in front: the same as in-process, below.
     let (proxied_error, _) = second.request(
         3,
         "tools/call",

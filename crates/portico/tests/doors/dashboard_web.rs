@@ -6,12 +6,6 @@
 //! error and no failed request beyond what the test expects. Then the scripted actions: an approval
 //! clicked through (the held call then finishes), a tool tried, a chat answer streamed in, and a
 //! change made from outside showing up without a reload.
-//!
-//! `the_dashboard_works_on_an_open_door_with_the_routes_of_today` runs on what the daemon serves
-//! now and checks that the page degrades where the dashboard's own routes are still missing
-//! (`/ui/session`, `/api/events`, try-it, decisions, A2A lists: 404s, shown as "not available").
-//! `the_dashboard_tour_with_a_login_try_it_and_live_events` needs those routes (the dashboard's
-//! backend, issue 16) and is ignored until they are merged.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

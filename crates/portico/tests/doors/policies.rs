@@ -1,4 +1,4 @@
-//! `[[policies]]` at the daemon's `/mcp`: what a client is told of a refused call (seed 002's
+//! `[[policies]]` at the daemon's `/mcp`: what a client is told of a refused call (the failure
 //! envelope, byte for byte), that the refused call did not run, what the audit log says, and how
 //! `tools/list` marks the tools a policy denies or holds.
 

@@ -1,4 +1,4 @@
-//! Both halves of issue 15 at once: one Portico's door protected by `[server.oauth]`, another
+//! Both OAuth halves at once: one Portico's door protected by `[server.oauth]`, another
 //! Portico its OAuth client. `portico auth login` discovers everything from the door's 401 and
 //! metadata, registers with the test's authorization server, and logs in through a headless
 //! `$BROWSER`; then `portico call` reaches the door's tool with the stored token, as the principal

@@ -1,4 +1,4 @@
-//! The CLI and log papercuts of issue 14 item 6, asserted on their exact texts.
+//! The CLI's and the log's small rough edges, asserted on their exact texts.
 
 use std::process::Stdio;
 

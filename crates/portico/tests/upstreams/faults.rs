@@ -385,7 +385,7 @@ async fn child_environment_is_cleared_but_for_base_and_whitelisted_names() {
         "TEMP",
         "TMP",
         "TMPDIR",
-        // CA bundles are not secrets: passed whenever Portico has them (issue 14).
+        // CA bundles are not secrets: passed whenever Portico has them.
         "NODE_EXTRA_CA_CERTS",
         "SSL_CERT_FILE",
         "SSL_CERT_DIR",
@@ -488,7 +488,7 @@ async fn a_restarting_server_keeps_its_tools_listed_and_says_when_it_is_back() {
         message.starts_with("server `crashy` is restarting (attempt 1, next in "),
         "{message}"
     );
-    // Why, in words, with the child's last stderr lines (issue 14).
+    // Why, in words, with the child's last stderr lines.
     assert!(
         message.contains(
             "(last error: server `crashy` exited or closed the connection; its stderr ended with:\n"
