@@ -67,6 +67,10 @@ use error::*;
 pub use send::{A2aEvent, SendOutcome, SendRequest};
 use tracker::*;
 
+/// What a refusal of a private address says to a configured agent's owner.
+const EXTERNAL_AGENT_REMEDY: &str =
+    "; set allow_private_network = true on this [[a2a.external_agents]] entry to allow it";
+
 /// How a client is set up.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -74,8 +78,9 @@ pub struct ClientOptions {
     pub headers: Vec<(String, String)>,
     /// Bounds each send (and discovery, which is also capped at 30 s).
     pub timeout: Duration,
-    /// Loopback and private addresses allowed; metadata and link-local addresses never are.
-    pub allow_private_network: bool,
+    /// Whether loopback and private addresses are allowed (metadata and link-local addresses never
+    /// are), and what a refusal tells the user to do.
+    pub network: NetPolicy,
 }
 
 /// An A2A client. Cheap to clone.
@@ -272,11 +277,7 @@ impl A2aClient {
             value.set_sensitive(true);
             headers.append(header, value);
         }
-        let policy = if options.allow_private_network {
-            NetPolicy::allow_private_network()
-        } else {
-            NetPolicy::public_only()
-        };
+        let policy = options.network;
         let credentials = if headers.is_empty() {
             CredentialScope::Nowhere
         } else {
@@ -312,7 +313,8 @@ impl A2aClient {
         A2aClient::new(ClientOptions {
             headers,
             timeout: Duration::from_secs(config.timeout_secs.max(1)),
-            allow_private_network: config.allow_private_network,
+            network: NetPolicy::private_network(config.allow_private_network)
+                .with_private_network_remedy(EXTERNAL_AGENT_REMEDY),
         })?
         .headers_only_for(&config.url)
     }

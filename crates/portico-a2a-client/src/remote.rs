@@ -130,11 +130,7 @@ impl Remote {
             }
             Err(error) => {
                 let retry_after = error.retry_after();
-                // The net policy's remedy speaks of server entries; here it is an agent entry.
-                let error = error.to_string().replace(
-                    "on this server entry",
-                    "on this [[a2a.external_agents]] entry",
-                );
+                let error = error.to_string();
                 if known.error.as_deref() != Some(&error) {
                     // The error may quote what the remote agent answered.
                     tracing::warn!("{}: {}", self.label(), portico_core::text::log_safe(&error));

@@ -55,9 +55,11 @@ impl Pusher {
 
     /// Refuses a webhook URL the SSRF rules forbid, saying which rule.
     pub fn check_url(&self, url: &str) -> Result<(), A2aError> {
-        self.inner.client.check_url(url).map(|_| ()).map_err(|e| {
-            A2aError::InvalidParams(format!("push notification url `{url}`: {}", refusal(&e)))
-        })
+        self.inner
+            .client
+            .check_url(url)
+            .map(|_| ())
+            .map_err(|e| A2aError::InvalidParams(format!("push notification url `{url}`: {}", e)))
     }
 
     /// Queues a status update for the task's webhooks.
@@ -126,10 +128,7 @@ impl Pusher {
             let request = match self.inner.client.request(reqwest::Method::POST, url) {
                 Ok(request) => request,
                 Err(error) => {
-                    tracing::warn!(
-                        "task {task_id}: push notification not sent: {}",
-                        refusal(&error)
-                    );
+                    tracing::warn!("task {task_id}: push notification not sent: {}", error);
                     return;
                 }
             };
@@ -166,10 +165,7 @@ impl Pusher {
                 // A refusal by the SSRF rules is final: said once, at WARN, with the setting that
                 // lifts it, since nothing else tells the operator why the webhook hears nothing.
                 Err(error @ portico_net::NetError::Blocked(_)) => {
-                    tracing::warn!(
-                        "task {task_id}: push notification not sent: {}",
-                        refusal(&error)
-                    );
+                    tracing::warn!("task {task_id}: push notification not sent: {}", error);
                     return;
                 }
                 Err(error) => {
@@ -191,11 +187,10 @@ impl Pusher {
     }
 }
 
-/// A refusal by the SSRF rules, with the setting that lifts it for webhooks (the net policy's own
-/// hint names the setting of a configured server).
-fn refusal(error: &portico_net::NetError) -> String {
-    error.to_string().replace(
-        portico_net::PRIVATE_NETWORK_REMEDY,
+/// The network policy webhooks are POSTed under: public addresses only unless `allow_private`
+/// (`[a2a] push_allow_private_network`), which a refusal names.
+pub(crate) fn webhook_policy(allow_private: bool) -> portico_net::NetPolicy {
+    portico_net::NetPolicy::private_network(allow_private).with_private_network_remedy(
         "; set push_allow_private_network = true in the config's [a2a] section to allow it",
     )
 }

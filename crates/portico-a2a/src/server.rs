@@ -33,13 +33,8 @@ use crate::{jsonrpc, ops};
 /// The client webhooks are POSTed with. Without one (it cannot be built), push notifications are
 /// not offered.
 fn push_client(allow_private: bool) -> Option<portico_net::SafeClient> {
-    let policy = if allow_private {
-        portico_net::NetPolicy::allow_private_network()
-    } else {
-        portico_net::NetPolicy::public_only()
-    };
     portico_net::SafeClient::builder()
-        .policy(policy)
+        .policy(crate::push::webhook_policy(allow_private))
         // Every webhook POST carries the client's token or credentials: none follows a redirect off
         // the webhook's origin.
         .credentials(portico_net::CredentialScope::Everywhere)

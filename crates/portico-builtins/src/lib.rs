@@ -35,6 +35,7 @@ use portico_pipeline::{LocalTool, LocalTools};
 use portico_store::Store;
 
 pub use memory::CLIENT_SCOPE;
+pub use web::web_fetch_policy;
 pub use workspace::PathError;
 
 /// The name of every built-in tool, `shell_exec` included (it is registered only when enabled).

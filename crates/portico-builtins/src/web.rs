@@ -5,7 +5,7 @@
 //! back naming the rule that fired. The output is marked untrusted: a web page is someone else's text
 //! and may carry instructions aimed at the model.
 
-use portico_net::{LazyClient, NetError, SafeClient};
+use portico_net::{LazyClient, NetError, NetPolicy, SafeClient};
 use portico_pipeline::LocalTool;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,9 +44,9 @@ struct WebFetchOutput {
 /// Why a fetch failed.
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
-    /// Refusals (with the rule), bad URLs, and transport failures; `NetError` already says which,
-    /// but a refusal's remedy names a server entry's setting, and web_fetch's is in `[builtins]`.
-    #[error("web_fetch could not fetch {url}: {}", web_fetch_remedy(.source))]
+    /// Refusals (with the rule and, from [`web_fetch_policy`], the setting that lifts it), bad
+    /// URLs, and transport failures: `NetError` says which.
+    #[error("web_fetch could not fetch {url}: {source}")]
     Net {
         url: String,
         #[source]
@@ -62,10 +62,10 @@ enum FetchError {
     NoClient(String),
 }
 
-/// The error with the setting that lifts a private-network refusal for web_fetch.
-fn web_fetch_remedy(error: &NetError) -> String {
-    error.to_string().replace(
-        portico_net::PRIVATE_NETWORK_REMEDY,
+/// The network policy `web_fetch` fetches under: public addresses only unless `allow_private`
+/// (`[builtins] web_fetch_allow_private_network`), which a refusal names.
+pub fn web_fetch_policy(allow_private: bool) -> NetPolicy {
+    NetPolicy::private_network(allow_private).with_private_network_remedy(
         "; set web_fetch_allow_private_network = true in the config's [builtins] section to allow it",
     )
 }
@@ -140,7 +140,6 @@ mod tests {
     use axum::http::header;
     use axum::response::{IntoResponse, Redirect};
     use axum::routing::get;
-    use portico_net::NetPolicy;
     use serde_json::json;
 
     use super::*;
@@ -232,7 +231,7 @@ mod tests {
     async fn refusals_name_the_rule() {
         let base = serve().await;
         let public = web_fetch(
-            LazyClient::ready(SafeClient::new(NetPolicy::public_only()).unwrap()),
+            LazyClient::ready(SafeClient::new(web_fetch_policy(false)).unwrap()),
             1024,
         );
         let message = err(&call(&public, json!({"url": format!("{base}/hello")})).await);

@@ -291,11 +291,8 @@ impl Engine {
             settings.shell_exec = config.builtins.shell_exec;
             settings.protected = options.protected.clone();
             settings.web_fetch_max_bytes = config.builtins.web_fetch_max_bytes;
-            let web_policy = if config.builtins.web_fetch_allow_private_network {
-                NetPolicy::allow_private_network()
-            } else {
-                NetPolicy::public_only()
-            };
+            let web_policy =
+                portico_builtins::web_fetch_policy(config.builtins.web_fetch_allow_private_network);
             let web = http_client(web_policy, CredentialScope::Nowhere);
             portico_builtins::register(&local, &settings, store.clone(), web)?;
         }

@@ -204,9 +204,7 @@ impl UpstreamAuth {
         {
             return None;
         }
-        let http = SafeOAuthHttp::new(NetPolicy {
-            allow_private: config.allow_private_network,
-        });
+        let http = SafeOAuthHttp::new(NetPolicy::private_network(config.allow_private_network));
         let settings = config.oauth.clone().unwrap_or_default();
         let browser = home
             .browser

@@ -1780,9 +1780,7 @@ fn safe_client(
         Err(_) => CredentialScope::Everywhere,
     };
     SafeClient::builder()
-        .policy(NetPolicy {
-            allow_private: config.allow_private_network,
-        })
+        .policy(NetPolicy::private_network(config.allow_private_network))
         .credentials(credentials)
         .build()
         .map_err(|e| UpstreamError::Config {

@@ -78,7 +78,7 @@ fn check_parsed_url(url: &Url, policy: &NetPolicy) -> Result<(), NetError> {
             });
         }
     }
-    let blocked = |b: BlockedAddress| NetError::Blocked(b.with_url(url.as_str()));
+    let blocked = |b: BlockedAddress| NetError::Blocked(b.with_url(url.as_str()).under(policy));
     let host_str = url.host_str().unwrap_or_default();
     let addr = match url.host() {
         None => {

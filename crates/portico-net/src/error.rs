@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::policy::{BlockRule, embedded_ipv4};
+use crate::policy::{BlockRule, NetPolicy, embedded_ipv4};
 
 /// Everything that can go wrong on the way out.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +133,9 @@ pub struct BlockedAddress {
     subject: Subject,
     rule: BlockRule,
     redirect: bool,
+    /// What the message ends with: that nothing lifts the refusal, or the setting that does,
+    /// named by the policy that refused.
+    remedy: &'static str,
 }
 
 impl BlockedAddress {
@@ -160,7 +163,14 @@ impl BlockedAddress {
             subject,
             rule,
             redirect: false,
+            remedy: NetPolicy::public_only().remedy(rule),
         }
+    }
+
+    /// The refusal as `policy` words its remedy.
+    pub(crate) fn under(mut self, policy: &NetPolicy) -> Self {
+        self.remedy = policy.remedy(self.rule);
+        self
     }
 
     pub(crate) fn with_url(mut self, url: &str) -> Self {
@@ -271,7 +281,7 @@ impl fmt::Display for BlockedAddress {
                 write!(f, "{host} connected to {}, which is {rule}", ShowAddr(addr))?;
             }
         }
-        f.write_str(rule.remedy())
+        f.write_str(self.remedy)
     }
 }
 

@@ -68,7 +68,7 @@ where
             && let Some(addr) = literal_host(host)
             && let Err(rule) = classify(addr, &self.policy)
         {
-            let refusal = BlockedAddress::literal(host, addr, rule);
+            let refusal = BlockedAddress::literal(host, addr, rule).under(&self.policy);
             return Box::pin(async move { Err(refusal.into()) });
         }
         let policy = self.policy.clone();
@@ -87,9 +87,12 @@ where
             let Some(peer) = extras.get::<HttpInfo>().map(HttpInfo::remote_addr) else {
                 return Err("portico-net: connection has no peer address to check".into());
             };
-            classify(peer.ip(), &policy).map_err(|rule| match host {
-                Some(host) => BlockedAddress::connected(&host, peer.ip(), rule),
-                None => BlockedAddress::literal(&peer.ip().to_string(), peer.ip(), rule),
+            classify(peer.ip(), &policy).map_err(|rule| {
+                match host {
+                    Some(host) => BlockedAddress::connected(&host, peer.ip(), rule),
+                    None => BlockedAddress::literal(&peer.ip().to_string(), peer.ip(), rule),
+                }
+                .under(&policy)
             })?;
             Ok(conn)
         })
@@ -160,7 +163,7 @@ mod tests {
             calls: Arc::default(),
         };
         let guard = PeerGuardLayer {
-            policy: NetPolicy { allow_private },
+            policy: NetPolicy::private_network(allow_private),
             failures: ConnectFailures::default(),
         }
         .layer(dial.clone());

@@ -45,8 +45,8 @@ pub use client::{CredentialScope, MAX_REDIRECTS, SafeClient, SafeClientBuilder, 
 pub use error::{BlockedAddress, NetError, blocked_in_error_chain};
 pub use lazy::LazyClient;
 pub use policy::{
-    BlockRule, NetPolicy, PRIVATE_NETWORK_REMEDY, address_class, classify, embedded_ipv4,
-    host_name_class, parse_ipv4_lenient,
+    BlockRule, NetPolicy, address_class, classify, embedded_ipv4, host_name_class,
+    parse_ipv4_lenient,
 };
 pub use resolve::{BoxFuture, HostResolver, SystemResolver};
 pub use retry_after::retry_after;

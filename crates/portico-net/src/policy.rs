@@ -14,6 +14,9 @@ pub struct NetPolicy {
     /// unicast ranges. Cloud metadata, link-local, unspecified, multicast,
     /// broadcast and reserved addresses stay blocked regardless.
     pub allow_private: bool,
+    /// What a refusal that `allow_private` would lift tells the user to do; `None`: the setting of
+    /// a configured server entry ([`PRIVATE_NETWORK_REMEDY`]).
+    private_network_remedy: Option<&'static str>,
 }
 
 impl NetPolicy {
@@ -21,6 +24,7 @@ impl NetPolicy {
     pub fn public_only() -> Self {
         Self {
             allow_private: false,
+            private_network_remedy: None,
         }
     }
 
@@ -28,6 +32,34 @@ impl NetPolicy {
     pub fn allow_private_network() -> Self {
         Self {
             allow_private: true,
+            private_network_remedy: None,
+        }
+    }
+
+    /// `allow_private_network()` when `allow`, else `public_only()`.
+    pub fn private_network(allow: bool) -> Self {
+        if allow {
+            Self::allow_private_network()
+        } else {
+            Self::public_only()
+        }
+    }
+
+    /// The policy, its refusals of private addresses ending in `remedy` (`"; set X = true in Y to
+    /// allow it"`): the setting that lifts them is where the client's configuration lives, which
+    /// only its owner knows.
+    pub fn with_private_network_remedy(mut self, remedy: &'static str) -> Self {
+        self.private_network_remedy = Some(remedy);
+        self
+    }
+
+    /// What a refusal by `rule` under this policy ends with: that nothing lifts it, or what does.
+    pub(crate) fn remedy(&self, rule: BlockRule) -> &'static str {
+        if rule.always_blocked() {
+            ALWAYS_BLOCKED
+        } else {
+            self.private_network_remedy
+                .unwrap_or(PRIVATE_NETWORK_REMEDY)
         }
     }
 }
@@ -85,17 +117,6 @@ impl BlockRule {
             | BlockRule::SpecialPurpose => false,
         }
     }
-
-    /// The advice appended to a refusal: either that nothing can lift it, or
-    /// which config key does ([`PRIVATE_NETWORK_REMEDY`], for a configured server; a caller whose
-    /// setting lives elsewhere, such as `web_fetch`, replaces it).
-    pub fn remedy(self) -> &'static str {
-        if self.always_blocked() {
-            " (always blocked)"
-        } else {
-            PRIVATE_NETWORK_REMEDY
-        }
-    }
 }
 
 impl fmt::Display for BlockRule {
@@ -117,8 +138,11 @@ impl fmt::Display for BlockRule {
     }
 }
 
+/// The end of a refusal nothing lifts.
+const ALWAYS_BLOCKED: &str = " (always blocked)";
+
 /// The end of a refusal that `allow_private_network` on the configured entry would lift.
-pub const PRIVATE_NETWORK_REMEDY: &str =
+pub(crate) const PRIVATE_NETWORK_REMEDY: &str =
     "; set allow_private_network = true on this server entry to allow it";
 
 /// Decide whether `ip` may be connected to under `policy`.
@@ -388,9 +412,11 @@ mod tests {
 
     const STRICT: NetPolicy = NetPolicy {
         allow_private: false,
+        private_network_remedy: None,
     };
     const OPEN: NetPolicy = NetPolicy {
         allow_private: true,
+        private_network_remedy: None,
     };
 
     fn ip(s: &str) -> IpAddr {
@@ -588,12 +614,19 @@ mod tests {
         assert!(BlockRule::CloudMetadata.always_blocked());
         assert!(BlockRule::LinkLocal.always_blocked());
         assert!(!BlockRule::Loopback.always_blocked());
-        assert_eq!(BlockRule::CloudMetadata.remedy(), " (always blocked)");
+        let policy = NetPolicy::public_only();
+        assert_eq!(policy.remedy(BlockRule::CloudMetadata), " (always blocked)");
         assert!(
-            BlockRule::PrivateNetwork
-                .remedy()
+            policy
+                .remedy(BlockRule::PrivateNetwork)
                 .contains("set allow_private_network = true on this server entry to allow it")
         );
+        let web = policy.with_private_network_remedy("; set web = true to allow it");
+        assert_eq!(
+            web.remedy(BlockRule::Loopback),
+            "; set web = true to allow it"
+        );
+        assert_eq!(web.remedy(BlockRule::CloudMetadata), " (always blocked)");
         assert_eq!(BlockRule::Loopback.to_string(), "a loopback address");
     }
 

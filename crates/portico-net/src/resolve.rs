@@ -56,7 +56,7 @@ pub(crate) async fn resolve_checked(
     host: &str,
 ) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
     if let Some(rule) = host_name_class(host) {
-        return Err(BlockedAddress::name(host, rule).into());
+        return Err(BlockedAddress::name(host, rule).under(policy).into());
     }
     // The system resolver happily turns "0x7f.1" or "2130706433" into an
     // address without DNS; classify those spellings ourselves first.
@@ -67,7 +67,8 @@ pub(crate) async fn resolve_checked(
         .ok()
         .or_else(|| parse_ipv4_lenient(host).map(IpAddr::V4));
     if let Some(addr) = literal {
-        classify(addr, policy).map_err(|rule| BlockedAddress::literal(host, addr, rule))?;
+        classify(addr, policy)
+            .map_err(|rule| BlockedAddress::literal(host, addr, rule).under(policy))?;
         return Ok(vec![SocketAddr::new(addr, 0)]);
     }
 
@@ -81,7 +82,7 @@ pub(crate) async fn resolve_checked(
     }
     for addr in &addrs {
         classify(addr.ip(), policy)
-            .map_err(|rule| BlockedAddress::resolved(host, addr.ip(), rule))?;
+            .map_err(|rule| BlockedAddress::resolved(host, addr.ip(), rule).under(policy))?;
     }
     tracing::trace!(host, ?addrs, "resolved and checked");
     Ok(addrs)

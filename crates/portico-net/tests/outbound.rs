@@ -48,10 +48,7 @@ async fn loopback_server_is_refused_by_default_naming_the_rule() {
 #[tokio::test]
 async fn loopback_server_is_reachable_with_allow_private() {
     let upstream = Upstream::start("direct").await;
-    let client = SafeClient::new(NetPolicy {
-        allow_private: true,
-    })
-    .unwrap();
+    let client = SafeClient::new(NetPolicy::allow_private_network()).unwrap();
 
     let resp = client.get(&upstream.url("/ok")).await.unwrap();
 

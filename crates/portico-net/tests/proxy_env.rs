@@ -74,10 +74,7 @@ async fn proxy_probe_child() {
     let control = reqwest::Client::new().get(&target).send().await.unwrap();
     println!("CONTROL={}", control.text().await.unwrap());
 
-    let safe = SafeClient::new(NetPolicy {
-        allow_private: true,
-    })
-    .unwrap();
+    let safe = SafeClient::new(NetPolicy::allow_private_network()).unwrap();
     let resp = safe.get(&target).await.unwrap();
     println!("SAFE={}", resp.text().await.unwrap());
 }

@@ -81,11 +81,9 @@ impl Registry {
     /// private network; cloud metadata and link-local addresses stay refused.
     pub fn new(url: &str, allow_private_network: bool) -> Result<Registry, RegistryError> {
         let base = base_url(url)?;
-        let policy = if allow_private_network {
-            NetPolicy::allow_private_network()
-        } else {
-            NetPolicy::public_only()
-        };
+        let policy = NetPolicy::private_network(allow_private_network).with_private_network_remedy(
+            "; set `allow_private_network = true` under [registry] to allow it",
+        );
         let client = SafeClient::builder()
             .policy(policy)
             .timeout(TIMEOUT)
@@ -241,16 +239,10 @@ impl Registry {
     }
 }
 
-/// A refusal by the SSRF checks, with the remedy that applies to a registry.
+/// A refusal by the SSRF checks (its message ends in the registry's own remedy).
 fn refusal(message: &str) -> RegistryError {
     RegistryError::Refused {
-        message: format!(
-            "the registry was {}",
-            message.replace(
-                portico_net::PRIVATE_NETWORK_REMEDY,
-                "; set `allow_private_network = true` under [registry] to allow it"
-            )
-        ),
+        message: format!("the registry was {message}"),
     }
 }
 

@@ -59,7 +59,10 @@ pub async fn run(explicit: Option<&Path>, command: A2aCommand) -> anyhow::Result
     match command {
         A2aCommand::Discover { url, json } => {
             let client = url_client(&url)?;
-            let card = client.discover(&url).await.map_err(for_url)?;
+            let card = client
+                .discover(&url)
+                .await
+                .map_err(|e| anyhow::anyhow!(e.to_string()))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&card.summary())?);
             } else {
@@ -180,14 +183,9 @@ fn is_loopback_host(url: &str) -> bool {
     }
 }
 
-/// The net policy's remedy speaks of config entries; for a URL typed here, say what to do instead.
-fn for_url(error: portico_a2a_client::ClientError) -> anyhow::Error {
-    anyhow::anyhow!(error.to_string().replace(
-        portico_net::PRIVATE_NETWORK_REMEDY,
-        " (only loopback URLs typed here may reach private addresses; configure the agent in \
-         [[a2a.external_agents]] with allow_private_network = true to reach it)",
-    ))
-}
+/// What a refusal of a private address says about a URL typed on the command line.
+const TYPED_URL_REMEDY: &str = " (only loopback URLs typed here may reach private addresses; \
+     configure the agent in [[a2a.external_agents]] with allow_private_network = true to reach it)";
 
 /// A client for a URL typed on the command line.
 fn url_client(url: &str) -> anyhow::Result<A2aClient> {
@@ -199,7 +197,8 @@ fn url_client(url: &str) -> anyhow::Result<A2aClient> {
     Ok(A2aClient::new(ClientOptions {
         headers: Vec::new(),
         timeout: URL_TIMEOUT,
-        allow_private_network: is_loopback_host(url),
+        network: portico_net::NetPolicy::private_network(is_loopback_host(url))
+            .with_private_network_remedy(TYPED_URL_REMEDY),
     })?)
 }
 
@@ -319,16 +318,11 @@ async fn send(
             }
         }
     };
-    let card = client.discover(&url).await.map_err(|e| {
-        if typed {
-            for_url(e)
-        } else {
-            anyhow::anyhow!(e.to_string().replace(
-                "on this server entry",
-                "on this [[a2a.external_agents]] entry"
-            ))
-        }
-    })?;
+    // The message, which ends in the remedy the client's policy words; not its source chain.
+    let card = client
+        .discover(&url)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.to_string()))?;
     eprintln!(
         "portico: {} at {} ({} {}{})",
         card.name,

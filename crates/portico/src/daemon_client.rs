@@ -81,9 +81,7 @@ impl Daemon {
     fn at(info: DaemonInfo) -> anyhow::Result<Daemon> {
         let client = portico_net::SafeClient::builder()
             // The daemon listens on this machine: loopback by design.
-            .policy(portico_net::NetPolicy {
-                allow_private: true,
-            })
+            .policy(portico_net::NetPolicy::allow_private_network())
             .timeout(REQUEST_TIMEOUT)
             .build()
             .context("cannot build the HTTP client to reach the daemon")?;

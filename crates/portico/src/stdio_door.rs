@@ -139,9 +139,7 @@ pub(crate) enum DaemonCheck {
 
 pub(crate) async fn check_daemon(info: &DaemonInfo) -> DaemonCheck {
     let Ok(client) = portico_net::SafeClient::builder()
-        .policy(portico_net::NetPolicy {
-            allow_private: true,
-        })
+        .policy(portico_net::NetPolicy::allow_private_network())
         .timeout(Duration::from_secs(2))
         .build()
     else {

@@ -175,7 +175,7 @@ fn client(headers: &[(&str, &str)]) -> A2aClient {
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect(),
         timeout: Duration::from_secs(20),
-        allow_private_network: true,
+        network: NetPolicy::allow_private_network(),
     })
     .unwrap()
     .with_poll_interval(Duration::from_millis(10), Duration::from_millis(40))
@@ -423,7 +423,7 @@ async fn refusals_name_the_rule() {
     let strict = A2aClient::new(ClientOptions {
         headers: vec![],
         timeout: Duration::from_secs(5),
-        allow_private_network: false,
+        network: NetPolicy::public_only(),
     })
     .unwrap();
     let error = strict.discover("http://127.0.0.1:9/").await.unwrap_err();

@@ -142,7 +142,7 @@ impl HostResolver for MapResolver {
 /// nothing waits on it.
 pub fn client(allow_private: bool, resolver: Arc<MapResolver>) -> SafeClient {
     SafeClient::builder()
-        .policy(NetPolicy { allow_private })
+        .policy(NetPolicy::private_network(allow_private))
         .resolver(resolver)
         .timeout(Duration::from_secs(30))
         .build()
