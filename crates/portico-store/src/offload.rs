@@ -71,8 +71,9 @@ impl Drop for Waiting<'_> {
 
 impl Store {
     /// Runs `work` (synchronous store calls, on the store it is given) off the async runtime, on
-    /// tokio's blocking pool, and waits for its result: the way to use the store from async code. `operation` names the work
-    /// in the error a caller gets when the store is too busy to take it ([`StoreError::Busy`]).
+    /// tokio's blocking pool, and waits for its result: the way to use the store from async code.
+    /// `operation` names the work in the error a caller gets when the store is too busy to take it
+    /// ([`StoreError::Busy`]).
     ///
     /// A panic in `work` is resumed in the caller, as if `work` had run inline.
     pub async fn run<T, E>(
