@@ -5,12 +5,11 @@
 //! work that is not the store's). Scanned: every `.rs` file under `crates/*/src`, as tokens, so a
 //! mention in a comment does not count.
 
-use std::collections::BTreeMap;
-
-use crate::source::{Token, files_under, read, tokens};
+use crate::allow_list::{Allowed, problems, uses_of};
+use crate::source::{files_under, read};
 
 /// Files allowed `spawn_blocking`: how many uses, and what blocking work that is not the store's.
-const ALLOWED: &[(&str, usize, &str)] = &[
+const ALLOWED: &[Allowed] = &[
     (
         "crates/portico-store/src/offload.rs",
         1,
@@ -33,50 +32,15 @@ const ALLOWED: &[(&str, usize, &str)] = &[
     ),
 ];
 
-/// `spawn_blocking` identifiers per file: (path, lines).
-fn uses(files: &[(String, String)]) -> BTreeMap<String, Vec<usize>> {
-    let mut uses: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (path, text) in files {
-        for token in tokens(text) {
-            if let Token::Ident { text, line } = token
-                && text == "spawn_blocking"
-            {
-                uses.entry(path.clone()).or_default().push(line);
-            }
-        }
-    }
-    uses
-}
-
-fn problems(uses: &BTreeMap<String, Vec<usize>>, allowed: &[(&str, usize, &str)]) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (path, lines) in uses {
-        let allowed_here = allowed
-            .iter()
-            .find(|(p, ..)| p == path)
-            .map_or(0, |(_, n, _)| *n);
-        if lines.len() > allowed_here {
-            let at: Vec<String> = lines.iter().map(|l| format!("{path}:{l}")).collect();
-            problems.push(format!(
-                "`spawn_blocking` at {} ({} use(s), {allowed_here} allowed): run store work from \
-                 async code with `Store::run` (or `Approvals::run`), which bounds it; for blocking \
-                 work that is not the store's, add or raise this file's entry in \
-                 crates/portico-tidy/src/blocking_work.rs with the reason",
-                at.join(", "),
-                lines.len()
-            ));
-        }
-    }
-    for (path, count, _) in allowed {
-        let found = uses.get(*path).map_or(0, Vec::len);
-        if found < *count {
-            problems.push(format!(
-                "{path} is allowed {count} `spawn_blocking` but has {found}: lower its entry in \
-                 crates/portico-tidy/src/blocking_work.rs (or delete it at 0), so the list only shrinks"
-            ));
-        }
-    }
-    problems
+/// What the tidy check finds wrong with `files`' uses of `spawn_blocking`.
+fn blocking_problems(files: &[(String, String)], allowed: &[Allowed]) -> Vec<String> {
+    problems(
+        &uses_of(files, "spawn_blocking"),
+        allowed,
+        "spawn_blocking",
+        "run store work from async code with `Store::run` (or `Approvals::run`), which bounds it",
+        "crates/portico-tidy/src/blocking_work.rs",
+    )
 }
 
 #[test]
@@ -89,7 +53,7 @@ fn spawn_blocking_only_in_the_allow_list() {
             (path, text)
         })
         .collect();
-    let problems = problems(&uses(&files), ALLOWED);
+    let problems = blocking_problems(&files, ALLOWED);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
@@ -103,9 +67,9 @@ fn new_and_vanished_uses_are_both_named() {
         ("crates/b/src/lib.rs", "const S: &str = \"spawn_blocking\";"),
     ]
     .map(|(p, t)| (p.to_string(), t.to_string()));
-    let found = uses(&files);
+    let found = uses_of(&files, "spawn_blocking");
     assert_eq!(found.len(), 1, "{found:?}");
-    let problems = problems(&found, &[("crates/c/src/lib.rs", 1, "gone")]).join("\n");
+    let problems = blocking_problems(&files, &[("crates/c/src/lib.rs", 1, "gone")]).join("\n");
     assert!(
         problems.contains("`spawn_blocking` at crates/a/src/api.rs:1")
             && problems.contains("Store::run"),

@@ -14,6 +14,9 @@
 //!   through `Store::run`, which bounds it.
 //! - `comment_citations`: no comment cites an issue or a seed by number.
 //!
+//! `source` reads the tree and tells literals and identifiers from comments; `allow_list` is the
+//! counted allow-list `unsafe_code` and `blocking_work` share.
+//!
 //! Why a crate of its own and not `crates/portico/tests/tidy.rs`: a test there would build the binary
 //! and all its dev-dependencies before it could run; this crate depends on `serde_json` alone, so
 //! `cargo test -p portico-tidy` answers in seconds, even while the product does not compile. It runs
@@ -21,6 +24,9 @@
 
 #[cfg(test)]
 mod source;
+
+#[cfg(test)]
+mod allow_list;
 
 #[cfg(test)]
 mod blocking_work;

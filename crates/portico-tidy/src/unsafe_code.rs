@@ -4,12 +4,11 @@
 //! already uses (rustix has safe wrappers for most system calls; std for sockets and signals to a
 //! `Child`).
 
-use std::collections::BTreeMap;
-
-use crate::source::{Token, files_under, read, tokens};
+use crate::allow_list::{Allowed, problems, uses_of};
+use crate::source::{files_under, read};
 
 /// Files allowed `unsafe`: how many times, and why it cannot be a safe call.
-const ALLOWED: &[(&str, usize, &str)] = &[
+const ALLOWED: &[Allowed] = &[
     (
         "crates/portico-builtins/src/shell.rs",
         1,
@@ -24,49 +23,15 @@ const ALLOWED: &[(&str, usize, &str)] = &[
     ),
 ];
 
-/// `unsafe` keywords per file: (path, lines).
-fn uses_of_unsafe(files: &[(String, String)]) -> BTreeMap<String, Vec<usize>> {
-    let mut uses: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (path, text) in files {
-        for token in tokens(text) {
-            if let Token::Ident { text, line } = token
-                && text == "unsafe"
-            {
-                uses.entry(path.clone()).or_default().push(line);
-            }
-        }
-    }
-    uses
-}
-
-fn problems(uses: &BTreeMap<String, Vec<usize>>, allowed: &[(&str, usize, &str)]) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (path, lines) in uses {
-        let allowed_here = allowed
-            .iter()
-            .find(|(p, ..)| p == path)
-            .map_or(0, |(_, n, _)| *n);
-        if lines.len() > allowed_here {
-            let at: Vec<String> = lines.iter().map(|l| format!("{path}:{l}")).collect();
-            problems.push(format!(
-                "`unsafe` at {} ({} use(s), {allowed_here} allowed): use a safe API instead \
-                 (rustix, std), or, if there is none, add or raise this file's entry in \
-                 crates/portico-tidy/src/unsafe_code.rs with the reason and a SAFETY comment",
-                at.join(", "),
-                lines.len()
-            ));
-        }
-    }
-    for (path, count, _) in allowed {
-        let found = uses.get(*path).map_or(0, Vec::len);
-        if found < *count {
-            problems.push(format!(
-                "{path} is allowed {count} `unsafe` but has {found}: lower its entry in \
-                 crates/portico-tidy/src/unsafe_code.rs (or delete it at 0), so the list only shrinks"
-            ));
-        }
-    }
-    problems
+/// What the tidy check finds wrong with `files`' uses of `unsafe`.
+fn unsafe_problems(files: &[(String, String)], allowed: &[Allowed]) -> Vec<String> {
+    problems(
+        &uses_of(files, "unsafe"),
+        allowed,
+        "unsafe",
+        "use a safe API instead (rustix, std), with a SAFETY comment where none exists",
+        "crates/portico-tidy/src/unsafe_code.rs",
+    )
 }
 
 #[test]
@@ -79,7 +44,7 @@ fn no_unsafe_outside_the_allow_list() {
             (path, text)
         })
         .collect();
-    let problems = problems(&uses_of_unsafe(&files), ALLOWED);
+    let problems = unsafe_problems(&files, ALLOWED);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
@@ -96,9 +61,9 @@ fn new_and_vanished_uses_are_both_named() {
         ),
     ]
     .map(|(p, t)| (p.to_string(), t.to_string()));
-    let uses = uses_of_unsafe(&files);
+    let uses = uses_of(&files, "unsafe");
     assert_eq!(uses.len(), 1, "{uses:?}");
-    let problems = problems(&uses, &[("crates/c/src/lib.rs", 1, "gone")]).join("\n");
+    let problems = unsafe_problems(&files, &[("crates/c/src/lib.rs", 1, "gone")]).join("\n");
     assert!(
         problems.contains("`unsafe` at crates/a/src/lib.rs:1"),
         "{problems}"
